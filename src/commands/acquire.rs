@@ -1,0 +1,109 @@
+//! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [BLOCK timeout-ms]` → `[token, fence]` or nil.
+
+use redis_module::{Context, NextArg, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
+use super::effects;
+use super::errors::CommandError;
+use crate::blocking;
+use crate::config;
+use crate::lock::{self, Acquire};
+use crate::node_fence;
+use crate::stats;
+use crate::store::{self, LockKey};
+use crate::token;
+
+const NAME: &str = "lock.acquire";
+
+struct Request {
+    key: RedisString,
+    ttl_ms: i64,
+    token: Option<Vec<u8>>,
+    block_ms: Option<i64>,
+}
+
+fn parse(args: Vec<RedisString>) -> Result<Request, CommandError> {
+    if args.len() < 3 {
+        return Err(CommandError::WrongArity);
+    }
+    let mut args = args.into_iter().skip(1);
+    let key = args.next_arg().map_err(|_| CommandError::WrongArity)?;
+    let ttl = args.next_arg().map_err(|_| CommandError::WrongArity)?;
+    let rest: Vec<RedisString> = args.collect();
+    let rest: Vec<&[u8]> = rest.iter().map(RedisString::as_slice).collect();
+    let [token, block] = parse_options(&rest, ["TOKEN", "BLOCK"])?;
+    let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
+    let token = token.map(parse_token).transpose()?.map(<[u8]>::to_vec);
+    let block_ms = block.map(parse_timeout).transpose()?;
+    Ok(Request {
+        key,
+        ttl_ms,
+        token,
+        block_ms,
+    })
+}
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let request = parse(args)?;
+    acquire(ctx, request).map_err(RedisError::from)
+}
+
+fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> {
+    let name = &request.key;
+    let key = LockKey::open(ctx, name, true).ok_or(CommandError::WriteFailed)?;
+    // Waiters come first: if the lock is free because its holder's deletion has not been
+    // settled yet, the head of the queue takes it before this caller is considered.
+    if key.holding()?.is_none() {
+        blocking::hand_off(ctx, &key, name);
+    }
+    let current = key.holding()?.cloned();
+    let token = request.token.clone().unwrap_or_else(token::generate);
+    let now_ms = store::now_ms();
+    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, config::max_ttl_ms())
+        .ok_or(CommandError::InvalidExpire(NAME))?;
+    let decision = node_fence::with_clock(|clock| {
+        lock::acquire(current.as_ref(), &token, clock, store::now_micros())
+    });
+    match decision {
+        Acquire::Granted(holding) => {
+            let fence = holding.fence;
+            effects::grant(ctx, &key, name, holding, deadline)?;
+            Ok(blocking::grant_reply(&token, fence))
+        }
+        Acquire::Renewed(holding) => {
+            effects::extend(ctx, &key, name, deadline)?;
+            Ok(blocking::grant_reply(&holding.token, holding.fence))
+        }
+        Acquire::Busy => wait_or_give_up(ctx, &key, request),
+    }
+}
+
+/// Busy: queue the caller if it asked to BLOCK and may block here, else answer nil.
+fn wait_or_give_up(
+    ctx: &Context,
+    key: &LockKey,
+    request: Request,
+) -> Result<RedisValue, CommandError> {
+    let Some(timeout_ms) = request.block_ms.filter(|_| blocking::can_block(ctx)) else {
+        stats::CONTENDED.bump();
+        return Ok(RedisValue::Null);
+    };
+    let name = request.key.as_slice();
+    if blocking::queue_is_full(ctx, name, config::max_waiters()) {
+        return Err(CommandError::TooManyWaiters);
+    }
+    let remaining = key.remaining_ms();
+    if blocking::enqueue(
+        ctx,
+        name,
+        request.ttl_ms,
+        request.token,
+        timeout_ms,
+        remaining,
+    ) {
+        Ok(RedisValue::NoReply)
+    } else {
+        stats::CONTENDED.bump();
+        Ok(RedisValue::Null)
+    }
+}

@@ -1,0 +1,54 @@
+//! `LOCK.APPLY key token fence [PXAT unix-ms]` → OK. The effect form of a grant: what
+//! the primary writes to replicas and the AOF (and what AOF rewrite emits), with the
+//! token, fence and absolute deadline spelled out so replay is exact. It also raises
+//! this node's fence clock past `fence`. Applications do not need to call it.
+//!
+//! A deadline already in the past (AOF replayed after a long downtime, a replica whose
+//! clock runs ahead) leaves the key already expired: it never comes back alive.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::{parse_integer, parse_options, parse_token};
+use super::errors::CommandError;
+use super::with_lock_key;
+use crate::lock::Holding;
+use crate::node_fence;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    apply(ctx, &args).map_err(RedisError::from)
+}
+
+fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, token, fence, options @ ..] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
+    let [deadline] = parse_options(&options, ["PXAT"])?;
+    let token = parse_token(token.as_slice())?;
+    let fence = parse_integer(fence.as_slice())?;
+    let fence = u64::try_from(fence)
+        .ok()
+        .filter(|&f| f > 0)
+        .ok_or(CommandError::InvalidFence)?;
+    let deadline = deadline.map(parse_integer).transpose()?;
+    if deadline.is_some_and(|d| d <= 0) {
+        return Err(CommandError::InvalidExpire("lock.apply"));
+    }
+    node_fence::observe(fence);
+    with_lock_key(ctx, name, true, |key, _| {
+        let holding = Holding {
+            token: token.into(),
+            fence,
+        };
+        // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
+        let stored = match deadline {
+            Some(deadline) => key.store(holding, deadline),
+            None => key.store_without_deadline(holding),
+        };
+        if stored {
+            Ok(RedisValue::SimpleStringStatic("OK"))
+        } else {
+            Err(CommandError::WriteFailed)
+        }
+    })
+}

@@ -1,0 +1,71 @@
+//! Applying a decision to the keyspace: write the key, replicate the *effect* (explicit
+//! token, fence and absolute deadline, never the clock-dependent command), announce it
+//! as a keyspace event and count it. Every path that changes a lock goes through here,
+//! so replicas and the AOF see exactly what the primary did.
+
+use redis_module::{Context, RedisString};
+
+use super::errors::CommandError;
+use crate::events;
+use crate::lock::Holding;
+use crate::stats;
+use crate::store::LockKey;
+
+/// Stores a new holding until `deadline_ms` and propagates it as
+/// `LOCK.APPLY key token fence PXAT deadline`.
+pub fn grant(
+    ctx: &Context,
+    key: &LockKey,
+    name: &RedisString,
+    holding: Holding,
+    deadline_ms: i64,
+) -> Result<(), CommandError> {
+    let fence = holding.fence.to_string();
+    let deadline = deadline_ms.to_string();
+    let token = holding.token.clone();
+    if !key.store(holding, deadline_ms) {
+        return Err(CommandError::WriteFailed);
+    }
+    ctx.replicate(
+        "LOCK.APPLY",
+        &[
+            name.as_slice(),
+            &token,
+            fence.as_bytes(),
+            b"PXAT",
+            deadline.as_bytes(),
+        ],
+    );
+    events::notify(ctx, events::ACQUIRED, name);
+    stats::ACQUIRED.bump();
+    Ok(())
+}
+
+/// Moves the lease's end to `deadline_ms`, propagated as `PEXPIREAT key deadline`.
+pub fn extend(
+    ctx: &Context,
+    key: &LockKey,
+    name: &RedisString,
+    deadline_ms: i64,
+) -> Result<(), CommandError> {
+    if !key.set_deadline(deadline_ms) {
+        return Err(CommandError::WriteFailed);
+    }
+    let deadline = deadline_ms.to_string();
+    ctx.replicate("PEXPIREAT", &[name.as_slice(), deadline.as_bytes()]);
+    events::notify(ctx, events::REFRESHED, name);
+    stats::REFRESHED.bump();
+    Ok(())
+}
+
+/// Deletes the key (the lock is free), propagated as `DEL key`.
+pub fn release(ctx: &Context, key: &LockKey, name: &RedisString) -> Result<(), CommandError> {
+    if !key.delete() {
+        return Err(CommandError::WriteFailed);
+    }
+    events::forget_unlinked_lock();
+    ctx.replicate("DEL", &[name.as_slice()]);
+    events::notify(ctx, events::RELEASED, name);
+    stats::RELEASED.bump();
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! `LOCK.FENCE key [token]` → the fence of the current holding (with `token`: only if
+//! that token holds it), else nil. Read-only, so it also answers on replicas.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::parse_token;
+use super::errors::CommandError;
+use super::with_lock_key;
+use crate::lock;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    fence(ctx, &args).map_err(RedisError::from)
+}
+
+fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let (name, token) = match args {
+        [_, name] => (name, None),
+        [_, name, token] => (name, Some(parse_token(token.as_slice())?)),
+        _ => return Err(CommandError::WrongArity),
+    };
+    with_lock_key(ctx, name, false, |_, holding| {
+        Ok(
+            lock::visible_fence(holding, token).map_or(RedisValue::Null, |fence| {
+                RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
+            }),
+        )
+    })
+}

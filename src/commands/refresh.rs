@@ -1,0 +1,34 @@
+//! `LOCK.REFRESH key token ttl-ms` → 1 if `token` holds the lock (lease now ends
+//! `ttl-ms` from now), else 0. An expired lease is gone and is never revived.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::{parse_token, parse_ttl};
+use super::errors::CommandError;
+use super::{effects, with_lock_key};
+use crate::config;
+use crate::lock;
+use crate::store;
+
+const NAME: &str = "lock.refresh";
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    refresh(ctx, &args).map_err(RedisError::from)
+}
+
+fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, token, ttl] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
+    let token = parse_token(token.as_slice())?;
+    with_lock_key(ctx, name, true, |key, holding| {
+        if !lock::is_holder(holding, token) {
+            return Ok(RedisValue::Integer(0));
+        }
+        let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, config::max_ttl_ms())
+            .ok_or(CommandError::InvalidExpire(NAME))?;
+        effects::extend(ctx, key, name, deadline)?;
+        Ok(RedisValue::Integer(1))
+    })
+}

@@ -1,0 +1,29 @@
+//! `LOCK.RELEASE key token` → 1 if `token` held the lock (the key is gone, or already
+//! handed to the first waiter), else 0.
+
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::args::parse_token;
+use super::errors::CommandError;
+use super::{effects, with_lock_key};
+use crate::blocking;
+use crate::lock;
+
+pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    release(ctx, &args).map_err(RedisError::from)
+}
+
+fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, token] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let token = parse_token(token.as_slice())?;
+    with_lock_key(ctx, name, true, |key, holding| {
+        if !lock::is_holder(holding, token) {
+            return Ok(RedisValue::Integer(0));
+        }
+        effects::release(ctx, key, name)?;
+        blocking::hand_off(ctx, key, name);
+        Ok(RedisValue::Integer(1))
+    })
+}

@@ -1,0 +1,84 @@
+//! Keyspace events: the `lock.*` notifications fencelock emits, and what it learns from
+//! the events Redis emits about lock keys (a lease expired, a key was deleted).
+//!
+//! Redis tells a data type that one of its keys is being unlinked (`unlink2`) just
+//! before it announces *why* (`expired`, `del`, `evicted`). We note the unlinked lock
+//! and match it against the next announcement, which is how an expired lease is told
+//! apart from an expired key of another type: by then the key is already gone.
+
+use std::cell::RefCell;
+
+use redis_module::{raw, Context, NotifyEvent, RedisString};
+
+use crate::stats;
+
+pub const ACQUIRED: &str = "lock.acquired";
+pub const REFRESHED: &str = "lock.refreshed";
+pub const RELEASED: &str = "lock.released";
+pub const EXPIRED: &str = "lock.expired";
+pub const HANDOFF: &str = "lock.handoff";
+
+/// Emits a module-class keyspace event (`notify-keyspace-events` flag `d`).
+pub fn notify(ctx: &Context, event: &str, key: &RedisString) {
+    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+}
+
+/// The lock key most recently unlinked, as (db, name).
+struct Unlinked {
+    db: i32,
+    name: Vec<u8>,
+}
+
+thread_local! {
+    static LAST_UNLINKED: RefCell<Option<Unlinked>> = const { RefCell::new(None) };
+}
+
+/// Called from the data type's `unlink2`: remember which lock key is going away.
+///
+/// # Safety
+/// `ctx` must be the key-operation context Redis passed to `unlink2`.
+pub unsafe fn note_unlinked_lock(ctx: *mut raw::RedisModuleKeyOptCtx) {
+    let (Some(key_name), Some(db_of)) = (
+        api!(RedisModule_GetKeyNameFromOptCtx),
+        api!(RedisModule_GetDbIdFromOptCtx),
+    ) else {
+        return;
+    };
+    let name = key_name(ctx);
+    if name.is_null() {
+        return;
+    }
+    let name = RedisString::string_as_slice(name.cast_mut()).to_vec();
+    let db = db_of(ctx);
+    LAST_UNLINKED.with(|last| *last.borrow_mut() = Some(Unlinked { db, name }));
+}
+
+/// Our own deletions announce themselves; drop the note so it cannot be mistaken later.
+pub fn forget_unlinked_lock() {
+    LAST_UNLINKED.with(|last| last.borrow_mut().take());
+}
+
+/// True when the key Redis just announced is the lock key it just unlinked.
+fn was_lock(db: i32, name: &[u8]) -> bool {
+    LAST_UNLINKED.with(|last| {
+        last.borrow_mut()
+            .take()
+            .is_some_and(|unlinked| unlinked.db == db && unlinked.name == name)
+    })
+}
+
+/// Subscriber for Redis's generic, expired and evicted keyspace events.
+pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, name: &[u8]) {
+    let db = crate::blocking::selected_db(ctx);
+    let was_lock = was_lock(db, name);
+    if event == "expired" && was_lock {
+        stats::EXPIRED.bump();
+        notify(ctx, EXPIRED, &RedisString::create_from_slice(ctx.ctx, name));
+    }
+    if matches!(
+        event,
+        "expired" | "del" | "evicted" | "rename_from" | "move_from"
+    ) {
+        crate::blocking::key_vacated(ctx, db, name);
+    }
+}

@@ -1,0 +1,85 @@
+//! fencelock: native distributed locks with fencing tokens for Redis.
+//!
+//! This file only registers things with Redis: the data type, the commands and their
+//! flags, ACL categories where the server has them, configs, keyspace and server event
+//! subscriptions, and the INFO section. Behaviour lives in the modules below.
+
+/// Reads one of Redis's module API function pointers. redis-module exposes them as
+/// `static mut`s, written once while the module loads and only read afterwards.
+macro_rules! api {
+    ($name:ident) => {{
+        #[allow(unused_unsafe)]
+        // SAFETY: written once during module load, before any command can run.
+        let function = unsafe { redis_module::raw::$name };
+        function
+    }};
+}
+
+pub mod blocking;
+pub mod commands;
+pub mod config;
+pub mod data_type;
+pub mod events;
+pub mod fence;
+pub mod info_section;
+pub mod lock;
+pub mod node_fence;
+pub mod registration;
+pub mod stats;
+pub mod store;
+pub mod token;
+pub mod wait_queue;
+
+use redis_module::{redis_module, Context, RedisString, Status};
+
+use crate::commands::{acquire, apply, fence as fence_cmd, info, refresh, release};
+use crate::config::{MAX_TOKEN_LENGTH, MAX_TTL_MS, MAX_WAITERS};
+use crate::data_type::LOCK_TYPE;
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    registration::init(ctx)
+}
+
+#[cfg(not(test))]
+macro_rules! allocator {
+    () => {
+        redis_module::alloc::RedisAlloc
+    };
+}
+
+#[cfg(test)]
+macro_rules! allocator {
+    () => {
+        std::alloc::System
+    };
+}
+
+redis_module! {
+    name: "fencelock",
+    version: 1,
+    allocator: (allocator!(), allocator!()),
+    data_types: [LOCK_TYPE],
+    init: init,
+    commands: [
+        ["lock.acquire", acquire::command, "write deny-oom fast", 1, 1, 1, ""],
+        ["lock.refresh", refresh::command, "write deny-oom fast", 1, 1, 1, ""],
+        ["lock.release", release::command, "write fast", 1, 1, 1, ""],
+        ["lock.fence", fence_cmd::command, "readonly fast", 1, 1, 1, ""],
+        ["lock.info", info::command, "readonly fast", 1, 1, 1, ""],
+        ["lock.apply", apply::command, "write deny-oom fast", 1, 1, 1, ""],
+    ],
+    event_handlers: [
+        [@GENERIC @EXPIRED @EVICTED: events::on_keyspace_event],
+    ],
+    configurations: [
+        i64: [
+            ["max-ttl", &MAX_TTL_MS, config::DEFAULT_MAX_TTL_MS, 1, i64::MAX, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+            ["max-waiters", &MAX_WAITERS, config::DEFAULT_MAX_WAITERS, 1, 100_000_000, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+            ["max-token-length", &MAX_TOKEN_LENGTH, config::DEFAULT_MAX_TOKEN_LENGTH, 1, config::TOKEN_LENGTH_CEILING, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+        ],
+        string: [],
+        bool: [],
+        enum: [],
+        module_args_as_configuration: true,
+    ]
+}

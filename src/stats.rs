@@ -1,0 +1,58 @@
+//! Counters since start, shown by `INFO fencelock`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One monotonically increasing counter.
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    pub fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Grants, including handoffs to waiters.
+pub static ACQUIRED: Counter = Counter::new();
+/// Acquire attempts answered busy (nil) without waiting.
+pub static CONTENDED: Counter = Counter::new();
+pub static RELEASED: Counter = Counter::new();
+pub static REFRESHED: Counter = Counter::new();
+/// Leases that ran out while held.
+pub static EXPIRED: Counter = Counter::new();
+/// Grants made to a waiting client on release, expiry or deletion.
+pub static HANDOFFS: Counter = Counter::new();
+/// Waiters answered nil because their BLOCK timeout passed.
+pub static BLOCK_TIMEOUTS: Counter = Counter::new();
+
+/// Lock values currently in the keyspace (held locks, counting leases Redis has not
+/// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which
+/// may happen on a lazy-free thread, hence the atomic.
+pub static LIVE_LOCKS: Gauge = Gauge::new();
+
+pub struct Gauge(std::sync::atomic::AtomicI64);
+
+impl Gauge {
+    const fn new() -> Self {
+        Self(std::sync::atomic::AtomicI64::new(0))
+    }
+
+    pub fn up(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn down(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed).max(0)
+    }
+}

@@ -1,0 +1,70 @@
+//! Lock tokens: generation from a CSPRNG, validation, and constant-time comparison.
+
+use rand::RngCore;
+
+/// Random bytes in a generated token: 128 bits, printed as 32 lowercase hex characters.
+const GENERATED_TOKEN_BYTES: usize = 16;
+
+/// A fresh unguessable token. `ThreadRng` is a CSPRNG seeded and reseeded from the OS.
+pub fn generate() -> Vec<u8> {
+    let mut raw = [0u8; GENERATED_TOKEN_BYTES];
+    rand::thread_rng().fill_bytes(&mut raw);
+    let mut printable = Vec::with_capacity(GENERATED_TOKEN_BYTES * 2);
+    for byte in raw {
+        printable.push(HEX[usize::from(byte >> 4)]);
+        printable.push(HEX[usize::from(byte & 0x0f)]);
+    }
+    printable
+}
+
+const HEX: [u8; 16] = *b"0123456789abcdef";
+
+/// A client-chosen token is valid when it is non-empty and at most `max_len` bytes.
+pub fn is_valid(token: &[u8], max_len: usize) -> bool {
+    !token.is_empty() && token.len() <= max_len
+}
+
+/// Compares tokens without an early exit on the first differing byte, so response time
+/// does not reveal how much of a guessed token was right.
+pub fn tokens_match(held: &[u8], offered: &[u8]) -> bool {
+    if held.len() != offered.len() {
+        return false;
+    }
+    let difference = held
+        .iter()
+        .zip(offered)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(difference) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn generated_tokens_are_32_hex_chars_and_distinct() {
+        let tokens: HashSet<Vec<u8>> = (0..1_000).map(|_| generate()).collect();
+        assert_eq!(tokens.len(), 1_000);
+        for token in &tokens {
+            assert_eq!(token.len(), 32);
+            assert!(token.iter().all(|c| c.is_ascii_hexdigit()));
+        }
+    }
+
+    #[test]
+    fn validity_bounds() {
+        assert!(!is_valid(b"", 256));
+        assert!(is_valid(b"x", 256));
+        assert!(is_valid(&[b'x'; 256], 256));
+        assert!(!is_valid(&[b'x'; 257], 256));
+    }
+
+    #[test]
+    fn matching_is_exact() {
+        assert!(tokens_match(b"abc", b"abc"));
+        assert!(!tokens_match(b"abc", b"abd"));
+        assert!(!tokens_match(b"abc", b"abcd"));
+        assert!(tokens_match(b"", b""));
+    }
+}

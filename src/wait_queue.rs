@@ -1,0 +1,89 @@
+//! A FIFO queue with O(1) push, O(1) removal of any member by ticket, and amortised
+//! O(1) pop of the oldest live member. Pure; the blocking layer stores its waiters here.
+
+use std::collections::{HashMap, VecDeque};
+
+/// Identifies one queued entry for removal (timeouts, disconnects).
+pub type Ticket = u64;
+
+#[derive(Debug)]
+pub struct WaitQueue<T> {
+    order: VecDeque<Ticket>,
+    entries: HashMap<Ticket, T>,
+}
+
+impl<T> Default for WaitQueue<T> {
+    fn default() -> Self {
+        Self {
+            order: VecDeque::new(),
+            entries: HashMap::new(),
+        }
+    }
+}
+
+impl<T> WaitQueue<T> {
+    /// Appends `entry` under `ticket`; tickets must be unique across the queue's life.
+    pub fn push(&mut self, ticket: Ticket, entry: T) {
+        self.order.push_back(ticket);
+        self.entries.insert(ticket, entry);
+    }
+
+    /// Removes an entry wherever it stands. Its slot in `order` is skipped lazily.
+    pub fn remove(&mut self, ticket: Ticket) -> Option<T> {
+        let removed = self.entries.remove(&ticket);
+        if self.entries.is_empty() {
+            self.order.clear();
+        }
+        removed
+    }
+
+    /// Takes the oldest live entry.
+    pub fn pop_front(&mut self) -> Option<(Ticket, T)> {
+        while let Some(ticket) = self.order.pop_front() {
+            if let Some(entry) = self.entries.remove(&ticket) {
+                return Some((ticket, entry));
+            }
+        }
+        None
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WaitQueue;
+
+    #[test]
+    fn pops_in_arrival_order_skipping_removed_entries() {
+        let mut queue = WaitQueue::default();
+        for ticket in 1..=5 {
+            queue.push(ticket, ticket * 10);
+        }
+        assert_eq!(queue.remove(2), Some(20));
+        assert_eq!(queue.remove(2), None);
+        assert_eq!(queue.len(), 4);
+        let popped: Vec<u64> = std::iter::from_fn(|| queue.pop_front().map(|(t, _)| t)).collect();
+        assert_eq!(popped, vec![1, 3, 4, 5]);
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn removing_everything_releases_the_order_slots() {
+        let mut queue = WaitQueue::default();
+        for ticket in 0..10_000 {
+            queue.push(ticket, ());
+        }
+        for ticket in 0..10_000 {
+            queue.remove(ticket);
+        }
+        assert!(queue.order.is_empty());
+        assert_eq!(queue.pop_front(), None);
+    }
+}
