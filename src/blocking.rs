@@ -269,9 +269,7 @@ fn settle(ctx: &Context, id: &KeyId) {
         return;
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
-    let Some(key) = LockKey::open(ctx, &name, true) else {
-        return;
-    };
+    let key = LockKey::open(ctx, &name, true);
     match key.holding() {
         Ok(None) => {
             hand_off(ctx, &key, &name);
@@ -397,9 +395,7 @@ fn release_undelivered(ctx: &Context, delivery: Delivery) {
         return;
     }
     let name = RedisString::create_from_slice(ctx.ctx, &name);
-    let Some(key) = LockKey::open(ctx, &name, true) else {
-        return;
-    };
+    let key = LockKey::open(ctx, &name, true);
     let still_held = matches!(key.holding(), Ok(Some(Holding { token, fence, .. }))
         if *fence == delivery.fence && token::tokens_match(token, &delivery.token));
     if still_held && effects::release(ctx, &key, &name).is_ok() {

@@ -1,8 +1,6 @@
 //! Access to one lock key in the keyspace: open it, read the holding, write, expire,
 //! delete. Thin and unsafe-contained: everything above it works with `Holding` values.
 
-use std::ptr::NonNull;
-
 use redis_module::{raw, Context, RedisString};
 
 use crate::data_type::LOCK_TYPE;
@@ -12,30 +10,35 @@ use crate::lock::Holding;
 #[derive(Debug, PartialEq, Eq)]
 pub struct WrongType;
 
-/// An open lock key, closed on drop.
+/// An open lock key, closed on drop. Redis gives no handle when a key opened only for
+/// reading does not exist; that reads as a free lock.
 pub struct LockKey {
-    key: NonNull<raw::RedisModuleKey>,
+    key: *mut raw::RedisModuleKey,
 }
 
 impl LockKey {
     /// Opens `name` for reading, or for reading and writing. Opening for write also makes
     /// Redis drop the key first if its lease (expiry) has passed.
-    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Option<Self> {
+    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
         let mode = if writable {
             raw::KeyMode::READ | raw::KeyMode::WRITE
         } else {
             raw::KeyMode::READ
         };
-        let key = raw::open_key(ctx.ctx, name.inner, mode);
-        NonNull::new(key).map(|key| Self { key })
+        Self {
+            key: raw::open_key(ctx.ctx, name.inner, mode),
+        }
     }
 
     fn raw(&self) -> *mut raw::RedisModuleKey {
-        self.key.as_ptr()
+        self.key
     }
 
     /// The current holding, `None` when the lock is free, or `WrongType`.
     pub fn holding(&self) -> Result<Option<&Holding>, WrongType> {
+        if self.key.is_null() {
+            return Ok(None);
+        }
         // SAFETY: the key handle is open for the lifetime of `self`.
         unsafe {
             let key_type = api!(RedisModule_KeyType)
@@ -66,7 +69,7 @@ impl LockKey {
 
     /// Stores `holding` with no expiry; the caller sets one right after.
     pub fn store_without_deadline(&self, holding: Holding) -> bool {
-        let Some(set_value) = api!(RedisModule_ModuleTypeSetValue) else {
+        let Some(set_value) = api!(RedisModule_ModuleTypeSetValue).filter(|_| !self.key.is_null()) else {
             return false;
         };
         let value = Box::into_raw(Box::new(holding)).cast();
@@ -85,6 +88,9 @@ impl LockKey {
     /// Moves the lease's end to `deadline_ms`, an absolute Unix time in milliseconds. A
     /// deadline in the past leaves the key already expired, for Redis to remove.
     pub fn set_deadline(&self, deadline_ms: i64) -> bool {
+        if self.key.is_null() {
+            return false;
+        }
         // SAFETY: the key is open for writing.
         unsafe {
             if let Some(set_abs) = api!(RedisModule_SetAbsExpire) {
@@ -110,7 +116,7 @@ impl LockKey {
 
     /// Milliseconds left on the lease, or `None` when the key has no expiry.
     pub fn remaining_ms(&self) -> Option<i64> {
-        let get_expire = api!(RedisModule_GetExpire)?;
+        let get_expire = api!(RedisModule_GetExpire).filter(|_| !self.key.is_null())?;
         // SAFETY: the key handle is open.
         let remaining = unsafe { get_expire(self.raw()) };
         (remaining >= 0).then_some(remaining)
@@ -119,6 +125,7 @@ impl LockKey {
     /// Deletes the key (the lock becomes free).
     pub fn delete(&self) -> bool {
         api!(RedisModule_DeleteKey)
+            .filter(|_| !self.key.is_null())
             // SAFETY: the key is open for writing.
             .is_some_and(|delete| unsafe { delete(self.raw()) } == raw::REDISMODULE_OK as i32)
     }
@@ -126,7 +133,7 @@ impl LockKey {
 
 impl Drop for LockKey {
     fn drop(&mut self) {
-        if let Some(close) = api!(RedisModule_CloseKey) {
+        if let Some(close) = api!(RedisModule_CloseKey).filter(|_| !self.key.is_null()) {
             // SAFETY: closed exactly once, here.
             unsafe { close(self.raw()) };
         }

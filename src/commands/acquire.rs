@@ -50,7 +50,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 
 fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> {
     let name = &request.key;
-    let key = LockKey::open(ctx, name, true).ok_or(CommandError::WriteFailed)?;
+    let key = LockKey::open(ctx, name, true);
     // Waiters come first: if the lock is free because its holder's deletion has not been
     // settled yet, the head of the queue takes it before this caller is considered.
     if key.holding()?.is_none() {

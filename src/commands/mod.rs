@@ -26,7 +26,7 @@ fn with_lock_key<T>(
     writable: bool,
     read: impl FnOnce(&LockKey, Option<&Holding>) -> Result<T, CommandError>,
 ) -> Result<T, CommandError> {
-    let key = LockKey::open(ctx, name, writable).ok_or(CommandError::WriteFailed)?;
+    let key = LockKey::open(ctx, name, writable);
     let holding = key.holding()?.cloned();
     read(&key, holding.as_ref())
 }

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the Debian packages fencelock needs to build and test, when missing:
+# redis-server (and redis-tools for redis-cli / redis-benchmark) and libclang-dev
+# (redis-module generates its bindings with bindgen at build time).
+set -eu
+
+missing=""
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
+dpkg -s libclang-dev >/dev/null 2>&1 || missing="$missing libclang-dev"
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "fencelock: please install:$missing" >&2
+    exit 1
+fi
+echo "fencelock: installing$missing" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
