@@ -69,7 +69,8 @@ impl LockKey {
 
     /// Stores `holding` with no expiry; the caller sets one right after.
     pub fn store_without_deadline(&self, holding: Holding) -> bool {
-        let Some(set_value) = api!(RedisModule_ModuleTypeSetValue).filter(|_| !self.key.is_null()) else {
+        let Some(set_value) = api!(RedisModule_ModuleTypeSetValue).filter(|_| !self.key.is_null())
+        else {
             return false;
         };
         let value = Box::into_raw(Box::new(holding)).cast();

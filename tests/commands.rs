@@ -45,7 +45,11 @@ fn a_held_lock_is_busy_for_others_and_unchanged() {
     assert_eq!(fence_of(&mut con, "k"), Some(fence));
     assert!(int(&mut con, &["PTTL", "k"]) <= 10_000);
     assert_eq!(
-        cmd("LOCK.FENCE").arg("k").arg(&token).query::<Option<i64>>(&mut con).unwrap(),
+        cmd("LOCK.FENCE")
+            .arg("k")
+            .arg(&token)
+            .query::<Option<i64>>(&mut con)
+            .unwrap(),
         Some(fence)
     );
 }
@@ -79,10 +83,21 @@ fn refresh_extends_only_the_holders_live_lease() {
     assert_eq!(int(&mut con, &["LOCK.REFRESH", "k", &token, "30000"]), 1);
     let pttl = int(&mut con, &["PTTL", "k"]);
     assert!(pttl > 29_000, "pttl {pttl}");
-    assert_eq!(fence_of(&mut con, "k"), Some(fence), "refresh keeps the fence");
-    assert_eq!(int(&mut con, &["LOCK.REFRESH", "k", "intruder", "30000"]), 0);
+    assert_eq!(
+        fence_of(&mut con, "k"),
+        Some(fence),
+        "refresh keeps the fence"
+    );
+    assert_eq!(
+        int(&mut con, &["LOCK.REFRESH", "k", "intruder", "30000"]),
+        0
+    );
     assert_eq!(int(&mut con, &["LOCK.REFRESH", "free", &token, "30000"]), 0);
-    assert_eq!(int(&mut con, &["EXISTS", "free"]), 0, "refresh never creates a lock");
+    assert_eq!(
+        int(&mut con, &["EXISTS", "free"]),
+        0,
+        "refresh never creates a lock"
+    );
 }
 
 #[test]
@@ -124,9 +139,17 @@ fn fence_with_token_answers_only_the_holder() {
     let mut con = server.connect();
     assert_eq!(fence_of(&mut con, "k"), None);
     let (token, fence) = acquire(&mut con, "k", 10_000, &[]).unwrap();
-    let mine: Option<i64> = cmd("LOCK.FENCE").arg("k").arg(&token).query(&mut con).unwrap();
+    let mine: Option<i64> = cmd("LOCK.FENCE")
+        .arg("k")
+        .arg(&token)
+        .query(&mut con)
+        .unwrap();
     assert_eq!(mine, Some(fence));
-    let theirs: Option<i64> = cmd("LOCK.FENCE").arg("k").arg("nope").query(&mut con).unwrap();
+    let theirs: Option<i64> = cmd("LOCK.FENCE")
+        .arg("k")
+        .arg("nope")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(theirs, None);
 }
 
@@ -180,7 +203,10 @@ fn binary_tokens_round_trip() {
         panic!("not an array: {reply:?}")
     };
     assert_eq!(items[0], common::resp::Reply::Bulk(Some(token.to_vec())));
-    assert_eq!(raw.call(&[b"LOCK.RELEASE", b"k", token]), common::resp::Reply::Integer(1));
+    assert_eq!(
+        raw.call(&[b"LOCK.RELEASE", b"k", token]),
+        common::resp::Reply::Integer(1)
+    );
 }
 
 #[test]
@@ -190,7 +216,12 @@ fn memory_usage_and_digest_work_on_lock_keys() {
     acquire(&mut con, "k", 10_000, &["TOKEN", "t"]).unwrap();
     let usage: i64 = cmd("MEMORY").arg("USAGE").arg("k").query(&mut con).unwrap();
     assert!(usage > 0 && usage < 300, "usage {usage}");
-    let digest: String = cmd("DEBUG").arg("DIGEST-VALUE").arg("k").query::<Vec<String>>(&mut con).unwrap().remove(0);
+    let digest: String = cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg("k")
+        .query::<Vec<String>>(&mut con)
+        .unwrap()
+        .remove(0);
     assert_ne!(digest, "0".repeat(40));
     let before: String = cmd("DEBUG").arg("DIGEST").query(&mut con).unwrap();
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
@@ -202,20 +233,42 @@ fn memory_usage_and_digest_work_on_lock_keys() {
 fn fence_is_readonly_and_commands_have_the_documented_flags() {
     let server = Server::start();
     let mut con = server.connect();
-    let info: Value = cmd("COMMAND").arg("INFO").arg("lock.acquire").arg("lock.refresh")
-        .arg("lock.release").arg("lock.fence").query(&mut con).unwrap();
+    let info: Value = cmd("COMMAND")
+        .arg("INFO")
+        .arg("lock.acquire")
+        .arg("lock.refresh")
+        .arg("lock.release")
+        .arg("lock.fence")
+        .query(&mut con)
+        .unwrap();
     let text = format!("{info:?}");
     for flag in ["write", "denyoom", "fast", "readonly"] {
         assert!(text.contains(flag), "{flag} missing in {text}");
     }
     let flags = |name: &str, con: &mut Connection| -> Vec<String> {
         let info: Vec<Value> = cmd("COMMAND").arg("INFO").arg(name).query(con).unwrap();
-        let Value::Array(entry) = &info[0] else { panic!("{info:?}") };
-        let Value::Array(flags) = &entry[2] else { panic!("{entry:?}") };
-        flags.iter().map(|f| redis::from_redis_value::<String>(f.clone()).unwrap()).collect()
+        let Value::Array(entry) = &info[0] else {
+            panic!("{info:?}")
+        };
+        let Value::Array(flags) = &entry[2] else {
+            panic!("{entry:?}")
+        };
+        flags
+            .iter()
+            .map(|f| redis::from_redis_value::<String>(f.clone()).unwrap())
+            .collect()
     };
-    assert_eq!(flags("lock.acquire", &mut con), ["write", "denyoom", "module", "fast"]);
-    assert_eq!(flags("lock.refresh", &mut con), ["write", "denyoom", "module", "fast"]);
+    assert_eq!(
+        flags("lock.acquire", &mut con),
+        ["write", "denyoom", "module", "fast"]
+    );
+    assert_eq!(
+        flags("lock.refresh", &mut con),
+        ["write", "denyoom", "module", "fast"]
+    );
     assert_eq!(flags("lock.release", &mut con), ["write", "module", "fast"]);
-    assert_eq!(flags("lock.fence", &mut con), ["readonly", "module", "fast"]);
+    assert_eq!(
+        flags("lock.fence", &mut con),
+        ["readonly", "module", "fast"]
+    );
 }

@@ -23,9 +23,11 @@ pub fn server_binary() -> String {
 }
 
 pub fn module_path() -> PathBuf {
-    std::env::var_os("FENCELOCK_MODULE").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libfencelock.so")
-    })
+    std::env::var_os("FENCELOCK_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libfencelock.so")
+        })
 }
 
 fn free_port() -> u16 {
@@ -124,7 +126,11 @@ impl Server {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 panic!("redis-server exited with {status}; log:\n{}", self.log());
             }
-            assert!(Instant::now() < deadline, "redis-server did not start; log:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start; log:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -189,7 +195,10 @@ impl Server {
             .expect("REPLICAOF");
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let info: String = cmd("INFO").arg("replication").query(&mut con).expect("INFO");
+            let info: String = cmd("INFO")
+                .arg("replication")
+                .query(&mut con)
+                .expect("INFO");
             if info.contains("master_link_status:up") {
                 return;
             }
@@ -230,8 +239,10 @@ pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
 /// Value of one field of an INFO section, e.g. `info_field(con, "fencelock", "fencelock_acquired")`.
 pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
     let info: String = cmd("INFO").arg(section).query(con).ok()?;
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+    info.lines().find_map(|line| {
+        line.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 /// Waits until `check` holds or panics after `timeout`.

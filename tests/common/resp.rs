@@ -24,7 +24,9 @@ pub enum Reply {
 impl RawClient {
     pub fn connect(port: u16) -> Self {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
         let writer = stream.try_clone().expect("clone");
         RawClient {
             reader: BufReader::new(stream),

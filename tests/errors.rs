@@ -1,0 +1,308 @@
+//! Every error reply, byte for byte as the server sends it; bad input never changes a
+//! lock; random argv never crashes or hangs the server.
+
+mod common;
+
+use common::resp::{RawClient, Reply};
+use common::*;
+
+fn err(text: &str) -> Reply {
+    Reply::Error(text.to_string())
+}
+
+const NOT_INT: &str = "ERR value is not an integer or out of range";
+const SYNTAX: &str = "ERR syntax error";
+const BAD_TOKEN: &str = "ERR invalid token";
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+const ACQ_EXPIRE: &str = "ERR invalid expire time in 'lock.acquire' command";
+const REF_EXPIRE: &str = "ERR invalid expire time in 'lock.refresh' command";
+
+fn arity(command: &str) -> String {
+    format!("ERR wrong number of arguments for '{command}' command")
+}
+
+#[test]
+fn every_error_reply_is_worded_as_redis_words_it() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    let long_token = "x".repeat(257);
+    let max_token = "x".repeat(256);
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["LOCK.ACQUIRE"], arity("lock.acquire")),
+        (vec!["LOCK.ACQUIRE", "k"], arity("lock.acquire")),
+        (vec!["LOCK.REFRESH", "k", "t"], arity("lock.refresh")),
+        (
+            vec!["LOCK.REFRESH", "k", "t", "1", "x"],
+            arity("lock.refresh"),
+        ),
+        (vec!["LOCK.RELEASE", "k"], arity("lock.release")),
+        (vec!["LOCK.RELEASE", "k", "t", "x"], arity("lock.release")),
+        (vec!["LOCK.FENCE"], arity("lock.fence")),
+        (vec!["LOCK.FENCE", "k", "t", "x"], arity("lock.fence")),
+        (vec!["LOCK.INFO"], arity("lock.info")),
+        (vec!["LOCK.ACQUIRE", "k", "abc"], NOT_INT.into()),
+        (vec!["LOCK.ACQUIRE", "k", "1.5"], NOT_INT.into()),
+        (
+            vec!["LOCK.ACQUIRE", "k", "99999999999999999999"],
+            NOT_INT.into(),
+        ),
+        (vec!["LOCK.ACQUIRE", "k", ""], NOT_INT.into()),
+        (vec!["LOCK.REFRESH", "k", "t", "abc"], NOT_INT.into()),
+        (vec!["LOCK.ACQUIRE", "k", "0"], ACQ_EXPIRE.into()),
+        (vec!["LOCK.ACQUIRE", "k", "-5"], ACQ_EXPIRE.into()),
+        (
+            vec!["LOCK.ACQUIRE", "k", "9223372036854775807"],
+            ACQ_EXPIRE.into(),
+        ),
+        (vec!["LOCK.REFRESH", "k", "t", "0"], REF_EXPIRE.into()),
+        (vec!["LOCK.REFRESH", "k", "t", "-1"], REF_EXPIRE.into()),
+        (
+            vec!["LOCK.REFRESH", "k", "t", "9223372036854775807"],
+            REF_EXPIRE.into(),
+        ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "BLOCK", "x"],
+            NOT_INT.into(),
+        ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "BLOCK", "-1"],
+            "ERR timeout is negative".into(),
+        ),
+        (vec!["LOCK.ACQUIRE", "k", "100", "TOKEN"], SYNTAX.into()),
+        (vec!["LOCK.ACQUIRE", "k", "100", "BLOCK"], SYNTAX.into()),
+        (vec!["LOCK.ACQUIRE", "k", "100", "NX"], SYNTAX.into()),
+        (vec!["LOCK.ACQUIRE", "k", "100", "FOO", "1"], SYNTAX.into()),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "TOKEN", "a", "TOKEN", "b"],
+            SYNTAX.into(),
+        ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "BLOCK", "1", "block", "1"],
+            SYNTAX.into(),
+        ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "TOKEN", ""],
+            BAD_TOKEN.into(),
+        ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "TOKEN", &long_token],
+            BAD_TOKEN.into(),
+        ),
+        (vec!["LOCK.REFRESH", "k", "", "100"], BAD_TOKEN.into()),
+        (
+            vec!["LOCK.REFRESH", "k", &long_token, "100"],
+            BAD_TOKEN.into(),
+        ),
+        (vec!["LOCK.RELEASE", "k", ""], BAD_TOKEN.into()),
+        (vec!["LOCK.RELEASE", "k", &long_token], BAD_TOKEN.into()),
+        (vec!["LOCK.FENCE", "k", ""], BAD_TOKEN.into()),
+    ];
+    for (argv, expected) in &cases {
+        assert_eq!(raw.call_str(argv), err(expected), "{argv:?}");
+    }
+    assert_eq!(
+        raw.call_str(&["EXISTS", "k"]),
+        Reply::Integer(0),
+        "no error created a lock"
+    );
+    // The 256-byte token is the longest accepted.
+    assert!(matches!(
+        raw.call_str(&["LOCK.ACQUIRE", "k", "100", "TOKEN", &max_token]),
+        Reply::Array(Some(_))
+    ));
+}
+
+#[test]
+fn other_types_get_wrongtype_from_every_command() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    assert_eq!(raw.call_str(&["SET", "s", "v"]), Reply::Status("OK".into()));
+    assert_eq!(raw.call_str(&["HSET", "h", "f", "v"]), Reply::Integer(1));
+    for key in ["s", "h"] {
+        for argv in [
+            vec!["LOCK.ACQUIRE", key, "100"],
+            vec!["LOCK.ACQUIRE", key, "100", "BLOCK", "10"],
+            vec!["LOCK.REFRESH", key, "t", "100"],
+            vec!["LOCK.RELEASE", key, "t"],
+            vec!["LOCK.FENCE", key],
+            vec!["LOCK.FENCE", key, "t"],
+            vec!["LOCK.INFO", key],
+        ] {
+            assert_eq!(raw.call_str(&argv), err(WRONGTYPE), "{argv:?}");
+        }
+    }
+    assert_eq!(
+        raw.call_str(&["GET", "s"]),
+        Reply::Bulk(Some(b"v".to_vec()))
+    );
+}
+
+#[test]
+fn errors_leave_a_held_lock_exactly_as_it_was() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (token, fence) = acquire(&mut con, "k", 60_000, &["TOKEN", "owner"]).unwrap();
+    let digest_before: String = cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg("k")
+        .query::<Vec<String>>(&mut con)
+        .unwrap()
+        .remove(0);
+    let mut raw = RawClient::connect(server.port);
+    let bad: Vec<Vec<&str>> = vec![
+        vec!["LOCK.ACQUIRE", "k", "0", "TOKEN", "owner"],
+        vec!["LOCK.ACQUIRE", "k", "x", "TOKEN", "owner"],
+        vec![
+            "LOCK.ACQUIRE",
+            "k",
+            "100",
+            "TOKEN",
+            "owner",
+            "TOKEN",
+            "owner",
+        ],
+        vec!["LOCK.ACQUIRE", "k", "100", "TOKEN", "owner", "BLOCK", "-1"],
+        vec!["LOCK.REFRESH", "k", "owner", "0"],
+        vec!["LOCK.REFRESH", "k", "owner", "x"],
+        vec!["LOCK.REFRESH", "k", "", "100"],
+        vec!["LOCK.RELEASE", "k", ""],
+        vec!["LOCK.RELEASE", "k"],
+        vec!["LOCK.APPLY", "k", "thief", "0"],
+        vec!["LOCK.APPLY", "k", "thief", "5", "PXAT", "-1"],
+    ];
+    for argv in &bad {
+        assert!(matches!(raw.call_str(argv), Reply::Error(_)), "{argv:?}");
+    }
+    assert_eq!(fence_of(&mut con), Some(fence));
+    let digest_after: String = cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg("k")
+        .query::<Vec<String>>(&mut con)
+        .unwrap()
+        .remove(0);
+    assert_eq!(digest_before, digest_after);
+    assert!(int(&mut con, &["PTTL", "k"]) > 50_000);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &token]), 1);
+}
+
+fn fence_of(con: &mut Connection) -> Option<i64> {
+    fence(con, "k")
+}
+
+#[test]
+fn max_ttl_and_max_token_length_are_enforced_from_config() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut raw = RawClient::connect(server.port);
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-ttl")
+        .arg("1000")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        raw.call_str(&["LOCK.ACQUIRE", "k", "1001"]),
+        err(ACQ_EXPIRE)
+    );
+    assert!(matches!(
+        raw.call_str(&["LOCK.ACQUIRE", "k", "1000", "TOKEN", "t"]),
+        Reply::Array(Some(_))
+    ));
+    assert_eq!(
+        raw.call_str(&["LOCK.REFRESH", "k", "t", "1001"]),
+        err(REF_EXPIRE)
+    );
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-token-length")
+        .arg("4")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        raw.call_str(&["LOCK.ACQUIRE", "j", "100", "TOKEN", "abcde"]),
+        err(BAD_TOKEN)
+    );
+    let refused = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-ttl")
+        .arg("0")
+        .query::<()>(&mut con);
+    assert!(refused.is_err(), "bounds are checked");
+}
+
+/// A small deterministic generator so a failure can be replayed from the seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> usize {
+        usize::try_from(self.next() % n).unwrap_or(0)
+    }
+}
+
+fn random_arg(rng: &mut XorShift) -> Vec<u8> {
+    const WORDS: [&[u8]; 16] = [
+        b"TOKEN",
+        b"BLOCK",
+        b"token",
+        b"PXAT",
+        b"0",
+        b"-1",
+        b"1",
+        b"100",
+        b"k",
+        b"lock:a",
+        b"9223372036854775807",
+        b"-9223372036854775808",
+        b"18446744073709551616",
+        b"",
+        b"\xe2\x9c\x93",
+        b"1e9",
+    ];
+    match rng.below(4) {
+        0 => WORDS[rng.below(WORDS.len() as u64)].to_vec(),
+        1 => (0..rng.below(40)).map(|_| rng.next() as u8).collect(),
+        2 => rng.next().to_string().into_bytes(),
+        _ => vec![b'z'; rng.below(600)],
+    }
+}
+
+#[test]
+fn random_argv_never_crashes_the_server() {
+    let mut server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    let commands: [&[u8]; 6] = [
+        b"LOCK.ACQUIRE",
+        b"LOCK.REFRESH",
+        b"LOCK.RELEASE",
+        b"LOCK.FENCE",
+        b"LOCK.INFO",
+        b"LOCK.APPLY",
+    ];
+    let mut rng = XorShift(0x5eed_f00d_cafe_d00d);
+    for _ in 0..20_000 {
+        let mut argv: Vec<Vec<u8>> = vec![commands[rng.below(commands.len() as u64)].to_vec()];
+        if rng.below(8) != 0 {
+            argv.push([b"k".as_slice(), b"lock:a", b"s"][rng.below(3)].to_vec());
+        }
+        for _ in 0..rng.below(7) {
+            argv.push(random_arg(&mut rng));
+        }
+        // Never wait forever on a random BLOCK: keep timeouts short.
+        for i in 1..argv.len() {
+            if argv[i - 1].eq_ignore_ascii_case(b"BLOCK") {
+                argv[i] = b"1".to_vec();
+            }
+        }
+        let refs: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+        let _ = raw.call(&refs);
+    }
+    assert!(server.is_alive());
+    assert_eq!(raw.call_str(&["PING"]), Reply::Status("PONG".into()));
+}

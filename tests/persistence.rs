@@ -1,0 +1,230 @@
+//! Locks and fences across DEBUG RELOAD, RDB and AOF restarts (with and without the RDB
+//! preamble), restarts with no persistence, long downtimes, and corrupt RDB files.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn digest(con: &mut Connection) -> String {
+    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+fn expire_time(con: &mut Connection, key: &str) -> i64 {
+    int(con, &["PEXPIRETIME", key])
+}
+
+#[test]
+fn debug_reload_keeps_locks_and_fences_rise_after_it() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (token, fence) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+    let deadline = expire_time(&mut con, "k");
+    let before = digest(&mut con);
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    assert_eq!(digest(&mut con), before);
+    assert_eq!(common::fence(&mut con, "k"), Some(fence));
+    assert_eq!(expire_time(&mut con, "k"), deadline);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &token]), 1);
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    let (_, next) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+    assert!(next > fence);
+}
+
+/// A fence far above the wall clock, so only persisted state can explain later fences
+/// being even higher.
+const FUTURE_FENCE: &str = "9000000000000000";
+
+#[test]
+fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
+    let mut server = Server::with_args(&["save", "3600 1"]);
+    let mut con = server.connect();
+    let _: () = cmd("LOCK.APPLY")
+        .arg("gone")
+        .arg("t")
+        .arg(FUTURE_FENCE)
+        .arg("PXAT")
+        .arg(i64::MAX / 4)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(int(&mut con, &["DEL", "gone"]), 1);
+    let (_, fence) = acquire(&mut con, "k", 60_000, &["TOKEN", "t"]).unwrap();
+    assert!(fence > 9_000_000_000_000_000);
+    let deadline = expire_time(&mut con, "k");
+    let before = digest(&mut con);
+    server.shutdown();
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(digest(&mut con), before);
+    assert_eq!(common::fence(&mut con, "k"), Some(fence));
+    assert_eq!(expire_time(&mut con, "k"), deadline);
+    let (_, next) = acquire(&mut con, "other", 1_000, &[]).unwrap();
+    assert!(
+        next > fence,
+        "aux data restored the clock: {next} > {fence}"
+    );
+}
+
+fn aof_round_trip(preamble: &str) {
+    let args = [
+        "appendonly",
+        "yes",
+        "appendfsync",
+        "always",
+        "aof-use-rdb-preamble",
+        preamble,
+    ];
+    let mut server = Server::with_args(&args);
+    let mut con = server.connect();
+    let (token, fence) = acquire(&mut con, "held", 60_000, &[]).unwrap();
+    let (released, _) = acquire(&mut con, "released", 60_000, &[]).unwrap();
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "released", &released]), 1);
+    assert_eq!(
+        int(&mut con, &["LOCK.REFRESH", "held", &token, "120000"]),
+        1
+    );
+    let deadline = expire_time(&mut con, "held");
+    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
+    eventually(Duration::from_secs(10), "AOF rewrite", || {
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    let (late, late_fence) = acquire(&mut con, "late", 60_000, &[]).unwrap();
+    let before = digest(&mut con);
+    server.kill();
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(digest(&mut con), before, "preamble {preamble}");
+    assert_eq!(common::fence(&mut con, "held"), Some(fence));
+    assert_eq!(expire_time(&mut con, "held"), deadline);
+    assert_eq!(common::fence(&mut con, "released"), None);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "late", &late]), 1);
+    let (_, next) = acquire(&mut con, "late", 60_000, &[]).unwrap();
+    assert!(next > late_fence);
+}
+
+#[test]
+fn aof_restart_with_rdb_preamble() {
+    aof_round_trip("yes");
+}
+
+#[test]
+fn aof_restart_without_rdb_preamble_uses_the_rewrite_form() {
+    aof_round_trip("no");
+}
+
+#[test]
+fn aof_replayed_after_the_lease_ran_out_shows_it_expired() {
+    let args = [
+        "appendonly",
+        "yes",
+        "appendfsync",
+        "always",
+        "aof-use-rdb-preamble",
+        "no",
+    ];
+    let mut server = Server::with_args(&args);
+    let mut con = server.connect();
+    let (token, fence) = acquire(&mut con, "k", 300, &[]).unwrap();
+    assert_eq!(int(&mut con, &["LOCK.REFRESH", "k", &token, "400"]), 1);
+    server.kill();
+    std::thread::sleep(Duration::from_millis(600));
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(common::fence(&mut con, "k"), None, "not renewed by replay");
+    assert_eq!(int(&mut con, &["LOCK.REFRESH", "k", &token, "10000"]), 0);
+    let (_, next) = acquire(&mut con, "k", 1_000, &[]).unwrap();
+    assert!(next > fence);
+}
+
+#[test]
+fn restart_without_persistence_still_gives_higher_fences() {
+    let mut server = Server::start();
+    let mut con = server.connect();
+    let (_, fence) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+    server.kill();
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(common::fence(&mut con, "k"), None, "nothing persisted");
+    let (_, next) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+    assert!(
+        next > fence,
+        "the hybrid clock follows wall time: {next} > {fence}"
+    );
+}
+
+#[test]
+fn a_truncated_rdb_fails_the_load_without_a_crash_report() {
+    let mut server = Server::with_args(&["save", "3600 1"]);
+    let mut con = server.connect();
+    for i in 0..50 {
+        acquire(
+            &mut con,
+            &format!("lock:{i}"),
+            600_000,
+            &["TOKEN", &"t".repeat(200)],
+        )
+        .unwrap();
+    }
+    server.shutdown();
+    let rdb = server.dir.join("dump.rdb");
+    let bytes = std::fs::read(&rdb).unwrap();
+    std::fs::write(&rdb, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let _ = std::fs::remove_file(server.dir.join("redis.log"));
+    let status = std::process::Command::new(server_binary())
+        .arg("--port")
+        .arg(server.port.to_string())
+        .arg("--dir")
+        .arg(&server.dir)
+        .arg("--loadmodule")
+        .arg(module_path())
+        .arg("--logfile")
+        .arg(server.dir.join("redis.log"))
+        .status()
+        .unwrap();
+    assert!(!status.success(), "loading must fail");
+    let log = server.log();
+    assert!(!log.contains("crashed by signal"), "{log}");
+    assert!(
+        log.contains("Short read")
+            || log.contains("Unexpected EOF")
+            || log.contains("Bad file format")
+            || log.contains("RDB"),
+        "{log}"
+    );
+}
+
+#[test]
+fn corrupted_dump_payloads_are_refused_by_restore() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "k", 60_000, &["TOKEN", "tok"]).unwrap();
+    let payload: Vec<u8> = cmd("DUMP").arg("k").query(&mut con).unwrap();
+    let restored: () = cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(&payload)
+        .query(&mut con)
+        .unwrap();
+    let _ = restored;
+    assert_eq!(fence(&mut con, "copy"), fence(&mut con, "k"));
+    for i in 0..payload.len() {
+        let mut bad = payload.clone();
+        bad[i] ^= 0x5a;
+        let _: redis::RedisResult<()> = cmd("RESTORE")
+            .arg(format!("bad{i}"))
+            .arg(0)
+            .arg(&bad)
+            .query(&mut con);
+        let truncated = &payload[..i];
+        let refused: redis::RedisResult<()> = cmd("RESTORE")
+            .arg(format!("cut{i}"))
+            .arg(0)
+            .arg(truncated)
+            .query(&mut con);
+        assert!(refused.is_err());
+    }
+    let pong: String = cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
