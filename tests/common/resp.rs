@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+/// One socket per client (10,000 waiters must fit in the file descriptor limit).
 pub struct RawClient {
     reader: BufReader<TcpStream>,
-    writer: TcpStream,
 }
 
 /// One reply as it came off the wire.
@@ -27,10 +27,8 @@ impl RawClient {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        let writer = stream.try_clone().expect("clone");
         RawClient {
             reader: BufReader::new(stream),
-            writer,
         }
     }
 
@@ -41,7 +39,7 @@ impl RawClient {
             frame.extend_from_slice(arg);
             frame.extend_from_slice(b"\r\n");
         }
-        self.writer.write_all(&frame).expect("write");
+        self.reader.get_mut().write_all(&frame).expect("write");
     }
 
     pub fn call(&mut self, argv: &[&[u8]]) -> Reply {
