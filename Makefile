@@ -34,3 +34,6 @@ lint: deps
 
 clean:
 	cargo clean
+
+# Benchmark, compatibility and reliability targets live in their own fragments.
+-include mk/*.mk

@@ -564,8 +564,8 @@ fn info_counters_match_what_happened() {
     let server = Server::start();
     let mut con = server.connect();
     let (a, _) = acquire(&mut con, "a", 60_000, &[]).unwrap();
-    acquire(&mut con, "a", 60_000, &[]).map(|_| panic!("busy"));
-    acquire(&mut con, "a", 60_000, &[]).map(|_| panic!("busy"));
+    assert_eq!(acquire(&mut con, "a", 60_000, &[]), None);
+    assert_eq!(acquire(&mut con, "a", 60_000, &[]), None);
     assert_eq!(int(&mut con, &["LOCK.REFRESH", "a", &a, "60000"]), 1);
     let rx = spawn_waiter(&server, "a", 40, &["BLOCK", "0"]);
     wait_for_waiters(&mut con, "a", 1);

@@ -201,13 +201,12 @@ fn corrupted_dump_payloads_are_refused_by_restore() {
     let mut con = server.connect();
     acquire(&mut con, "k", 60_000, &["TOKEN", "tok"]).unwrap();
     let payload: Vec<u8> = cmd("DUMP").arg("k").query(&mut con).unwrap();
-    let restored: () = cmd("RESTORE")
+    let _: () = cmd("RESTORE")
         .arg("copy")
         .arg(0)
         .arg(&payload)
         .query(&mut con)
         .unwrap();
-    let _ = restored;
     assert_eq!(fence(&mut con, "copy"), fence(&mut con, "k"));
     for i in 0..payload.len() {
         let mut bad = payload.clone();
