@@ -103,6 +103,11 @@ pub fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
     with_registry(|r| r.keys.get(&id).map_or(0, |k| k.queue.len()))
 }
 
+/// Whether any client waits for any key: the fast path of every release and acquire.
+pub fn anyone_waiting() -> bool {
+    with_registry(|r| !r.queued.is_empty())
+}
+
 /// Clients waiting across all keys.
 pub fn total_waiters() -> usize {
     with_registry(|r| r.queued.len())
@@ -166,6 +171,9 @@ pub fn enqueue(
 /// Called with the key open for writing and found free: if anyone waits for it, the
 /// first live waiter becomes the holder now. Returns whether the lock was handed off.
 pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
+    if !anyone_waiting() {
+        return false;
+    }
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
     let Some(waiter) = with_registry(|r| {
         let waiting = r.keys.get_mut(&id)?;

@@ -23,14 +23,18 @@ pub fn notify(ctx: &Context, event: &str, key: &RedisString) {
     ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
 }
 
-/// The lock key most recently unlinked, as (db, name).
+/// The lock key most recently unlinked, as (db, name). The buffer is reused so that
+/// noting a deletion does not allocate on every release.
 struct Unlinked {
+    noted: bool,
     db: i32,
     name: Vec<u8>,
 }
 
 thread_local! {
-    static LAST_UNLINKED: RefCell<Option<Unlinked>> = const { RefCell::new(None) };
+    static LAST_UNLINKED: RefCell<Unlinked> = const {
+        RefCell::new(Unlinked { noted: false, db: 0, name: Vec::new() })
+    };
 }
 
 /// Called from the data type's `unlink2`: remember which lock key is going away.
@@ -48,22 +52,29 @@ pub unsafe fn note_unlinked_lock(ctx: *mut raw::RedisModuleKeyOptCtx) {
     if name.is_null() {
         return;
     }
-    let name = RedisString::string_as_slice(name.cast_mut()).to_vec();
+    let name = RedisString::string_as_slice(name.cast_mut());
     let db = db_of(ctx);
-    LAST_UNLINKED.with(|last| *last.borrow_mut() = Some(Unlinked { db, name }));
+    LAST_UNLINKED.with(|last| {
+        let mut last = last.borrow_mut();
+        last.noted = true;
+        last.db = db;
+        last.name.clear();
+        last.name.extend_from_slice(name);
+    });
 }
 
 /// Our own deletions announce themselves; drop the note so it cannot be mistaken later.
 pub fn forget_unlinked_lock() {
-    LAST_UNLINKED.with(|last| last.borrow_mut().take());
+    LAST_UNLINKED.with(|last| last.borrow_mut().noted = false);
 }
 
 /// True when the key Redis just announced is the lock key it just unlinked.
 fn was_lock(db: i32, name: &[u8]) -> bool {
     LAST_UNLINKED.with(|last| {
-        last.borrow_mut()
-            .take()
-            .is_some_and(|unlinked| unlinked.db == db && unlinked.name == name)
+        let mut last = last.borrow_mut();
+        let matched = last.noted && last.db == db && last.name == name;
+        last.noted = false;
+        matched
     })
 }
 

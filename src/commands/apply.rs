@@ -10,9 +10,9 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_integer, parse_options, parse_token};
 use super::errors::CommandError;
-use super::with_lock_key;
 use crate::lock::Holding;
 use crate::node_fence;
+use crate::store::LockKey;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     apply(ctx, &args).map_err(RedisError::from)
@@ -35,20 +35,21 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::InvalidExpire("lock.apply"));
     }
     node_fence::observe(fence);
-    with_lock_key(ctx, name, true, |key, _| {
-        let holding = Holding {
-            token: token.into(),
-            fence,
-        };
-        // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
-        let stored = match deadline {
-            Some(deadline) => key.store(holding, deadline),
-            None => key.store_without_deadline(holding),
-        };
-        if stored {
-            Ok(RedisValue::SimpleStringStatic("OK"))
-        } else {
-            Err(CommandError::WriteFailed)
-        }
-    })
+    let key = LockKey::open(ctx, name, true);
+    // Only a free name or a lock key may be overwritten; other types are WRONGTYPE.
+    key.holding()?;
+    let holding = Holding {
+        token: token.into(),
+        fence,
+    };
+    // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
+    let stored = match deadline {
+        Some(deadline) => key.store(holding, deadline),
+        None => key.store_without_deadline(holding),
+    };
+    if stored {
+        Ok(RedisValue::SimpleStringStatic("OK"))
+    } else {
+        Err(CommandError::WriteFailed)
+    }
 }

@@ -5,8 +5,8 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::parse_token;
 use super::errors::CommandError;
-use super::with_lock_key;
 use crate::lock;
+use crate::store::LockKey;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     fence(ctx, &args).map_err(RedisError::from)
@@ -18,11 +18,9 @@ fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         [_, name, token] => (name, Some(parse_token(token.as_slice())?)),
         _ => return Err(CommandError::WrongArity),
     };
-    with_lock_key(ctx, name, false, |_, holding| {
-        Ok(
-            lock::visible_fence(holding, token).map_or(RedisValue::Null, |fence| {
-                RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
-            }),
-        )
-    })
+    let key = LockKey::open(ctx, name, false);
+    let fence = lock::visible_fence(key.holding()?, token);
+    Ok(fence.map_or(RedisValue::Null, |fence| {
+        RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
+    }))
 }

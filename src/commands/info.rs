@@ -4,8 +4,8 @@
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::errors::CommandError;
-use super::with_lock_key;
 use crate::blocking;
+use crate::store::LockKey;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     info(ctx, &args).map_err(RedisError::from)
@@ -19,28 +19,28 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
     let [_, name] = args else {
         return Err(CommandError::WrongArity);
     };
-    with_lock_key(ctx, name, false, |key, holding| {
-        let waiters = blocking::waiter_count(ctx, name.as_slice());
-        if holding.is_none() && waiters == 0 {
-            return Ok(RedisValue::Null);
-        }
-        let fence = holding.map_or(RedisValue::Null, |h| {
-            RedisValue::Integer(i64::try_from(h.fence).unwrap_or(i64::MAX))
-        });
-        let ttl = match (holding, key.remaining_ms()) {
-            (Some(_), Some(ms)) => RedisValue::Integer(ms),
-            (Some(_), None) => RedisValue::Integer(-1),
-            (None, _) => RedisValue::Null,
-        };
-        let fields = [
-            field("held", RedisValue::Integer(i64::from(holding.is_some()))),
-            field("fence", fence),
-            field("ttl-ms", ttl),
-            field(
-                "waiters",
-                RedisValue::Integer(i64::try_from(waiters).unwrap_or(i64::MAX)),
-            ),
-        ];
-        Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
-    })
+    let key = LockKey::open(ctx, name, false);
+    let holding = key.holding()?;
+    let waiters = blocking::waiter_count(ctx, name.as_slice());
+    if holding.is_none() && waiters == 0 {
+        return Ok(RedisValue::Null);
+    }
+    let fence = holding.map_or(RedisValue::Null, |h| {
+        RedisValue::Integer(i64::try_from(h.fence).unwrap_or(i64::MAX))
+    });
+    let ttl = match (holding, key.remaining_ms()) {
+        (Some(_), Some(ms)) => RedisValue::Integer(ms),
+        (Some(_), None) => RedisValue::Integer(-1),
+        (None, _) => RedisValue::Null,
+    };
+    let fields = [
+        field("held", RedisValue::Integer(i64::from(holding.is_some()))),
+        field("fence", fence),
+        field("ttl-ms", ttl),
+        field(
+            "waiters",
+            RedisValue::Integer(i64::try_from(waiters).unwrap_or(i64::MAX)),
+        ),
+    ];
+    Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
 }

@@ -11,22 +11,3 @@ pub mod fence;
 pub mod info;
 pub mod refresh;
 pub mod release;
-
-use redis_module::{Context, RedisString};
-
-use crate::lock::Holding;
-use crate::store::LockKey;
-use errors::CommandError;
-
-/// Opens `name`, failing with WRONGTYPE if it is not a lock key. The reader gets the
-/// open key and its current holding (if held).
-fn with_lock_key<T>(
-    ctx: &Context,
-    name: &RedisString,
-    writable: bool,
-    read: impl FnOnce(&LockKey, Option<&Holding>) -> Result<T, CommandError>,
-) -> Result<T, CommandError> {
-    let key = LockKey::open(ctx, name, writable);
-    let holding = key.holding()?.cloned();
-    read(&key, holding.as_ref())
-}

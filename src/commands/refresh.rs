@@ -4,11 +4,11 @@
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_token, parse_ttl};
+use super::effects;
 use super::errors::CommandError;
-use super::{effects, with_lock_key};
 use crate::config;
 use crate::lock;
-use crate::store;
+use crate::store::{self, LockKey};
 
 const NAME: &str = "lock.refresh";
 
@@ -22,13 +22,12 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     };
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
     let token = parse_token(token.as_slice())?;
-    with_lock_key(ctx, name, true, |key, holding| {
-        if !lock::is_holder(holding, token) {
-            return Ok(RedisValue::Integer(0));
-        }
-        let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, config::max_ttl_ms())
-            .ok_or(CommandError::InvalidExpire(NAME))?;
-        effects::extend(ctx, key, name, deadline)?;
-        Ok(RedisValue::Integer(1))
-    })
+    let key = LockKey::open(ctx, name, true);
+    if !lock::is_holder(key.holding()?, token) {
+        return Ok(RedisValue::Integer(0));
+    }
+    let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, config::max_ttl_ms())
+        .ok_or(CommandError::InvalidExpire(NAME))?;
+    effects::extend(ctx, &key, name, deadline)?;
+    Ok(RedisValue::Integer(1))
 }

@@ -4,10 +4,11 @@
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::parse_token;
+use super::effects;
 use super::errors::CommandError;
-use super::{effects, with_lock_key};
 use crate::blocking;
 use crate::lock;
+use crate::store::LockKey;
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     release(ctx, &args).map_err(RedisError::from)
@@ -18,12 +19,11 @@ fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
         return Err(CommandError::WrongArity);
     };
     let token = parse_token(token.as_slice())?;
-    with_lock_key(ctx, name, true, |key, holding| {
-        if !lock::is_holder(holding, token) {
-            return Ok(RedisValue::Integer(0));
-        }
-        effects::release(ctx, key, name)?;
-        blocking::hand_off(ctx, key, name);
-        Ok(RedisValue::Integer(1))
-    })
+    let key = LockKey::open(ctx, name, true);
+    if !lock::is_holder(key.holding()?, token) {
+        return Ok(RedisValue::Integer(0));
+    }
+    effects::release(ctx, &key, name)?;
+    blocking::hand_off(ctx, &key, name);
+    Ok(RedisValue::Integer(1))
 }
