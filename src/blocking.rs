@@ -64,13 +64,18 @@ fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
 }
 
-/// The grant travelling from a handoff to the waiter's reply callback.
+/// The grant travelling from a handoff to the waiter's reply callback; `delivered`
+/// records whether the reply reached the client.
 struct Delivery {
     key: KeyId,
     token: Vec<u8>,
     fence: u64,
     delivered: bool,
 }
+
+/// How long to wait before retrying a handoff while Redis has writes (and with them
+/// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
+const PAUSED_RETRY: Duration = Duration::from_millis(10);
 
 /// The database the context's client has selected.
 pub fn selected_db(ctx: &Context) -> i32 {
@@ -82,6 +87,31 @@ fn select_db(ctx: &Context, db: i32) -> bool {
     // SAFETY: plain setter on a live context that has a client.
     api!(RedisModule_SelectDb)
         .is_some_and(|select| unsafe { select(ctx.ctx, db) } == raw::REDISMODULE_OK as c_int)
+}
+
+/// Whether a timer may write to the keyspace now.
+#[derive(PartialEq, Eq)]
+enum Writes {
+    Allowed,
+    /// Writes are paused (`FAILOVER`, `CLIENT PAUSE WRITE`): Redis then treats expired
+    /// keys as absent without deleting them, so writing one would collide with the
+    /// still-present key. Retry shortly.
+    Paused,
+    /// A replica's keyspace follows its primary; there is nothing to hand off here.
+    Replica,
+}
+
+fn writes(ctx: &Context) -> Writes {
+    // SAFETY: plain accessors on a live context.
+    let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx.ctx) });
+    if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int != 0 {
+        return Writes::Replica;
+    }
+    // SAFETY: reads server state only.
+    if api!(RedisModule_AvoidReplicaTraffic).is_some_and(|f| unsafe { f() } != 0) {
+        return Writes::Paused;
+    }
+    Writes::Allowed
 }
 
 /// Clients may block unless they run inside MULTI, a script or a function, or a
@@ -253,6 +283,10 @@ pub fn all_keys_vacated(ctx: &Context) {
 }
 
 fn settle_timer(ctx: &Context, id: KeyId) {
+    if writes(ctx) == Writes::Paused && has_waiters(&id) {
+        ctx.create_timer(PAUSED_RETRY, settle_timer, id);
+        return;
+    }
     with_registry(|r| {
         if let Some(waiting) = r.keys.get_mut(&id) {
             waiting.settle_scheduled = false;
@@ -262,6 +296,10 @@ fn settle_timer(ctx: &Context, id: KeyId) {
 }
 
 fn expiry_timer(ctx: &Context, id: KeyId) {
+    if writes(ctx) == Writes::Paused && has_waiters(&id) {
+        ctx.create_timer(PAUSED_RETRY, expiry_timer, id);
+        return;
+    }
     with_registry(|r| {
         if let Some(waiting) = r.keys.get_mut(&id) {
             waiting.expiry_timer = None;
@@ -273,7 +311,7 @@ fn expiry_timer(ctx: &Context, id: KeyId) {
 /// Opens the key: Redis drops it if its lease has passed. A free lock goes to the first
 /// waiter; a held one gets an expiry timer for its current deadline.
 fn settle(ctx: &Context, id: &KeyId) {
-    if !has_waiters(id) || !select_db(ctx, id.0) {
+    if writes(ctx) != Writes::Allowed || !has_waiters(id) || !select_db(ctx, id.0) {
         return;
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
@@ -389,23 +427,45 @@ unsafe extern "C" fn free_delivery(ctx: *mut raw::RedisModuleCtx, privdata: *mut
         return;
     }
     let delivery = Box::from_raw(privdata.cast::<Delivery>());
-    if delivery.delivered {
+    let Delivery {
+        key,
+        token,
+        fence,
+        delivered: false,
+    } = *delivery
+    else {
         return;
-    }
+    };
     // The client left between the handoff and its reply: give the lock back from a
     // timer, where a key can be opened (this context may have no client).
-    Context::new(ctx).create_timer(Duration::ZERO, release_undelivered, *delivery);
+    let undelivered = Undelivered { key, token, fence };
+    Context::new(ctx).create_timer(Duration::ZERO, release_undelivered, undelivered);
 }
 
-fn release_undelivered(ctx: &Context, delivery: Delivery) {
-    let (db, name) = delivery.key;
-    if !select_db(ctx, db) {
+/// A grant that never reached its client.
+struct Undelivered {
+    key: KeyId,
+    token: Vec<u8>,
+    fence: u64,
+}
+
+fn release_undelivered(ctx: &Context, grant: Undelivered) {
+    match writes(ctx) {
+        Writes::Allowed => {}
+        Writes::Paused => {
+            ctx.create_timer(PAUSED_RETRY, release_undelivered, grant);
+            return;
+        }
+        Writes::Replica => return,
+    }
+    let (db, name) = &grant.key;
+    if !select_db(ctx, *db) {
         return;
     }
-    let name = RedisString::create_from_slice(ctx.ctx, &name);
+    let name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &name, true);
-    let still_held = matches!(key.holding(), Ok(Some(Holding { token, fence, .. }))
-        if *fence == delivery.fence && token::tokens_match(token, &delivery.token));
+    let still_held = matches!(key.holding(), Ok(Some(Holding { token, fence }))
+        if *fence == grant.fence && token::tokens_match(token, &grant.token));
     if still_held && effects::release(ctx, &key, &name).is_ok() {
         hand_off(ctx, &key, &name);
     }

@@ -5,7 +5,8 @@
 
 use std::ffi::{c_int, CString};
 
-use redis_module::{raw, server_events::FlushSubevent, Context, Status};
+use redis_module::server_events::FlushSubevent;
+use redis_module::{raw, Context, Status};
 use redis_module_macros::flush_event_handler;
 
 use crate::blocking;

@@ -598,3 +598,47 @@ fn waiters_total(con: &mut Connection) -> i64 {
         .parse()
         .unwrap()
 }
+
+#[test]
+fn waiters_are_unblocked_with_an_error_when_their_server_becomes_a_replica() {
+    let primary = Server::start();
+    let demoted = Server::start();
+    let mut con = demoted.connect();
+    acquire(&mut con, "k", 60_000, &[]).unwrap();
+    let mut waiter = RawClient::connect(demoted.port);
+    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"1000", b"BLOCK", b"0"]);
+    wait_for_waiters(&mut con, "k", 1);
+    demoted.replicate_from(&primary);
+    // Redis itself unblocks every blocked client on a role change, as for BLPOP.
+    let Reply::Error(error) = waiter.read_reply() else {
+        panic!("an error reply")
+    };
+    assert!(error.starts_with("UNBLOCKED"), "{error}");
+    assert_eq!(waiters(&mut con, "k"), 0);
+}
+
+#[test]
+fn a_lease_ending_while_writes_are_paused_is_handed_off_after_the_pause() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "k", 100, &[]).unwrap();
+    let rx = spawn_waiter(&server, "k", 1_000, &["BLOCK", "0", "TOKEN", "next"]);
+    wait_for_waiters(&mut con, "k", 1);
+    let _: () = cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(400)
+        .arg("WRITE")
+        .query(&mut con)
+        .unwrap();
+    let paused_at = Instant::now();
+    let (grant, at) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("handed off after the pause");
+    assert_eq!(grant.unwrap().0, "next");
+    assert!(
+        at.duration_since(paused_at) >= Duration::from_millis(350),
+        "not during the pause"
+    );
+    let pong: String = cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+}
