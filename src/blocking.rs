@@ -22,7 +22,7 @@ use redis_module::{raw, Context, RedisString, RedisValue};
 
 use crate::commands::effects;
 use crate::events;
-use crate::lock::{self, Holding};
+use crate::lock;
 use crate::node_fence;
 use crate::stats;
 use crate::store::{self, LockKey};
@@ -219,17 +219,17 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     let token = waiter.token.unwrap_or_else(token::generate);
     let grant =
         node_fence::with_clock(|clock| lock::acquire(None, &token, clock, store::now_micros()));
-    let lock::Acquire::Granted(holding) = grant else {
+    let lock::Acquire::Granted { fence } = grant else {
         return false;
     };
     let deadline = store::now_ms().saturating_add(waiter.ttl_ms);
     let delivery = Box::new(Delivery {
         key: id.clone(),
         token,
-        fence: holding.fence,
+        fence,
         delivered: false,
     });
-    if effects::grant(ctx, key, name, holding, deadline).is_err() {
+    if effects::grant(ctx, key, name, &delivery.token, fence, deadline).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         unblock(waiter.client, std::ptr::null_mut());
@@ -464,8 +464,8 @@ fn release_undelivered(ctx: &Context, grant: Undelivered) {
     }
     let name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &name, true);
-    let still_held = matches!(key.holding(), Ok(Some(Holding { token, fence }))
-        if *fence == grant.fence && token::tokens_match(token, &grant.token));
+    let still_held = matches!(key.holding(), Ok(Some(held))
+        if held.fence() == grant.fence && held.is_token(&grant.token));
     if still_held && effects::release(ctx, &key, &name).is_ok() {
         hand_off(ctx, &key, &name);
     }

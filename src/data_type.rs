@@ -18,9 +18,6 @@ use crate::node_fence;
 /// Bumped when the RDB layout changes; older encodings stay loadable.
 const ENCODING_VERSION: i32 = 0;
 
-/// Longest token accepted from an RDB payload; anything longer is corrupt data.
-const MAX_LOADED_TOKEN: usize = 64 * 1024;
-
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "fencelock",
     ENCODING_VERSION,
@@ -79,29 +76,40 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     if encver != ENCODING_VERSION {
         return std::ptr::null_mut();
     }
-    let Some(token) =
-        load_token(rdb).filter(|t| !io_failed(rdb) && !t.is_empty() && t.len() <= MAX_LOADED_TOKEN)
-    else {
+    let Some(token) = load_token(rdb).filter(|t| !io_failed(rdb) && !t.is_empty()) else {
         return std::ptr::null_mut();
     };
     let Some(fence) = load_unsigned(rdb).filter(|&fence| fence > 0) else {
         return std::ptr::null_mut();
     };
+    // A token too long to hold is corrupt data: fail the load.
+    let Some(holding) = Holding::pack(&token, fence) else {
+        return std::ptr::null_mut();
+    };
     node_fence::observe(fence);
     crate::stats::LIVE_LOCKS.up();
-    Box::into_raw(Box::new(Holding { token, fence })).cast()
+    Holding::into_raw(holding).cast()
+}
+
+/// The holding behind a value pointer Redis passes to a callback.
+///
+/// # Safety
+/// `value` must be null or a value of this type.
+unsafe fn holding<'a>(value: *const c_void) -> Option<&'a Holding> {
+    (!value.is_null()).then(|| Holding::from_raw(value.cast()))
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    let Some(holding) = value.cast::<Holding>().as_ref() else {
+    let Some(holding) = holding(value) else {
         return;
     };
     if let (Some(save_buffer), Some(save_unsigned)) = (
         api!(RedisModule_SaveStringBuffer),
         api!(RedisModule_SaveUnsigned),
     ) {
-        save_buffer(rdb, holding.token.as_ptr().cast(), holding.token.len());
-        save_unsigned(rdb, holding.fence);
+        let token = holding.token();
+        save_buffer(rdb, token.as_ptr().cast(), token.len());
+        save_unsigned(rdb, holding.fence());
     }
 }
 
@@ -112,11 +120,11 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    let (Some(holding), Some(emit)) = (value.cast::<Holding>().as_ref(), api!(RedisModule_EmitAOF))
-    else {
+    let (Some(holding), Some(emit)) = (holding(value), api!(RedisModule_EmitAOF)) else {
         return;
     };
-    let fence = holding.fence.to_string();
+    let fence = holding.fence().to_string();
+    let token = holding.token();
     let (Ok(command), Ok(format)) = (CString::new("LOCK.APPLY"), CString::new("sbb")) else {
         return;
     };
@@ -125,21 +133,19 @@ unsafe extern "C" fn aof_rewrite(
         command.as_ptr(),
         format.as_ptr(),
         key,
-        holding.token.as_ptr().cast::<c_char>(),
-        holding.token.len(),
+        token.as_ptr().cast::<c_char>(),
+        token.len(),
         fence.as_ptr().cast::<c_char>(),
         fence.len(),
     );
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    value.cast::<Holding>().as_ref().map_or(0, |holding| {
-        std::mem::size_of::<Holding>() + holding.token.len()
-    })
+    holding(value).map_or(0, Holding::allocated_bytes)
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    let Some(holding) = value.cast::<Holding>().as_ref() else {
+    let Some(holding) = holding(value) else {
         return;
     };
     if let (Some(add_buffer), Some(add_number), Some(end)) = (
@@ -147,12 +153,9 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         api!(RedisModule_DigestAddLongLong),
         api!(RedisModule_DigestEndSequence),
     ) {
-        add_buffer(
-            md,
-            holding.token.as_ptr().cast_mut().cast(),
-            holding.token.len(),
-        );
-        add_number(md, i64::try_from(holding.fence).unwrap_or(i64::MAX));
+        let token = holding.token();
+        add_buffer(md, token.as_ptr().cast_mut().cast(), token.len());
+        add_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
         end(md);
     }
 }
@@ -160,7 +163,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
         crate::stats::LIVE_LOCKS.down();
-        drop(Box::from_raw(value.cast::<Holding>()));
+        Holding::free_raw(value.cast());
     }
 }
 

@@ -21,6 +21,7 @@ pub mod config;
 pub mod data_type;
 pub mod events;
 pub mod fence;
+pub mod holding;
 pub mod info_section;
 pub mod lock;
 pub mod node_fence;

@@ -7,22 +7,15 @@
 //! are unit-tested with a fake clock.
 
 use crate::fence::FenceClock;
-use crate::token::tokens_match;
-
-/// Who holds a lock, and the fence of that grant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holding {
-    pub token: Box<[u8]>,
-    pub fence: u64,
-}
+pub use crate::holding::Holding;
 
 /// The outcome of `LOCK.ACQUIRE`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Acquire {
-    /// The lock was free: a new holding with a fresh fence.
-    Granted(Holding),
+    /// The lock was free: the caller holds it now, under a fresh fence.
+    Granted { fence: u64 },
     /// The same token asked again: the lease restarts, the fence stays.
-    Renewed(Holding),
+    Renewed { fence: u64 },
     /// Someone else holds it.
     Busy,
 }
@@ -35,26 +28,27 @@ pub fn acquire(
     now_micros: u64,
 ) -> Acquire {
     match current {
-        None => Acquire::Granted(Holding {
-            token: token.into(),
+        None => Acquire::Granted {
             fence: clock.issue(now_micros),
-        }),
-        Some(held) if tokens_match(&held.token, token) => Acquire::Renewed(held.clone()),
+        },
+        Some(held) if held.is_token(token) => Acquire::Renewed {
+            fence: held.fence(),
+        },
         Some(_) => Acquire::Busy,
     }
 }
 
 /// True when `token` is the live holder: the test behind REFRESH, RELEASE and FENCE.
 pub fn is_holder(current: Option<&Holding>, token: &[u8]) -> bool {
-    current.is_some_and(|held| tokens_match(&held.token, token))
+    current.is_some_and(|held| held.is_token(token))
 }
 
 /// The fence `LOCK.FENCE` reports: the holder's, or only if `token` holds it.
 pub fn visible_fence(current: Option<&Holding>, token: Option<&[u8]>) -> Option<u64> {
     let held = current?;
     match token {
-        Some(token) if !tokens_match(&held.token, token) => None,
-        _ => Some(held.fence),
+        Some(token) if !held.is_token(token) => None,
+        _ => Some(held.fence()),
     }
 }
 
@@ -71,18 +65,15 @@ pub fn lease_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> Option<i64> 
 mod tests {
     use super::*;
 
-    fn holding(token: &str, fence: u64) -> Holding {
-        Holding {
-            token: token.as_bytes().into(),
-            fence,
-        }
+    fn holding(token: &str, fence: u64) -> Box<Holding> {
+        Holding::pack(token.as_bytes(), fence).unwrap()
     }
 
     #[test]
     fn a_free_lock_is_granted_with_the_clock_fence() {
         let mut clock = FenceClock::new();
         let outcome = acquire(None, b"a", &mut clock, 1_000);
-        assert_eq!(outcome, Acquire::Granted(holding("a", 1_000)));
+        assert_eq!(outcome, Acquire::Granted { fence: 1_000 });
     }
 
     #[test]
@@ -99,8 +90,9 @@ mod tests {
         let held = holding("a", 7);
         assert_eq!(
             acquire(Some(&held), b"a", &mut clock, 1_000),
-            Acquire::Renewed(holding("a", 7))
+            Acquire::Renewed { fence: 7 }
         );
+        assert_eq!(clock.last(), 0, "a renewal issues no fence");
     }
 
     #[test]
@@ -108,8 +100,8 @@ mod tests {
         let mut clock = FenceClock::new();
         let mut fences = Vec::new();
         for _ in 0..5 {
-            if let Acquire::Granted(h) = acquire(None, b"t", &mut clock, 42) {
-                fences.push(h.fence);
+            if let Acquire::Granted { fence } = acquire(None, b"t", &mut clock, 42) {
+                fences.push(fence);
             }
         }
         assert_eq!(fences, vec![42, 43, 44, 45, 46]);

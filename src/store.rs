@@ -57,31 +57,33 @@ impl LockKey {
             {
                 return Err(WrongType);
             }
-            Ok(get_value(self.raw()).cast::<Holding>().as_ref())
+            let value = get_value(self.raw()).cast::<u8>();
+            // SAFETY: values of our type are always made by `Holding::into_raw`.
+            Ok((!value.is_null()).then(|| Holding::from_raw(value)))
         }
     }
 
     /// Stores `holding` as the key's value (replacing any previous one) and sets the lease
     /// to end at `deadline_ms` (Unix milliseconds).
-    pub fn store(&self, holding: Holding, deadline_ms: i64) -> bool {
+    pub fn store(&self, holding: Box<Holding>, deadline_ms: i64) -> bool {
         self.store_without_deadline(holding) && self.set_deadline(deadline_ms)
     }
 
     /// Stores `holding` with no expiry; the caller sets one right after.
-    pub fn store_without_deadline(&self, holding: Holding) -> bool {
+    pub fn store_without_deadline(&self, holding: Box<Holding>) -> bool {
         let Some(set_value) = api!(RedisModule_ModuleTypeSetValue).filter(|_| !self.key.is_null())
         else {
             return false;
         };
-        let value = Box::into_raw(Box::new(holding)).cast();
+        let value = Holding::into_raw(holding);
         // SAFETY: ownership of `value` passes to Redis, which frees it with our `free`.
-        let stored = unsafe { set_value(self.raw(), *LOCK_TYPE.raw_type.borrow(), value) }
+        let stored = unsafe { set_value(self.raw(), *LOCK_TYPE.raw_type.borrow(), value.cast()) }
             == raw::REDISMODULE_OK as i32;
         if stored {
             crate::stats::LIVE_LOCKS.up();
         } else {
             // SAFETY: Redis refused the value, so it is still ours to free.
-            drop(unsafe { Box::from_raw(value.cast::<Holding>()) });
+            unsafe { Holding::free_raw(value) };
         }
         stored
     }

@@ -9,15 +9,38 @@ const GENERATED_TOKEN_BYTES: usize = 16;
 pub fn generate() -> Vec<u8> {
     let mut raw = [0u8; GENERATED_TOKEN_BYTES];
     rand::thread_rng().fill_bytes(&mut raw);
-    let mut printable = Vec::with_capacity(GENERATED_TOKEN_BYTES * 2);
-    for byte in raw {
+    to_hex(&raw)
+}
+
+const HEX: [u8; 16] = *b"0123456789abcdef";
+
+/// Lowercase hex spelling of `raw`.
+pub fn to_hex(raw: &[u8]) -> Vec<u8> {
+    let mut printable = Vec::with_capacity(raw.len() * 2);
+    for &byte in raw {
         printable.push(HEX[usize::from(byte >> 4)]);
         printable.push(HEX[usize::from(byte & 0x0f)]);
     }
     printable
 }
 
-const HEX: [u8; 16] = *b"0123456789abcdef";
+/// The 16 raw bytes behind a token spelled exactly as `generate` spells them (32
+/// lowercase hex characters), or `None` for any other token.
+pub fn compact(token: &[u8]) -> Option<[u8; GENERATED_TOKEN_BYTES]> {
+    if token.len() != GENERATED_TOKEN_BYTES * 2 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut raw = [0u8; GENERATED_TOKEN_BYTES];
+    for (byte, pair) in raw.iter_mut().zip(token.chunks_exact(2)) {
+        *byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(raw)
+}
 
 /// A client-chosen token is valid when it is non-empty and at most `max_len` bytes.
 pub fn is_valid(token: &[u8], max_len: usize) -> bool {

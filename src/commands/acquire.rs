@@ -1,5 +1,7 @@
 //! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [BLOCK timeout-ms]` → `[token, fence]` or nil.
 
+use std::borrow::Cow;
+
 use redis_module::{Context, NextArg, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
@@ -56,25 +58,26 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
     if key.holding()?.is_none() {
         blocking::hand_off(ctx, &key, name);
     }
-    let current = key.holding()?.cloned();
-    let token = request.token.clone().unwrap_or_else(token::generate);
+    let token = match &request.token {
+        Some(token) => Cow::Borrowed(token.as_slice()),
+        None => Cow::Owned(token::generate()),
+    };
     let now_ms = store::now_ms();
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, config::max_ttl_ms())
         .ok_or(CommandError::InvalidExpire(NAME))?;
-    let decision = node_fence::with_clock(|clock| {
-        lock::acquire(current.as_ref(), &token, clock, store::now_micros())
-    });
+    let current = key.holding()?;
+    let decision =
+        node_fence::with_clock(|clock| lock::acquire(current, &token, clock, store::now_micros()));
     match decision {
-        Acquire::Granted(holding) => {
-            let fence = holding.fence;
-            effects::grant(ctx, &key, name, holding, deadline)?;
+        Acquire::Granted { fence } => {
+            effects::grant(ctx, &key, name, &token, fence, deadline)?;
             Ok(blocking::grant_reply(&token, fence))
         }
-        Acquire::Renewed(holding) => {
+        Acquire::Renewed { fence } => {
             effects::extend(ctx, &key, name, deadline)?;
-            Ok(blocking::grant_reply(&holding.token, holding.fence))
+            Ok(blocking::grant_reply(&token, fence))
         }
-        Acquire::Busy => wait_or_give_up(ctx, &key, request),
+        Acquire::Busy => wait_or_give_up(ctx, &key, &request),
     }
 }
 
@@ -82,7 +85,7 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
 fn wait_or_give_up(
     ctx: &Context,
     key: &LockKey,
-    request: Request,
+    request: &Request,
 ) -> Result<RedisValue, CommandError> {
     let Some(timeout_ms) = request.block_ms.filter(|_| blocking::can_block(ctx)) else {
         stats::CONTENDED.bump();
@@ -97,7 +100,7 @@ fn wait_or_give_up(
         ctx,
         name,
         request.ttl_ms,
-        request.token,
+        request.token.clone(),
         timeout_ms,
         remaining,
     ) {

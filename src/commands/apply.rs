@@ -10,7 +10,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_integer, parse_options, parse_token};
 use super::errors::CommandError;
-use crate::lock::Holding;
+use crate::holding::Holding;
 use crate::node_fence;
 use crate::store::LockKey;
 
@@ -38,10 +38,7 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     let key = LockKey::open(ctx, name, true);
     // Only a free name or a lock key may be overwritten; other types are WRONGTYPE.
     key.holding()?;
-    let holding = Holding {
-        token: token.into(),
-        fence,
-    };
+    let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
     // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
     let stored = match deadline {
         Some(deadline) => key.store(holding, deadline),

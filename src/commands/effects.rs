@@ -7,30 +7,31 @@ use redis_module::{Context, RedisString};
 
 use super::errors::CommandError;
 use crate::events;
-use crate::lock::Holding;
+use crate::holding::Holding;
 use crate::stats;
 use crate::store::LockKey;
 
-/// Stores a new holding until `deadline_ms` and propagates it as
+/// Stores a new holding (`token` under `fence`) until `deadline_ms` and propagates it as
 /// `LOCK.APPLY key token fence PXAT deadline`.
 pub fn grant(
     ctx: &Context,
     key: &LockKey,
     name: &RedisString,
-    holding: Holding,
+    token: &[u8],
+    fence: u64,
     deadline_ms: i64,
 ) -> Result<(), CommandError> {
-    let fence = holding.fence.to_string();
-    let deadline = deadline_ms.to_string();
-    let token = holding.token.clone();
+    let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
     if !key.store(holding, deadline_ms) {
         return Err(CommandError::WriteFailed);
     }
+    let fence = fence.to_string();
+    let deadline = deadline_ms.to_string();
     ctx.replicate(
         "LOCK.APPLY",
         &[
             name.as_slice(),
-            &token,
+            token,
             fence.as_bytes(),
             b"PXAT",
             deadline.as_bytes(),

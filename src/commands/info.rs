@@ -26,7 +26,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         return Ok(RedisValue::Null);
     }
     let fence = holding.map_or(RedisValue::Null, |h| {
-        RedisValue::Integer(i64::try_from(h.fence).unwrap_or(i64::MAX))
+        RedisValue::Integer(i64::try_from(h.fence()).unwrap_or(i64::MAX))
     });
     let ttl = match (holding, key.remaining_ms()) {
         (Some(_), Some(ms)) => RedisValue::Integer(ms),
