@@ -80,7 +80,7 @@ fn was_lock(db: i32, name: &[u8]) -> bool {
 
 /// Subscriber for Redis's generic, expired and evicted keyspace events.
 pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, name: &[u8]) {
-    let db = crate::blocking::selected_db(ctx);
+    let db = crate::server_state::selected_db(ctx);
     let was_lock = was_lock(db, name);
     if event == "expired" && was_lock {
         stats::EXPIRED.bump();

@@ -11,6 +11,7 @@ use crate::blocking;
 use crate::config;
 use crate::lock::{self, Acquire};
 use crate::node_fence;
+use crate::server_state;
 use crate::stats;
 use crate::store::{self, LockKey};
 use crate::token;
@@ -87,7 +88,7 @@ fn wait_or_give_up(
     key: &LockKey,
     request: &Request,
 ) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = request.block_ms.filter(|_| blocking::can_block(ctx)) else {
+    let Some(timeout_ms) = request.block_ms.filter(|_| server_state::can_block(ctx)) else {
         stats::CONTENDED.bump();
         return Ok(RedisValue::Null);
     };

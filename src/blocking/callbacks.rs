@@ -1,0 +1,130 @@
+//! The callbacks Redis calls for a blocked `LOCK.ACQUIRE`: the grant reply, the timeout
+//! (also `CLIENT UNBLOCK`), the disconnect (also `CLIENT UNBLOCK … ERROR`), and freeing
+//! the grant, which notices a grant that never reached its client and passes it on.
+
+use std::ffi::{c_int, c_void};
+use std::time::Duration;
+
+use redis_module::{raw, Context, RedisString, RedisValue};
+
+use super::{dequeue, hand_off, unblock, KeyId};
+use crate::commands::effects;
+use crate::server_state::{select_db, writes, Writes};
+use crate::stats;
+use crate::store::LockKey;
+
+/// The grant travelling from a handoff to the waiter's reply callback; `delivered`
+/// records whether the reply reached the client.
+pub(super) struct Delivery {
+    pub(super) key: KeyId,
+    pub(super) token: Vec<u8>,
+    pub(super) fence: u64,
+    pub(super) delivered: bool,
+}
+
+pub(super) unsafe extern "C" fn reply_granted(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let delivery = api!(RedisModule_GetBlockedClientPrivateData)
+        .map_or(std::ptr::null_mut(), |get| get(ctx))
+        .cast::<Delivery>();
+    let reply = match delivery.as_mut() {
+        Some(delivery) => {
+            delivery.delivered = true;
+            grant_reply(&delivery.token, delivery.fence)
+        }
+        None => RedisValue::Null,
+    };
+    context.reply(Ok(reply)) as c_int
+}
+
+/// The `[token, fence]` reply of every grant.
+pub fn grant_reply(token: &[u8], fence: u64) -> RedisValue {
+    RedisValue::Array(vec![
+        RedisValue::StringBuffer(token.to_vec()),
+        RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX)),
+    ])
+}
+
+pub(super) unsafe extern "C" fn reply_timed_out(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let client =
+        api!(RedisModule_GetBlockedClientHandle).map_or(std::ptr::null_mut(), |get| get(ctx));
+    if !client.is_null() && dequeue(client) {
+        stats::BLOCK_TIMEOUTS.bump();
+        // Not blocked on keys: Redis frees the handle only once we unblock it.
+        unblock(client, std::ptr::null_mut());
+    }
+    context.reply(Ok(RedisValue::Null)) as c_int
+}
+
+pub(super) unsafe extern "C" fn client_disconnected(
+    _ctx: *mut raw::RedisModuleCtx,
+    client: *mut raw::RedisModuleBlockedClient,
+) {
+    // A granted client was already unblocked; its undelivered grant is handled when
+    // Redis frees the delivery.
+    if dequeue(client) {
+        unblock(client, std::ptr::null_mut());
+    }
+}
+
+pub(super) unsafe extern "C" fn free_delivery(
+    ctx: *mut raw::RedisModuleCtx,
+    privdata: *mut c_void,
+) {
+    if privdata.is_null() {
+        return;
+    }
+    let delivery = Box::from_raw(privdata.cast::<Delivery>());
+    let Delivery {
+        key,
+        token,
+        fence,
+        delivered: false,
+    } = *delivery
+    else {
+        return;
+    };
+    // The client left between the handoff and its reply: give the lock back from a
+    // timer, where a key can be opened (this context may have no client).
+    let undelivered = Undelivered { key, token, fence };
+    Context::new(ctx).create_timer(Duration::ZERO, release_undelivered, undelivered);
+}
+
+/// A grant that never reached its client.
+struct Undelivered {
+    key: KeyId,
+    token: Vec<u8>,
+    fence: u64,
+}
+
+fn release_undelivered(ctx: &Context, grant: Undelivered) {
+    match writes(ctx) {
+        Writes::Allowed => {}
+        Writes::Paused => {
+            let retry = Duration::from_millis(super::timers::PAUSED_RETRY_MS.unsigned_abs());
+            ctx.create_timer(retry, release_undelivered, grant);
+            return;
+        }
+        Writes::Replica => return,
+    }
+    let (db, name) = &grant.key;
+    if !select_db(ctx, *db) {
+        return;
+    }
+    let name = RedisString::create_from_slice(ctx.ctx, name);
+    let key = LockKey::open(ctx, &name, true);
+    let still_held = matches!(key.holding(), Ok(Some(held))
+        if held.fence() == grant.fence && held.is_token(&grant.token));
+    if still_held && effects::release(ctx, &key, &name).is_ok() {
+        hand_off(ctx, &key, &name);
+    }
+}

@@ -1,0 +1,129 @@
+//! Handoffs that do not happen inside a release: after Redis announces that a waited-for
+//! key disappeared (expiry, DEL, FLUSHALL, RENAME, eviction), and when a holder's lease
+//! ends (a timer per waited-for key, so waiters do not depend on Redis's lazy expiry).
+
+use std::time::Duration;
+
+use redis_module::{Context, RedisString};
+
+use super::{hand_off, has_waiters, with_registry, KeyId};
+use crate::server_state::{select_db, writes, Writes};
+use crate::store::{self, LockKey};
+
+/// How long to wait before retrying a handoff while Redis has writes (and with them
+/// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
+pub(super) const PAUSED_RETRY_MS: i64 = 10;
+
+/// Longest delay of an expiry timer.
+const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Redis announced that `name` disappeared (expired, deleted, renamed away, evicted).
+/// Handing off inside that announcement would write under the feet of the command that
+/// caused it, so the handoff runs from a timer right after; meanwhile every acquire
+/// settles the queue first, so nobody overtakes the waiters.
+pub fn key_vacated(ctx: &Context, db: i32, name: &[u8]) {
+    let id: KeyId = (db, name.to_vec());
+    let schedule = with_registry(|r| {
+        r.keys.get_mut(&id).is_some_and(|waiting| {
+            let first = !waiting.settle_scheduled;
+            waiting.settle_scheduled = true;
+            first
+        })
+    });
+    if schedule {
+        ctx.create_timer(Duration::ZERO, settle_timer, id);
+    }
+}
+
+/// After a flush every queued key is free: settle them all.
+pub fn all_keys_vacated(ctx: &Context) {
+    let ids: Vec<KeyId> = with_registry(|r| r.keys.keys().cloned().collect());
+    for (db, name) in ids {
+        key_vacated(ctx, db, &name);
+    }
+}
+
+fn settle_timer(ctx: &Context, id: KeyId) {
+    with_registry(|r| {
+        if let Some(waiting) = r.keys.get_mut(&id) {
+            waiting.settle_scheduled = false;
+        }
+    });
+    settle(ctx, &id);
+}
+
+fn expiry_timer(ctx: &Context, (id, fires_at): (KeyId, i64)) {
+    let current = with_registry(|r| {
+        r.keys.get_mut(&id).is_some_and(|waiting| {
+            let current = waiting.expiry_timer == Some(fires_at);
+            if current {
+                waiting.expiry_timer = None;
+            }
+            current
+        })
+    });
+    if current {
+        settle(ctx, &id);
+    }
+}
+
+/// Opens the key: Redis drops it if its lease has passed. A free lock goes to the first
+/// waiter; a held one gets an expiry timer for its current deadline.
+fn settle(ctx: &Context, id: &KeyId) {
+    if !has_waiters(id) {
+        return;
+    }
+    match writes(ctx) {
+        Writes::Allowed => {}
+        Writes::Paused => {
+            arm_expiry_timer(ctx, id, store::now_ms().saturating_add(PAUSED_RETRY_MS));
+            return;
+        }
+        Writes::Replica => return,
+    }
+    if !select_db(ctx, id.0) {
+        return;
+    }
+    let name = RedisString::create_from_slice(ctx.ctx, &id.1);
+    let key = LockKey::open(ctx, &name, true);
+    match key.holding() {
+        Ok(None) => {
+            hand_off(ctx, &key, &name);
+        }
+        // Held: hand off when its lease ends. A key without expiry (someone ran
+        // PERSIST on it) is only handed off on release or deletion.
+        Ok(Some(_)) => {
+            if let Some(remaining) = key.remaining_ms() {
+                arm_expiry_timer(ctx, id, store::now_ms().saturating_add(remaining));
+            }
+        }
+        // Another type took the name: waiters keep waiting for it to become a lock key
+        // again (their BLOCK timeout still applies).
+        Err(_) => {}
+    }
+}
+
+/// Ensures a timer fires at `deadline_ms` (when the lease ends) for `id`, unless one
+/// already fires earlier. Far deadlines are checked at least daily, which keeps the
+/// delay well inside Redis's timer arithmetic.
+pub(super) fn arm_expiry_timer(ctx: &Context, id: &KeyId, deadline_ms: i64) {
+    let now = store::now_ms();
+    let fires_at = deadline_ms.min(now.saturating_add(MAX_TIMER_DELAY_MS));
+    let arm = with_registry(|r| {
+        r.keys.get_mut(id).is_some_and(|waiting| {
+            let earlier = waiting.expiry_timer.is_none_or(|armed| fires_at < armed);
+            if earlier {
+                waiting.expiry_timer = Some(fires_at);
+            }
+            earlier
+        })
+    });
+    if arm {
+        let delay = u64::try_from(fires_at.saturating_sub(now)).unwrap_or(0);
+        ctx.create_timer(
+            Duration::from_millis(delay),
+            expiry_timer,
+            (id.clone(), fires_at),
+        );
+    }
+}
