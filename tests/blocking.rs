@@ -13,22 +13,9 @@ use common::*;
 
 /// `waiters` of `LOCK.INFO key` (0 when the reply is nil).
 fn waiters(con: &mut Connection, key: &str) -> i64 {
-    let info: Option<Vec<Value>> = cmd("LOCK.INFO").arg(key).query(con).unwrap();
-    let Some(info) = info else { return 0 };
-    let pairs: Vec<(String, Value)> = info
-        .chunks(2)
-        .map(|pair| {
-            (
-                redis::from_redis_value::<String>(pair[0].clone()).unwrap(),
-                pair[1].clone(),
-            )
-        })
-        .collect();
-    pairs
-        .iter()
-        .find(|(name, _)| name == "waiters")
-        .map(|(_, v)| redis::from_redis_value::<i64>(v.clone()).unwrap())
-        .unwrap()
+    lock_info(con, key).map_or(0, |info| {
+        redis::from_redis_value(info["waiters"].clone()).unwrap()
+    })
 }
 
 fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
@@ -436,9 +423,7 @@ fn ten_thousand_waiters_on_one_key_are_all_served_in_turn() {
 
 #[test]
 fn replica_agrees_after_handoffs() {
-    let primary = Server::start();
-    let replica = Server::start();
-    replica.replicate_from(&primary);
+    let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut r = replica.connect();
     let (mut holder, _) = acquire(&mut p, "k", 60_000, &[]).unwrap();
@@ -458,10 +443,7 @@ fn replica_agrees_after_handoffs() {
             .unwrap()
             .0;
     }
-    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(&mut p).unwrap();
-    assert_eq!(acked, 1);
-    let digest =
-        |con: &mut Connection| -> String { cmd("DEBUG").arg("DIGEST").query(con).unwrap() };
+    wait_replicated(&mut p);
     assert_eq!(digest(&mut p), digest(&mut r));
     assert_eq!(common::fence(&mut p, "k"), common::fence(&mut r, "k"));
     assert_eq!(
@@ -491,19 +473,10 @@ fn lock_info_reports_fence_ttl_waiters_and_never_the_token() {
     let info: Vec<Value> = cmd("LOCK.INFO").arg("k").query(&mut con).unwrap();
     let text = format!("{info:?}");
     assert!(!text.contains(&token), "{text}");
-    let fields: Vec<(String, Value)> = info
-        .chunks(2)
-        .map(|pair| {
-            (
-                redis::from_redis_value::<String>(pair[0].clone()).unwrap(),
-                pair[1].clone(),
-            )
-        })
-        .collect();
+    let fields = lock_info(&mut con, "k").unwrap();
     let get = |name: &str| -> i64 {
-        let (_, value) = fields
-            .iter()
-            .find(|(n, _)| n == name)
+        let value = fields
+            .get(name)
             .unwrap_or_else(|| panic!("{name} in {text}"));
         redis::from_redis_value(value.clone()).unwrap()
     };

@@ -7,10 +7,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn digest(con: &mut Connection) -> String {
-    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
-}
-
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
     int(con, &["PEXPIRETIME", key])
 }
@@ -66,15 +62,20 @@ fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
     );
 }
 
-fn aof_round_trip(preamble: &str) {
-    let args = [
+/// AOF on, fsync on every write, with or without the RDB preamble.
+fn aof_always(preamble: &str) -> [&str; 6] {
+    [
         "appendonly",
         "yes",
         "appendfsync",
         "always",
         "aof-use-rdb-preamble",
         preamble,
-    ];
+    ]
+}
+
+fn aof_round_trip(preamble: &str) {
+    let args = aof_always(preamble);
     let mut server = Server::with_args(&args);
     let mut con = server.connect();
     let (token, fence) = acquire(&mut con, "held", 60_000, &[]).unwrap();
@@ -116,14 +117,7 @@ fn aof_restart_without_rdb_preamble_uses_the_rewrite_form() {
 
 #[test]
 fn aof_replayed_after_the_lease_ran_out_shows_it_expired() {
-    let args = [
-        "appendonly",
-        "yes",
-        "appendfsync",
-        "always",
-        "aof-use-rdb-preamble",
-        "no",
-    ];
+    let args = aof_always("no");
     let mut server = Server::with_args(&args);
     let mut con = server.connect();
     let (token, fence) = acquire(&mut con, "k", 300, &[]).unwrap();

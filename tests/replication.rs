@@ -6,20 +6,9 @@ mod common;
 
 use common::*;
 
-fn wait_replicated(primary: &mut Connection) {
-    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(primary).unwrap();
-    assert_eq!(acked, 1, "replica acknowledged");
-}
-
-fn digest(con: &mut Connection) -> String {
-    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
-}
-
 #[test]
 fn replica_agrees_on_type_fence_deadline_and_digest() {
-    let primary = Server::start();
-    let replica = Server::start();
-    replica.replicate_from(&primary);
+    let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut r = replica.connect();
     let (t1, _) = acquire(&mut p, "a", 60_000, &[]).unwrap();
@@ -59,9 +48,7 @@ fn replica_agrees_on_type_fence_deadline_and_digest() {
 
 #[test]
 fn expiry_on_the_primary_reaches_the_replica() {
-    let primary = Server::start();
-    let replica = Server::start();
-    replica.replicate_from(&primary);
+    let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut r = replica.connect();
     acquire(&mut p, "short", 50, &[]).unwrap();
@@ -78,9 +65,7 @@ fn expiry_on_the_primary_reaches_the_replica() {
 
 #[test]
 fn promoted_replica_issues_higher_fences_than_writes_it_missed() {
-    let primary = Server::start();
-    let replica = Server::start();
-    replica.replicate_from(&primary);
+    let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut r = replica.connect();
     acquire(&mut p, "seen", 60_000, &[]).unwrap();

@@ -185,6 +185,32 @@ impl Server {
         self.launch();
     }
 
+    /// The redis-server process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGSTOP: the process freezes; connections stay open and nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let status = Command::new("kill")
+                .arg(signal)
+                .arg(pid.to_string())
+                .status()
+                .expect("run kill");
+            assert!(status.success(), "kill {signal} {pid}");
+        }
+    }
+
     /// Makes this server a replica of `primary` and waits until the link is up.
     pub fn replicate_from(&self, primary: &Server) {
         let mut con = self.connect();
@@ -252,4 +278,41 @@ pub fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A primary and a replica already in sync with it.
+pub fn primary_and_replica() -> (Server, Server) {
+    let primary = Server::start();
+    let replica = Server::start();
+    replica.replicate_from(&primary);
+    (primary, replica)
+}
+
+/// `WAIT 1 5000` on the primary: the replica has everything written so far.
+pub fn wait_replicated(primary: &mut Connection) {
+    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(primary).unwrap();
+    assert_eq!(acked, 1, "replica acknowledged");
+}
+
+/// `DEBUG DIGEST` of the whole dataset.
+pub fn digest(con: &mut Connection) -> String {
+    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+/// `LOCK.INFO key` as field → value, or `None` when the reply is nil.
+pub fn lock_info(
+    con: &mut Connection,
+    key: &str,
+) -> Option<std::collections::HashMap<String, Value>> {
+    let info: Option<Vec<Value>> = cmd("LOCK.INFO").arg(key).query(con).unwrap();
+    info.map(|flat| {
+        flat.chunks(2)
+            .map(|pair| {
+                (
+                    redis::from_redis_value::<String>(pair[0].clone()).unwrap(),
+                    pair[1].clone(),
+                )
+            })
+            .collect()
+    })
 }
