@@ -7,20 +7,31 @@
 //! apart from an expired key of another type: by then the key is already gone.
 
 use std::cell::RefCell;
+use std::ffi::CStr;
 
 use redis_module::{raw, Context, NotifyEvent, RedisString};
 
 use crate::stats;
 
-pub const ACQUIRED: &str = "lock.acquired";
-pub const REFRESHED: &str = "lock.refreshed";
-pub const RELEASED: &str = "lock.released";
-pub const EXPIRED: &str = "lock.expired";
-pub const HANDOFF: &str = "lock.handoff";
+pub const ACQUIRED: &CStr = c"lock.acquired";
+pub const REFRESHED: &CStr = c"lock.refreshed";
+pub const RELEASED: &CStr = c"lock.released";
+pub const EXPIRED: &CStr = c"lock.expired";
+pub const HANDOFF: &CStr = c"lock.handoff";
 
 /// Emits a module-class keyspace event (`notify-keyspace-events` flag `d`).
-pub fn notify(ctx: &Context, event: &str, key: &RedisString) {
-    ctx.notify_keyspace_event(NotifyEvent::MODULE, event, key);
+pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    if let Some(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
+        // SAFETY: a static event name and a live key string on a live context.
+        unsafe {
+            notify(
+                ctx.ctx,
+                NotifyEvent::MODULE.bits(),
+                event.as_ptr(),
+                key.inner,
+            )
+        };
+    }
 }
 
 /// The lock key most recently unlinked, as (db, name). The buffer is reused so that

@@ -26,6 +26,7 @@ pub mod info_section;
 pub mod lock;
 pub mod node_fence;
 pub mod registration;
+pub mod replicate;
 pub mod server_state;
 pub mod stats;
 pub mod store;

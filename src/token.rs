@@ -16,10 +16,10 @@ const HEX: [u8; 16] = *b"0123456789abcdef";
 
 /// Lowercase hex spelling of `raw`.
 pub fn to_hex(raw: &[u8]) -> Vec<u8> {
-    let mut printable = Vec::with_capacity(raw.len() * 2);
-    for &byte in raw {
-        printable.push(HEX[usize::from(byte >> 4)]);
-        printable.push(HEX[usize::from(byte & 0x0f)]);
+    let mut printable = vec![0u8; raw.len() * 2];
+    for (pair, &byte) in printable.chunks_exact_mut(2).zip(raw) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0x0f)];
     }
     printable
 }

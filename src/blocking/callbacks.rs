@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis_module::{raw, Context, RedisString, RedisValue};
 
 use super::{dequeue, hand_off, unblock, KeyId};
-use crate::commands::effects;
+use crate::commands::{effects, reply};
 use crate::server_state::{select_db, writes, Writes};
 use crate::stats;
 use crate::store::LockKey;
@@ -31,22 +31,14 @@ pub(super) unsafe extern "C" fn reply_granted(
     let delivery = api!(RedisModule_GetBlockedClientPrivateData)
         .map_or(std::ptr::null_mut(), |get| get(ctx))
         .cast::<Delivery>();
-    let reply = match delivery.as_mut() {
+    match delivery.as_mut() {
         Some(delivery) => {
             delivery.delivered = true;
-            grant_reply(&delivery.token, delivery.fence)
+            reply::grant(&context, &delivery.token, delivery.fence);
+            raw::REDISMODULE_OK as c_int
         }
-        None => RedisValue::Null,
-    };
-    context.reply(Ok(reply)) as c_int
-}
-
-/// The `[token, fence]` reply of every grant.
-pub fn grant_reply(token: &[u8], fence: u64) -> RedisValue {
-    RedisValue::Array(vec![
-        RedisValue::StringBuffer(token.to_vec()),
-        RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX)),
-    ])
+        None => context.reply(Ok(RedisValue::Null)) as c_int,
+    }
 }
 
 pub(super) unsafe extern "C" fn reply_timed_out(

@@ -34,7 +34,6 @@ use crate::wait_queue::{Ticket, WaitQueue};
 use callbacks::{client_disconnected, free_delivery, reply_granted, reply_timed_out, Delivery};
 use timers::arm_expiry_timer;
 
-pub use callbacks::grant_reply;
 pub use timers::{all_keys_vacated, key_vacated};
 
 /// A lock key within one logical database.

@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use redis_module::{Context, NextArg, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
-use super::effects;
 use super::errors::CommandError;
+use super::{effects, reply};
 use crate::blocking;
 use crate::config;
 use crate::lock::{self, Acquire};
@@ -72,11 +72,13 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
     match decision {
         Acquire::Granted { fence } => {
             effects::grant(ctx, &key, name, &token, fence, deadline)?;
-            Ok(blocking::grant_reply(&token, fence))
+            reply::grant(ctx, &token, fence);
+            Ok(RedisValue::NoReply)
         }
         Acquire::Renewed { fence } => {
             effects::extend(ctx, &key, name, deadline)?;
-            Ok(blocking::grant_reply(&token, fence))
+            reply::grant(ctx, &token, fence);
+            Ok(RedisValue::NoReply)
         }
         Acquire::Busy => wait_or_give_up(ctx, &key, &request),
     }

@@ -8,6 +8,7 @@ use redis_module::{Context, RedisString};
 use super::errors::CommandError;
 use crate::events;
 use crate::holding::Holding;
+use crate::replicate;
 use crate::stats;
 use crate::store::LockKey;
 
@@ -25,18 +26,7 @@ pub fn grant(
     if !key.store(holding, deadline_ms) {
         return Err(CommandError::WriteFailed);
     }
-    let fence = fence.to_string();
-    let deadline = deadline_ms.to_string();
-    ctx.replicate(
-        "LOCK.APPLY",
-        &[
-            name.as_slice(),
-            token,
-            fence.as_bytes(),
-            b"PXAT",
-            deadline.as_bytes(),
-        ],
-    );
+    replicate::grant(ctx, name, token, fence, deadline_ms);
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
     Ok(())
@@ -52,8 +42,7 @@ pub fn extend(
     if !key.set_deadline(deadline_ms) {
         return Err(CommandError::WriteFailed);
     }
-    let deadline = deadline_ms.to_string();
-    ctx.replicate("PEXPIREAT", &[name.as_slice(), deadline.as_bytes()]);
+    replicate::deadline(ctx, name, deadline_ms);
     events::notify(ctx, events::REFRESHED, name);
     stats::REFRESHED.bump();
     Ok(())
@@ -65,7 +54,7 @@ pub fn release(ctx: &Context, key: &LockKey, name: &RedisString) -> Result<(), C
         return Err(CommandError::WriteFailed);
     }
     events::forget_unlinked_lock();
-    ctx.replicate("DEL", &[name.as_slice()]);
+    replicate::delete(ctx, name);
     events::notify(ctx, events::RELEASED, name);
     stats::RELEASED.bump();
     Ok(())

@@ -11,3 +11,4 @@ pub mod fence;
 pub mod info;
 pub mod refresh;
 pub mod release;
+pub mod reply;
