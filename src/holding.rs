@@ -47,8 +47,10 @@ impl Holding {
     }
 
     fn header(&self) -> u16 {
-        let bytes = self.0.get(FENCE_BYTES..HEADER_BYTES).unwrap_or(&[0, 0]);
-        u16::from_le_bytes([bytes[0], bytes[1]])
+        match self.0.get(FENCE_BYTES..HEADER_BYTES) {
+            Some(&[low, high]) => u16::from_le_bytes([low, high]),
+            _ => 0,
+        }
     }
 
     fn stored_token(&self) -> &[u8] {

@@ -18,8 +18,10 @@ const HEX: [u8; 16] = *b"0123456789abcdef";
 pub fn to_hex(raw: &[u8]) -> Vec<u8> {
     let mut printable = vec![0u8; raw.len() * 2];
     for (pair, &byte) in printable.chunks_exact_mut(2).zip(raw) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0x0f)];
+        if let [high, low] = pair {
+            *high = HEX[usize::from(byte >> 4)];
+            *low = HEX[usize::from(byte & 0x0f)];
+        }
     }
     printable
 }
@@ -37,7 +39,8 @@ pub fn compact(token: &[u8]) -> Option<[u8; GENERATED_TOKEN_BYTES]> {
     };
     let mut raw = [0u8; GENERATED_TOKEN_BYTES];
     for (byte, pair) in raw.iter_mut().zip(token.chunks_exact(2)) {
-        *byte = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+        let &[high, low] = pair else { return None };
+        *byte = (nibble(high)? << 4) | nibble(low)?;
     }
     Some(raw)
 }
