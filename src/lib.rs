@@ -36,10 +36,12 @@ pub mod wait_queue;
 use redis_module::{redis_module, Context, RedisString, Status};
 
 use crate::commands::{acquire, apply, fence as fence_cmd, info, refresh, release};
-use crate::config::{MAX_TOKEN_LENGTH, MAX_TTL_MS, MAX_WAITERS};
 use crate::data_type::LOCK_TYPE;
 
-fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    if config::register(ctx, args) == Status::Err {
+        return Status::Err;
+    }
     registration::init(ctx)
 }
 
@@ -74,15 +76,4 @@ redis_module! {
     event_handlers: [
         [@GENERIC @EXPIRED @EVICTED: events::on_keyspace_event],
     ],
-    configurations: [
-        i64: [
-            ["max-ttl", &MAX_TTL_MS, config::DEFAULT_MAX_TTL_MS, 1, i64::MAX, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
-            ["max-waiters", &MAX_WAITERS, config::DEFAULT_MAX_WAITERS, 1, 100_000_000, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
-            ["max-token-length", &MAX_TOKEN_LENGTH, config::DEFAULT_MAX_TOKEN_LENGTH, 1, config::TOKEN_LENGTH_CEILING, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: true,
-    ]
 }
