@@ -97,10 +97,15 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, name: 
         stats::EXPIRED.bump();
         notify(ctx, EXPIRED, &RedisString::create_from_slice(ctx.ctx, name));
     }
-    if matches!(
-        event,
-        "expired" | "del" | "evicted" | "rename_from" | "move_from"
-    ) {
-        crate::blocking::key_vacated(ctx, db, name);
+    // Keys nobody waits for need nothing more: the common case stays cheap.
+    if !crate::blocking::anyone_waiting() {
+        return;
+    }
+    match event {
+        "del" if crate::migration::running_migrate() => crate::blocking::key_moved(db, name),
+        "expired" | "del" | "evicted" | "rename_from" | "move_from" => {
+            crate::blocking::key_vacated(ctx, db, name);
+        }
+        _ => {}
     }
 }

@@ -85,6 +85,10 @@ pub fn init(ctx: &Context) -> Status {
         describe(ctx, command);
     }
     set_acl_categories(ctx);
+    if !crate::migration::watch(ctx) {
+        ctx.log_warning("fencelock: could not install the MIGRATE filter");
+        return Status::Err;
+    }
     Status::Ok
 }
 

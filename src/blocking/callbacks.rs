@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
-use redis_module::{raw, Context, RedisString, RedisValue};
+use redis_module::{raw, Context, RedisError, RedisString, RedisValue};
 
 use super::{dequeue, hand_off, unblock, KeyId};
 use crate::commands::{effects, reply};
@@ -13,14 +13,22 @@ use crate::server_state::{select_db, writes, Writes};
 use crate::stats;
 use crate::store::LockKey;
 
-/// The grant travelling from a handoff to the waiter's reply callback; `delivered`
-/// records whether the reply reached the client.
-pub(super) struct Delivery {
-    pub(super) key: KeyId,
-    pub(super) token: Vec<u8>,
-    pub(super) fence: u64,
-    pub(super) delivered: bool,
+/// What a waiter is unblocked with, travelling to its reply callback.
+pub(super) enum Delivery {
+    /// It holds the lock now; `delivered` records whether the reply reached it.
+    Granted {
+        key: KeyId,
+        token: Vec<u8>,
+        fence: u64,
+        delivered: bool,
+    },
+    /// The key moved to another node (`MIGRATE` during resharding): the client must
+    /// retry there, as for any key of a slot being moved.
+    Moved,
 }
+
+/// The reply of a waiter whose key moved; cluster clients retry on `TRYAGAIN`.
+const MOVED_REPLY: &str = "TRYAGAIN the lock moved to another node, retry the command";
 
 pub(super) unsafe extern "C" fn reply_granted(
     ctx: *mut raw::RedisModuleCtx,
@@ -32,11 +40,17 @@ pub(super) unsafe extern "C" fn reply_granted(
         .map_or(std::ptr::null_mut(), |get| get(ctx))
         .cast::<Delivery>();
     match delivery.as_mut() {
-        Some(delivery) => {
-            delivery.delivered = true;
-            reply::grant(&context, &delivery.token, delivery.fence);
+        Some(Delivery::Granted {
+            token,
+            fence,
+            delivered,
+            ..
+        }) => {
+            *delivered = true;
+            reply::grant(&context, token, *fence);
             raw::REDISMODULE_OK as c_int
         }
+        Some(Delivery::Moved) => context.reply(Err(RedisError::Str(MOVED_REPLY))) as c_int,
         None => context.reply(Ok(RedisValue::Null)) as c_int,
     }
 }
@@ -76,7 +90,7 @@ pub(super) unsafe extern "C" fn free_delivery(
         return;
     }
     let delivery = Box::from_raw(privdata.cast::<Delivery>());
-    let Delivery {
+    let Delivery::Granted {
         key,
         token,
         fence,

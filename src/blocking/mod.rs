@@ -169,13 +169,7 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         return false;
     };
     let deadline = store::now_ms().saturating_add(waiter.ttl_ms);
-    let delivery = Box::new(Delivery {
-        key: id.clone(),
-        token,
-        fence,
-        delivered: false,
-    });
-    if effects::grant(ctx, key, name, &delivery.token, fence, deadline).is_err() {
+    if effects::grant(ctx, key, name, &token, fence, deadline).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         unblock(waiter.client, std::ptr::null_mut());
@@ -183,7 +177,13 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     }
     events::notify(ctx, events::HANDOFF, name);
     stats::HANDOFFS.bump();
-    unblock(waiter.client, Box::into_raw(delivery).cast());
+    let delivery = Delivery::Granted {
+        key: id.clone(),
+        token,
+        fence,
+        delivered: false,
+    };
+    unblock(waiter.client, Box::into_raw(Box::new(delivery)).cast());
     if has_waiters(&id) {
         arm_expiry_timer(ctx, &id, deadline);
     }
@@ -199,6 +199,26 @@ pub(crate) fn unblock(client: *mut raw::RedisModuleBlockedClient, privdata: *mut
         // SAFETY: every blocked client reaches exactly one unblock: its registry entry
         // was removed before this call, so no other path can unblock it again.
         unsafe { unblock(client, privdata) };
+    }
+}
+
+/// `name` moved to another node (`MIGRATE`): its lock is held there now, so nobody may
+/// be handed it here. Every waiter is told to retry (`TRYAGAIN`).
+pub fn key_moved(db: i32, name: &[u8]) {
+    let id: KeyId = (db, name.to_vec());
+    let clients: Vec<*mut raw::RedisModuleBlockedClient> = with_registry(|r| {
+        let Some(mut waiting) = r.keys.remove(&id) else {
+            return Vec::new();
+        };
+        let mut clients = Vec::new();
+        while let Some((_, waiter)) = waiting.queue.pop_front() {
+            r.queued.remove(&(waiter.client as usize));
+            clients.push(waiter.client);
+        }
+        clients
+    });
+    for client in clients {
+        unblock(client, Box::into_raw(Box::new(Delivery::Moved)).cast());
     }
 }
 

@@ -8,7 +8,7 @@ use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
 use super::errors::CommandError;
 use super::{effects, reply};
 use crate::blocking;
-use crate::config;
+use crate::limits;
 use crate::lock::{self, Acquire};
 use crate::node_fence;
 use crate::server_state;
@@ -64,7 +64,7 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
         None => Cow::Owned(token::generate()),
     };
     let now_ms = store::now_ms();
-    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, config::max_ttl_ms())
+    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits::max_ttl_ms())
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let current = key.holding()?;
     let decision =
@@ -95,7 +95,7 @@ fn wait_or_give_up(
         return Ok(RedisValue::Null);
     };
     let name = request.key.as_slice();
-    if blocking::queue_is_full(ctx, name, config::max_waiters()) {
+    if blocking::queue_is_full(ctx, name, limits::max_waiters()) {
         return Err(CommandError::TooManyWaiters);
     }
     let remaining = key.remaining_ms();

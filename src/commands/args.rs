@@ -2,7 +2,7 @@
 //! ttls and option lists. Pure functions over byte slices; nothing here touches a key.
 
 use super::errors::CommandError;
-use crate::config;
+use crate::limits;
 use crate::token;
 
 /// Parses a signed 64-bit integer exactly as Redis's `string2ll` does: optional `-`,
@@ -41,7 +41,7 @@ pub fn parse_integer(bytes: &[u8]) -> Result<i64, CommandError> {
 /// `fencelock.max-ttl` (else invalid-expire for `command`).
 pub fn parse_ttl(bytes: &[u8], command: &'static str) -> Result<i64, CommandError> {
     let ttl = parse_integer(bytes)?;
-    if ttl <= 0 || ttl > config::max_ttl_ms() {
+    if ttl <= 0 || ttl > limits::max_ttl_ms() {
         return Err(CommandError::InvalidExpire(command));
     }
     Ok(ttl)
@@ -49,7 +49,7 @@ pub fn parse_ttl(bytes: &[u8], command: &'static str) -> Result<i64, CommandErro
 
 /// A client-supplied token: non-empty and within `fencelock.max-token-length` bytes.
 pub fn parse_token(bytes: &[u8]) -> Result<&[u8], CommandError> {
-    if token::is_valid(bytes, config::max_token_length()) {
+    if token::is_valid(bytes, limits::max_token_length()) {
         Ok(bytes)
     } else {
         Err(CommandError::InvalidToken)

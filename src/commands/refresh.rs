@@ -6,7 +6,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::args::{parse_token, parse_ttl};
 use super::effects;
 use super::errors::CommandError;
-use crate::config;
+use crate::limits;
 use crate::lock;
 use crate::store::{self, LockKey};
 
@@ -26,7 +26,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     if !lock::is_holder(key.holding()?, token) {
         return Ok(RedisValue::Integer(0));
     }
-    let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, config::max_ttl_ms())
+    let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, limits::max_ttl_ms())
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &key, name, deadline)?;
     Ok(RedisValue::Integer(1))

@@ -1,0 +1,432 @@
+//! Redis Cluster: three masters on loopback, each loading the module, joined with
+//! `redis-cli --cluster create`, driven through the `redis` crate's cluster client.
+//! Locks spread over every node, `BLOCK` waits on every node, hash tags keep a lock and
+//! its data in one slot, and a moved slot is followed through `MOVED`.
+//!
+//! `FENCELOCK_REDIS_CLI` picks the `redis-cli` used to create the cluster (default
+//! `redis-cli` on PATH; Debian's 7.0 one also creates Redis 8 and Valkey clusters).
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use redis::cluster::{ClusterClient, ClusterConnection};
+
+/// Three masters, 16384 slots split between them, module loaded on each.
+struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let nodes: Vec<Server> = (0..3).map(|_| start_node()).collect();
+        let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+        let mut create = Command::new(cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .arg("--cluster-yes")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run redis-cli --cluster create");
+        // redis-cli waits for the nodes to agree with no limit of its own.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while create.try_wait().expect("redis-cli status").is_none() {
+            if Instant::now() > deadline {
+                let _ = create.kill();
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let output = create.wait_with_output().expect("redis-cli output");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let cluster = Cluster { nodes };
+        cluster.wait_until_every_node_agrees();
+        cluster
+    }
+
+    /// `redis-cli` returns once the nodes met; each node reports `cluster_state:ok` only
+    /// after it has learned every slot's owner.
+    fn wait_until_every_node_agrees(&self) {
+        for node in &self.nodes {
+            let mut con = node.connect();
+            eventually(Duration::from_secs(30), "cluster_state:ok", || {
+                let info: String = cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+                info.contains("cluster_state:ok")
+            });
+        }
+    }
+
+    fn client(&self) -> ClusterConnection {
+        ClusterClient::builder(self.nodes.iter().map(Server::url))
+            .response_timeout(Duration::from_secs(15))
+            .build()
+            .and_then(|client| client.get_connection())
+            .expect("cluster connection")
+    }
+
+    /// The node serving `key`, found by asking each node which one owns its slot.
+    fn owner_of(&self, key: &str) -> usize {
+        let mut con = self.nodes[0].connect();
+        let slot: i64 = cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut con)
+            .unwrap();
+        let ids: Vec<String> = self.nodes.iter().map(node_id).collect();
+        let owner = slot_owners(&mut con)
+            .into_iter()
+            .find(|(range, _)| range.contains(&slot))
+            .map(|(_, id)| id)
+            .expect("slot has an owner");
+        ids.iter()
+            .position(|id| *id == owner)
+            .expect("owner is ours")
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("no free port")
+}
+
+/// The cluster bus gets its own free port: the default (port + 10000) can fall outside
+/// the port range for the high ports the harness picks.
+fn start_node() -> Server {
+    let bus_port = free_port().to_string();
+    Server::with_args(&[
+        "cluster-enabled",
+        "yes",
+        "cluster-port",
+        &bus_port,
+        "cluster-config-file",
+        "nodes.conf",
+        "cluster-node-timeout",
+        "5000",
+    ])
+}
+
+fn node_id(node: &Server) -> String {
+    cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node.connect())
+        .expect("CLUSTER MYID")
+}
+
+/// `CLUSTER SLOTS` as (slot range, master node id) pairs.
+fn slot_owners(con: &mut Connection) -> Vec<(std::ops::RangeInclusive<i64>, String)> {
+    let slots: Vec<Value> = cmd("CLUSTER").arg("SLOTS").query(con).unwrap();
+    slots
+        .into_iter()
+        .map(|entry| {
+            let (start, end, master): (i64, i64, Vec<Value>) =
+                redis::from_redis_value(entry).expect("slot entry");
+            let id: String = redis::from_redis_value(master[2].clone()).expect("node id");
+            (start..=end, id)
+        })
+        .collect()
+}
+
+fn acquire_on(
+    con: &mut ClusterConnection,
+    key: &str,
+    ttl: i64,
+    extra: &[&str],
+) -> Option<(String, i64)> {
+    cmd("LOCK.ACQUIRE")
+        .arg(key)
+        .arg(ttl)
+        .arg(extra)
+        .query(con)
+        .expect("LOCK.ACQUIRE through the cluster")
+}
+
+fn int_on(con: &mut ClusterConnection, args: &[&str]) -> i64 {
+    let (name, rest) = args.split_first().expect("a command");
+    cmd(name).arg(rest).query(con).expect("integer reply")
+}
+
+/// One key per node (by slot ownership), so that per-node checks are deliberate.
+fn key_per_node(cluster: &Cluster, prefix: &str) -> Vec<String> {
+    let mut found: HashMap<usize, String> = HashMap::new();
+    for i in 0.. {
+        let key = format!("{prefix}:{i}");
+        found.entry(cluster.owner_of(&key)).or_insert(key);
+        if found.len() == cluster.nodes.len() {
+            break;
+        }
+    }
+    (0..cluster.nodes.len())
+        .map(|n| found[&n].clone())
+        .collect()
+}
+
+#[test]
+fn locks_spread_over_all_slots_work_through_a_cluster_client() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let keys: Vec<String> = (0..300).map(|i| format!("lock:job-{i}")).collect();
+    let mut grants = Vec::new();
+    for key in &keys {
+        let (token, fence) = acquire_on(&mut con, key, 30_000, &[]).expect("free lock granted");
+        assert!(fence > 0);
+        assert_eq!(
+            acquire_on(&mut con, key, 30_000, &[]),
+            None,
+            "{key} is held"
+        );
+        grants.push((key, token, fence));
+    }
+    // Every node holds some of the locks, as module keys of its own.
+    let mut held_total = 0;
+    for node in &cluster.nodes {
+        let mut direct = node.connect();
+        let held: i64 = cmd("DBSIZE").query(&mut direct).unwrap();
+        assert!(held > 0, "node {} holds none of the 300 locks", node.port);
+        let acquired = info_field(&mut direct, "fencelock", "fencelock_acquired");
+        assert_eq!(
+            acquired,
+            Some(held.to_string()),
+            "grants counted where they happened"
+        );
+        held_total += held;
+    }
+    assert_eq!(held_total, 300);
+    for (key, token, fence) in &grants {
+        let read: Option<i64> = cmd("LOCK.FENCE")
+            .arg(*key)
+            .arg(token)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(read, Some(*fence));
+        assert_eq!(int_on(&mut con, &["LOCK.REFRESH", key, token, "60000"]), 1);
+        assert_eq!(int_on(&mut con, &["LOCK.RELEASE", key, token]), 1);
+        assert_eq!(int_on(&mut con, &["EXISTS", key]), 0);
+    }
+    for node in &cluster.nodes {
+        let size: i64 = cmd("DBSIZE").query(&mut node.connect()).unwrap();
+        assert_eq!(size, 0, "released locks leave no key behind");
+    }
+}
+
+#[test]
+fn a_node_answers_moved_for_a_lock_it_does_not_serve() {
+    let cluster = Cluster::start();
+    let keys = key_per_node(&cluster, "lock:route");
+    let mut first = cluster.nodes[0].connect();
+    let elsewhere = &keys[1];
+    let reply: redis::RedisResult<Value> = cmd("LOCK.ACQUIRE")
+        .arg(elsewhere)
+        .arg(10_000)
+        .query(&mut first);
+    let error = reply.expect_err("node 0 does not serve the slot");
+    assert_eq!(error.code(), Some("MOVED"), "{error:?}");
+    assert!(
+        error
+            .to_string()
+            .contains(&cluster.nodes[1].port.to_string()),
+        "MOVED names the owner: {error}"
+    );
+    // The read-only command routes the same way.
+    let reply: redis::RedisResult<Value> = cmd("LOCK.FENCE").arg(elsewhere).query(&mut first);
+    assert_eq!(reply.expect_err("moved").code(), Some("MOVED"));
+}
+
+#[test]
+fn the_client_follows_moved_after_a_slot_changes_owner() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    let key = &key_per_node(&cluster, "lock:migrating")[0];
+    // The client has loaded its slot map; give the (empty) slot to node 1 behind its back.
+    assert!(acquire_on(&mut con, "lock:warm-up", 1_000, &[]).is_some());
+    let mut direct = cluster.nodes[0].connect();
+    let slot: i64 = cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut direct)
+        .unwrap();
+    let new_owner = node_id(&cluster.nodes[1]);
+    for index in [1, 0, 2] {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&new_owner)
+            .query(&mut cluster.nodes[index].connect())
+            .expect("CLUSTER SETSLOT NODE");
+    }
+    let (token, fence) = acquire_on(&mut con, key, 10_000, &[]).expect("granted on the new owner");
+    assert!(fence > 0);
+    let on_new_owner: Option<i64> = cmd("LOCK.FENCE")
+        .arg(key)
+        .arg(&token)
+        .query(&mut cluster.nodes[1].connect())
+        .unwrap();
+    assert_eq!(on_new_owner, Some(fence));
+    assert_eq!(int_on(&mut con, &["LOCK.RELEASE", key, &token]), 1);
+}
+
+#[test]
+fn block_waits_and_is_handed_the_lock_on_every_node() {
+    let cluster = Cluster::start();
+    let mut con = cluster.client();
+    for (node, key) in key_per_node(&cluster, "lock:queue").into_iter().enumerate() {
+        let (holder, first_fence) = acquire_on(&mut con, &key, 30_000, &[]).expect("granted");
+        let mut waiter_con = cluster.client();
+        let waiter_key = key.clone();
+        let waiter = thread::spawn(move || {
+            let started = Instant::now();
+            let grant = acquire_on(&mut waiter_con, &waiter_key, 30_000, &["BLOCK", "10000"]);
+            (grant, started.elapsed())
+        });
+        let mut direct = cluster.nodes[node].connect();
+        eventually(Duration::from_secs(5), "the waiter is queued", || {
+            info_field(&mut direct, "fencelock", "fencelock_waiters").as_deref() == Some("1")
+        });
+        assert_eq!(int_on(&mut con, &["LOCK.RELEASE", &key, &holder]), 1);
+        let (grant, waited) = waiter.join().expect("waiter thread");
+        let (token, fence) = grant.expect("the waiter is handed the lock, not a timeout");
+        assert_ne!(token, holder);
+        assert!(
+            fence > first_fence,
+            "node {node}: fence {fence} after {first_fence}"
+        );
+        assert!(
+            waited < Duration::from_secs(10),
+            "woken by the release, not the timeout"
+        );
+        let now_held: Option<i64> = cmd("LOCK.FENCE")
+            .arg(&key)
+            .arg(&token)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(now_held, Some(fence));
+    }
+}
+
+#[test]
+fn hash_tags_keep_a_lock_and_its_data_in_one_slot() {
+    let cluster = Cluster::start();
+    let mut any = cluster.nodes[0].connect();
+    let slot_of = |con: &mut Connection, key: &str| -> i64 {
+        cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap()
+    };
+    let lock_slot = slot_of(&mut any, "lock:{order42}");
+    assert_eq!(lock_slot, slot_of(&mut any, "order:{order42}"));
+    assert_eq!(lock_slot, slot_of(&mut any, "stock:{order42}"));
+
+    // One MULTI on the owning node takes the lock and writes the data it guards.
+    let owner = cluster.owner_of("lock:{order42}");
+    let mut direct = cluster.nodes[owner].connect();
+    let (grant, written): (Option<(String, i64)>, String) = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE")
+        .arg("lock:{order42}")
+        .arg(30_000)
+        .cmd("SET")
+        .arg("order:{order42}")
+        .arg("paid")
+        .query(&mut direct)
+        .expect("same-slot transaction");
+    assert!(grant.is_some());
+    assert_eq!(written, "OK");
+
+    // Without a shared tag the keys hash to different slots: the transaction is refused
+    // as a whole (CROSSSLOT, or MOVED for the half served elsewhere) and takes no lock.
+    assert_ne!(
+        slot_of(&mut any, "lock:order42"),
+        slot_of(&mut any, "order:order42")
+    );
+    let owner = cluster.owner_of("lock:order42");
+    let mut direct = cluster.nodes[owner].connect();
+    let untagged = redis::pipe()
+        .atomic()
+        .cmd("LOCK.ACQUIRE")
+        .arg("lock:order42")
+        .arg(30_000)
+        .cmd("SET")
+        .arg("order:order42")
+        .arg("paid")
+        .query::<Value>(&mut direct);
+    assert!(untagged.is_err(), "{untagged:?}");
+    assert_eq!(fence(&mut direct, "lock:order42"), None);
+}
+
+/// Resharding moves a held lock with `MIGRATE` (`DUMP`/`RESTORE` carry token and fence).
+/// The source must not treat the key leaving as a release: a client waiting there must
+/// not be granted a second holding of a lock that is still held on the new owner.
+#[test]
+fn a_migrated_lock_keeps_one_holder() {
+    let cluster = Cluster::start();
+    let key = key_per_node(&cluster, "lock:reshard")[0].clone();
+    let (source, target) = (&cluster.nodes[0], &cluster.nodes[1]);
+    let mut from = source.connect();
+    let mut to = target.connect();
+    let (token, fence) = acquire(&mut from, &key, 30_000, &[]).expect("granted");
+    let mut waiter = common::resp::RawClient::connect(source.port);
+    waiter.send(&[b"LOCK.ACQUIRE", key.as_bytes(), b"30000", b"BLOCK", b"1000"]);
+    eventually(Duration::from_secs(5), "the waiter is queued", || {
+        info_field(&mut from, "fencelock", "fencelock_waiters").as_deref() == Some("1")
+    });
+
+    let slot: i64 = cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&key)
+        .query(&mut from)
+        .unwrap();
+    let (source_id, target_id) = (node_id(source), node_id(target));
+    let setslot = |con: &mut Connection, state: &str, id: &str| {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(con)
+            .expect("CLUSTER SETSLOT");
+    };
+    setslot(&mut to, "IMPORTING", &source_id);
+    setslot(&mut from, "MIGRATING", &target_id);
+    let _: () = cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(target.port)
+        .arg(&key)
+        .arg(0)
+        .arg(5000)
+        .query(&mut from)
+        .expect("MIGRATE");
+    let left_behind: i64 = cmd("DBSIZE").query(&mut from).unwrap();
+    assert_eq!(left_behind, 0, "no new holding was created on the source");
+    for node in [1, 0, 2] {
+        setslot(&mut cluster.nodes[node].connect(), "NODE", &target_id);
+    }
+
+    let moved: Option<i64> = cmd("LOCK.FENCE")
+        .arg(&key)
+        .arg(&token)
+        .query(&mut to)
+        .unwrap();
+    assert_eq!(moved, Some(fence), "the holding moved with token and fence");
+    let answer = waiter.read_reply();
+    assert!(
+        !matches!(answer, common::resp::Reply::Array(Some(_))),
+        "the waiter on the source was granted a lock held elsewhere: {answer:?}"
+    );
+    assert_eq!(int(&mut to, &["LOCK.RELEASE", &key, &token]), 1);
+    let (_, next) = acquire(&mut to, &key, 1_000, &[]).expect("free after release");
+    assert!(
+        next > fence,
+        "the new owner's fence clock was raised past the restored fence"
+    );
+}
