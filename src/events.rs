@@ -102,7 +102,7 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, name: 
         return;
     }
     match event {
-        "del" if crate::migration::running_migrate() => crate::blocking::key_moved(db, name),
+        "del" if crate::command_watch::running_migrate() => crate::blocking::key_moved(db, name),
         "expired" | "del" | "evicted" | "rename_from" | "move_from" => {
             crate::blocking::key_vacated(ctx, db, name);
         }

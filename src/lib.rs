@@ -16,6 +16,7 @@ macro_rules! api {
 }
 
 pub mod blocking;
+pub mod command_watch;
 pub mod commands;
 pub mod config;
 pub mod data_type;
@@ -25,8 +26,8 @@ pub mod holding;
 pub mod info_section;
 pub mod limits;
 pub mod lock;
-pub mod migration;
 pub mod node_fence;
+pub mod propagation;
 pub mod registration;
 pub mod replicate;
 pub mod server_state;

@@ -5,9 +5,11 @@
 
 use std::ffi::{c_int, CString};
 
-use redis_module::server_events::FlushSubevent;
+use redis_module::server_events::{FlushSubevent, LoadingSubevent, ServerRole};
 use redis_module::{raw, Context, Status};
-use redis_module_macros::flush_event_handler;
+use redis_module_macros::{flush_event_handler, loading_event_handler, role_changed_event_handler};
+
+use crate::propagation;
 
 use crate::blocking;
 
@@ -85,8 +87,9 @@ pub fn init(ctx: &Context) -> Status {
         describe(ctx, command);
     }
     set_acl_categories(ctx);
-    if !crate::migration::watch(ctx) {
-        ctx.log_warning("fencelock: could not install the MIGRATE filter");
+    propagation::check_server(ctx);
+    if !crate::command_watch::watch(ctx) {
+        ctx.log_warning("fencelock: could not install its command filter");
         return Status::Err;
     }
     Status::Ok
@@ -190,5 +193,21 @@ fn set_acl_categories(ctx: &Context) {
 fn flushed(ctx: &Context, subevent: FlushSubevent) {
     if matches!(subevent, FlushSubevent::Ended) {
         blocking::all_keys_vacated(ctx);
+    }
+}
+
+/// Loading an RDB or AOF can leave a replication backlog behind.
+#[loading_event_handler]
+fn loaded(ctx: &Context, subevent: LoadingSubevent) {
+    if matches!(subevent, LoadingSubevent::Ended) {
+        propagation::check_server(ctx);
+    }
+}
+
+/// A server that was ever a replica keeps a backlog for its own replicas.
+#[role_changed_event_handler]
+fn role_changed(_ctx: &Context, role: ServerRole) {
+    if matches!(role, ServerRole::Replica) {
+        propagation::replication_started();
     }
 }

@@ -91,3 +91,90 @@ fn promoted_replica_issues_higher_fences_than_writes_it_missed() {
         );
     }
 }
+
+#[test]
+fn grants_from_before_a_replica_attached_and_after_it_agree() {
+    let primary = Server::start();
+    let mut p = primary.connect();
+    let (early, _) = acquire(&mut p, "early", 60_000, &[]).unwrap();
+    assert_eq!(int(&mut p, &["LOCK.REFRESH", "early", &early, "50000"]), 1);
+    acquire(&mut p, "gone", 60_000, &["TOKEN", "g"]).unwrap();
+    let replica = Server::start();
+    replica.replicate_from(&primary);
+    let mut r = replica.connect();
+    acquire(&mut p, "late", 60_000, &[]).unwrap();
+    assert_eq!(int(&mut p, &["LOCK.RELEASE", "gone", "g"]), 1);
+    wait_replicated(&mut p);
+    assert_eq!(digest(&mut p), digest(&mut r));
+    for key in ["early", "late", "gone"] {
+        assert_eq!(fence(&mut p, key), fence(&mut r, key), "{key}");
+        assert_eq!(
+            int(&mut p, &["PEXPIRETIME", key]),
+            int(&mut r, &["PEXPIRETIME", key])
+        );
+    }
+}
+
+#[test]
+fn a_replica_that_reconnects_catches_up_from_the_backlog() {
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    acquire(&mut p, "before", 60_000, &[]).unwrap();
+    wait_replicated(&mut p);
+    let killed: i64 = cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut p)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let mut pipe = redis::pipe();
+    for i in 0..200 {
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(format!("while-away{i}"))
+            .arg(60_000);
+    }
+    let _: Vec<(String, i64)> = pipe.query(&mut p).unwrap();
+    wait_replicated(&mut p);
+    assert_eq!(digest(&mut p), digest(&mut r));
+    let synced = info_field(&mut p, "stats", "sync_partial_ok").unwrap();
+    assert_eq!(synced, "1", "caught up by partial resync, from the backlog");
+}
+
+#[test]
+fn an_aof_switched_on_at_runtime_records_exact_effects() {
+    let mut server = Server::start();
+    let mut con = server.connect();
+    let (before, _) = acquire(&mut con, "before", 60_000, &[]).unwrap();
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query(&mut con)
+        .unwrap();
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut con)
+        .unwrap();
+    eventually(std::time::Duration::from_secs(10), "AOF rewrite", || {
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+            && info_field(&mut con, "persistence", "aof_enabled").as_deref() == Some("1")
+    });
+    let (_, after_fence) = acquire(&mut con, "after", 60_000, &[]).unwrap();
+    assert_eq!(
+        int(&mut con, &["LOCK.REFRESH", "before", &before, "90000"]),
+        1
+    );
+    let deadline = int(&mut con, &["PEXPIRETIME", "before"]);
+    let before_digest = digest(&mut con);
+    server.kill();
+    server.restart_with_args(&["appendonly", "yes"]);
+    let mut con = server.connect();
+    assert_eq!(digest(&mut con), before_digest);
+    assert_eq!(fence(&mut con, "after"), Some(after_fence));
+    assert_eq!(int(&mut con, &["PEXPIRETIME", "before"]), deadline);
+}

@@ -8,7 +8,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_integer, parse_options, parse_token};
+use super::args::{parse_integer, parse_options};
 use super::errors::CommandError;
 use crate::holding::Holding;
 use crate::node_fence;
@@ -24,7 +24,12 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
     let [deadline] = parse_options(&options, ["PXAT"])?;
-    let token = parse_token(token.as_slice())?;
+    // Any token a holding can carry: a primary with a larger `max-token-length` than
+    // this replica must still be followed.
+    let token = token.as_slice();
+    if token.is_empty() || token.len() > crate::holding::MAX_TOKEN_BYTES {
+        return Err(CommandError::InvalidToken);
+    }
     let fence = parse_integer(fence.as_slice())?;
     let fence = u64::try_from(fence)
         .ok()
@@ -44,9 +49,11 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         Some(deadline) => key.store(holding, deadline),
         None => key.store_without_deadline(holding),
     };
-    if stored {
-        Ok(RedisValue::SimpleStringStatic("OK"))
-    } else {
-        Err(CommandError::WriteFailed)
+    if !stored {
+        return Err(CommandError::WriteFailed);
     }
+    // Deterministic: it carries every value, so it is propagated as it came (a replica
+    // with an AOF, or a user restoring a lock on a primary).
+    ctx.replicate_verbatim();
+    Ok(RedisValue::SimpleStringStatic("OK"))
 }

@@ -1,13 +1,15 @@
 //! Applying a decision to the keyspace: write the key, replicate the *effect* (explicit
 //! token, fence and absolute deadline, never the clock-dependent command), announce it
 //! as a keyspace event and count it. Every path that changes a lock goes through here,
-//! so replicas and the AOF see exactly what the primary did.
+//! so replicas and the AOF see exactly what the primary did. (While nothing reads the
+//! replication stream at all, `propagation` lets the command stand for itself.)
 
 use redis_module::{Context, RedisString};
 
 use super::errors::CommandError;
 use crate::events;
 use crate::holding::Holding;
+use crate::propagation;
 use crate::replicate;
 use crate::stats;
 use crate::store::LockKey;
@@ -26,7 +28,9 @@ pub fn grant(
     if !key.store(holding, deadline_ms) {
         return Err(CommandError::WriteFailed);
     }
-    replicate::grant(ctx, name, token, fence, deadline_ms);
+    propagate(ctx, || {
+        replicate::grant(ctx, name, token, fence, deadline_ms)
+    });
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
     Ok(())
@@ -42,7 +46,7 @@ pub fn extend(
     if !key.set_deadline(deadline_ms) {
         return Err(CommandError::WriteFailed);
     }
-    replicate::deadline(ctx, name, deadline_ms);
+    propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
     events::notify(ctx, events::REFRESHED, name);
     stats::REFRESHED.bump();
     Ok(())
@@ -54,8 +58,17 @@ pub fn release(ctx: &Context, key: &LockKey, name: &RedisString) -> Result<(), C
         return Err(CommandError::WriteFailed);
     }
     events::forget_unlinked_lock();
-    replicate::delete(ctx, name);
+    propagate(ctx, || replicate::delete(ctx, name));
     events::notify(ctx, events::RELEASED, name);
     stats::RELEASED.bump();
     Ok(())
+}
+
+/// Propagates `effect`, or the command itself while nothing reads the stream.
+fn propagate(ctx: &Context, effect: impl FnOnce()) {
+    if propagation::effects_needed(ctx) {
+        effect();
+    } else {
+        ctx.replicate_verbatim();
+    }
 }

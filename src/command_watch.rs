@@ -1,11 +1,14 @@
-//! Knowing when a lock key leaves this node through `MIGRATE` (cluster resharding),
-//! whose deletion on the source must not count as a release: the lock is still held,
-//! on the target node.
+//! A command filter that sees every command's name just before it runs, for two
+//! things the module cannot learn otherwise:
 //!
-//! Redis announces the deletion as a plain `del` event from inside the command, and the
-//! event callback's context does not name the command. A command filter sees every
-//! command's name just before it runs, so it records whether the running one is
-//! `MIGRATE`. (A `MIGRATE` queued in `MULTI` runs under `EXEC` and is not recognised.)
+//! - `MIGRATE` (cluster resharding): its deletion of a lock key on the source must not
+//!   count as a release, as the lock is still held on the target. Redis announces it as
+//!   a plain `del` event whose context does not name the command, so the filter records
+//!   whether the running command is `MIGRATE`. (One queued in `MULTI` runs under `EXEC`
+//!   and is not recognised.)
+//! - `SYNC`/`PSYNC`: a replica is attaching, and from now on the replication stream
+//!   has a reader (see `propagation`). The filter runs before Redis creates the
+//!   replication backlog, so no effect is missed.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,4 +52,7 @@ unsafe extern "C" fn note_command(filter: *mut raw::RedisModuleCommandFilterCtx)
         _ => &[][..],
     };
     RUNNING_MIGRATE.store(name.eq_ignore_ascii_case(b"migrate"), Ordering::Relaxed);
+    if name.eq_ignore_ascii_case(b"psync") || name.eq_ignore_ascii_case(b"sync") {
+        crate::propagation::replication_started();
+    }
 }

@@ -1,0 +1,53 @@
+//! Whether anything reads the replication stream, which decides how a lock change is
+//! propagated.
+//!
+//! Effects (`LOCK.APPLY … PXAT …`, `PEXPIREAT`, `DEL`) make replicas and the AOF exact,
+//! but building them costs as much as the rest of an acquire. Redis itself drops every
+//! propagated command when there is no AOF and no replication backlog, so while that is
+//! so the command is propagated verbatim instead: nothing reads it, and it still counts
+//! as a change for `save` rules. The moment an AOF is on, or a replica has ever started
+//! to sync (the backlog outlives its last replica), effects are used, for good.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use redis_module::{raw, Context};
+
+/// Set once a replica started syncing, this server was a replica, or the server
+/// reported a backlog or replicas; never cleared.
+static REPLICATION_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// A replica is attaching (seen by the command filter before Redis handles it).
+pub fn replication_started() {
+    REPLICATION_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// Whether this change must be propagated as explicit effects.
+pub fn effects_needed(ctx: &Context) -> bool {
+    if REPLICATION_SEEN.load(Ordering::Relaxed) {
+        return true;
+    }
+    // SAFETY: plain accessors on a live context.
+    let flags =
+        api!(RedisModule_GetContextFlags).map_or(u32::MAX as i32, |f| unsafe { f(ctx.ctx) });
+    let aof_or_replica = (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as i32;
+    if flags & aof_or_replica != 0 {
+        return true;
+    }
+    // Outside a command (timers, callbacks) there is no client command to propagate
+    // verbatim: use effects.
+    // SAFETY: reads the context's current command, if any.
+    api!(RedisModule_GetCurrentCommandName).is_none_or(|name| unsafe { name(ctx.ctx) }.is_null())
+}
+
+/// Asks the server (at load, after loading data, on a role change) whether it already
+/// has replicas, a replication backlog, or a primary.
+pub fn check_server(ctx: &Context) {
+    let info = ctx.server_info("replication");
+    let field = |name: &str| info.field(name).map(|value| value.to_string());
+    let replicated = field("role").is_some_and(|role| role != "master")
+        || field("connected_slaves").is_some_and(|n| n != "0")
+        || field("repl_backlog_active").is_some_and(|active| active != "0");
+    if replicated {
+        replication_started();
+    }
+}
