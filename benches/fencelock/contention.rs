@@ -1,0 +1,184 @@
+//! Scenario 3: one key, 4 and 32 clients in separate processes, fencelock `BLOCK`
+//! against polling at 50 ms and 5 ms. Starts the contenders, releases them together,
+//! gathers their counts and waits, and reduces them to grants/s, wait p50/p99/max,
+//! failed attempts per grant and Jain's index over per-client grants.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use crate::contender::Mode;
+use crate::server::{flush, Server};
+use crate::settings::Settings;
+use crate::stats::{jain, percentile};
+
+pub const MODES: [Mode; 3] = [
+    Mode::Block,
+    Mode::Poll { retry_ms: 50 },
+    Mode::Poll { retry_ms: 5 },
+];
+
+/// One repetition of one (clients, mode) pair.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub grants_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub failed_per_grant: f64,
+    pub failed: u64,
+    /// Releases that found the lease gone (never expected: ttl ≫ hold).
+    pub lost: u64,
+    pub jain: f64,
+    pub per_client_grants: Vec<u64>,
+    /// Every wait of the run in ms, ascending.
+    pub waits_ms: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContentionResult {
+    pub clients: usize,
+    pub mode: Mode,
+    pub samples: Vec<Sample>,
+}
+
+struct Contender {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+fn spawn(port: u16, index: usize, mode: Mode) -> io::Result<Contender> {
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(exe)
+        .arg("contender")
+        .arg(port.to_string())
+        .arg(index.to_string())
+        .args(mode.args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(io::Error::other("contender without pipes"));
+    };
+    Ok(Contender {
+        child,
+        stdin,
+        stdout: BufReader::new(stdout),
+    })
+}
+
+fn read_line(contender: &mut Contender) -> io::Result<String> {
+    let mut line = String::new();
+    contender.stdout.read_line(&mut line)?;
+    if line.is_empty() {
+        return Err(io::Error::other("a contender exited early"));
+    }
+    Ok(line)
+}
+
+/// Runs one (clients, mode) pair for `duration_ms`.
+fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io::Result<Sample> {
+    let mut contenders = (0..clients)
+        .map(|index| spawn(server.port, index, mode))
+        .collect::<io::Result<Vec<_>>>()?;
+    for contender in &mut contenders {
+        let line = read_line(contender)?;
+        if line.trim() != "ready" {
+            return Err(io::Error::other(format!("contender said {line:?}")));
+        }
+    }
+    for contender in &mut contenders {
+        writeln!(contender.stdin, "go {duration_ms}")?;
+        contender.stdin.flush()?;
+    }
+    let mut per_client_grants = Vec::with_capacity(clients);
+    let (mut failed, mut lost, mut granted) = (0u64, 0u64, 0u64);
+    let mut waits_ms = Vec::new();
+    for contender in &mut contenders {
+        let line = read_line(contender)?;
+        let report: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|e| io::Error::other(format!("contender report {line:?}: {e}")))?;
+        let count = |field: &str| report[field].as_u64().unwrap_or(0);
+        per_client_grants.push(count("grants_in_window"));
+        granted += count("grants");
+        failed += count("failed");
+        lost += count("lost");
+        if let Some(waits) = report["waits_us"].as_array() {
+            waits_ms.extend(
+                waits
+                    .iter()
+                    .filter_map(|w| w.as_u64())
+                    .map(|us| us as f64 / 1e3),
+            );
+        }
+    }
+    for mut contender in contenders {
+        let status = contender.child.wait()?;
+        if !status.success() {
+            return Err(io::Error::other(format!(
+                "a contender exited with {status}"
+            )));
+        }
+    }
+    waits_ms.sort_by(f64::total_cmp);
+    let in_window: u64 = per_client_grants.iter().sum();
+    let shares: Vec<f64> = per_client_grants.iter().map(|&g| g as f64).collect();
+    Ok(Sample {
+        grants_per_s: in_window as f64 / (duration_ms as f64 / 1e3),
+        p50_ms: percentile(&waits_ms, 50.0),
+        p99_ms: percentile(&waits_ms, 99.0),
+        max_ms: waits_ms.last().copied().unwrap_or(f64::NAN),
+        failed_per_grant: failed as f64 / granted.max(1) as f64,
+        failed,
+        lost,
+        jain: jain(&shares),
+        per_client_grants,
+        waits_ms,
+    })
+}
+
+/// Every client count × mode, `settings.repetitions` times, modes alternating.
+pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionResult>> {
+    let mut admin = server.connect()?;
+    let mut results: Vec<ContentionResult> = settings
+        .contention_clients
+        .iter()
+        .flat_map(|&clients| {
+            MODES.iter().map(move |&mode| ContentionResult {
+                clients,
+                mode,
+                samples: Vec::new(),
+            })
+        })
+        .collect();
+    for rep in 0..settings.repetitions {
+        for result in results.chunks_mut(MODES.len()) {
+            let mut order: Vec<usize> = (0..result.len()).collect();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for m in order {
+                let entry = &mut result[m];
+                flush(&mut admin)?;
+                let sample = run_once(server, entry.clients, entry.mode, settings.contention_ms)?;
+                eprintln!(
+                    "  [rep {}/{}] {:>2} clients  {:<16} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
+                    rep + 1,
+                    settings.repetitions,
+                    entry.clients,
+                    entry.mode.label(),
+                    sample.grants_per_s,
+                    sample.p50_ms,
+                    sample.p99_ms,
+                    sample.max_ms,
+                    sample.failed_per_grant,
+                    sample.jain
+                );
+                entry.samples.push(sample);
+            }
+        }
+    }
+    flush(&mut admin)?;
+    Ok(results)
+}

@@ -1,0 +1,249 @@
+//! The load driver: N connections, one thread each, every connection keeping up to
+//! `depth` commands in flight (1 = unpipelined). What is sent is described by a
+//! `Recipe`: an operation is one or more commands, each step may depend on the reply
+//! to the one before (the token of a grant, whether `SET NX` succeeded). A run does a
+//! fixed number of operations per connection and is timed from a common start to the
+//! last connection's finish.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use crate::resp::{Conn, Reply};
+
+/// One operation in progress: its key number, the step it is at, and the token it
+/// learnt or chose.
+pub struct Op {
+    pub key: u64,
+    pub step: u8,
+    pub token: Vec<u8>,
+}
+
+/// What a reply means for its operation.
+pub enum Outcome {
+    /// Send the next step.
+    Next,
+    /// The operation completed as intended.
+    Done,
+    /// The key was taken (random keys can collide): the operation is dropped and
+    /// another one started in its place.
+    Busy,
+    /// Not what the scenario is about to measure (a miss on a hit path, an error).
+    Unexpected(String),
+}
+
+/// How an operation's key number is chosen.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    /// Never used before: `conn * 10^9 + sequence`.
+    Fresh,
+    /// `conn * 10^9 + sequence % n`: a fixed set per connection, visited in turn.
+    Cycle(u64),
+    /// Uniformly random in `0..n`, shared by all connections.
+    Random(u64),
+}
+
+const CONN_STRIDE: u64 = 1_000_000_000;
+
+pub trait Recipe: Sync {
+    fn keys(&self) -> Keys;
+    /// Appends the command for `op`'s current step.
+    fn command(&self, conn: usize, op: &Op, out: &mut Vec<u8>);
+    /// Interprets the reply to `op`'s current step (and may record a token in it).
+    fn reply(&self, op: &mut Op, reply: Reply) -> Outcome;
+}
+
+/// The 22-character token a connection uses where the client chooses the token
+/// (`SET NX PX`, `LOCK.ACQUIRE … TOKEN`), like a base64-encoded 128-bit value:
+/// `bench-token-` and the connection number in 10 digits. Built without allocating.
+pub fn client_token(conn: usize) -> [u8; 22] {
+    let mut token = *b"bench-token-0000000000";
+    let mut rest = conn;
+    for slot in token[12..].iter_mut().rev() {
+        *slot = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    token
+}
+
+/// What a run did: operations completed, operations that found their key taken, and
+/// the wall-clock time from the common start to the last connection's end.
+#[derive(Debug, Clone, Copy)]
+pub struct Run {
+    pub ops: u64,
+    pub busy: u64,
+    pub seconds: f64,
+}
+
+impl Run {
+    pub fn per_second(&self) -> f64 {
+        self.ops as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// Runs `ops_per_conn` operations on each of `conns` connections.
+pub fn run(
+    port: u16,
+    conns: usize,
+    depth: usize,
+    ops_per_conn: u64,
+    recipe: &dyn Recipe,
+) -> io::Result<Run> {
+    let connections = (0..conns)
+        .map(|_| Conn::connect(port))
+        .collect::<io::Result<Vec<_>>>()?;
+    let barrier = Barrier::new(conns + 1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = connections
+            .into_iter()
+            .enumerate()
+            .map(|(index, conn)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let mut session = Session::new(recipe, index, ops_per_conn);
+                    barrier.wait();
+                    let result = session.drive(conn, depth);
+                    result.map(|()| (session.completed, session.busy, Instant::now()))
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut total = Run {
+            ops: 0,
+            busy: 0,
+            seconds: 0.0,
+        };
+        let mut first_error = None;
+        for worker in workers {
+            match worker.join() {
+                Ok(Ok((completed, busy, end))) => {
+                    total.ops += completed;
+                    total.busy += busy;
+                    total.seconds = total
+                        .seconds
+                        .max(end.saturating_duration_since(start).as_secs_f64());
+                }
+                Ok(Err(error)) => {
+                    first_error.get_or_insert(error);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(io::Error::other("a load thread panicked"));
+                }
+            }
+        }
+        first_error.map_or(Ok(total), Err)
+    })
+}
+
+/// One connection's share of a run.
+struct Session<'a> {
+    recipe: &'a dyn Recipe,
+    conn: usize,
+    to_start: u64,
+    sequence: u64,
+    ready: VecDeque<Op>,
+    in_flight: VecDeque<Op>,
+    completed: u64,
+    busy: u64,
+    rng: u64,
+}
+
+impl<'a> Session<'a> {
+    fn new(recipe: &'a dyn Recipe, conn: usize, ops: u64) -> Self {
+        Self {
+            recipe,
+            conn,
+            to_start: ops,
+            sequence: 0,
+            ready: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            completed: 0,
+            busy: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (conn as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        }
+    }
+
+    fn next_key(&mut self) -> u64 {
+        let base = self.conn as u64 * CONN_STRIDE;
+        let sequence = self.sequence;
+        self.sequence += 1;
+        match self.recipe.keys() {
+            Keys::Fresh => base + sequence,
+            Keys::Cycle(n) => base + sequence % n.max(1),
+            Keys::Random(n) => {
+                // xorshift64*: cheap, and only has to spread keys.
+                self.rng ^= self.rng >> 12;
+                self.rng ^= self.rng << 25;
+                self.rng ^= self.rng >> 27;
+                self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+            }
+        }
+    }
+
+    /// Writes up to `depth` commands: next steps of answered operations first, then
+    /// new operations. Returns how many commands were written.
+    fn fill(&mut self, depth: usize, out: &mut Vec<u8>) -> usize {
+        let mut written = 0;
+        while written < depth {
+            let op = if let Some(op) = self.ready.pop_front() {
+                op
+            } else if self.to_start > 0 {
+                self.to_start -= 1;
+                Op {
+                    key: self.next_key(),
+                    step: 0,
+                    token: Vec::new(),
+                }
+            } else {
+                break;
+            };
+            self.recipe.command(self.conn, &op, out);
+            self.in_flight.push_back(op);
+            written += 1;
+        }
+        written
+    }
+
+    fn on_reply(&mut self, reply: Reply) -> io::Result<()> {
+        let mut op = self
+            .in_flight
+            .pop_front()
+            .ok_or_else(|| io::Error::other("reply without a request"))?;
+        match self.recipe.reply(&mut op, reply) {
+            Outcome::Next => {
+                op.step += 1;
+                self.ready.push_back(op);
+            }
+            Outcome::Done => self.completed += 1,
+            Outcome::Busy => {
+                self.busy += 1;
+                self.to_start += 1;
+            }
+            Outcome::Unexpected(what) => {
+                return Err(io::Error::other(format!(
+                    "unexpected reply at step {} of key #{}: {what}",
+                    op.step, op.key
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn drive(&mut self, mut conn: Conn, depth: usize) -> io::Result<()> {
+        let mut out = Vec::with_capacity(depth * 96);
+        loop {
+            out.clear();
+            let sent = self.fill(depth, &mut out);
+            if sent == 0 {
+                return Ok(());
+            }
+            conn.send(&out)?;
+            for _ in 0..sent {
+                let reply = conn.read_reply()?;
+                self.on_reply(reply)?;
+            }
+        }
+    }
+}

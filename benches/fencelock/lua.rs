@@ -1,0 +1,79 @@
+//! The Lua-and-polling pattern fencelock replaces: the owner-checked release and
+//! refresh scripts every Redis lock library ships, loaded once per server, and the
+//! key names the pattern uses (the lock key and its `fence:` counter).
+
+use std::io;
+
+use crate::resp::Conn;
+use crate::server::load_script;
+
+/// `if GET == token then DEL`: the safe release.
+pub const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// `if GET == token then PEXPIRE`: the safe refresh.
+pub const REFRESH: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+/// The SHA1s `EVALSHA` calls the scripts by.
+#[derive(Clone, Debug)]
+pub struct Scripts {
+    pub release: Vec<u8>,
+    pub refresh: Vec<u8>,
+}
+
+impl Scripts {
+    /// Loads both scripts (idempotent; `FLUSHALL` does not drop them).
+    pub fn load(conn: &mut Conn) -> io::Result<Self> {
+        Ok(Self {
+            release: load_script(conn, RELEASE)?.into_bytes(),
+            refresh: load_script(conn, REFRESH)?.into_bytes(),
+        })
+    }
+}
+
+/// A key name built on the stack: `prefix` then the decimal digits of a number.
+pub struct Name {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Name {
+    pub fn new(prefix: &[u8], n: u64) -> Self {
+        let mut name = Self {
+            bytes: [0; 64],
+            len: 0,
+        };
+        let take = prefix.len().min(40);
+        name.bytes[..take].copy_from_slice(&prefix[..take]);
+        name.len = take;
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = n;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        let tail = &digits[at..];
+        name.bytes[name.len..name.len + tail.len()].copy_from_slice(tail);
+        name.len += tail.len();
+        name
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The lock key of key number `n` (the same name for both patterns).
+pub fn lock_key(n: u64) -> Name {
+    Name::new(b"lock:", n)
+}
+
+/// The Lua pattern's fence counter for key number `n`, kept forever.
+pub fn fence_key(n: u64) -> Name {
+    Name::new(b"fence:lock:", n)
+}

@@ -1,0 +1,130 @@
+//! `make bench`: fencelock against the Lua-and-polling lock pattern, side by side, in
+//! one run. Starts its own redis-server with the module (persistence off), measures
+//! per-command throughput, the lock cycle, contention on one key and memory, with
+//! every comparison alternating within each repetition, then prints a table and
+//! writes `report.json`, `report.md` and `bench.svg` (see `--help`).
+//!
+//! The same binary is also the contention client: `contender …` (re-executed by the
+//! contention scenario, one process per client).
+
+mod contender;
+mod contention;
+mod cycle;
+mod docs;
+mod json;
+mod load;
+mod lua;
+mod machine;
+mod memory;
+mod recipes;
+mod report;
+mod resp;
+mod results;
+mod server;
+mod settings;
+mod stats;
+mod svg;
+mod table;
+mod targets;
+mod throughput;
+
+use std::io;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use results::Results;
+use server::Server;
+use settings::{Scenario, Settings};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("contender") {
+        return match contender::main(&args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("contender: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let settings = match Settings::parse(&args) {
+        Ok(settings) => settings,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&settings) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("fencelock bench failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(settings: &Settings) -> io::Result<()> {
+    let placement = server::pinning_plan(settings.pin);
+    if placement.is_some() {
+        server::pin_self()?;
+    }
+    let server = Server::start(placement.is_some())?;
+    let machine = machine::describe(&mut server.connect()?, placement.as_deref())?;
+    eprintln!("fencelock bench on {}", machine.one_line());
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+
+    let mut throughput = Vec::new();
+    if settings.runs(Scenario::Throughput) {
+        eprintln!("1+2. throughput and lock cycle");
+        throughput = throughput::run(&server, settings)?;
+    }
+    let mut contention = Vec::new();
+    if settings.runs(Scenario::Contention) {
+        eprintln!("3. contention");
+        contention = contention::run(&server, settings)?;
+    }
+    let mut memory = memory::MemoryResult::default();
+    if settings.runs(Scenario::Memory) {
+        eprintln!("4. memory");
+        memory = memory::run(&server, settings.memory_locks, settings.repetitions)?;
+    }
+    drop(server);
+
+    let results = Results {
+        machine,
+        settings: settings.clone(),
+        started_unix,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        throughput,
+        contention,
+        memory,
+    };
+    let targets = targets::evaluate(&results);
+    let tables = report::tables(&results, &targets);
+    println!("{}", report::text(&results, &tables));
+
+    std::fs::create_dir_all(&settings.out_dir)?;
+    let json = serde_json::to_string_pretty(&json::report(&results, &targets))
+        .map_err(|e| io::Error::other(format!("report.json: {e}")))?;
+    std::fs::write(settings.out_dir.join("report.json"), json + "\n")?;
+    std::fs::write(
+        settings.out_dir.join("report.md"),
+        report::markdown(&results, &tables, "bench.svg"),
+    )?;
+    let chart = svg::chart(&results);
+    std::fs::write(settings.out_dir.join("bench.svg"), &chart)?;
+    eprintln!(
+        "wrote report.json, report.md and bench.svg in {}",
+        settings.out_dir.display()
+    );
+    if settings.docs {
+        docs::publish(
+            &chart,
+            &report::markdown(&results, &tables, docs::CHART_LINK),
+        )?;
+    }
+    Ok(())
+}

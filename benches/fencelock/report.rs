@@ -1,0 +1,212 @@
+//! The human-readable report: the same tables printed on stdout and written as
+//! `report.md` (whose text also becomes the generated block of README.md).
+
+use crate::results::Results;
+use crate::stats::spread;
+use crate::table::{fixed, ms, rate, spread_with, Table};
+use crate::targets::Target;
+
+pub struct Tables {
+    pub throughput: Table,
+    pub targets: Table,
+    pub contention: Table,
+    pub memory: Table,
+}
+
+pub fn tables(results: &Results, targets: &[Target]) -> Tables {
+    Tables {
+        throughput: throughput(results),
+        targets: target_table(targets),
+        contention: contention(results),
+        memory: memory(results),
+    }
+}
+
+fn throughput(results: &Results) -> Table {
+    let mut table = Table::new(&["comparison", "mode", "fencelock", "baseline", "ratio"]);
+    let ratios = results.ratios();
+    for group in &results.throughput {
+        let Some((ours, baselines)) = group.series.split_first() else {
+            continue;
+        };
+        for baseline in baselines {
+            let Some(ratio) = ratios.iter().find(|r| {
+                r.group == group.id && r.depth == group.depth && r.baseline == baseline.label
+            }) else {
+                continue;
+            };
+            table.row(vec![
+                format!("{} ({})", group.title, group.unit),
+                ratio.mode().to_string(),
+                format!(
+                    "{} {}",
+                    ours.label,
+                    spread_with(spread(&ours.samples), rate)
+                ),
+                format!(
+                    "{} {}",
+                    baseline.label,
+                    spread_with(spread(&baseline.samples), rate)
+                ),
+                spread_with(ratio.spread, |x| format!("{x:.2}×")),
+            ]);
+        }
+    }
+    table
+}
+
+fn target_table(targets: &[Target]) -> Table {
+    let mut table = Table::new(&["target", "wanted", "measured: median [min–max]", "result"]);
+    for t in targets {
+        table.row(vec![
+            t.name.clone(),
+            t.wanted.clone(),
+            format!("{}{}", spread_with(t.measured, fixed(t.decimals)), t.unit),
+            match t.met {
+                Some(true) => "met",
+                Some(false) => "**MISSED**",
+                None => "not run",
+            }
+            .to_string(),
+        ]);
+    }
+    table
+}
+
+fn contention(results: &Results) -> Table {
+    let mut table = Table::new(&[
+        "clients",
+        "mechanism",
+        "grants/s",
+        "wait p50 ms",
+        "wait p99 ms",
+        "wait max ms",
+        "failed attempts/grant",
+        "Jain",
+    ]);
+    for entry in &results.contention {
+        let column = |f: fn(&crate::contention::Sample) -> f64| {
+            spread(&entry.samples.iter().map(f).collect::<Vec<_>>())
+        };
+        table.row(vec![
+            entry.clients.to_string(),
+            entry.mode.label(),
+            spread_with(column(|s| s.grants_per_s), fixed(0)),
+            spread_with(column(|s| s.p50_ms), ms),
+            spread_with(column(|s| s.p99_ms), ms),
+            spread_with(column(|s| s.max_ms), ms),
+            spread_with(column(|s| s.failed_per_grant), fixed(2)),
+            spread_with(column(|s| s.jain), fixed(3)),
+        ]);
+    }
+    table
+}
+
+fn memory(results: &Results) -> Table {
+    let m = &results.memory;
+    let mut table = Table::new(&["memory", "bytes: median [min–max]"]);
+    let rows = [
+        (
+            "per held lock: fencelock (32-char server token)",
+            &m.fencelock_held,
+        ),
+        ("per held lock: SET NX PX (22-char token)", &m.set_held),
+        (
+            "per held lock: SET NX PX + its fence: key",
+            &m.set_with_fence_held,
+        ),
+        ("left per released lock name: fencelock", &m.fencelock_left),
+        (
+            "left per released lock name: Lua pattern (fence: key)",
+            &m.lua_left,
+        ),
+    ];
+    for (what, samples) in rows {
+        table.row(vec![
+            what.to_string(),
+            spread_with(spread(samples), fixed(1)),
+        ]);
+    }
+    table
+}
+
+fn run_description(results: &Results) -> String {
+    let s = &results.settings;
+    format!(
+        "{} run, {} repetitions (alternating order), {} connections, pipeline {} deep and unpipelined; \
+         {} / {} commands per connection per pipelined / unpipelined run; contention runs of {} ms; \
+         memory over {} locks; {:.0} s in all.",
+        if s.smoke { "Smoke" } else { "Full" },
+        s.repetitions,
+        s.connections,
+        s.depth,
+        s.pipelined_commands,
+        s.unpipelined_commands,
+        s.contention_ms,
+        results.memory.locks,
+        results.elapsed_s
+    )
+}
+
+/// How much of each throughput run the server's event loop was on a CPU: near 100%
+/// means the server, not the load generator or a neighbour, set the pace.
+fn busy_note(results: &Results) -> String {
+    let shares: Vec<f64> = results
+        .throughput
+        .iter()
+        .flat_map(|g| g.series.iter().flat_map(|s| s.server_busy.iter().copied()))
+        .collect();
+    if shares.is_empty() {
+        return String::new();
+    }
+    let s = spread(&shares);
+    format!(
+        "Server event loop on-CPU during throughput runs: median {:.0}%, min {:.0}% \
+         (a run below 85% — another process took the CPU — is run again, up to 3 times).",
+        s.median * 100.0,
+        s.min * 100.0
+    )
+}
+
+/// Markdown report; `chart` is the path the SVG is linked under.
+pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
+    let missed: Vec<&str> = tables
+        .targets
+        .rows
+        .iter()
+        .filter(|row| row.last().is_some_and(|r| r.contains("MISSED")))
+        .filter_map(|row| row.first().map(String::as_str))
+        .collect();
+    let verdict = if missed.is_empty() {
+        "All targets met in this run.".to_string()
+    } else {
+        format!("Targets missed in this run: {}.", missed.join("; "))
+    };
+    format!(
+        "Machine: {}.\n\n{} {}\n\n{}\n\n![throughput ratios and wait-time distribution]({chart})\n\n\
+         ### Targets\n\n{}\n### Throughput (median [min–max] over repetitions)\n\n{}\n\
+         ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\n{}\n### Memory\n\n{}",
+        results.machine.one_line(),
+        run_description(results),
+        busy_note(results),
+        verdict,
+        tables.targets.markdown(),
+        tables.throughput.markdown(),
+        tables.contention.markdown(),
+        tables.memory.markdown(),
+    )
+}
+
+/// The stdout version.
+pub fn text(results: &Results, tables: &Tables) -> String {
+    format!(
+        "\nfencelock benchmark — {}\n{}\n{}\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nTARGETS\n{}",
+        results.machine.one_line(),
+        run_description(results),
+        busy_note(results),
+        tables.throughput.text(),
+        tables.contention.text(),
+        tables.memory.text(),
+        tables.targets.text().replace("**MISSED**", "MISSED"),
+    )
+}

@@ -1,0 +1,100 @@
+//! Everything one run measured, and the ratios derived from it: each ratio is taken
+//! per repetition (fencelock and its baseline measured back to back), then summarised
+//! as median and min–max.
+
+use crate::contender::Mode;
+use crate::contention::ContentionResult;
+use crate::machine::Machine;
+use crate::memory::MemoryResult;
+use crate::settings::Settings;
+use crate::stats::{spread, Spread};
+use crate::throughput::GroupResult;
+
+pub struct Results {
+    pub machine: Machine,
+    pub settings: Settings,
+    pub started_unix: u64,
+    pub elapsed_s: f64,
+    pub throughput: Vec<GroupResult>,
+    pub contention: Vec<ContentionResult>,
+    pub memory: MemoryResult,
+}
+
+/// fencelock's rate over one baseline's, per repetition.
+#[derive(Debug, Clone)]
+pub struct Ratio {
+    pub group: &'static str,
+    pub depth: usize,
+    pub fencelock: &'static str,
+    pub baseline: &'static str,
+    pub samples: Vec<f64>,
+    pub spread: Spread,
+}
+
+impl Ratio {
+    pub fn mode(&self) -> &'static str {
+        if self.depth > 1 {
+            "pipelined"
+        } else {
+            "unpipelined"
+        }
+    }
+}
+
+fn paired(numerator: &[f64], denominator: &[f64]) -> Vec<f64> {
+    numerator
+        .iter()
+        .zip(denominator)
+        .map(|(n, d)| n / d)
+        .collect()
+}
+
+impl Results {
+    pub fn ratios(&self) -> Vec<Ratio> {
+        let mut ratios = Vec::new();
+        for group in &self.throughput {
+            let Some((ours, baselines)) = group.series.split_first() else {
+                continue;
+            };
+            for baseline in baselines {
+                let samples = paired(&ours.samples, &baseline.samples);
+                ratios.push(Ratio {
+                    group: group.id,
+                    depth: group.depth,
+                    fencelock: ours.label,
+                    baseline: baseline.label,
+                    spread: spread(&samples),
+                    samples,
+                });
+            }
+        }
+        ratios
+    }
+
+    pub fn ratio(&self, group: &str, pipelined: bool, baseline: &str) -> Option<Ratio> {
+        self.ratios()
+            .into_iter()
+            .find(|r| r.group == group && (r.depth > 1) == pipelined && r.baseline == baseline)
+    }
+
+    pub fn contention(&self, clients: usize, mode: Mode) -> Option<&ContentionResult> {
+        self.contention
+            .iter()
+            .find(|c| c.clients == clients && c.mode == mode)
+    }
+
+    /// Per-repetition `f(fencelock BLOCK) / f(other)` for one client count.
+    pub fn contention_ratio(
+        &self,
+        clients: usize,
+        numerator: Mode,
+        denominator: Mode,
+        f: impl Fn(&crate::contention::Sample) -> f64,
+    ) -> Option<Vec<f64>> {
+        let top = self.contention(clients, numerator)?;
+        let bottom = self.contention(clients, denominator)?;
+        let top: Vec<f64> = top.samples.iter().map(&f).collect();
+        let bottom: Vec<f64> = bottom.samples.iter().map(&f).collect();
+        Some(paired(&top, &bottom))
+    }
+}
