@@ -12,6 +12,7 @@ use std::os::raw::c_char;
 use redis_module::{native_types::RedisType, raw};
 
 use crate::events;
+use crate::fence::MAX_FENCE;
 use crate::lock::Holding;
 use crate::node_fence;
 
@@ -79,7 +80,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     let Some(token) = load_token(rdb).filter(|t| !io_failed(rdb) && !t.is_empty()) else {
         return std::ptr::null_mut();
     };
-    let Some(fence) = load_unsigned(rdb).filter(|&fence| fence > 0) else {
+    let Some(fence) = load_unsigned(rdb).filter(|&fence| fence > 0 && fence <= MAX_FENCE) else {
         return std::ptr::null_mut();
     };
     // A token too long to hold is corrupt data: fail the load.

@@ -5,6 +5,9 @@
 //! replica that missed writes); the `last + 1` term keeps them rising when grants come
 //! faster than one per microsecond or the clock stalls. Pure: the caller passes `now`.
 
+/// The largest fence: replies carry fences as RESP integers, which are signed 64-bit.
+pub const MAX_FENCE: u64 = i64::MAX as u64;
+
 /// Strictly increasing fence source, restorable from persisted or replicated fences.
 #[derive(Debug, Default, Clone)]
 pub struct FenceClock {
@@ -17,11 +20,17 @@ impl FenceClock {
         Self { last: 0 }
     }
 
-    /// Issues the next fence. Never returns 0 and never repeats or goes down.
-    pub fn issue(&mut self, now_micros: u64) -> u64 {
-        let next = self.last.saturating_add(1).max(now_micros).max(1);
+    /// Issues the next fence. Never returns 0 and never repeats or goes down: once
+    /// `MAX_FENCE` has been issued or observed there is no next fence (`None`), rather
+    /// than a repeated one. (At one grant per microsecond that is 290,000 years away;
+    /// only an administrator restoring an absurd fence can get there.)
+    pub fn issue(&mut self, now_micros: u64) -> Option<u64> {
+        let next = self.last.checked_add(1)?.max(now_micros).max(1);
+        if next > MAX_FENCE {
+            return None;
+        }
         self.last = next;
-        next
+        Some(next)
     }
 
     /// Records a fence issued elsewhere (loaded from disk or replicated) so that every
@@ -38,37 +47,49 @@ impl FenceClock {
 
 #[cfg(test)]
 mod tests {
-    use super::FenceClock;
+    use super::{FenceClock, MAX_FENCE};
 
     #[test]
     fn follows_the_wall_clock_when_it_moves_forward() {
         let mut clock = FenceClock::new();
-        assert_eq!(clock.issue(1_000), 1_000);
-        assert_eq!(clock.issue(5_000), 5_000);
+        assert_eq!(clock.issue(1_000), Some(1_000));
+        assert_eq!(clock.issue(5_000), Some(5_000));
     }
 
     #[test]
     fn still_increases_when_the_clock_stalls_or_steps_back() {
         let mut clock = FenceClock::new();
-        assert_eq!(clock.issue(1_000), 1_000);
-        assert_eq!(clock.issue(1_000), 1_001);
-        assert_eq!(clock.issue(10), 1_002);
+        assert_eq!(clock.issue(1_000), Some(1_000));
+        assert_eq!(clock.issue(1_000), Some(1_001));
+        assert_eq!(clock.issue(10), Some(1_002));
     }
 
     #[test]
     fn observed_fences_push_later_ones_higher() {
         let mut clock = FenceClock::new();
         clock.observe(9_000_000);
-        assert_eq!(clock.issue(1_000), 9_000_001);
+        assert_eq!(clock.issue(1_000), Some(9_000_001));
         clock.observe(5);
         assert_eq!(clock.last(), 9_000_001);
     }
 
     #[test]
-    fn never_issues_zero_and_saturates_instead_of_wrapping() {
+    fn never_issues_zero() {
         let mut clock = FenceClock::new();
-        assert_eq!(clock.issue(0), 1);
-        clock.observe(u64::MAX);
-        assert_eq!(clock.issue(0), u64::MAX);
+        assert_eq!(clock.issue(0), Some(1));
+    }
+
+    #[test]
+    fn stops_at_the_largest_fence_instead_of_repeating_it() {
+        let mut clock = FenceClock::new();
+        clock.observe(MAX_FENCE - 1);
+        assert_eq!(clock.issue(0), Some(MAX_FENCE));
+        assert_eq!(clock.issue(0), None);
+        assert_eq!(
+            clock.issue(u64::MAX),
+            None,
+            "a wild clock cannot go past it either"
+        );
+        assert_eq!(clock.last(), MAX_FENCE);
     }
 }

@@ -18,6 +18,8 @@ pub enum Acquire {
     Renewed { fence: u64 },
     /// Someone else holds it.
     Busy,
+    /// The lock is free, but the fence clock has no fence left to issue.
+    FencesExhausted,
 }
 
 /// Decides an acquire. `token` is the caller's chosen token, or the freshly generated one.
@@ -28,9 +30,9 @@ pub fn acquire(
     now_micros: u64,
 ) -> Acquire {
     match current {
-        None => Acquire::Granted {
-            fence: clock.issue(now_micros),
-        },
+        None => clock
+            .issue(now_micros)
+            .map_or(Acquire::FencesExhausted, |fence| Acquire::Granted { fence }),
         Some(held) if held.is_token(token) => Acquire::Renewed {
             fence: held.fence(),
         },
@@ -105,6 +107,16 @@ mod tests {
             }
         }
         assert_eq!(fences, vec![42, 43, 44, 45, 46]);
+    }
+
+    #[test]
+    fn a_free_lock_is_refused_when_no_fence_is_left() {
+        let mut clock = FenceClock::new();
+        clock.observe(crate::fence::MAX_FENCE);
+        assert_eq!(
+            acquire(None, b"a", &mut clock, 1_000),
+            Acquire::FencesExhausted
+        );
     }
 
     #[test]

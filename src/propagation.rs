@@ -8,6 +8,7 @@
 //! as a change for `save` rules. The moment an AOF is on, or a replica has ever started
 //! to sync (the backlog outlives its last replica), effects are used, for good.
 
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::{raw, Context};
@@ -42,12 +43,33 @@ pub fn effects_needed(ctx: &Context) -> bool {
 /// Asks the server (at load, after loading data, on a role change) whether it already
 /// has replicas, a replication backlog, or a primary.
 pub fn check_server(ctx: &Context) {
-    let info = ctx.server_info("replication");
-    let field = |name: &str| info.field(name).map(|value| value.to_string());
-    let replicated = field("role").is_some_and(|role| role != "master")
-        || field("connected_slaves").is_some_and(|n| n != "0")
-        || field("repl_backlog_active").is_some_and(|active| active != "0");
-    if replicated {
+    let (Some(get_info), Some(field), Some(free_info)) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldC),
+        api!(RedisModule_FreeServerInfo),
+    ) else {
+        // Without a way to ask, assume the stream is read.
         replication_started();
+        return;
+    };
+    // SAFETY: the info object lives until `free_info`; the C strings it hands out are
+    // read before that and never kept.
+    unsafe {
+        let info = get_info(ctx.ctx, c"replication".as_ptr());
+        if info.is_null() {
+            replication_started();
+            return;
+        }
+        let value = |name: &CStr| -> Option<&[u8]> {
+            let text = field(info, name.as_ptr());
+            (!text.is_null()).then(|| CStr::from_ptr(text).to_bytes())
+        };
+        let replicated = value(c"role").is_some_and(|role| role != b"master")
+            || value(c"connected_slaves").is_some_and(|n| n != b"0")
+            || value(c"repl_backlog_active").is_some_and(|active| active != b"0");
+        free_info(ctx.ctx, info);
+        if replicated {
+            replication_started();
+        }
     }
 }

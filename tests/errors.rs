@@ -306,3 +306,32 @@ fn random_argv_never_crashes_the_server() {
     assert!(server.is_alive());
     assert_eq!(raw.call_str(&["PING"]), Reply::Status("PONG".into()));
 }
+
+#[test]
+fn fences_never_repeat_even_when_the_clock_is_pushed_to_its_maximum() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    let max = i64::MAX.to_string();
+    let below = (i64::MAX - 1).to_string();
+    assert_eq!(
+        raw.call_str(&["LOCK.APPLY", "x", "t", &below]),
+        Reply::Status("OK".into())
+    );
+    let Reply::Array(Some(grant)) = raw.call_str(&["LOCK.ACQUIRE", "a", "1000"]) else {
+        panic!("the last fence is still issued")
+    };
+    assert_eq!(grant[1], Reply::Integer(i64::MAX));
+    let exhausted = err("ERR no fence left to issue: the fence clock is at its maximum");
+    assert_eq!(raw.call_str(&["LOCK.ACQUIRE", "b", "1000"]), exhausted);
+    assert_eq!(raw.call_str(&["EXISTS", "b"]), Reply::Integer(0));
+    assert_eq!(
+        raw.call_str(&["LOCK.APPLY", "y", "t", &max]),
+        Reply::Status("OK".into())
+    );
+    assert_eq!(raw.call_str(&["LOCK.ACQUIRE", "c", "1000"]), exhausted);
+    let overflow = "9223372036854775808";
+    assert_eq!(
+        raw.call_str(&["LOCK.APPLY", "z", "t", overflow]),
+        err(NOT_INT)
+    );
+}

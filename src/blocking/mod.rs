@@ -166,6 +166,8 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     let grant =
         node_fence::with_clock(|clock| lock::acquire(None, &token, clock, store::now_micros()));
     let lock::Acquire::Granted { fence } = grant else {
+        // No fence left to issue: answer nil rather than leave the waiter blocked.
+        unblock(waiter.client, std::ptr::null_mut());
         return false;
     };
     let deadline = store::now_ms().saturating_add(waiter.ttl_ms);

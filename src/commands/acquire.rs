@@ -81,6 +81,7 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
             Ok(RedisValue::NoReply)
         }
         Acquire::Busy => wait_or_give_up(ctx, &key, &request),
+        Acquire::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
 

@@ -15,6 +15,7 @@ pub enum CommandError {
     InvalidFence,
     WrongType,
     TooManyWaiters,
+    FencesExhausted,
     /// Redis refused a write the module asked for (should not happen on a valid key).
     WriteFailed,
 }
@@ -37,6 +38,9 @@ impl From<CommandError> for RedisError {
                 RedisError::Str("WRONGTYPE Operation against a key holding the wrong kind of value")
             }
             CommandError::TooManyWaiters => RedisError::Str("ERR too many waiters"),
+            CommandError::FencesExhausted => {
+                RedisError::Str("ERR no fence left to issue: the fence clock is at its maximum")
+            }
             CommandError::WriteFailed => RedisError::Str("ERR lock key could not be written"),
         }
     }
