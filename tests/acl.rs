@@ -1,0 +1,87 @@
+//! ACL key patterns apply to lock keys: a user limited to `~app:*` gets NOPERM on
+//! `lock:*` from every command, and a read-only pattern (`%R~lock:*`) may read a lock
+//! (LOCK.FENCE, LOCK.INFO) but not acquire, refresh, release or apply one.
+
+mod common;
+
+use common::*;
+
+fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
+    let mut admin = server.connect();
+    let _: () = cmd("ACL")
+        .arg("SETUSER")
+        .arg(name)
+        .arg("on")
+        .arg(">secret")
+        .arg(rules)
+        .arg("+@all")
+        .query(&mut admin)
+        .expect("ACL SETUSER");
+    let mut con = server.connect();
+    let _: () = cmd("AUTH")
+        .arg(name)
+        .arg("secret")
+        .query(&mut con)
+        .expect("AUTH");
+    con
+}
+
+/// The error code of a command's reply, or "OK" when it succeeded.
+fn outcome(con: &mut Connection, argv: &[&str]) -> String {
+    let (name, rest) = argv.split_first().expect("a command");
+    match cmd(name).arg(rest).query::<Value>(con) {
+        Ok(_) => "OK".into(),
+        Err(error) => error.code().unwrap_or("?").to_string(),
+    }
+}
+
+fn all_commands<'a>(key: &'a str, token: &'a str) -> [Vec<&'a str>; 6] {
+    [
+        vec!["LOCK.ACQUIRE", key, "10000"],
+        vec!["LOCK.REFRESH", key, token, "10000"],
+        vec!["LOCK.RELEASE", key, token],
+        vec!["LOCK.FENCE", key],
+        vec!["LOCK.INFO", key],
+        vec!["LOCK.APPLY", key, token, "5"],
+    ]
+}
+
+#[test]
+fn a_user_limited_to_app_keys_gets_noperm_on_lock_keys() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let (token, _) = acquire(&mut admin, "lock:x", 60_000, &[]).unwrap();
+    let mut app = user(&server, "app", &["~app:*"]);
+    for argv in all_commands("lock:x", &token) {
+        assert_eq!(outcome(&mut app, &argv), "NOPERM", "{argv:?}");
+    }
+    assert!(fence(&mut admin, "lock:x").is_some(), "nothing changed");
+    // Its own keys work with every command.
+    let (own, _) = acquire(&mut app, "app:x", 60_000, &[]).unwrap();
+    for argv in all_commands("app:x", &own).iter().skip(1) {
+        assert_eq!(outcome(&mut app, argv), "OK", "{argv:?}");
+    }
+}
+
+#[test]
+fn a_read_only_key_pattern_reads_locks_but_cannot_change_them() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let (token, fence_before) = acquire(&mut admin, "lock:x", 60_000, &[]).unwrap();
+    let mut reader = user(&server, "reader", &["%R~lock:*"]);
+    let expected = ["NOPERM", "NOPERM", "NOPERM", "OK", "OK", "NOPERM"];
+    for (argv, want) in all_commands("lock:x", &token).iter().zip(expected) {
+        assert_eq!(outcome(&mut reader, argv), want, "{argv:?}");
+    }
+    let read: Option<i64> = cmd("LOCK.FENCE")
+        .arg("lock:x")
+        .arg(&token)
+        .query(&mut reader)
+        .unwrap();
+    assert_eq!(read, Some(fence_before));
+    assert_eq!(fence(&mut admin, "lock:x"), Some(fence_before));
+    assert!(
+        int(&mut admin, &["PTTL", "lock:x"]) > 50_000,
+        "not refreshed"
+    );
+}

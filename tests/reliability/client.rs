@@ -1,0 +1,184 @@
+//! One load client: sends lock commands to the current target and records each one in
+//! the history with its invoke / complete times and outcome. A broken connection makes
+//! the operation unknown and is replaced on the next call; an error reply is a definite
+//! failure. With `confirm`, every positive answer is followed by `WAIT 1`, and only a
+//! replica-confirmed answer counts as acknowledged (what a client needs across failover).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Connection, ErrorKind, Value};
+
+use super::history::{now_us, History, Op, Outcome, Request};
+use super::target::Target;
+
+pub struct LockClient {
+    pub id: usize,
+    target: Arc<Target>,
+    history: History,
+    con: Option<(Connection, u16, usize)>,
+    read_timeout: Duration,
+    confirm: bool,
+}
+
+impl LockClient {
+    pub fn new(
+        id: usize,
+        target: Arc<Target>,
+        history: History,
+        read_timeout: Duration,
+        confirm: bool,
+    ) -> Self {
+        LockClient {
+            id,
+            target,
+            history,
+            con: None,
+            read_timeout,
+            confirm,
+        }
+    }
+
+    /// `LOCK.ACQUIRE`; `None` when not sent. A grant a replica did not confirm is given
+    /// back and reported as unknown: the caller must not rely on it.
+    pub fn acquire(&mut self, key: &str, ttl_ms: i64, block_ms: Option<i64>) -> Option<Outcome> {
+        let request = Request::Acquire { ttl_ms, block_ms };
+        let (outcome, confirmed) = self.run(key, request)?;
+        if let (Outcome::Granted { token, .. }, false) = (&outcome, confirmed) {
+            let token = token.clone();
+            self.release(key, &token);
+            return Some(Outcome::Unknown("grant not confirmed by a replica".into()));
+        }
+        Some(outcome)
+    }
+
+    /// `LOCK.REFRESH`; `Some(answer)` when acknowledged.
+    pub fn refresh(&mut self, key: &str, token: &str, ttl_ms: i64) -> Option<bool> {
+        let request = Request::Refresh {
+            token: token.into(),
+            ttl_ms,
+        };
+        match self.run(key, request)? {
+            (Outcome::Done(answer), true) => Some(answer),
+            _ => None,
+        }
+    }
+
+    /// `LOCK.RELEASE`; `Some(answer)` when acknowledged.
+    pub fn release(&mut self, key: &str, token: &str) -> Option<bool> {
+        let request = Request::Release {
+            token: token.into(),
+        };
+        match self.run(key, request)? {
+            (Outcome::Done(answer), true) => Some(answer),
+            _ => None,
+        }
+    }
+
+    /// Sends one command and records it. `None` when it was never sent (the run is
+    /// stopping, or no server accepts connections right now).
+    fn run(&mut self, key: &str, request: Request) -> Option<(Outcome, bool)> {
+        if !self.target.pass() {
+            return None;
+        }
+        let node = self.connect()?;
+        let command = command_for(key, &request);
+        let confirm = self.confirm;
+        let (con, _, _) = self.con.as_mut()?;
+        let invoked_us = now_us();
+        let outcome = classify(command.query::<Value>(con));
+        let positive = matches!(outcome, Outcome::Granted { .. } | Outcome::Done(true));
+        let mut confirmed = true;
+        let mut broken = matches!(outcome, Outcome::Unknown(_));
+        if confirm && positive {
+            // Only a replica-confirmed answer survives the primary's death.
+            let acked = redis::cmd("WAIT").arg(1).arg(250).query::<i64>(con);
+            confirmed = acked.as_ref().is_ok_and(|replicas| *replicas >= 1);
+            broken |= acked.is_err_and(|error| !matches!(error.kind(), ErrorKind::Server(_)));
+        }
+        // A demoted primary refuses writes and unblocks waiters: find the new one.
+        broken |= matches!(&outcome, Outcome::Failed(text)
+            if text.contains("READONLY") || text.contains("UNBLOCKED"));
+        if broken {
+            self.con = None;
+        }
+        self.history.record(Op {
+            client: self.id,
+            key: key.into(),
+            request,
+            invoked_us,
+            completed_us: now_us(),
+            outcome: outcome.clone(),
+            node,
+            confirmed,
+        });
+        Some((outcome, confirmed))
+    }
+
+    /// Connects to the current target if not connected to it; returns its generation.
+    fn connect(&mut self) -> Option<usize> {
+        let (port, node) = self.target.current();
+        if self
+            .con
+            .as_ref()
+            .is_some_and(|(_, p, n)| *p != port || *n != node)
+        {
+            self.con = None;
+        }
+        if self.con.is_none() {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+            let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
+                // The server is down (being restarted or failed over): back off a little.
+                std::thread::sleep(Duration::from_millis(20));
+                return None;
+            };
+            con.set_read_timeout(Some(self.read_timeout)).ok()?;
+            con.set_write_timeout(Some(self.read_timeout)).ok()?;
+            self.con = Some((con, port, node));
+        }
+        Some(node)
+    }
+}
+
+fn command_for(key: &str, request: &Request) -> redis::Cmd {
+    match request {
+        Request::Acquire { ttl_ms, block_ms } => {
+            let mut c = redis::cmd("LOCK.ACQUIRE");
+            c.arg(key).arg(*ttl_ms);
+            if let Some(block) = block_ms {
+                c.arg("BLOCK").arg(*block);
+            }
+            c
+        }
+        Request::Refresh { token, ttl_ms } => {
+            let mut c = redis::cmd("LOCK.REFRESH");
+            c.arg(key).arg(token).arg(*ttl_ms);
+            c
+        }
+        Request::Release { token } => {
+            let mut c = redis::cmd("LOCK.RELEASE");
+            c.arg(key).arg(token);
+            c
+        }
+    }
+}
+
+/// Maps a reply to an outcome: an error reply is definite, a transport error is not.
+fn classify(reply: redis::RedisResult<Value>) -> Outcome {
+    match reply {
+        Ok(Value::Nil) => Outcome::Busy,
+        Ok(Value::Int(n)) => Outcome::Done(n == 1),
+        Ok(Value::Array(items)) => match items.as_slice() {
+            [Value::BulkString(token), Value::Int(fence)] => Outcome::Granted {
+                token: String::from_utf8_lossy(token).into_owned(),
+                fence: *fence,
+            },
+            other => Outcome::Failed(format!("unexpected grant reply {other:?}")),
+        },
+        Ok(other) => Outcome::Failed(format!("unexpected reply {other:?}")),
+        Err(error) if matches!(error.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
+            Outcome::Failed(error.to_string())
+        }
+        Err(error) => Outcome::Unknown(error.to_string()),
+    }
+}

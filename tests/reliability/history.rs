@@ -1,0 +1,126 @@
+//! The operation history: every lock command a client sent, with when it was invoked,
+//! when its outcome was known, and that outcome: granted / busy / 1 / 0, a definite
+//! failure (an error reply: nothing changed), or unknown (the connection broke or timed
+//! out after sending: it may or may not have taken effect).
+//!
+//! Times are Unix microseconds from the wall clock, the same clock redis-server uses for
+//! lease deadlines, so history times compare directly with `PEXPIRETIME`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Wall-clock Unix time in microseconds.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// What was asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Acquire { ttl_ms: i64, block_ms: Option<i64> },
+    Refresh { token: String, ttl_ms: i64 },
+    Release { token: String },
+}
+
+/// What came back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Granted {
+        token: String,
+        fence: i64,
+    },
+    /// Nil from an acquire: busy, or a BLOCK that timed out.
+    Busy,
+    /// The 1 / 0 of a refresh or release.
+    Done(bool),
+    /// An error reply: the command was refused and changed nothing.
+    Failed(String),
+    /// No reply: sent, then the connection broke or timed out.
+    Unknown(String),
+}
+
+/// One operation of one client on one key.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub client: usize,
+    pub key: String,
+    pub request: Request,
+    pub invoked_us: i64,
+    pub completed_us: i64,
+    pub outcome: Outcome,
+    /// Which server generation answered (bumped at every failover).
+    pub node: usize,
+    /// False when the reply came but `WAIT` could not confirm a replica has it: then it
+    /// counts as acknowledged only for what the old node issued, not for durability.
+    pub confirmed: bool,
+}
+
+impl Op {
+    /// The fence of an acknowledged grant.
+    pub fn fence(&self) -> Option<i64> {
+        match &self.outcome {
+            Outcome::Granted { fence, .. } => Some(*fence),
+            _ => None,
+        }
+    }
+
+    /// The token this op was about: granted, refreshed or released.
+    pub fn token(&self) -> Option<&str> {
+        match (&self.request, &self.outcome) {
+            (_, Outcome::Granted { token, .. }) => Some(token),
+            (Request::Refresh { token, .. } | Request::Release { token }, _) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Acknowledged with a positive answer (grant, or refresh/release returning 1),
+    /// and confirmed where confirmation was asked for.
+    pub fn acked_yes(&self) -> bool {
+        self.confirmed && matches!(self.outcome, Outcome::Granted { .. } | Outcome::Done(true))
+    }
+
+    /// The effect may or may not have happened.
+    pub fn maybe(&self) -> bool {
+        matches!(self.outcome, Outcome::Unknown(_))
+            || (!self.confirmed
+                && matches!(self.outcome, Outcome::Granted { .. } | Outcome::Done(true)))
+    }
+
+    pub fn is_refresh(&self) -> bool {
+        matches!(self.request, Request::Refresh { .. })
+    }
+
+    pub fn is_release(&self) -> bool {
+        matches!(self.request, Request::Release { .. })
+    }
+
+    pub fn ttl_ms(&self) -> Option<i64> {
+        match self.request {
+            Request::Acquire { ttl_ms, .. } | Request::Refresh { ttl_ms, .. } => Some(ttl_ms),
+            Request::Release { .. } => None,
+        }
+    }
+}
+
+/// The shared, append-only history of a run.
+#[derive(Clone, Default)]
+pub struct History(Arc<Mutex<Vec<Op>>>);
+
+impl History {
+    pub fn record(&self, op: Op) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(op);
+    }
+
+    /// A copy of everything recorded so far.
+    pub fn snapshot(&self) -> Vec<Op> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}

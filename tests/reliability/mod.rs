@@ -1,0 +1,17 @@
+//! The reliability suite's shared machinery: every scenario drives many clients against
+//! a real server (`workload`), records each operation with its timestamps (`history`),
+//! lets holders touch a fenced resource and an unfenced control (`resource`), injects
+//! its faults, then judges the whole history (`checker`, `durability`) and reports the
+//! figures (`report`). `scale` picks the short CI or the long soak durations.
+
+#![allow(dead_code)]
+
+pub mod checker;
+pub mod client;
+pub mod durability;
+pub mod history;
+pub mod report;
+pub mod resource;
+pub mod scale;
+pub mod target;
+pub mod workload;

@@ -1,0 +1,73 @@
+//! Where the clients send their commands, and a gate the fault driver can close: the
+//! current server's port and generation (failover moves both), plus a gate that holds
+//! new commands back while the driver inspects a restarted server before load resumes.
+
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+pub struct Target {
+    port: AtomicU16,
+    node: AtomicUsize,
+    closed: Mutex<bool>,
+    reopened: Condvar,
+    stop: AtomicBool,
+}
+
+impl Target {
+    pub fn new(port: u16) -> Self {
+        Target {
+            port: AtomicU16::new(port),
+            node: AtomicUsize::new(0),
+            closed: Mutex::new(false),
+            reopened: Condvar::new(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// (port, generation) to send the next command to.
+    pub fn current(&self) -> (u16, usize) {
+        (
+            self.port.load(Ordering::SeqCst),
+            self.node.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Clients move to a new server: a new generation.
+    pub fn move_to(&self, port: u16) {
+        self.port.store(port, Ordering::SeqCst);
+        self.node.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Holds back every command not yet sent.
+    pub fn close(&self) {
+        *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = true;
+    }
+
+    pub fn open(&self) {
+        *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.reopened.notify_all();
+    }
+
+    /// Blocks while the gate is closed; returns false once the run is stopping.
+    pub fn pass(&self) -> bool {
+        let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
+        while *closed && !self.stopping() {
+            closed = self
+                .reopened
+                .wait_timeout(closed, Duration::from_millis(20))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        !self.stopping()
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.open();
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,194 @@
+//! The load: many client threads contending for a few keys, mixing plain and BLOCK
+//! acquires. Each holder reads the protected resources, holds for a while (sometimes,
+//! like a GC pause, well past its lease), sometimes refreshes, writes back and releases.
+
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::client::LockClient;
+use super::history::{History, Op, Outcome};
+use super::resource::{Counts, Resource};
+use super::target::Target;
+
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub clients: usize,
+    pub keys: usize,
+    pub key_prefix: &'static str,
+    /// Lease lengths, inclusive range in ms.
+    pub ttl_ms: (i64, i64),
+    /// Share of acquires that BLOCK, and their timeouts in ms.
+    pub block_fraction: f64,
+    pub block_ms: (i64, i64),
+    /// Share of holds that overrun the lease, and by how much (ms).
+    pub overrun_fraction: f64,
+    pub overrun_ms: (i64, i64),
+    /// Share of holds that refresh halfway.
+    pub refresh_fraction: f64,
+    pub read_timeout: Duration,
+    /// Count an answer as acknowledged only once `WAIT 1` confirms it.
+    pub confirm_with_wait: bool,
+    pub seed: u64,
+}
+
+impl LoadSpec {
+    /// 50 clients on 6 keys, leases of 150–600 ms, a third of acquires BLOCK.
+    pub fn standard(key_prefix: &'static str) -> Self {
+        LoadSpec {
+            clients: 50,
+            keys: 6,
+            key_prefix,
+            ttl_ms: (150, 600),
+            block_fraction: 0.35,
+            block_ms: (50, 800),
+            overrun_fraction: 0.08,
+            overrun_ms: (20, 250),
+            refresh_fraction: 0.3,
+            read_timeout: Duration::from_secs(3),
+            confirm_with_wait: false,
+            seed: 0x00fe_11ce,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "{} clients, {} keys, ttl {}-{} ms, {:.0}% BLOCK",
+            self.clients,
+            self.keys,
+            self.ttl_ms.0,
+            self.ttl_ms.1,
+            self.block_fraction * 100.0
+        )
+    }
+}
+
+/// A running load; `finish` stops it and returns what happened.
+pub struct Load {
+    pub spec: LoadSpec,
+    pub target: Arc<Target>,
+    pub history: History,
+    pub fenced: Arc<Resource>,
+    pub control: Arc<Resource>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+/// What a finished load leaves for the checks.
+pub struct Finished {
+    pub ops: Vec<Op>,
+    pub fenced: Counts,
+    pub control: Counts,
+}
+
+impl Load {
+    pub fn start(spec: LoadSpec, target: Arc<Target>) -> Self {
+        let history = History::default();
+        let fenced = Arc::new(Resource::fenced());
+        let control = Arc::new(Resource::unfenced_control());
+        let workers = (0..spec.clients)
+            .map(|id| {
+                let worker = Worker {
+                    client: LockClient::new(
+                        id,
+                        target.clone(),
+                        history.clone(),
+                        spec.read_timeout,
+                        spec.confirm_with_wait,
+                    ),
+                    spec: spec.clone(),
+                    rng: StdRng::seed_from_u64(spec.seed ^ (id as u64).wrapping_mul(0x9e37)),
+                    target: target.clone(),
+                    fenced: fenced.clone(),
+                    control: control.clone(),
+                };
+                thread::spawn(move || worker.run())
+            })
+            .collect();
+        Load {
+            spec,
+            target,
+            history,
+            fenced,
+            control,
+            workers,
+        }
+    }
+
+    pub fn finish(self) -> Finished {
+        self.target.stop();
+        for worker in self.workers {
+            worker.join().expect("load worker panicked");
+        }
+        Finished {
+            ops: self.history.snapshot(),
+            fenced: self.fenced.counts(),
+            control: self.control.counts(),
+        }
+    }
+}
+
+struct Worker {
+    client: LockClient,
+    spec: LoadSpec,
+    rng: StdRng,
+    target: Arc<Target>,
+    fenced: Arc<Resource>,
+    control: Arc<Resource>,
+}
+
+impl Worker {
+    fn run(mut self) {
+        while !self.target.stopping() {
+            let key = format!(
+                "{}{}",
+                self.spec.key_prefix,
+                self.rng.gen_range(0..self.spec.keys)
+            );
+            let ttl = self.rng.gen_range(self.spec.ttl_ms.0..=self.spec.ttl_ms.1);
+            let block = self.rng.gen_bool(self.spec.block_fraction).then(|| {
+                self.rng
+                    .gen_range(self.spec.block_ms.0..=self.spec.block_ms.1)
+            });
+            match self.client.acquire(&key, ttl, block) {
+                Some(Outcome::Granted { token, fence }) => self.hold(&key, &token, fence, ttl),
+                // Busy: a real client would back off before polling again.
+                Some(Outcome::Busy) => pause_ms(self.rng.gen_range(1..=5)),
+                _ => pause_ms(5),
+            }
+        }
+    }
+
+    fn hold(&mut self, key: &str, token: &str, fence: i64, ttl: i64) {
+        let fenced_seen = self.fenced.read(key, fence);
+        let control_seen = self.control.read(key, fence);
+        let hold = if self.rng.gen_bool(self.spec.overrun_fraction) {
+            ttl + self
+                .rng
+                .gen_range(self.spec.overrun_ms.0..=self.spec.overrun_ms.1)
+        } else {
+            self.rng.gen_range(0..=ttl / 4)
+        };
+        if self.rng.gen_bool(self.spec.refresh_fraction) {
+            pause_ms(hold / 2);
+            // The answer does not stop the holder: a paused process does not know either.
+            let _ = self.client.refresh(key, token, ttl);
+            pause_ms(hold - hold / 2);
+        } else {
+            pause_ms(hold);
+        }
+        if let Some(seen) = fenced_seen {
+            self.fenced.write(key, fence, seen);
+        }
+        if let Some(seen) = control_seen {
+            self.control.write(key, fence, seen);
+        }
+        let _ = self.client.release(key, token);
+    }
+}
+
+fn pause_ms(ms: i64) {
+    thread::sleep(Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+}

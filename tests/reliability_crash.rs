@@ -1,0 +1,303 @@
+//! Crash faults: `kill -9` of redis-server every few seconds under load (50 clients,
+//! several keys, BLOCK and plain acquires mixed), restarted from its AOF, first with
+//! `appendfsync always` (nothing acknowledged may be lost), then with `everysec` (the
+//! loss window is measured and reported); and a restart after a downtime longer than
+//! every lease (no lease may come back alive).
+
+mod common;
+mod reliability;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::resp::{RawClient, Reply};
+use common::*;
+use reliability::checker;
+use reliability::durability::{self, Loss};
+use reliability::history::now_us;
+use reliability::report::{assert_none, Summary};
+use reliability::scale::{pick, seconds};
+use reliability::target::Target;
+use reliability::workload::{Finished, Load, LoadSpec};
+
+struct CrashRun {
+    spec: LoadSpec,
+    finished: Finished,
+    crashes: usize,
+    losses: Vec<Loss>,
+    /// Key states checked in full after a restart (held, unexpired, acknowledged).
+    verified: usize,
+}
+
+/// Runs the standard load against an AOF server with `fsync`, killing it with SIGKILL
+/// every `every` for `duration`. Before load resumes on each restarted server, the
+/// state of every key is read and compared with what was acknowledged before the kill.
+fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
+    let spec = LoadSpec::standard("crash:");
+    let keys: Vec<String> = (0..spec.keys)
+        .map(|i| format!("{}{i}", spec.key_prefix))
+        .collect();
+    let mut server = Server::with_args(&["appendonly", "yes", "appendfsync", fsync]);
+    let target = Arc::new(Target::new(server.port));
+    let load = Load::start(spec.clone(), target.clone());
+    let started = Instant::now();
+    let mut crashes = 0;
+    let mut losses = Vec::new();
+    let mut verified = 0;
+    while started.elapsed() + every < duration {
+        thread::sleep(every);
+        target.close();
+        let crash_us = now_us();
+        server.kill();
+        server.restart();
+        let (found, observed_us) = durability::observe(&mut server.connect(), &keys);
+        let ops = load.history.snapshot();
+        let judged = durability::losses(&ops, crash_us, &found, observed_us);
+        verified += judged.verified;
+        losses.extend(judged.losses);
+        crashes += 1;
+        target.open();
+    }
+    thread::sleep(every);
+    CrashRun {
+        spec,
+        finished: load.finish(),
+        crashes,
+        losses,
+        verified,
+    }
+}
+
+#[test]
+fn kill_9_under_load_with_appendfsync_always_loses_nothing_acknowledged() {
+    let every = Duration::from_millis(pick(1_500, 2_500));
+    let run = run_crashes("always", seconds(8, 90), every);
+    let ops = &run.finished.ops;
+    let mut anomalies = checker::always_required(ops);
+    anomalies.extend(checker::mutual_exclusion(ops));
+    anomalies.extend(run.losses.iter().map(|loss| loss.what.clone()));
+    if run.finished.fenced.stale > 0 {
+        anomalies.push(format!(
+            "{} stale writes accepted by the fenced resource",
+            run.finished.fenced.stale
+        ));
+    }
+    let tally = checker::tally(ops);
+    Summary {
+        scenario: "crash, AOF always",
+        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), run.crashes),
+        load: run.spec.describe(),
+        ops: tally.ops,
+        anomalies: anomalies.len(),
+        notes: format!(
+            "{} grants, {} unknown outcomes, lost acknowledged effects {} (0 required) over {} fully checked key states; stale writes refused by fence {}; control (no fence check) stale writes {}",
+            tally.grants,
+            tally.unknown,
+            run.losses.len(),
+            run.verified,
+            run.finished.fenced.rejected,
+            run.finished.control.stale
+        ),
+    }
+    .emit();
+    assert_none("crash with appendfsync always", &anomalies);
+    assert!(run.crashes >= 3, "only {} kills", run.crashes);
+    assert!(run.verified > 0, "no key state was checked after a restart");
+    assert!(
+        tally.grants > 100,
+        "the load barely ran: {} grants",
+        tally.grants
+    );
+    assert!(
+        run.finished.control.stale > 0,
+        "control run: no overlapping holders at all, so the fenced check proved nothing"
+    );
+}
+
+#[test]
+fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
+    let every = Duration::from_millis(pick(1_500, 2_500));
+    let run = run_crashes("everysec", seconds(8, 40), every);
+    let ops = &run.finished.ops;
+    let mut anomalies = checker::always_required(ops);
+    if run.finished.fenced.stale > 0 {
+        anomalies.push(format!(
+            "{} stale writes accepted by the fenced resource",
+            run.finished.fenced.stale
+        ));
+    }
+    let overlaps = checker::overlap_count(ops);
+    let window_ms = run
+        .losses
+        .iter()
+        .map(|loss| loss.window_us / 1_000)
+        .max()
+        .unwrap_or(0);
+    let tally = checker::tally(ops);
+    Summary {
+        scenario: "crash, AOF everysec",
+        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), run.crashes),
+        load: run.spec.describe(),
+        ops: tally.ops,
+        anomalies: anomalies.len(),
+        notes: format!(
+            "{} grants; lost acknowledged effects {} (loss window {window_ms} ms), holder overlaps from them {overlaps}; stale writes refused by fence {}; control stale writes {}",
+            tally.grants,
+            run.losses.len(),
+            run.finished.fenced.rejected,
+            run.finished.control.stale
+        ),
+    }
+    .emit();
+    assert_none("crash with appendfsync everysec", &anomalies);
+    // Redis bounds everysec loss at about two seconds (a delayed background fsync).
+    assert!(
+        window_ms <= 2_500,
+        "loss window {window_ms} ms: {:?}",
+        run.losses
+    );
+    assert!(run.finished.control.stale > 0, "control run saw no overlap");
+}
+
+/// Locks on many keys with leases up to `max_ttl` ms, half refreshed, some with blocked
+/// waiters; returns every (key, token, fence).
+fn hold_many(server: &Server, keys: usize, max_ttl: i64) -> Vec<(String, String, i64)> {
+    let mut con = server.connect();
+    let mut pipe = redis::pipe();
+    for i in 0..keys {
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(format!("down:{i}"))
+            .arg(100 + (i as i64 * 37) % (max_ttl - 100));
+    }
+    let grants: Vec<(String, i64)> = pipe.query(&mut con).expect("grants");
+    let mut refresh = redis::pipe();
+    for (i, (token, _)) in grants.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+        refresh
+            .cmd("LOCK.REFRESH")
+            .arg(format!("down:{i}"))
+            .arg(token)
+            .arg(max_ttl);
+    }
+    let refreshed: Vec<i64> = refresh.query(&mut con).expect("refreshes");
+    assert!(refreshed.iter().all(|&r| r == 1));
+    grants
+        .into_iter()
+        .enumerate()
+        .map(|(i, (token, fence))| (format!("down:{i}"), token, fence))
+        .collect()
+}
+
+fn latest_deadline(con: &mut Connection, locks: &[(String, String, i64)]) -> i64 {
+    locks
+        .iter()
+        .map(|(key, _, _)| int(con, &["PEXPIRETIME", key]))
+        .max()
+        .unwrap_or(0)
+}
+
+/// One persistence setup: its server arguments and whether it stops by SIGKILL
+/// (AOF always) or by a clean SHUTDOWN (RDB).
+fn downtime_round(name: &str, args: &[&str], kill: bool, keys: usize) -> (usize, Vec<String>) {
+    let max_ttl = 800;
+    let mut server = Server::with_args(args);
+    let locks = hold_many(&server, keys, max_ttl);
+    // Waiters exist only in memory: they must not come back either.
+    let mut waiters: Vec<RawClient> = (0..10)
+        .map(|i| {
+            let mut raw = RawClient::connect(server.port);
+            // A waiter may be handed a lease that ran out during setup: keep it short too.
+            let ttl = max_ttl.to_string();
+            raw.send(&[
+                b"LOCK.ACQUIRE",
+                format!("down:{i}").as_bytes(),
+                ttl.as_bytes(),
+                b"BLOCK",
+                b"0",
+            ]);
+            raw
+        })
+        .collect();
+    let mut con = server.connect();
+    eventually(Duration::from_secs(5), "waiters queued", || {
+        info_field(&mut con, "fencelock", "fencelock_waiters").as_deref() == Some("10")
+    });
+    let deadline = latest_deadline(&mut con, &locks);
+    let highest = locks.iter().map(|(_, _, f)| *f).max().unwrap_or(0);
+    if kill {
+        server.kill();
+    } else {
+        server.shutdown();
+    }
+    waiters.clear();
+    // Every lease ends by the latest deadline read, or by `max_ttl` after a handoff.
+    let wait_ms = deadline.max(now_us() / 1_000 + max_ttl) + 200 - now_us() / 1_000;
+    thread::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)));
+    server.restart();
+    let mut con = server.connect();
+    let mut raw = RawClient::connect(server.port);
+    let mut anomalies = Vec::new();
+    for (key, token, fence) in &locks {
+        let alive = [
+            raw.call_str(&["LOCK.FENCE", key]),
+            raw.call_str(&["LOCK.INFO", key]),
+            raw.call_str(&["LOCK.REFRESH", key, token, "60000"]),
+            raw.call_str(&["EXISTS", key]),
+        ];
+        let expected = [
+            Reply::Bulk(None),
+            Reply::Bulk(None),
+            Reply::Integer(0),
+            Reply::Integer(0),
+        ];
+        if alive != expected {
+            anomalies.push(format!(
+                "{name}: {key} (fence {fence}) came back: {alive:?}"
+            ));
+        }
+    }
+    if int(&mut con, &["DBSIZE"]) != 0 {
+        anomalies.push(format!("{name}: keys left after every lease ran out"));
+    }
+    let (_, next) = acquire(&mut con, "down:0", 1_000, &[]).expect("free after downtime");
+    if next <= highest {
+        anomalies.push(format!("{name}: fence {next} not above {highest}"));
+    }
+    (locks.len(), anomalies)
+}
+
+#[test]
+fn restart_after_a_downtime_longer_than_every_lease_revives_none() {
+    let keys = pick(300, 3_000);
+    let always = ["appendonly", "yes", "appendfsync", "always"];
+    let no_preamble = [
+        "appendonly",
+        "yes",
+        "appendfsync",
+        "always",
+        "aof-use-rdb-preamble",
+        "no",
+    ];
+    let rounds: [(&str, &[&str], bool); 3] = [
+        ("AOF always, kill -9", &always, true),
+        ("AOF without RDB preamble, kill -9", &no_preamble, true),
+        ("RDB, clean shutdown", &["save", "3600 1"], false),
+    ];
+    let mut results: HashMap<&str, (usize, Vec<String>)> = HashMap::new();
+    for (name, args, kill) in rounds {
+        results.insert(name, downtime_round(name, args, kill, keys));
+    }
+    let checked: usize = results.values().map(|(n, _)| n).sum();
+    let anomalies: Vec<String> = results.into_values().flat_map(|(_, a)| a).collect();
+    Summary {
+        scenario: "restart after long downtime",
+        fault: "kill -9 (AOF always, with and without preamble) or shutdown (RDB), down longer than every lease".into(),
+        load: format!("{keys} held locks per round, half refreshed, 10 blocked waiters"),
+        ops: checked,
+        anomalies: anomalies.len(),
+        notes: "every lease expired, no waiter restored, fences still increase".into(),
+    }
+    .emit();
+    assert_none("restart after downtime", &anomalies);
+}

@@ -1,0 +1,167 @@
+//! Failover under load. A primary with a replica serves the load; the primary is killed
+//! with SIGKILL, the replica promoted with `REPLICAOF NO ONE`, and the clients move to
+//! it. Just before the kill the replica is frozen, so the old primary goes on granting
+//! what the replica never receives. The new primary's fences must exceed every fence
+//! the old one issued. Clients count a grant only once `WAIT 1` confirms a replica has
+//! it (async replication otherwise loses grants by design). Then a graceful `FAILOVER`,
+//! where nothing acknowledged may be lost even without `WAIT`.
+
+mod common;
+mod reliability;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use reliability::checker;
+use reliability::report::{assert_none, Summary};
+use reliability::scale::{pick, seconds};
+use reliability::target::Target;
+use reliability::workload::{Finished, Load, LoadSpec};
+
+fn judge(finished: &Finished) -> Vec<String> {
+    let mut anomalies = checker::always_required(&finished.ops);
+    anomalies.extend(checker::mutual_exclusion(&finished.ops));
+    anomalies.extend(checker::later_nodes_fence_higher(&finished.ops));
+    if finished.fenced.stale > 0 {
+        anomalies.push(format!(
+            "{} stale writes accepted by the fenced resource",
+            finished.fenced.stale
+        ));
+    }
+    anomalies
+}
+
+/// Grants the old node issued after its replica stopped listening.
+fn unreplicated_grants(finished: &Finished, node: usize) -> usize {
+    finished
+        .ops
+        .iter()
+        .filter(|op| op.node == node && op.fence().is_some() && !op.confirmed)
+        .count()
+}
+
+#[test]
+fn kill_9_of_the_primary_and_promotion_of_its_replica() {
+    let spec = LoadSpec {
+        clients: 30,
+        confirm_with_wait: true,
+        ..LoadSpec::standard("failover:")
+    };
+    let rounds = pick(1, 4);
+    let phase = seconds(3, 10);
+    let mut primary = Server::start();
+    let target = Arc::new(Target::new(primary.port));
+    let mut replica = Server::start();
+    replica.replicate_from(&primary);
+    let load = Load::start(spec.clone(), target.clone());
+    let mut missed = 0;
+    for round in 0..rounds {
+        thread::sleep(phase);
+        // The replica stops hearing the primary, which keeps granting for a while.
+        replica.pause();
+        thread::sleep(Duration::from_millis(300));
+        primary.kill();
+        replica.resume();
+        let mut promoted = replica.connect();
+        let _: () = cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut promoted)
+            .unwrap();
+        target.move_to(replica.port);
+        missed += unreplicated_grants_so_far(&load, round);
+        // A fresh replica for the next round.
+        primary = replica;
+        replica = Server::start();
+        replica.replicate_from(&primary);
+    }
+    thread::sleep(phase);
+    let finished = load.finish();
+    let anomalies = judge(&finished);
+    let tally = checker::tally(&finished.ops);
+    Summary {
+        scenario: "failover, kill -9 primary",
+        fault: format!("{rounds} x (replica frozen 300 ms, primary SIGKILL, REPLICAOF NO ONE)"),
+        load: format!("{}, grants confirmed by WAIT 1", spec.describe()),
+        ops: tally.ops,
+        anomalies: anomalies.len(),
+        notes: format!(
+            "{} grants; {missed} grants the promoted replica never received, all below its fences; stale accesses refused by fence {}; control stale writes {}",
+            tally.grants, finished.fenced.rejected, finished.control.stale
+        ),
+    }
+    .emit();
+    assert_none("failover after kill -9", &anomalies);
+    assert!(
+        missed > 0,
+        "the old primary granted nothing the replica missed"
+    );
+    assert!(finished.control.stale > 0, "control run saw no overlap");
+}
+
+fn unreplicated_grants_so_far(load: &Load, node: usize) -> usize {
+    let finished = Finished {
+        ops: load.history.snapshot(),
+        fenced: load.fenced.counts(),
+        control: load.control.counts(),
+    };
+    unreplicated_grants(&finished, node)
+}
+
+fn role(con: &mut Connection) -> String {
+    info_field(con, "replication", "role").unwrap_or_default()
+}
+
+#[test]
+fn graceful_failover_loses_no_acknowledged_grant() {
+    let spec = LoadSpec {
+        clients: 30,
+        ..LoadSpec::standard("graceful:")
+    };
+    let rounds = pick(1, 4);
+    let phase = seconds(3, 10);
+    let (mut primary, mut replica) = primary_and_replica();
+    let target = Arc::new(Target::new(primary.port));
+    let load = Load::start(spec.clone(), target.clone());
+    let mut switch_ms = Vec::new();
+    for _ in 0..rounds {
+        thread::sleep(phase);
+        let started = Instant::now();
+        let mut old = primary.connect();
+        let _: () = cmd("FAILOVER")
+            .arg("TIMEOUT")
+            .arg(5_000)
+            .query(&mut old)
+            .expect("FAILOVER");
+        let mut new = replica.connect();
+        eventually(Duration::from_secs(10), "the replica took over", || {
+            role(&mut new) == "master" && role(&mut old) == "slave"
+        });
+        switch_ms.push(started.elapsed().as_millis());
+        target.move_to(replica.port);
+        std::mem::swap(&mut primary, &mut replica);
+        eventually(Duration::from_secs(10), "the old primary follows", || {
+            info_field(&mut old, "replication", "master_link_status").as_deref() == Some("up")
+        });
+    }
+    thread::sleep(phase);
+    let finished = load.finish();
+    let anomalies = judge(&finished);
+    let tally = checker::tally(&finished.ops);
+    Summary {
+        scenario: "graceful FAILOVER",
+        fault: format!("{rounds} x FAILOVER (switch took {switch_ms:?} ms)"),
+        load: spec.describe(),
+        ops: tally.ops,
+        anomalies: anomalies.len(),
+        notes: format!(
+            "{} grants; stale accesses refused by fence {}; control stale writes {}",
+            tally.grants, finished.fenced.rejected, finished.control.stale
+        ),
+    }
+    .emit();
+    assert_none("graceful failover", &anomalies);
+    assert!(finished.control.stale > 0, "control run saw no overlap");
+}
