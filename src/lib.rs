@@ -16,6 +16,7 @@ macro_rules! api {
 }
 
 pub mod blocking;
+pub mod command_info;
 pub mod command_watch;
 pub mod commands;
 pub mod config;
