@@ -68,6 +68,10 @@ fn every_error_reply_is_worded_as_redis_words_it() {
             vec!["LOCK.ACQUIRE", "k", "100", "BLOCK", "-1"],
             "ERR timeout is negative".into(),
         ),
+        (
+            vec!["LOCK.ACQUIRE", "k", "100", "BLOCK", "9223372036854775807"],
+            "ERR timeout is out of range".into(),
+        ),
         (vec!["LOCK.ACQUIRE", "k", "100", "TOKEN"], SYNTAX.into()),
         (vec!["LOCK.ACQUIRE", "k", "100", "BLOCK"], SYNTAX.into()),
         (vec!["LOCK.ACQUIRE", "k", "100", "NX"], SYNTAX.into()),

@@ -56,11 +56,18 @@ pub fn parse_token(bytes: &[u8]) -> Result<&[u8], CommandError> {
     }
 }
 
+/// Longest `BLOCK` timeout: Redis adds it to its clock in milliseconds, which must not
+/// overflow (`BLPOP` refuses such timeouts the same way).
+const MAX_TIMEOUT_MS: i64 = i64::MAX / 2;
+
 /// A `BLOCK` timeout in ms; 0 means wait forever.
 pub fn parse_timeout(bytes: &[u8]) -> Result<i64, CommandError> {
     let timeout = parse_integer(bytes)?;
     if timeout < 0 {
         return Err(CommandError::NegativeTimeout);
+    }
+    if timeout > MAX_TIMEOUT_MS {
+        return Err(CommandError::TimeoutOutOfRange);
     }
     Ok(timeout)
 }

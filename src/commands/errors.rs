@@ -10,6 +10,7 @@ pub enum CommandError {
     /// Carries the lowercase command name, as Redis quotes it.
     InvalidExpire(&'static str),
     NegativeTimeout,
+    TimeoutOutOfRange,
     Syntax,
     InvalidToken,
     InvalidFence,
@@ -31,6 +32,7 @@ impl From<CommandError> for RedisError {
                 RedisError::String(format!("ERR invalid expire time in '{command}' command"))
             }
             CommandError::NegativeTimeout => RedisError::Str("ERR timeout is negative"),
+            CommandError::TimeoutOutOfRange => RedisError::Str("ERR timeout is out of range"),
             CommandError::Syntax => RedisError::Str("ERR syntax error"),
             CommandError::InvalidToken => RedisError::Str("ERR invalid token"),
             CommandError::InvalidFence => RedisError::Str("ERR invalid fence"),
