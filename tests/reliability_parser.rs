@@ -75,10 +75,12 @@ proptest! {
     }
 
     #[test]
-    fn timeouts_are_non_negative_integers(bytes in numberish()) {
+    fn timeouts_are_non_negative_integers_that_fit_the_clock(bytes in numberish()) {
+        // BLPOP's rule: the timeout is added to the clock in ms and must not overflow.
         let expected = match model_integer(&bytes) {
             None => Err(CommandError::NotAnInteger),
             Some(n) if n < 0 => Err(CommandError::NegativeTimeout),
+            Some(n) if n > i64::MAX / 2 => Err(CommandError::TimeoutOutOfRange),
             Some(n) => Ok(n),
         };
         prop_assert_eq!(parse_timeout(&bytes), expected);
