@@ -1,15 +1,20 @@
-//! What Redis is told about each command beyond its handler and flags: arity, a
-//! summary, the key spec (read-only for `LOCK.FENCE`/`LOCK.INFO`, so `%R~pattern` ACL
-//! users may call them), and ACL categories where the server supports them (7.2 for
-//! the standard ones, 7.4 for the module's own `fencelock` category).
+//! The command table: each command's entry point and flags, and what Redis is told
+//! beyond them: arity, a summary, the key spec (read-only for `LOCK.FENCE`/`LOCK.INFO`,
+//! so `%R~pattern` ACL users may call them), and ACL categories where the server
+//! supports them (7.2 for the standard ones, 7.4 for the module's own `fencelock`).
 
-use std::ffi::{c_int, CString};
+use std::ffi::{c_int, CStr, CString};
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, Status};
 
-/// What Redis should know about one command beyond its handler and flags.
+use crate::dispatch;
+
+/// One command: what Redis needs to register it and to describe it.
 struct CommandMeta {
     name: &'static str,
+    entry: raw::RedisModuleCmdFunc,
+    /// Command flags (`write deny-oom fast`, …).
+    flags: &'static CStr,
     /// ACL categories, beyond the module's own `fencelock` category.
     categories: &'static str,
     summary: &'static str,
@@ -29,6 +34,8 @@ const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
 const COMMANDS: [CommandMeta; 6] = [
     CommandMeta {
         name: "lock.acquire",
+        entry: Some(dispatch::acquire),
+        flags: c"write deny-oom fast",
         categories: "write fast",
         summary:
             "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
@@ -37,6 +44,8 @@ const COMMANDS: [CommandMeta; 6] = [
     },
     CommandMeta {
         name: "lock.refresh",
+        entry: Some(dispatch::refresh),
+        flags: c"write deny-oom fast",
         categories: "write fast",
         summary: "Extends the lease of a lock held by token.",
         arity: 4,
@@ -44,6 +53,8 @@ const COMMANDS: [CommandMeta; 6] = [
     },
     CommandMeta {
         name: "lock.release",
+        entry: Some(dispatch::release),
+        flags: c"write fast",
         categories: "write fast",
         summary: "Releases a lock held by token, handing it to the first waiter.",
         arity: 3,
@@ -51,6 +62,8 @@ const COMMANDS: [CommandMeta; 6] = [
     },
     CommandMeta {
         name: "lock.fence",
+        entry: Some(dispatch::fence),
+        flags: c"readonly fast",
         categories: "read fast",
         summary: "Returns the fence of the current holding.",
         arity: -2,
@@ -58,6 +71,8 @@ const COMMANDS: [CommandMeta; 6] = [
     },
     CommandMeta {
         name: "lock.info",
+        entry: Some(dispatch::info),
+        flags: c"readonly fast",
         categories: "read fast",
         summary: "Returns whether a lock is held, its fence, remaining ttl and waiters.",
         arity: 2,
@@ -65,6 +80,8 @@ const COMMANDS: [CommandMeta; 6] = [
     },
     CommandMeta {
         name: "lock.apply",
+        entry: Some(dispatch::apply),
+        flags: c"write deny-oom fast",
         categories: "write fast",
         summary: "Writes an explicit holding (the replicated form of a grant).",
         arity: -4,
@@ -72,12 +89,36 @@ const COMMANDS: [CommandMeta; 6] = [
     },
 ];
 
-/// Describes every command to the server; called once during load.
-pub fn describe_all(ctx: &Context) {
+/// Registers and describes every command; called once during load. The key is always
+/// argument 1 (first = last = 1, step 1), which also routes commands in a cluster.
+pub fn register_all(ctx: &Context) -> Status {
+    let Some(create) = api!(RedisModule_CreateCommand) else {
+        return Status::Err;
+    };
     for command in &COMMANDS {
+        let Ok(name) = CString::new(command.name) else {
+            return Status::Err;
+        };
+        // SAFETY: static entry point and C strings; called during load.
+        let created = unsafe {
+            create(
+                ctx.ctx,
+                name.as_ptr(),
+                command.entry,
+                command.flags.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if created != raw::REDISMODULE_OK as c_int {
+            ctx.log_warning(&format!("fencelock: could not create {}", command.name));
+            return Status::Err;
+        }
         describe(ctx, command);
     }
     set_acl_categories(ctx);
+    Status::Ok
 }
 
 fn command_handle(ctx: &Context, name: &str) -> Option<*mut raw::RedisModuleCommand> {

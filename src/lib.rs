@@ -21,6 +21,7 @@ pub mod command_watch;
 pub mod commands;
 pub mod config;
 pub mod data_type;
+pub mod dispatch;
 pub mod events;
 pub mod fence;
 pub mod holding;
@@ -39,7 +40,6 @@ pub mod wait_queue;
 
 use redis_module::{redis_module, Context, RedisString, Status};
 
-use crate::commands::{acquire, apply, fence as fence_cmd, info, refresh, release};
 use crate::data_type::LOCK_TYPE;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
@@ -69,14 +69,6 @@ redis_module! {
     allocator: (allocator!(), allocator!()),
     data_types: [LOCK_TYPE],
     init: init,
-    commands: [
-        ["lock.acquire", acquire::command, "write deny-oom fast", 1, 1, 1, ""],
-        ["lock.refresh", refresh::command, "write deny-oom fast", 1, 1, 1, ""],
-        ["lock.release", release::command, "write fast", 1, 1, 1, ""],
-        ["lock.fence", fence_cmd::command, "readonly fast", 1, 1, 1, ""],
-        ["lock.info", info::command, "readonly fast", 1, 1, 1, ""],
-        ["lock.apply", apply::command, "write deny-oom fast", 1, 1, 1, ""],
-    ],
     event_handlers: [
         [@GENERIC @EXPIRED @EVICTED: events::on_keyspace_event],
     ],

@@ -16,7 +16,9 @@ pub fn init(ctx: &Context) -> Status {
     if let Some(set_options) = api!(RedisModule_SetModuleOptions) {
         unsafe { set_options(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int) };
     }
-    crate::command_info::describe_all(ctx);
+    if crate::command_info::register_all(ctx) == Status::Err {
+        return Status::Err;
+    }
     propagation::check_server(ctx);
     if !crate::command_watch::watch(ctx) {
         ctx.log_warning("fencelock: could not install its command filter");

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use redis_module::{Context, NextArg, RedisError, RedisResult, RedisString, RedisValue};
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
 use super::errors::CommandError;
@@ -18,25 +18,21 @@ use crate::token;
 
 const NAME: &str = "lock.acquire";
 
-struct Request {
-    key: RedisString,
+struct Request<'a> {
+    key: &'a RedisString,
     ttl_ms: i64,
-    token: Option<Vec<u8>>,
+    token: Option<&'a [u8]>,
     block_ms: Option<i64>,
 }
 
-fn parse(args: Vec<RedisString>) -> Result<Request, CommandError> {
-    if args.len() < 3 {
+fn parse(args: &[RedisString]) -> Result<Request<'_>, CommandError> {
+    let [_, key, ttl, options @ ..] = args else {
         return Err(CommandError::WrongArity);
-    }
-    let mut args = args.into_iter().skip(1);
-    let key = args.next_arg().map_err(|_| CommandError::WrongArity)?;
-    let ttl = args.next_arg().map_err(|_| CommandError::WrongArity)?;
-    let rest: Vec<RedisString> = args.collect();
-    let rest: Vec<&[u8]> = rest.iter().map(RedisString::as_slice).collect();
-    let [token, block] = parse_options(&rest, ["TOKEN", "BLOCK"])?;
+    };
+    let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
+    let [token, block] = parse_options(&options, ["TOKEN", "BLOCK"])?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
-    let token = token.map(parse_token).transpose()?.map(<[u8]>::to_vec);
+    let token = token.map(parse_token).transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     Ok(Request {
         key,
@@ -46,21 +42,21 @@ fn parse(args: Vec<RedisString>) -> Result<Request, CommandError> {
     })
 }
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
     let request = parse(args)?;
-    acquire(ctx, request).map_err(RedisError::from)
+    acquire(ctx, &request).map_err(RedisError::from)
 }
 
-fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> {
-    let name = &request.key;
+fn acquire(ctx: &Context, request: &Request) -> Result<RedisValue, CommandError> {
+    let name = request.key;
     let key = LockKey::open(ctx, name, true);
     // Waiters come first: if the lock is free because its holder's deletion has not been
     // settled yet, the head of the queue takes it before this caller is considered.
     if key.holding()?.is_none() {
         blocking::hand_off(ctx, &key, name);
     }
-    let token = match &request.token {
-        Some(token) => Cow::Borrowed(token.as_slice()),
+    let token = match request.token {
+        Some(token) => Cow::Borrowed(token),
         None => Cow::Owned(token::generate()),
     };
     let now_ms = store::now_ms();
@@ -80,7 +76,7 @@ fn acquire(ctx: &Context, request: Request) -> Result<RedisValue, CommandError> 
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
-        Acquire::Busy => wait_or_give_up(ctx, &key, &request),
+        Acquire::Busy => wait_or_give_up(ctx, &key, request),
         Acquire::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
@@ -104,7 +100,7 @@ fn wait_or_give_up(
         ctx,
         name,
         request.ttl_ms,
-        request.token.clone(),
+        request.token.map(<[u8]>::to_vec),
         timeout_ms,
         remaining,
     ) {

@@ -14,8 +14,8 @@ use crate::holding::Holding;
 use crate::node_fence;
 use crate::store::LockKey;
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    apply(ctx, &args).map_err(RedisError::from)
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    apply(ctx, args).map_err(RedisError::from)
 }
 
 fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {

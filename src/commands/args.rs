@@ -76,7 +76,7 @@ pub fn parse_timeout(bytes: &[u8]) -> Result<i64, CommandError> {
 /// Unknown, repeated or value-less options are a syntax error. Returns each known
 /// option's value (or `None`) in the order of `known`.
 pub fn parse_options<'a, const N: usize>(
-    args: &'a [&'a [u8]],
+    args: &[&'a [u8]],
     known: [&str; N],
 ) -> Result<[Option<&'a [u8]>; N], CommandError> {
     let mut values = [None; N];

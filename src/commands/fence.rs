@@ -8,8 +8,8 @@ use super::errors::CommandError;
 use crate::lock;
 use crate::store::LockKey;
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    fence(ctx, &args).map_err(RedisError::from)
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    fence(ctx, args).map_err(RedisError::from)
 }
 
 fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {

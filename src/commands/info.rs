@@ -7,8 +7,8 @@ use super::errors::CommandError;
 use crate::blocking;
 use crate::store::LockKey;
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    info(ctx, &args).map_err(RedisError::from)
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    info(ctx, args).map_err(RedisError::from)
 }
 
 fn field(name: &'static str, value: RedisValue) -> [RedisValue; 2] {

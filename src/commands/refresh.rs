@@ -12,8 +12,8 @@ use crate::store::{self, LockKey};
 
 const NAME: &str = "lock.refresh";
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    refresh(ctx, &args).map_err(RedisError::from)
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    refresh(ctx, args).map_err(RedisError::from)
 }
 
 fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {

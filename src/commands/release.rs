@@ -10,8 +10,8 @@ use crate::blocking;
 use crate::lock;
 use crate::store::LockKey;
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    release(ctx, &args).map_err(RedisError::from)
+pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    release(ctx, args).map_err(RedisError::from)
 }
 
 fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
