@@ -27,9 +27,8 @@ pub fn effects_needed(ctx: &Context) -> bool {
     if REPLICATION_SEEN.load(Ordering::Relaxed) {
         return true;
     }
-    // SAFETY: plain accessors on a live context.
-    let flags =
-        api!(RedisModule_GetContextFlags).map_or(u32::MAX as i32, |f| unsafe { f(ctx.ctx) });
+    // Unknown flags count as "AOF or replica": effects are the safe side.
+    let flags = crate::server_state::context_flags(ctx).unwrap_or(-1);
     let aof_or_replica = (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as i32;
     if flags & aof_or_replica != 0 {
         return true;

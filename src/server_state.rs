@@ -18,6 +18,12 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
         .is_some_and(|select| unsafe { select(ctx.ctx, db) } == raw::REDISMODULE_OK as c_int)
 }
 
+/// The context's `REDISMODULE_CTX_FLAGS_*`, or `None` if the server cannot tell.
+pub fn context_flags(ctx: &Context) -> Option<c_int> {
+    // SAFETY: plain accessor on a live context.
+    api!(RedisModule_GetContextFlags).map(|flags| unsafe { flags(ctx.ctx) })
+}
+
 /// Whether a timer may write to the keyspace now.
 #[derive(PartialEq, Eq)]
 pub enum Writes {
@@ -31,8 +37,7 @@ pub enum Writes {
 }
 
 pub fn writes(ctx: &Context) -> Writes {
-    // SAFETY: plain accessors on a live context.
-    let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx.ctx) });
+    let flags = context_flags(ctx).unwrap_or(0);
     if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int != 0 {
         return Writes::Replica;
     }
@@ -46,8 +51,7 @@ pub fn writes(ctx: &Context) -> Writes {
 /// Clients may block unless they run inside MULTI, a script or a function, or a
 /// context that forbids blocking; there BLOCK behaves as a plain acquire.
 pub fn can_block(ctx: &Context) -> bool {
-    // SAFETY: plain accessor on a live context.
-    let flags = api!(RedisModule_GetContextFlags).map_or(0, |f| unsafe { f(ctx.ctx) });
+    let flags = context_flags(ctx).unwrap_or(0);
     let forbidding = raw::REDISMODULE_CTX_FLAGS_MULTI
         | raw::REDISMODULE_CTX_FLAGS_LUA
         | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING

@@ -109,7 +109,7 @@ impl LockKey {
             };
             loop {
                 let before = now();
-                let status = set_relative(self.raw(), (deadline_ms - before).max(1));
+                let status = set_relative(self.raw(), deadline_ms.saturating_sub(before).max(1));
                 if now() == before || status != raw::REDISMODULE_OK as i32 {
                     return status == raw::REDISMODULE_OK as i32;
                 }
