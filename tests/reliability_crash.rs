@@ -75,15 +75,8 @@ fn kill_9_under_load_with_appendfsync_always_loses_nothing_acknowledged() {
     let every = Duration::from_millis(pick(1_500, 2_500));
     let run = run_crashes("always", seconds(8, 90), every);
     let ops = &run.finished.ops;
-    let mut anomalies = checker::always_required(ops);
-    anomalies.extend(checker::mutual_exclusion(ops));
+    let mut anomalies = checker::fenced_run(&run.finished);
     anomalies.extend(run.losses.iter().map(|loss| loss.what.clone()));
-    if run.finished.fenced.stale > 0 {
-        anomalies.push(format!(
-            "{} stale writes accepted by the fenced resource",
-            run.finished.fenced.stale
-        ));
-    }
     let tally = checker::tally(ops);
     Summary {
         scenario: "crash, AOF always",
@@ -122,12 +115,7 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
     let run = run_crashes("everysec", seconds(8, 40), every);
     let ops = &run.finished.ops;
     let mut anomalies = checker::always_required(ops);
-    if run.finished.fenced.stale > 0 {
-        anomalies.push(format!(
-            "{} stale writes accepted by the fenced resource",
-            run.finished.fenced.stale
-        ));
-    }
+    anomalies.extend(checker::stale_writes(&run.finished));
     let overlaps = checker::overlap_count(ops);
     let window_ms = run
         .losses

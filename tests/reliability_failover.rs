@@ -20,16 +20,10 @@ use reliability::scale::{pick, seconds};
 use reliability::target::Target;
 use reliability::workload::{Finished, Load, LoadSpec};
 
+/// A fenced run's anomalies, plus fences that did not rise across the failover.
 fn judge(finished: &Finished) -> Vec<String> {
-    let mut anomalies = checker::always_required(&finished.ops);
-    anomalies.extend(checker::mutual_exclusion(&finished.ops));
+    let mut anomalies = checker::fenced_run(finished);
     anomalies.extend(checker::later_nodes_fence_higher(&finished.ops));
-    if finished.fenced.stale > 0 {
-        anomalies.push(format!(
-            "{} stale writes accepted by the fenced resource",
-            finished.fenced.stale
-        ));
-    }
     anomalies
 }
 

@@ -18,19 +18,6 @@ use reliability::scale::seconds;
 use reliability::target::Target;
 use reliability::workload::{Finished, Load, LoadSpec};
 
-/// Anomalies every pause scenario must be free of.
-fn judge(finished: &Finished) -> Vec<String> {
-    let mut anomalies = checker::always_required(&finished.ops);
-    anomalies.extend(checker::mutual_exclusion(&finished.ops));
-    if finished.fenced.stale > 0 {
-        anomalies.push(format!(
-            "{} stale writes accepted by the fenced resource",
-            finished.fenced.stale
-        ));
-    }
-    anomalies
-}
-
 fn notes(finished: &Finished) -> String {
     let tally = checker::tally(&finished.ops);
     format!(
@@ -85,7 +72,7 @@ fn clients_paused_past_their_leases_under_load() {
     let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
     thread::sleep(seconds(5, 40));
     let finished = load.finish();
-    let anomalies = judge(&finished);
+    let anomalies = checker::fenced_run(&finished);
     Summary {
         scenario: "client pauses",
         fault: format!(
@@ -145,7 +132,7 @@ fn server_paused_past_leases_under_load() {
     }
     thread::sleep(Duration::from_millis(500));
     let finished = load.finish();
-    let anomalies = judge(&finished);
+    let anomalies = checker::fenced_run(&finished);
     let handoffs = info_field(&mut con, "fencelock", "fencelock_handoffs").unwrap_or_default();
     Summary {
         scenario: "server pauses",

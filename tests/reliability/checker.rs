@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use super::history::{Op, Outcome, Request};
+use super::workload::Finished;
 
 /// Slack for millisecond rounding between the two sides' clocks readings.
 const SLACK_US: i64 = 2_000;
@@ -248,5 +249,25 @@ pub fn always_required(ops: &[Op]) -> Vec<String> {
     let mut anomalies = malformed_replies(ops);
     anomalies.extend(fences_increase(ops));
     anomalies.extend(no_revival(ops));
+    anomalies
+}
+
+/// Writes the fenced resource accepted although they overwrote an update they never
+/// read: there must be none, whatever the fault.
+pub fn stale_writes(finished: &Finished) -> Option<String> {
+    (finished.fenced.stale > 0).then(|| {
+        format!(
+            "{} stale writes accepted by the fenced resource",
+            finished.fenced.stale
+        )
+    })
+}
+
+/// What a load run whose acknowledged grants all survive must show: the checks above,
+/// mutual exclusion, and no stale write accepted by the fenced resource.
+pub fn fenced_run(finished: &Finished) -> Vec<String> {
+    let mut anomalies = always_required(&finished.ops);
+    anomalies.extend(mutual_exclusion(&finished.ops));
+    anomalies.extend(stale_writes(finished));
     anomalies
 }
