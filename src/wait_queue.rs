@@ -86,4 +86,18 @@ mod tests {
         assert!(queue.order.is_empty());
         assert_eq!(queue.pop_front(), None);
     }
+
+    #[test]
+    fn memory_follows_the_live_entries_while_the_queue_never_empties() {
+        let mut queue = WaitQueue::default();
+        queue.push(0, ());
+        for ticket in 1..1_000_000 {
+            queue.push(ticket, ());
+            queue.remove(ticket);
+        }
+        assert_eq!(queue.len(), 1);
+        assert!(queue.order.len() <= 64, "{} order slots", queue.order.len());
+        assert!(queue.order.capacity() <= 256, "{} capacity", queue.order.capacity());
+        assert_eq!(queue.pop_front().map(|(ticket, _)| ticket), Some(0));
+    }
 }

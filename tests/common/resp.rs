@@ -53,6 +53,31 @@ impl RawClient {
         self.call(&argv)
     }
 
+    /// The next reply if one arrives within `wait`, else `None` (the client is left
+    /// with its normal read timeout again). Tells a hung client from a slow one.
+    pub fn try_read_reply(&mut self, wait: Duration) -> Option<Reply> {
+        let stream = self.reader.get_ref();
+        stream.set_read_timeout(Some(wait)).expect("timeout");
+        let arrived = self.reader.fill_buf().map(|buf| !buf.is_empty()).unwrap_or(false);
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        arrived.then(|| self.read_reply())
+    }
+
+    /// Sends every command in one write, as a pipelining client does.
+    pub fn send_pipeline(&mut self, commands: &[&[&str]]) {
+        let mut frame = Vec::new();
+        for argv in commands {
+            frame.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+            for arg in *argv {
+                frame.extend_from_slice(format!("${}\r\n{arg}\r\n", arg.len()).as_bytes());
+            }
+        }
+        self.reader.get_mut().write_all(&frame).expect("write");
+    }
+
     fn read_line(&mut self) -> String {
         let mut line = String::new();
         self.reader.read_line(&mut line).expect("read reply");
