@@ -1,0 +1,67 @@
+"""The plan of one acquire: the ``LOCK.ACQUIRE`` arguments as time passes (a re-sent
+wait asks only for the time left), and whether it needs a pinned connection. Pure and
+shared by the sync and asyncio clients."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from ._protocol import PROVISIONAL_TTL_MS, Args, Key, Token, acquire_args, block_ms
+
+
+@dataclass(frozen=True)
+class Plan:
+    key: Key
+    token: Token
+    lease_ms: int
+    # 0: one try; None: wait forever; else seconds in the server's queue.
+    wait: Optional[float]
+    # When a finite wait ends, on the monotonic clock.
+    deadline: Optional[float]
+    wait_replicas: int
+    replicas_timeout: float
+
+    @classmethod
+    def make(
+        cls,
+        key: Key,
+        token: Token,
+        ttl_ms: Optional[int],
+        wait: Optional[float],
+        wait_replicas: int,
+        replicas_timeout: float,
+    ) -> Plan:
+        deadline = None if wait is None else time.monotonic() + max(wait, 0)
+        lease_ms = PROVISIONAL_TTL_MS if ttl_ms is None else ttl_ms
+        return cls(key, token, lease_ms, wait, deadline, wait_replicas, replicas_timeout)
+
+    @property
+    def blocks(self) -> bool:
+        return block_ms(self.wait) is not None
+
+    def args(self, now: Optional[float] = None) -> Args:
+        """The acquire to send at ``now``: a retry waits only for what is left."""
+        wait = self.wait
+        if self.deadline is not None and now is not None:
+            wait = self.deadline - now
+        return acquire_args(self.key, self.lease_ms, self.token, block_ms(wait))
+
+    def pinned(self, socket_timeout: Optional[float]) -> bool:
+        """Whether the client's pooled connections cannot carry this acquire: ``WAIT``
+        needs the grant's own connection, and a wait must not outlast (or come near)
+        the socket timeout, or redis-py gives up on the reply and re-queues us last."""
+        if self.wait_replicas:
+            return True
+        if not self.blocks or socket_timeout is None:
+            return False
+        return self.wait is None or self.wait >= socket_timeout / 2
+
+    def read_timeout(self, socket_timeout: Optional[float]) -> Optional[float]:
+        """How long the pinned connection may wait for a reply: the wait, then as long
+        as the client would wait for any reply (and for ``WAIT``)."""
+        if socket_timeout is None or self.wait is None:
+            return None
+        extra = self.replicas_timeout if self.wait_replicas else 0.0
+        return max(self.wait, 0.0) + socket_timeout + extra

@@ -1,0 +1,112 @@
+"""The fencelock wire protocol: argument lists for the ``LOCK.*`` commands, the parsing
+of their replies, tokens and time conversions. Pure functions with no I/O, shared by the
+sync and the asyncio clients so that both send byte-for-byte the same commands."""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any, Optional, Union
+
+from redis.exceptions import ResponseError
+
+Token = Union[str, bytes]
+Key = Union[str, bytes, memoryview]
+Args = tuple[Any, ...]
+
+ACQUIRE = "LOCK.ACQUIRE"
+REFRESH = "LOCK.REFRESH"
+RELEASE = "LOCK.RELEASE"
+FENCE = "LOCK.FENCE"
+INFO = "LOCK.INFO"
+
+# A lock without a timeout (redis-py's ``timeout=None``) is granted with this lease and
+# then made permanent by PERSIST_IF_HELD: if the client dies in between, the key still
+# expires instead of being held forever.
+PROVISIONAL_TTL_MS = 60_000
+
+# PERSIST only while the token holds the lock, in one atomic step. LOCK.FENCE with a
+# token is the module's own owner check (nil unless that token holds it).
+PERSIST_IF_HELD = """
+if redis.call('LOCK.FENCE', KEYS[1], ARGV[1]) then
+    redis.call('PERSIST', KEYS[1])
+    return 1
+end
+return 0
+"""
+
+
+def new_token() -> str:
+    """128 bits from the OS CSPRNG as 32 hex characters, the shape of a server token.
+
+    Sent with every acquire so that a re-sent acquire (redis-py retries after a lost
+    connection) is the module's idempotent re-acquire, not a second, orphaned grant."""
+    return secrets.token_hex(16)
+
+
+def to_ms(seconds: float) -> int:
+    """Seconds to whole milliseconds, truncated as redis-py's own lock does."""
+    return int(seconds * 1000)
+
+
+def block_ms(wait: Optional[float]) -> Optional[int]:
+    """The ``BLOCK`` argument for a wait: None sends no BLOCK (one try), 0 waits forever.
+
+    The server reads ``BLOCK 0`` as "forever", so a wait that rounds down to nothing
+    must be one try, and a positive wait is rounded up so it never ends early."""
+    if wait is None:
+        return 0
+    if wait <= 0:
+        return None
+    return max(1, math.ceil(wait * 1000))
+
+
+def acquire_args(key: Key, ttl_ms: int, token: Token, block: Optional[int]) -> Args:
+    args: Args = (ACQUIRE, key, ttl_ms, "TOKEN", token)
+    if block is not None:
+        args += ("BLOCK", block)
+    return args
+
+
+def refresh_args(key: Key, token: Token, ttl_ms: int, *, add: bool = False) -> Args:
+    """``ADD`` extends the lease from its current end instead of from now."""
+    args: Args = (REFRESH, key, token, ttl_ms)
+    return (*args, "ADD") if add else args
+
+
+def release_args(key: Key, token: Token) -> Args:
+    return (RELEASE, key, token)
+
+
+def fence_args(key: Key, token: Optional[Token] = None) -> Args:
+    return (FENCE, key) if token is None else (FENCE, key, token)
+
+
+def info_args(key: Key) -> Args:
+    return (INFO, key)
+
+
+def wait_args(replicas: int, timeout: float) -> Args:
+    return ("WAIT", replicas, to_ms(timeout))
+
+
+def persist_args(key: Key, token: Token) -> Args:
+    return ("EVAL", PERSIST_IF_HELD, 1, key, token)
+
+
+def parse_grant(reply: Any) -> Optional[int]:
+    """The fence of a grant (``[token, fence]``), or None when the lock was busy."""
+    if reply is None:
+        return None
+    _, fence = reply
+    return int(fence)
+
+
+def parse_flag(reply: Any) -> bool:
+    """REFRESH and RELEASE answer 1 when the token held the lock, else 0."""
+    return reply is not None and int(reply) == 1
+
+
+def is_wrongtype(error: ResponseError) -> bool:
+    """A key of another type: redis-py's lock reads that as busy / not owned."""
+    return str(error).startswith("WRONGTYPE")

@@ -1,0 +1,52 @@
+"""Exceptions of the lock managers. Each derives from redis-py's ``LockError``, so code
+that already catches lock errors from ``redis.lock.Lock`` keeps catching these."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from redis.exceptions import LockError
+
+from ._protocol import Key
+
+
+def lock_error(cls: type[LockError], message: str, name: Key) -> LockError:
+    """Builds a redis-py lock error carrying ``lock_name`` where redis-py sets it.
+
+    redis-py < 6 has no ``lock_name`` parameter: the attribute is set afterwards so the
+    same code runs on every supported version."""
+    error = cls(message)
+    error.lock_name = name  # type: ignore[assignment]
+    return error
+
+
+class LockNotAcquired(LockError):
+    """The lock was held by another token (for the whole ``wait``, if one was given)."""
+
+    def __init__(self, key: Key, message: Optional[str] = None) -> None:
+        super().__init__(message or f"lock {key!r} is held by someone else")
+        self.key = key
+
+
+class LockLost(LockError):
+    """The lease ended (expired, deleted or taken over) while its holder still worked."""
+
+    def __init__(self, key: Key) -> None:
+        super().__init__(f"lock {key!r} was lost: its lease ended while held")
+        self.key = key
+
+
+class NotReplicated(LockError):
+    """``wait_replicas`` replicas did not acknowledge the grant in time.
+
+    The grant was released again: on a failover it could have been lost, and a new
+    primary would grant the same lock to someone else."""
+
+    def __init__(self, key: Key, wanted: int, acknowledged: int) -> None:
+        super().__init__(
+            f"lock {key!r}: {acknowledged} of {wanted} replicas acknowledged the grant"
+            " in time; released it"
+        )
+        self.key = key
+        self.wanted = wanted
+        self.acknowledged = acknowledged

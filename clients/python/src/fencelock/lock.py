@@ -1,0 +1,242 @@
+"""``fencelock.Lock``: a drop-in ``lock_class`` for redis-py's sync clients.
+
+    lock = r.lock("report", timeout=30, blocking_timeout=5, lock_class=fencelock.Lock)
+    with lock:
+        write(fence=lock.fence)
+
+Same constructor, methods, return values and exceptions as ``redis.lock.Lock``, on the
+module's commands instead of ``SET NX`` and Lua: waiting is the server's FIFO ``BLOCK``
+(no polling), ``extend`` is one ``LOCK.REFRESH … ADD``, and every grant carries a fence.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from types import SimpleNamespace, TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+
+from . import _lockstate as state
+from ._acquire import acquire as acquire_once
+from ._protocol import (
+    Key,
+    Token,
+    fence_args,
+    is_wrongtype,
+    parse_flag,
+    refresh_args,
+    release_args,
+    to_ms,
+)
+from .errors import lock_error
+
+if TYPE_CHECKING:
+    from ._types import SyncClient
+
+logger = logging.getLogger(__name__)
+
+Number = Union[int, float]
+
+
+class Lock:
+    """A distributed lock on the fencelock module, shaped like ``redis.lock.Lock``.
+
+    Arguments as redis-py's. ``sleep`` is accepted for compatibility; waiting is done by
+    the server's queue, so it is only used while the key holds another type (a plain
+    ``SET`` lock of a not yet migrated client), which the server cannot queue on.
+    ``wait_replicas`` (keyword only) makes ``acquire`` also wait until that many
+    replicas have the grant (``WAIT``), else release it and raise ``NotReplicated``."""
+
+    def __init__(
+        self,
+        redis: SyncClient,
+        name: Key,
+        timeout: Optional[Number] = None,
+        sleep: Number = 0.1,
+        blocking: bool = True,
+        blocking_timeout: Optional[Number] = None,
+        thread_local: bool = True,
+        raise_on_release_error: bool = True,
+        *,
+        wait_replicas: int = 0,
+        wait_replicas_timeout: Number = 1.0,
+    ) -> None:
+        self.redis = redis
+        self.name = name
+        self.timeout = timeout
+        self.sleep = sleep
+        self.blocking = blocking
+        self.blocking_timeout = blocking_timeout
+        self.thread_local = bool(thread_local)
+        self.raise_on_release_error = raise_on_release_error
+        self.wait_replicas = wait_replicas
+        self.wait_replicas_timeout = wait_replicas_timeout
+        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
+        self.local.token = None
+        self.local.fence = None
+
+    @property
+    def fence(self) -> Optional[int]:
+        """The fence of this thread's last grant (None before the first): hand it to
+        the resource you write so that it refuses a holder whose lease has ended."""
+        return getattr(self.local, "fence", None)
+
+    def __enter__(self) -> Lock:
+        if self.acquire():
+            return self
+        raise lock_error(
+            LockError, "Unable to acquire lock within the time specified", self.name
+        )
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        try:
+            self.release()
+        except LockError:
+            if self.raise_on_release_error:
+                raise
+            logger.warning(
+                "Lock was unlocked or no longer owned when exiting context manager."
+            )
+
+    def acquire(
+        self,
+        sleep: Optional[Number] = None,
+        blocking: Optional[bool] = None,
+        blocking_timeout: Optional[Number] = None,
+        token: Optional[Token] = None,
+    ) -> bool:
+        """Takes the lock; True once held. ``blocking=False`` tries once;
+        ``blocking_timeout`` bounds the wait in seconds (None: forever; 0: one try).
+        ``token`` picks the token (str or bytes), else 128 random bits are used."""
+        sleep = self.sleep if sleep is None else sleep
+        blocking = self.blocking if blocking is None else blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        encoded = state.encode_token(self.redis, token)
+        deadline = state.deadline(blocking, blocking_timeout, time.monotonic())
+        while True:
+            wait = state.wait_left(blocking, deadline, time.monotonic())
+            try:
+                fence = acquire_once(
+                    self.redis,
+                    self.name,
+                    encoded,
+                    ttl_ms=state.ttl_ms(self.timeout),
+                    wait=wait,
+                    wait_replicas=self.wait_replicas,
+                    replicas_timeout=self.wait_replicas_timeout,
+                )
+            except ResponseError as error:
+                if not is_wrongtype(error):
+                    raise
+                # Another type at the key: busy, as for redis-py, but the server
+                # cannot queue us behind it, so poll until it goes or time runs out.
+                if not state.may_poll(blocking, deadline, sleep, time.monotonic()):
+                    return False
+                time.sleep(sleep)
+                continue
+            if fence is None:
+                return False
+            self.local.token = encoded
+            self.local.fence = fence
+            return True
+
+    def locked(self) -> bool:
+        """True if anyone holds the lock (any value at the key, as for redis-py)."""
+        return bool(self.redis.exists(self.name))
+
+    def owned(self) -> bool:
+        """True if this lock's token (this thread's, by default) holds the lock."""
+        token = self._token()
+        if token is None:
+            return False
+        return self._fence_of(token) is not None
+
+    def release(self) -> None:
+        """Releases the lock; ``LockNotOwnedError`` if its lease had already ended."""
+        expected_token = self._token()
+        if expected_token is None:
+            raise lock_error(
+                LockError,
+                "Cannot release a lock that's not owned or is already unlocked.",
+                self.name,
+            )
+        self.local.token = None
+        self.do_release(expected_token)
+
+    def do_release(self, expected_token: bytes) -> None:
+        if not self._owner_command(release_args(self.name, expected_token)):
+            raise lock_error(
+                LockNotOwnedError, "Cannot release a lock that's no longer owned", self.name
+            )
+
+    def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
+        """Adds ``additional_time`` seconds to the lease left (atomically, on the
+        server), or with ``replace_ttl=True`` makes the lease that long from now."""
+        if self._token() is None:
+            raise lock_error(LockError, "Cannot extend an unlocked lock", self.name)
+        if self.timeout is None:
+            raise lock_error(LockError, "Cannot extend a lock with no timeout", self.name)
+        return self.do_extend(additional_time, replace_ttl)
+
+    def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+        args = refresh_args(
+            self.name, self.local.token, to_ms(additional_time), add=not replace_ttl
+        )
+        if not self._owner_command(args):
+            raise lock_error(
+                LockNotOwnedError, "Cannot extend a lock that's no longer owned", self.name
+            )
+        return True
+
+    def reacquire(self) -> Literal[True]:
+        """Restarts the lease at ``timeout`` from now."""
+        if self._token() is None:
+            raise lock_error(LockError, "Cannot reacquire an unlocked lock", self.name)
+        if self.timeout is None:
+            raise lock_error(
+                LockError, "Cannot reacquire a lock with no timeout", self.name
+            )
+        return self.do_reacquire()
+
+    def do_reacquire(self) -> Literal[True]:
+        assert self.timeout is not None
+        args = refresh_args(self.name, self.local.token, to_ms(self.timeout))
+        if not self._owner_command(args):
+            raise lock_error(
+                LockNotOwnedError,
+                "Cannot reacquire a lock that's no longer owned",
+                self.name,
+            )
+        return True
+
+    def _token(self) -> Optional[bytes]:
+        # Another thread's local storage starts empty: no token there means not ours.
+        return getattr(self.local, "token", None)
+
+    def _owner_command(self, args: tuple[Any, ...]) -> bool:
+        """An owner-checked command (refresh, release): another type at the key means
+        the token does not hold it."""
+        try:
+            return parse_flag(self.redis.execute_command(*args))
+        except ResponseError as error:
+            if is_wrongtype(error):
+                return False
+            raise
+
+    def _fence_of(self, token: bytes) -> Optional[int]:
+        try:
+            reply = self.redis.execute_command(*fence_args(self.name, token))
+        except ResponseError as error:
+            if is_wrongtype(error):
+                return None
+            raise
+        return None if reply is None else int(reply)
