@@ -47,8 +47,8 @@ const COMMANDS: [CommandMeta; 6] = [
         entry: Some(dispatch::refresh),
         flags: c"write deny-oom fast",
         categories: "write fast",
-        summary: "Extends the lease of a lock held by token.",
-        arity: 4,
+        summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
+        arity: -4,
         key_flags: RW | UPDATE,
     },
     CommandMeta {

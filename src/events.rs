@@ -101,11 +101,11 @@ pub fn on_keyspace_event(ctx: &Context, _class: NotifyEvent, event: &str, name: 
     if !crate::blocking::anyone_waiting() {
         return;
     }
-    match event {
-        "del" if crate::command_watch::running_migrate() => crate::blocking::key_moved(db, name),
-        "expired" | "del" | "evicted" | "rename_from" | "move_from" => {
-            crate::blocking::key_vacated(ctx, db, name);
-        }
-        _ => {}
+    // Any other change to a waited-for key (gone, a new deadline from PEXPIRE or
+    // PERSIST, a new value from RESTORE, RENAME or COPY) re-settles its queue.
+    if event == "del" && crate::command_watch::running_migrate() {
+        crate::blocking::key_moved(ctx, db, name);
+    } else {
+        crate::blocking::key_changed(ctx, db, name);
     }
 }

@@ -1,6 +1,6 @@
 //! Load-time setup beyond the `redis_module!` table: IO-error handling for RDB loads,
 //! command metadata, the command filter, and the server events the module follows
-//! (flushes, loading, role changes).
+//! (flushes, `SWAPDB`, loading, role changes, the event loop going to sleep).
 
 use std::ffi::c_int;
 
@@ -20,6 +20,8 @@ pub fn init(ctx: &Context) -> Status {
         return Status::Err;
     }
     propagation::check_server(ctx);
+    subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, Some(swapped_databases));
+    subscribe(ctx, raw::REDISMODULE_EVENT_EVENTLOOP, Some(event_loop));
     if !crate::command_watch::watch(ctx) {
         ctx.log_warning("fencelock: could not install its command filter");
         return Status::Err;
@@ -30,15 +32,56 @@ pub fn init(ctx: &Context) -> Status {
 #[flush_event_handler]
 fn flushed(ctx: &Context, subevent: FlushSubevent) {
     if matches!(subevent, FlushSubevent::Ended) {
-        blocking::all_keys_vacated(ctx);
+        blocking::settle_all_queues(ctx);
     }
 }
 
-/// Loading an RDB or AOF can leave a replication backlog behind.
+/// Loading an RDB or AOF can leave a replication backlog behind, and replaces every
+/// key a client may be waiting for (`DEBUG RELOAD`).
 #[loading_event_handler]
 fn loaded(ctx: &Context, subevent: LoadingSubevent) {
     if matches!(subevent, LoadingSubevent::Ended) {
         propagation::check_server(ctx);
+        blocking::settle_all_queues(ctx);
+    }
+}
+
+/// Subscribes to a server event redis-module has no handler macro for. Both are
+/// present on every supported server; a server without one logs it and works on.
+fn subscribe(ctx: &Context, event: u64, callback: raw::RedisModuleEventCallback) {
+    let Some(subscribe) = api!(RedisModule_SubscribeToServerEvent) else {
+        return;
+    };
+    let event = raw::RedisModuleEvent {
+        id: event,
+        dataver: 1,
+    };
+    // SAFETY: a static callback, subscribed once during load.
+    if unsafe { subscribe(ctx.ctx, event, callback) } != raw::REDISMODULE_OK as c_int {
+        ctx.log_warning(&format!("fencelock: server event {} is not available", event.id));
+    }
+}
+
+/// `SWAPDB` exchanged two databases under the waiters' feet: the key each queue waits
+/// for may now be free, or held with another deadline.
+unsafe extern "C" fn swapped_databases(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    blocking::settle_all_queues(&Context::new(ctx));
+}
+
+/// Before the server sleeps, the command that unlinked a lock is certainly over.
+unsafe extern "C" fn event_loop(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    if subevent == raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        crate::events::forget_unlinked_lock();
     }
 }
 

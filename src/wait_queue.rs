@@ -28,13 +28,28 @@ impl<T> WaitQueue<T> {
         self.entries.insert(ticket, entry);
     }
 
-    /// Removes an entry wherever it stands. Its slot in `order` is skipped lazily.
+    /// Removes an entry wherever it stands. Its slot in `order` is skipped lazily, and
+    /// swept out once dead slots outnumber live ones: a queue whose head stays while
+    /// others come and go keeps memory in proportion to its live entries, each sweep
+    /// paid for by the removals before it (amortised O(1)).
     pub fn remove(&mut self, ticket: Ticket) -> Option<T> {
         let removed = self.entries.remove(&ticket);
         if self.entries.is_empty() {
             self.order.clear();
+        } else if self.order.len() > 2 * self.entries.len() + 32 {
+            let entries = &self.entries;
+            self.order.retain(|ticket| entries.contains_key(ticket));
+            self.order.shrink_to(2 * self.order.len() + 32);
+        }
+        if self.entries.capacity() > 4 * self.entries.len() + 64 {
+            self.entries.shrink_to(2 * self.entries.len() + 32);
         }
         removed
+    }
+
+    /// The entry under `ticket`, to update it in place.
+    pub fn get_mut(&mut self, ticket: Ticket) -> Option<&mut T> {
+        self.entries.get_mut(&ticket)
     }
 
     /// Takes the oldest live entry.

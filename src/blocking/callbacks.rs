@@ -1,13 +1,14 @@
-//! The callbacks Redis calls for a blocked `LOCK.ACQUIRE`: the grant reply, the timeout
-//! (also `CLIENT UNBLOCK`), the disconnect (also `CLIENT UNBLOCK … ERROR`), and freeing
-//! the grant, which notices a grant that never reached its client and passes it on.
+//! The callbacks Redis calls for a blocked `LOCK.ACQUIRE`: the reply (a grant, or nil
+//! when our `BLOCK` timer ended the wait), `CLIENT UNBLOCK` (Redis's timeout callback),
+//! the disconnect (also `CLIENT UNBLOCK … ERROR`), and freeing the grant, which notices
+//! a grant that never reached its client and passes it on.
 
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use redis_module::{raw, Context, RedisError, RedisString, RedisValue};
 
-use super::{dequeue, hand_off, unblock, KeyId};
+use super::{dequeue, hand_off, reply_settled, unblock, KeyId};
 use crate::commands::{effects, reply};
 use crate::server_state::{select_db, writes, Writes};
 use crate::stats;
@@ -17,6 +18,7 @@ use crate::store::LockKey;
 pub(super) enum Delivery {
     /// It holds the lock now; `delivered` records whether the reply reached it.
     Granted {
+        client_id: u64,
         key: KeyId,
         token: Vec<u8>,
         fence: u64,
@@ -41,12 +43,14 @@ pub(super) unsafe extern "C" fn reply_granted(
         .cast::<Delivery>();
     match delivery.as_mut() {
         Some(Delivery::Granted {
+            client_id,
             token,
             fence,
             delivered,
             ..
         }) => {
             *delivered = true;
+            reply_settled(*client_id);
             reply::grant(&context, token, *fence);
             raw::REDISMODULE_OK as c_int
         }
@@ -63,7 +67,7 @@ pub(super) unsafe extern "C" fn reply_timed_out(
     let context = Context::new(ctx);
     let client =
         api!(RedisModule_GetBlockedClientHandle).map_or(std::ptr::null_mut(), |get| get(ctx));
-    if !client.is_null() && dequeue(client) {
+    if !client.is_null() && dequeue(&context, client) {
         stats::BLOCK_TIMEOUTS.bump();
         // Not blocked on keys: Redis frees the handle only once we unblock it.
         unblock(client, std::ptr::null_mut());
@@ -72,12 +76,12 @@ pub(super) unsafe extern "C" fn reply_timed_out(
 }
 
 pub(super) unsafe extern "C" fn client_disconnected(
-    _ctx: *mut raw::RedisModuleCtx,
+    ctx: *mut raw::RedisModuleCtx,
     client: *mut raw::RedisModuleBlockedClient,
 ) {
     // A granted client was already unblocked; its undelivered grant is handled when
     // Redis frees the delivery.
-    if dequeue(client) {
+    if dequeue(&Context::new(ctx), client) {
         unblock(client, std::ptr::null_mut());
     }
 }
@@ -90,11 +94,15 @@ pub(super) unsafe extern "C" fn free_delivery(
         return;
     }
     let delivery = Box::from_raw(privdata.cast::<Delivery>());
+    if let Delivery::Granted { client_id, .. } = *delivery {
+        reply_settled(client_id);
+    }
     let Delivery::Granted {
         key,
         token,
         fence,
         delivered: false,
+        ..
     } = *delivery
     else {
         return;

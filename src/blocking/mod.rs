@@ -7,17 +7,24 @@
 //! - a handoff: we `UnblockClient` it with the grant, the reply callback sends
 //!   `[token, fence]`; if the client is gone before that, `free_privdata` sees the grant
 //!   undelivered and releases the lock to the next waiter;
-//! - its BLOCK timeout or `CLIENT UNBLOCK id` (the timeout callback answers nil);
+//! - its BLOCK timeout, on a timer of ours (`block_timeouts`): we `UnblockClient` it
+//!   with nothing, and the reply callback answers nil;
+//! - `CLIENT UNBLOCK id` (Redis's timeout callback answers nil);
 //! - a disconnect or `CLIENT UNBLOCK id ERROR` (the disconnect callback).
+//!
+//! Between a handoff and its reply the client is still blocked as far as Redis knows;
+//! `CLIENT UNBLOCK` in that window would make Redis 7.0 drop the grant unanswered, so the
+//! command filter turns it into a no-op for such clients (`reply_pending`).
 //!
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
 
+mod block_timeouts;
 mod callbacks;
 mod timers;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 
 use redis_module::{raw, Context, RedisString};
@@ -31,10 +38,11 @@ use crate::stats;
 use crate::store::{self, LockKey};
 use crate::token;
 use crate::wait_queue::{Ticket, WaitQueue};
+use block_timeouts::BlockTimer;
 use callbacks::{client_disconnected, free_delivery, reply_granted, reply_timed_out, Delivery};
 use timers::arm_expiry_timer;
 
-pub use timers::{all_keys_vacated, key_vacated};
+pub use timers::{key_changed, lease_changed, settle_all_queues};
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
@@ -42,8 +50,12 @@ pub(crate) type KeyId = (i32, Vec<u8>);
 /// One blocked `LOCK.ACQUIRE`.
 struct Waiter {
     client: *mut raw::RedisModuleBlockedClient,
+    /// The blocked connection's `CLIENT ID`.
+    client_id: u64,
     ttl_ms: i64,
     token: Option<Vec<u8>>,
+    /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
+    timeout_timer: Option<raw::RedisModuleTimerID>,
 }
 
 #[derive(Default)]
@@ -63,6 +75,8 @@ pub(crate) struct Registry {
     /// Queued (not yet granted) waiters by blocked-client handle.
     queued: HashMap<usize, (KeyId, Ticket)>,
     next_ticket: Ticket,
+    /// `CLIENT ID`s of waiters handed the lock whose reply Redis has not sent yet.
+    replies_pending: HashSet<u64>,
 }
 
 thread_local! {
@@ -109,6 +123,10 @@ pub fn enqueue(
     ) else {
         return false;
     };
+    // SAFETY: a plain accessor on the calling client's context.
+    let client_id = api!(RedisModule_GetClientId).map_or(0, |id| unsafe { id(ctx.ctx) });
+    // Redis's own timeout stays off (0): the timeout runs on our timer. The timeout
+    // callback is still given, as it is what `CLIENT UNBLOCK` calls.
     // SAFETY: blocks the current client; Redis owns `client` until it is unblocked.
     let client = unsafe {
         block(
@@ -116,7 +134,7 @@ pub fn enqueue(
             Some(reply_granted),
             Some(reply_timed_out),
             Some(free_delivery),
-            timeout_ms,
+            0,
         )
     };
     if client.is_null() {
@@ -125,7 +143,7 @@ pub fn enqueue(
     // SAFETY: `client` was just returned by BlockClient.
     unsafe { on_disconnect(client, Some(client_disconnected)) };
     let id: KeyId = (selected_db(ctx), name.to_vec());
-    with_registry(|r| {
+    let ticket = with_registry(|r| {
         let ticket = r.next_ticket;
         r.next_ticket += 1;
         r.queued.insert(client as usize, (id.clone(), ticket));
@@ -133,11 +151,27 @@ pub fn enqueue(
             ticket,
             Waiter {
                 client,
+                client_id,
                 ttl_ms,
                 token,
+                timeout_timer: None,
             },
         );
+        ticket
     });
+    if timeout_ms > 0 {
+        let timer = BlockTimer {
+            client: client as usize,
+            ticket,
+            ends_at_ms: store::now_ms().saturating_add(timeout_ms),
+        };
+        let armed = block_timeouts::arm(ctx, timer);
+        with_registry(|r| {
+            if let Some(waiter) = r.keys.get_mut(&id).and_then(|k| k.queue.get_mut(ticket)) {
+                waiter.timeout_timer = armed;
+            }
+        });
+    }
     if let Some(remaining) = holder_remaining_ms {
         arm_expiry_timer(ctx, &id, store::now_ms().saturating_add(remaining));
     }
@@ -162,6 +196,9 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     }) else {
         return false;
     };
+    if let Some(timer) = waiter.timeout_timer {
+        block_timeouts::disarm(ctx, timer);
+    }
     let token = waiter.token.unwrap_or_else(token::generate);
     let grant =
         node_fence::with_clock(|clock| lock::acquire(None, &token, clock, store::now_micros()));
@@ -179,7 +216,9 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     }
     events::notify(ctx, events::HANDOFF, name);
     stats::HANDOFFS.bump();
+    with_registry(|r| r.replies_pending.insert(waiter.client_id));
     let delivery = Delivery::Granted {
+        client_id: waiter.client_id,
         key: id.clone(),
         token,
         fence,
@@ -206,36 +245,90 @@ pub(crate) fn unblock(client: *mut raw::RedisModuleBlockedClient, privdata: *mut
 
 /// `name` moved to another node (`MIGRATE`): its lock is held there now, so nobody may
 /// be handed it here. Every waiter is told to retry (`TRYAGAIN`).
-pub fn key_moved(db: i32, name: &[u8]) {
+pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
-    let clients: Vec<*mut raw::RedisModuleBlockedClient> = with_registry(|r| {
+    let waiters: Vec<Waiter> = with_registry(|r| {
         let Some(mut waiting) = r.keys.remove(&id) else {
             return Vec::new();
         };
-        let mut clients = Vec::new();
+        let mut waiters = Vec::new();
         while let Some((_, waiter)) = waiting.queue.pop_front() {
             r.queued.remove(&(waiter.client as usize));
-            clients.push(waiter.client);
+            waiters.push(waiter);
         }
-        clients
+        waiters
     });
-    for client in clients {
-        unblock(client, Box::into_raw(Box::new(Delivery::Moved)).cast());
+    for waiter in waiters {
+        if let Some(timer) = waiter.timeout_timer {
+            block_timeouts::disarm(ctx, timer);
+        }
+        unblock(waiter.client, Box::into_raw(Box::new(Delivery::Moved)).cast());
     }
 }
 
-/// Removes a still-queued waiter; false when it was already granted or gone.
-pub(crate) fn dequeue(client: *mut raw::RedisModuleBlockedClient) -> bool {
+/// Removes a still-queued waiter and stops its timeout timer; false when it was already
+/// granted or gone.
+pub(crate) fn dequeue(ctx: &Context, client: *mut raw::RedisModuleBlockedClient) -> bool {
+    let Some(waiter) = take_queued(client as usize, None) else {
+        return false;
+    };
+    if let Some(timer) = waiter.timeout_timer {
+        block_timeouts::disarm(ctx, timer);
+    }
+    true
+}
+
+/// Takes a waiter out of the registry (with `ticket`: only that very wait).
+fn take_queued(client: usize, ticket: Option<Ticket>) -> Option<Waiter> {
     with_registry(|r| {
-        let Some((id, ticket)) = r.queued.remove(&(client as usize)) else {
-            return false;
-        };
-        if let Some(waiting) = r.keys.get_mut(&id) {
-            waiting.queue.remove(ticket);
-            if waiting.queue.is_empty() {
-                r.keys.remove(&id);
-            }
+        let (id, queued_ticket) = r.queued.get(&client)?.clone();
+        if ticket.is_some_and(|ticket| ticket != queued_ticket) {
+            return None;
         }
-        true
+        r.queued.remove(&client);
+        let waiting = r.keys.get_mut(&id)?;
+        let waiter = waiting.queue.remove(queued_ticket);
+        if waiting.queue.is_empty() {
+            r.keys.remove(&id);
+        }
+        waiter
     })
+}
+
+/// A `BLOCK` timeout timer fired: a still-queued waiter is answered nil; a long timeout
+/// that is not over yet re-arms.
+fn timeout_elapsed(ctx: &Context, timer: BlockTimer) {
+    if timer.ends_at_ms > store::now_ms() {
+        let (client, ticket) = (timer.client, timer.ticket);
+        let still_queued =
+            with_registry(|r| r.queued.get(&client).is_some_and(|(_, t)| *t == ticket));
+        if still_queued {
+            let armed = block_timeouts::arm(ctx, timer);
+            with_registry(|r| {
+                if let Some((id, _)) = r.queued.get(&client).cloned() {
+                    if let Some(waiter) = r.keys.get_mut(&id).and_then(|k| k.queue.get_mut(ticket))
+                    {
+                        waiter.timeout_timer = armed;
+                    }
+                }
+            });
+        }
+        return;
+    }
+    if let Some(waiter) = take_queued(timer.client, Some(timer.ticket)) {
+        stats::BLOCK_TIMEOUTS.bump();
+        // No delivery: the reply callback answers nil.
+        unblock(waiter.client, std::ptr::null_mut());
+    }
+}
+
+/// Whether the client with this `CLIENT ID` was handed a lock that Redis has not yet
+/// replied to (see the module docs: `CLIENT UNBLOCK` must not reach it).
+pub fn reply_pending(client_id: u64) -> bool {
+    with_registry(|r| r.replies_pending.contains(&client_id))
+}
+
+/// The grant's reply was sent, or will never be: the client is an ordinary one again.
+fn reply_settled(client_id: u64) {
+    with_registry(|r| r.replies_pending.remove(&client_id));
 }

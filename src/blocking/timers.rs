@@ -1,6 +1,8 @@
 //! Handoffs that do not happen inside a release: after Redis announces that a waited-for
-//! key disappeared (expiry, DEL, FLUSHALL, RENAME, eviction), and when a holder's lease
-//! ends (a timer per waited-for key, so waiters do not depend on Redis's lazy expiry).
+//! key changed (expiry, DEL, FLUSHALL, RENAME, MOVE, SWAPDB, RESTORE, eviction, a new
+//! deadline from PEXPIRE or PERSIST), and when a holder's lease ends (a timer per
+//! waited-for key, so waiters do not depend on Redis's active expiry, which can take
+//! seconds to reach a key in a large volatile keyspace).
 
 use std::time::Duration;
 
@@ -17,11 +19,12 @@ pub(super) const PAUSED_RETRY_MS: i64 = 10;
 /// Longest delay of an expiry timer.
 const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// Redis announced that `name` disappeared (expired, deleted, renamed away, evicted).
+/// Redis announced a change to `name` (it disappeared, or got a new value or deadline).
 /// Handing off inside that announcement would write under the feet of the command that
-/// caused it, so the handoff runs from a timer right after; meanwhile every acquire
-/// settles the queue first, so nobody overtakes the waiters.
-pub fn key_vacated(ctx: &Context, db: i32, name: &[u8]) {
+/// caused it, so the queue is settled from a timer right after: a free key goes to the
+/// first waiter, a held one is re-timed to its deadline. Meanwhile every acquire settles
+/// the queue first, so nobody overtakes the waiters.
+pub fn key_changed(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
     let schedule = with_registry(|r| {
         r.keys.get_mut(&id).is_some_and(|waiting| {
@@ -35,11 +38,23 @@ pub fn key_vacated(ctx: &Context, db: i32, name: &[u8]) {
     }
 }
 
-/// After a flush every queued key is free: settle them all.
-pub fn all_keys_vacated(ctx: &Context) {
+/// After a flush, `SWAPDB` or a load, any queued key may have changed: settle them all.
+pub fn settle_all_queues(ctx: &Context) {
     let ids: Vec<KeyId> = with_registry(|r| r.keys.keys().cloned().collect());
     for (db, name) in ids {
-        key_vacated(ctx, db, &name);
+        key_changed(ctx, db, &name);
+    }
+}
+
+/// A command of ours moved the lease of `name` (in the selected database) to end at
+/// `deadline_ms`: its waiters' handoff timer must not fire later than that.
+pub fn lease_changed(ctx: &Context, name: &[u8], deadline_ms: i64) {
+    if !super::anyone_waiting() {
+        return;
+    }
+    let id: KeyId = (crate::server_state::selected_db(ctx), name.to_vec());
+    if has_waiters(&id) {
+        arm_expiry_timer(ctx, &id, deadline_ms);
     }
 }
 

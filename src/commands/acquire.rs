@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_options, parse_timeout, parse_token, parse_ttl};
+use super::args::{parse_compared_token, parse_options, parse_timeout, parse_ttl, ComparedToken};
 use super::errors::CommandError;
 use super::{effects, reply};
 use crate::blocking;
@@ -21,7 +21,7 @@ const NAME: &str = "lock.acquire";
 struct Request<'a> {
     key: &'a RedisString,
     ttl_ms: i64,
-    token: Option<&'a [u8]>,
+    token: Option<ComparedToken<'a>>,
     block_ms: Option<i64>,
 }
 
@@ -32,7 +32,7 @@ fn parse(args: &[RedisString]) -> Result<Request<'_>, CommandError> {
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
     let [token, block] = parse_options(&options, ["TOKEN", "BLOCK"])?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
-    let token = token.map(parse_token).transpose()?;
+    let token = token.map(parse_compared_token).transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     Ok(Request {
         key,
@@ -56,7 +56,13 @@ fn acquire(ctx: &Context, request: &Request) -> Result<RedisValue, CommandError>
         blocking::hand_off(ctx, &key, name);
     }
     let token = match request.token {
-        Some(token) => Cow::Borrowed(token),
+        // A token over the length limit may only renew the holding it already has.
+        Some(token) => {
+            if token.over_limit() {
+                token.holds(key.holding())?;
+            }
+            Cow::Borrowed(token.bytes)
+        }
         None => Cow::Owned(token::generate()),
     };
     let now_ms = store::now_ms();
@@ -73,6 +79,7 @@ fn acquire(ctx: &Context, request: &Request) -> Result<RedisValue, CommandError>
         }
         Acquire::Renewed { fence } => {
             effects::extend(ctx, &key, name, deadline)?;
+            blocking::lease_changed(ctx, name.as_slice(), deadline);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
@@ -100,7 +107,7 @@ fn wait_or_give_up(
         ctx,
         name,
         request.ttl_ms,
-        request.token.map(<[u8]>::to_vec),
+        request.token.map(|token| token.bytes.to_vec()),
         timeout_ms,
         remaining,
     ) {

@@ -52,6 +52,8 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     if !stored {
         return Err(CommandError::WriteFailed);
     }
+    // Waiters for this name (on a primary) follow the new holding's deadline.
+    crate::blocking::key_changed(ctx, crate::server_state::selected_db(ctx), name.as_slice());
     // Deterministic: it carries every value, so it is propagated as it came (a replica
     // with an AOF, or a user restoring a lock on a primary).
     ctx.replicate_verbatim();

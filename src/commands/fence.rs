@@ -3,7 +3,7 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::parse_token;
+use super::args::parse_compared_token;
 use super::errors::CommandError;
 use crate::lock;
 use crate::store::LockKey;
@@ -15,11 +15,14 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let (name, token) = match args {
         [_, name] => (name, None),
-        [_, name, token] => (name, Some(parse_token(token.as_slice())?)),
+        [_, name, token] => (name, Some(parse_compared_token(token.as_slice())?)),
         _ => return Err(CommandError::WrongArity),
     };
     let key = LockKey::open(ctx, name, false);
-    let fence = lock::visible_fence(key.holding()?, token);
+    let fence = match token {
+        Some(token) if !token.holds(key.holding())? => None,
+        _ => lock::visible_fence(key.holding()?, None),
+    };
     Ok(fence.map_or(RedisValue::Null, |fence| {
         RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
     }))

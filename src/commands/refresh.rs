@@ -1,11 +1,13 @@
-//! `LOCK.REFRESH key token ttl-ms` → 1 if `token` holds the lock (lease now ends
-//! `ttl-ms` from now), else 0. An expired lease is gone and is never revived.
+//! `LOCK.REFRESH key token ttl-ms [ADD]` → 1 if `token` holds the lock, else 0. The lease
+//! now ends `ttl-ms` from now, or with `ADD` `ttl-ms` after its current end (redis-py's
+//! `Lock.extend`, atomic). An expired lease is gone and is never revived.
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_token, parse_ttl};
+use super::args::{parse_compared_token, parse_ttl};
 use super::effects;
 use super::errors::CommandError;
+use crate::blocking;
 use crate::limits;
 use crate::lock;
 use crate::store::{self, LockKey};
@@ -17,17 +19,34 @@ pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
-    let [_, name, token, ttl] = args else {
-        return Err(CommandError::WrongArity);
+    let (name, token, ttl, add) = match args {
+        [_, name, token, ttl] => (name, token, ttl, false),
+        [_, name, token, ttl, option] if option.as_slice().eq_ignore_ascii_case(b"ADD") => {
+            (name, token, ttl, true)
+        }
+        [_, _, _, _, ..] => return Err(CommandError::Syntax),
+        _ => return Err(CommandError::WrongArity),
     };
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
-    let token = parse_token(token.as_slice())?;
+    let token = parse_compared_token(token.as_slice())?;
     let key = LockKey::open(ctx, name, true);
-    if !lock::is_holder(key.holding()?, token) {
+    if !token.holds(key.holding())? {
         return Ok(RedisValue::Integer(0));
     }
-    let deadline = lock::lease_deadline(store::now_ms(), ttl_ms, limits::max_ttl_ms())
+    let lease_ms = if add {
+        // A lock made permanent (PERSIST) has no end to add to: it stays permanent.
+        let Some(remaining) = key.remaining_ms() else {
+            return Ok(RedisValue::Integer(1));
+        };
+        remaining
+            .checked_add(ttl_ms)
+            .ok_or(CommandError::InvalidExpire(NAME))?
+    } else {
+        ttl_ms
+    };
+    let deadline = lock::lease_deadline(store::now_ms(), lease_ms, limits::max_ttl_ms())
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &key, name, deadline)?;
+    blocking::lease_changed(ctx, name.as_slice(), deadline);
     Ok(RedisValue::Integer(1))
 }

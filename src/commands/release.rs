@@ -3,11 +3,10 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::parse_token;
+use super::args::parse_compared_token;
 use super::effects;
 use super::errors::CommandError;
 use crate::blocking;
-use crate::lock;
 use crate::store::LockKey;
 
 pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
@@ -18,9 +17,9 @@ fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let [_, name, token] = args else {
         return Err(CommandError::WrongArity);
     };
-    let token = parse_token(token.as_slice())?;
+    let token = parse_compared_token(token.as_slice())?;
     let key = LockKey::open(ctx, name, true);
-    if !lock::is_holder(key.holding()?, token) {
+    if !token.holds(key.holding())? {
         return Ok(RedisValue::Integer(0));
     }
     effects::release(ctx, &key, name)?;
