@@ -5,7 +5,7 @@
 #   make leakcheck  redis-server under valgrind through blocking and persistence paths
 # The short versions of all of these run inside `make test`.
 
-RELIABILITY_TESTS := reliability_checker reliability_crash reliability_pause \
+RELIABILITY_TESTS := reliability_checker reliability_crash reliability_pause reliability_disrupt \
 	reliability_failover reliability_input reliability_memory reliability_parser acl
 RELIABILITY_REPORT := target/reliability-report.md
 FUZZ_CASES ?= 200000

@@ -365,6 +365,38 @@ fn module_loadex_with_an_out_of_range_config_loads_nothing() {
     assert_eq!(config_get(&mut con, "fencelock.max-ttl"), "5000");
 }
 
+/// The safe way to pass settings at runtime (README, compatibility notes): `ARGS`, which
+/// the module checks itself before it registers anything. An unknown name in
+/// `CONFIG` is only noticed by the server after the load, which crashes Valkey 9.1.2.
+#[test]
+fn module_loadex_with_an_unknown_argument_loads_nothing() {
+    let (mut process, mut con) = module_server();
+    let refused: redis::RedisResult<()> = cmd("MODULE")
+        .arg("LOADEX")
+        .arg(module())
+        .arg("ARGS")
+        .arg("max-ttls")
+        .arg("5000")
+        .query(&mut con);
+    assert!(refused.is_err());
+    assert_eq!(
+        process.exit_code(Duration::ZERO),
+        None,
+        "the server is alive"
+    );
+    assert!(!module_names(&mut con).contains(&"fencelock".to_string()));
+    assert!(process.log().contains("unknown module argument 'max-ttls'"));
+    let _: () = cmd("MODULE")
+        .arg("LOADEX")
+        .arg(module())
+        .arg("ARGS")
+        .arg("max-ttl")
+        .arg("5000")
+        .query(&mut con)
+        .expect("a corrected retry loads");
+    assert_eq!(config_get(&mut con, "fencelock.max-ttl"), "5000");
+}
+
 #[test]
 fn module_load_is_refused_unless_the_server_enables_it() {
     let server = Server::start();

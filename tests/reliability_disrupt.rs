@@ -1,0 +1,144 @@
+//! Disruption from outside the lock protocol while waiters queue: leases shortened by
+//! `PEXPIRE` and `LOCK.REFRESH`, databases swapped, lock keys overwritten and moved. The
+//! holders' leases no longer mean what they think (that is the point of the disruption),
+//! so mutual exclusion is not judged here; what must hold is that every waiter gets
+//! exactly one reply (no operation ends in a read timeout, no reply is malformed), that
+//! fences keep increasing, and that no handoff comes later than 10 ms after the lease
+//! it waited for ends, measured on the server's own clock (the handoff's fence is the
+//! server's microsecond clock when nothing else is granted in the same microsecond).
+
+mod common;
+mod reliability;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::resp::{RawClient, Reply};
+use common::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reliability::checker;
+use reliability::history::Outcome;
+use reliability::report::{assert_none, Summary};
+use reliability::scale::seconds;
+use reliability::target::Target;
+use reliability::workload::{Load, LoadSpec};
+
+/// One change from outside to a random key of the load.
+fn disrupt(con: &mut Connection, rng: &mut StdRng, keys: usize) -> &'static str {
+    let key = format!("disrupted:{}", rng.gen_range(0..keys));
+    let action = rng.gen_range(0..5);
+    let _: redis::RedisResult<Value> = match action {
+        0 => cmd("PEXPIRE").arg(&key).arg(rng.gen_range(1..20)).query(con),
+        1 => cmd("SWAPDB").arg(0).arg(1).query(con),
+        2 => cmd("SET").arg(&key).arg("overwritten").arg("KEEPTTL").query(con),
+        3 => cmd("MOVE").arg(&key).arg(2).query(con),
+        _ => cmd("PERSIST").arg(&key).query(con),
+    };
+    ["pexpire", "swapdb", "overwrite", "move", "persist"][action]
+}
+
+/// A lease shortened while a client waits for it: how many ms after the new end of the
+/// lease the server handed the lock over (from the handoff's fence).
+fn handoff_lateness_ms(server: &Server, con: &mut Connection, round: usize) -> i64 {
+    let key = format!("probe:{round}");
+    acquire(con, &key, 60_000, &["TOKEN", "holder"]).unwrap();
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&["LOCK.ACQUIRE", &key, "1000", "BLOCK", "5000"]]);
+    eventually(Duration::from_secs(5), "the probe waiter queued", || {
+        lock_info(con, &key).is_some_and(|info| info["waiters"] == Value::Int(1))
+    });
+    let shortened: i64 = if round % 2 == 0 {
+        cmd("PEXPIRE").arg(&key).arg(20).query(con).unwrap()
+    } else {
+        cmd("LOCK.REFRESH")
+            .arg(&key)
+            .arg("holder")
+            .arg(20)
+            .query(con)
+            .unwrap()
+    };
+    assert_eq!(shortened, 1);
+    let deadline = int(con, &["PEXPIRETIME", &key]);
+    let reply = waiter
+        .try_read_reply(Duration::from_secs(5))
+        .expect("the probe waiter was answered");
+    let Reply::Array(Some(grant)) = reply else {
+        panic!("the probe waiter was not granted: {reply:?}")
+    };
+    let Some(Reply::Integer(fence)) = grant.get(1) else {
+        panic!("not a grant: {grant:?}")
+    };
+    fence / 1_000 - deadline
+}
+
+#[test]
+fn waiters_under_outside_disruption_get_one_reply_and_timely_handoffs() {
+    let server = Server::start();
+    let spec = LoadSpec {
+        clients: 24,
+        keys: 4,
+        ttl_ms: (100, 400),
+        block_fraction: 0.7,
+        block_ms: (50, 1_500),
+        read_timeout: Duration::from_secs(4),
+        ..LoadSpec::standard("disrupted:")
+    };
+    let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
+    let mut con = server.connect();
+    let mut rng = StdRng::seed_from_u64(0xd15c);
+    let run = seconds(6, 60);
+    let started = Instant::now();
+    let mut disruptions = std::collections::BTreeMap::new();
+    let mut lateness = Vec::new();
+    while started.elapsed() < run {
+        for _ in 0..10 {
+            *disruptions
+                .entry(disrupt(&mut con, &mut rng, spec.keys))
+                .or_insert(0) += 1;
+            thread::sleep(Duration::from_millis(rng.gen_range(5..30)));
+        }
+        lateness.push(handoff_lateness_ms(&server, &mut con, lateness.len()));
+    }
+    // Leave time for every queued waiter to be answered before the load stops.
+    thread::sleep(Duration::from_millis(1_600));
+    let finished = load.finish();
+    let unanswered: Vec<String> = finished
+        .ops
+        .iter()
+        .filter(|op| matches!(&op.outcome, Outcome::Unknown(_)))
+        .map(|op| format!("no reply: {op:?}"))
+        .collect();
+    let mut anomalies = unanswered;
+    anomalies.extend(checker::malformed_replies(&finished.ops));
+    anomalies.extend(checker::fences_increase(&finished.ops));
+    anomalies.extend(
+        lateness
+            .iter()
+            .filter(|late| !(0..=10).contains(*late))
+            .map(|late| format!("a handoff {late} ms after the lease ended")),
+    );
+    lateness.sort_unstable();
+    let handoffs = info_field(&mut con, "fencelock", "fencelock_handoffs").unwrap_or_default();
+    Summary {
+        scenario: "outside disruption",
+        fault: format!("{disruptions:?} while waiters queue"),
+        load: spec.describe(),
+        ops: finished.ops.len(),
+        anomalies: anomalies.len(),
+        notes: format!(
+            "handoffs {handoffs}; probe handoff lateness (ms, server clock) min {} median {} max {}",
+            lateness.first().unwrap_or(&0),
+            lateness.get(lateness.len() / 2).unwrap_or(&0),
+            lateness.last().unwrap_or(&0)
+        ),
+    }
+    .emit();
+    assert_none("outside disruption", &anomalies);
+    assert!(lateness.len() >= 5, "too few probes: {lateness:?}");
+    assert!(
+        finished.ops.iter().any(|op| op.fence().is_some()),
+        "the load made no grants"
+    );
+}
