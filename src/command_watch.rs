@@ -41,7 +41,10 @@ pub fn watch(ctx: &Context) -> bool {
 /// # Safety
 /// `filter` must be the context Redis passed to the filter; the slice lives as long as
 /// the argument is not replaced.
-unsafe fn filter_arg<'a>(filter: *mut raw::RedisModuleCommandFilterCtx, position: c_int) -> &'a [u8] {
+unsafe fn filter_arg<'a>(
+    filter: *mut raw::RedisModuleCommandFilterCtx,
+    position: c_int,
+) -> &'a [u8] {
     let (Some(arg), Some(bytes)) = (
         api!(RedisModule_CommandFilterArgGet),
         api!(RedisModule_StringPtrLen),
@@ -88,7 +91,10 @@ unsafe fn spare_answered_waiter(filter: *mut raw::RedisModuleCommandFilterCtx) {
     }
     // SAFETY: as above.
     let id = unsafe { filter_arg(filter, 2) };
-    let Some(id) = std::str::from_utf8(id).ok().and_then(|id| id.parse::<u64>().ok()) else {
+    let Some(id) = std::str::from_utf8(id)
+        .ok()
+        .and_then(|id| id.parse::<u64>().ok())
+    else {
         return;
     };
     if !crate::blocking::reply_pending(id) {
@@ -104,7 +110,11 @@ unsafe fn spare_answered_waiter(filter: *mut raw::RedisModuleCommandFilterCtx) {
     // SAFETY: a new string with no context (freed by Redis with the argument vector,
     // which takes ownership in ArgReplace).
     unsafe {
-        let nobody = create(std::ptr::null_mut(), NO_CLIENT.as_ptr().cast(), NO_CLIENT.len());
+        let nobody = create(
+            std::ptr::null_mut(),
+            NO_CLIENT.as_ptr().cast(),
+            NO_CLIENT.len(),
+        );
         if !nobody.is_null() {
             replace(filter, 2, nobody);
         }

@@ -58,7 +58,10 @@ fn subscribe(ctx: &Context, event: u64, callback: raw::RedisModuleEventCallback)
     };
     // SAFETY: a static callback, subscribed once during load.
     if unsafe { subscribe(ctx.ctx, event, callback) } != raw::REDISMODULE_OK as c_int {
-        ctx.log_warning(&format!("fencelock: server event {} is not available", event.id));
+        ctx.log_warning(&format!(
+            "fencelock: server event {} is not available",
+            event.id
+        ));
     }
 }
 

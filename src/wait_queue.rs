@@ -112,7 +112,11 @@ mod tests {
         }
         assert_eq!(queue.len(), 1);
         assert!(queue.order.len() <= 64, "{} order slots", queue.order.len());
-        assert!(queue.order.capacity() <= 256, "{} capacity", queue.order.capacity());
+        assert!(
+            queue.order.capacity() <= 256,
+            "{} capacity",
+            queue.order.capacity()
+        );
         assert_eq!(queue.pop_front().map(|(ticket, _)| ticket), Some(0));
     }
 }

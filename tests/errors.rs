@@ -32,7 +32,10 @@ fn every_error_reply_is_worded_as_redis_words_it() {
         (vec!["LOCK.ACQUIRE", "k"], arity("lock.acquire")),
         (vec!["LOCK.REFRESH", "k", "t"], arity("lock.refresh")),
         (vec!["LOCK.REFRESH", "k", "t", "1", "x"], SYNTAX.into()),
-        (vec!["LOCK.REFRESH", "k", "t", "1", "ADD", "ADD"], SYNTAX.into()),
+        (
+            vec!["LOCK.REFRESH", "k", "t", "1", "ADD", "ADD"],
+            SYNTAX.into(),
+        ),
         (vec!["LOCK.RELEASE", "k"], arity("lock.release")),
         (vec!["LOCK.RELEASE", "k", "t", "x"], arity("lock.release")),
         (vec!["LOCK.FENCE"], arity("lock.fence")),

@@ -76,7 +76,15 @@ fn a_handoff_and_an_elapsed_block_timeout_in_one_turn_answer_the_grant() {
     let mut con = server.connect();
     acquire(&mut con, "k", 100_000, &["TOKEN", "h"]).unwrap();
     let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"TOKEN", b"w", b"BLOCK", b"300"]);
+    waiter.send(&[
+        b"LOCK.ACQUIRE",
+        b"k",
+        b"10000",
+        b"TOKEN",
+        b"w",
+        b"BLOCK",
+        b"300",
+    ]);
     wait_for_waiters(&mut con, "k", 1);
     // The release hands off; the sleep lets the waiter's timeout pass before Redis
     // gets to deliver the grant.
@@ -105,7 +113,15 @@ fn client_unblock_in_the_same_turn_as_a_handoff_leaves_one_consistent_reply() {
         acquire(&mut con, "k", 100_000, &["TOKEN", "h"]).unwrap();
         let mut waiter = RawClient::connect(server.port);
         let id = client_id(&mut waiter).to_string();
-        waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"TOKEN", b"w", b"BLOCK", b"0"]);
+        waiter.send(&[
+            b"LOCK.ACQUIRE",
+            b"k",
+            b"10000",
+            b"TOKEN",
+            b"w",
+            b"BLOCK",
+            b"0",
+        ]);
         wait_for_waiters(&mut con, "k", 1);
         let mut other = RawClient::connect(server.port);
         other.send_pipeline(&[
@@ -161,7 +177,11 @@ fn leases_ending_with_block_timeouts_over_many_keys_answer_every_waiter_once() {
         if let Some((token, fence)) = grant_of(&reply) {
             granted += 1;
             assert_eq!(token, "w");
-            let held: Option<i64> = cmd("LOCK.FENCE").arg(&*key).arg("w").query(&mut con).unwrap();
+            let held: Option<i64> = cmd("LOCK.FENCE")
+                .arg(&*key)
+                .arg("w")
+                .query(&mut con)
+                .unwrap();
             // Held for 1 s from the grant; the check comes well within it.
             assert_eq!(held, Some(fence), "{key}");
         }
@@ -195,7 +215,10 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
     many_volatile_keys(&mut con);
     let shorten: [(&str, &[&str]); 5] = [
         ("refresh", &["LOCK.REFRESH", "k", "h", "100"]),
-        ("same-token acquire", &["LOCK.ACQUIRE", "k", "100", "TOKEN", "h"]),
+        (
+            "same-token acquire",
+            &["LOCK.ACQUIRE", "k", "100", "TOKEN", "h"],
+        ),
         ("pexpire", &["PEXPIRE", "k", "100"]),
         ("expire", &["EXPIRE", "k", "1"]),
         ("pexpireat", &["PEXPIREAT", "k", "@soon"]),
@@ -215,7 +238,10 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
         assert!(!matches!(reply, Reply::Error(_)), "{what}: {reply:?}");
         let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
         let late = grant_lateness(&mut waiter, deadline);
-        assert!((0..=50).contains(&late), "{what}: handed off {late} ms after the deadline");
+        assert!(
+            (0..=50).contains(&late),
+            "{what}: handed off {late} ms after the deadline"
+        );
         let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     }
 }
@@ -232,7 +258,12 @@ fn a_persisted_lock_keeps_its_waiters_until_their_own_timeout() {
     let started = Instant::now();
     assert_eq!(only_reply(&mut waiter), Reply::Bulk(None));
     assert!(started.elapsed() >= Duration::from_millis(400));
-    assert!(cmd("LOCK.FENCE").arg("k").arg("h").query::<Option<i64>>(&mut con).unwrap().is_some());
+    assert!(cmd("LOCK.FENCE")
+        .arg("k")
+        .arg("h")
+        .query::<Option<i64>>(&mut con)
+        .unwrap()
+        .is_some());
 }
 
 #[test]
@@ -241,7 +272,15 @@ fn swapdb_serves_a_queue_whose_key_became_free() {
     let mut con = server.connect();
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
     let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"TOKEN", b"w", b"BLOCK", b"0"]);
+    waiter.send(&[
+        b"LOCK.ACQUIRE",
+        b"k",
+        b"10000",
+        b"TOKEN",
+        b"w",
+        b"BLOCK",
+        b"0",
+    ]);
     wait_for_waiters(&mut con, "k", 1);
     let started = Instant::now();
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
@@ -316,7 +355,12 @@ fn overwriting_a_lock_is_not_reported_as_its_expiry() {
     let mut subscriber = RawClient::connect(server.port);
     subscriber.call_str(&["SUBSCRIBE", "__keyspace@0__:k"]);
     acquire(&mut con, "k", 300, &["TOKEN", "a"]).unwrap();
-    let _: () = cmd("SET").arg("k").arg("v").arg("KEEPTTL").query(&mut con).unwrap();
+    let _: () = cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("KEEPTTL")
+        .query(&mut con)
+        .unwrap();
     eventually(Duration::from_secs(5), "the string expired", || {
         int(&mut con, &["EXISTS", "k"]) == 0
     });
@@ -379,8 +423,15 @@ fn a_lowered_token_length_limit_does_not_lock_out_current_holders() {
         Reply::Integer(1)
     );
     let retry = raw.call_str(&["LOCK.ACQUIRE", "k", "60000", "TOKEN", &long]);
-    assert_eq!(grant_of(&retry), Some((long.clone(), fence)), "idempotent retry");
-    assert_eq!(raw.call_str(&["LOCK.RELEASE", "k", &long]), Reply::Integer(1));
+    assert_eq!(
+        grant_of(&retry),
+        Some((long.clone(), fence)),
+        "idempotent retry"
+    );
+    assert_eq!(
+        raw.call_str(&["LOCK.RELEASE", "k", &long]),
+        Reply::Integer(1)
+    );
     // A new holding is bounded by the new limit, and a long token nobody holds is refused.
     assert_eq!(
         raw.call_str(&["LOCK.ACQUIRE", "k", "60000", "TOKEN", &long]),

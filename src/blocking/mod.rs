@@ -262,7 +262,10 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
         if let Some(timer) = waiter.timeout_timer {
             block_timeouts::disarm(ctx, timer);
         }
-        unblock(waiter.client, Box::into_raw(Box::new(Delivery::Moved)).cast());
+        unblock(
+            waiter.client,
+            Box::into_raw(Box::new(Delivery::Moved)).cast(),
+        );
     }
 }
 

@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_compared_token, parse_options, parse_timeout, parse_ttl, ComparedToken};
+use super::args::{parse_options, parse_timeout, parse_ttl};
+use super::compared_token::{parse_compared_token, ComparedToken};
 use super::errors::CommandError;
 use super::{effects, reply};
 use crate::blocking;

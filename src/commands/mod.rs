@@ -5,6 +5,7 @@
 pub mod acquire;
 pub mod apply;
 pub mod args;
+pub mod compared_token;
 pub mod effects;
 pub mod errors;
 pub mod fence;

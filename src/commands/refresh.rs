@@ -4,7 +4,8 @@
 
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_compared_token, parse_ttl};
+use super::args::parse_ttl;
+use super::compared_token::parse_compared_token;
 use super::effects;
 use super::errors::CommandError;
 use crate::blocking;

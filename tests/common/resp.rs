@@ -58,7 +58,11 @@ impl RawClient {
     pub fn try_read_reply(&mut self, wait: Duration) -> Option<Reply> {
         let stream = self.reader.get_ref();
         stream.set_read_timeout(Some(wait)).expect("timeout");
-        let arrived = self.reader.fill_buf().map(|buf| !buf.is_empty()).unwrap_or(false);
+        let arrived = self
+            .reader
+            .fill_buf()
+            .map(|buf| !buf.is_empty())
+            .unwrap_or(false);
         self.reader
             .get_ref()
             .set_read_timeout(Some(Duration::from_secs(10)))
