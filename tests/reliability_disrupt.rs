@@ -30,9 +30,16 @@ fn disrupt(con: &mut Connection, rng: &mut StdRng, keys: usize) -> &'static str 
     let key = format!("disrupted:{}", rng.gen_range(0..keys));
     let action = rng.gen_range(0..5);
     let _: redis::RedisResult<Value> = match action {
-        0 => cmd("PEXPIRE").arg(&key).arg(rng.gen_range(1..20)).query(con),
+        0 => cmd("PEXPIRE")
+            .arg(&key)
+            .arg(rng.gen_range(1..20))
+            .query(con),
         1 => cmd("SWAPDB").arg(0).arg(1).query(con),
-        2 => cmd("SET").arg(&key).arg("overwritten").arg("KEEPTTL").query(con),
+        2 => cmd("SET")
+            .arg(&key)
+            .arg("overwritten")
+            .arg("KEEPTTL")
+            .query(con),
         3 => cmd("MOVE").arg(&key).arg(2).query(con),
         _ => cmd("PERSIST").arg(&key).query(con),
     };
@@ -49,7 +56,7 @@ fn handoff_lateness_ms(server: &Server, con: &mut Connection, round: usize) -> i
     eventually(Duration::from_secs(5), "the probe waiter queued", || {
         lock_info(con, &key).is_some_and(|info| info["waiters"] == Value::Int(1))
     });
-    let shortened: i64 = if round % 2 == 0 {
+    let shortened: i64 = if round.is_multiple_of(2) {
         cmd("PEXPIRE").arg(&key).arg(20).query(con).unwrap()
     } else {
         cmd("LOCK.REFRESH")
