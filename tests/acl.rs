@@ -2,9 +2,8 @@
 //! `lock:*` from every command, and a read-only pattern (`%R~lock:*`) may read a lock
 //! (LOCK.FENCE, LOCK.INFO) but not acquire, refresh, release or apply one.
 
-mod common;
 
-use common::*;
+use testkit::*;
 
 fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
     let mut admin = server.connect();

@@ -6,9 +6,8 @@
 //! server supports them and absent where it does not, and the per-command ACL rules
 //! work everywhere.
 
-mod common;
 
-use common::*;
+use testkit::*;
 
 const WRITE_COMMANDS: [&str; 4] = ["lock.acquire", "lock.refresh", "lock.release", "lock.apply"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];

@@ -2,14 +2,13 @@
 //! disconnects; CLIENT UNBLOCK; no blocking inside MULTI or scripts; limits; events;
 //! LOCK.INFO and INFO counters; replicas after handoffs.
 
-mod common;
 
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 
 /// `waiters` of `LOCK.INFO key` (0 when the reply is nil).
 fn waiters(con: &mut Connection, key: &str) -> i64 {
@@ -115,7 +114,7 @@ fn release_hands_off_promptly() {
     let (grant, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let (token, fence) = grant.unwrap();
     assert!(at.duration_since(released_at) < Duration::from_millis(50));
-    assert_eq!(common::fence(&mut con, "k"), Some(fence));
+    assert_eq!(testkit::fence(&mut con, "k"), Some(fence));
     let held: Option<i64> = cmd("LOCK.FENCE")
         .arg("k")
         .arg(&token)
@@ -445,7 +444,7 @@ fn replica_agrees_after_handoffs() {
     }
     wait_replicated(&mut p);
     assert_eq!(digest(&mut p), digest(&mut r));
-    assert_eq!(common::fence(&mut p, "k"), common::fence(&mut r, "k"));
+    assert_eq!(testkit::fence(&mut p, "k"), testkit::fence(&mut r, "k"));
     assert_eq!(
         int(&mut p, &["PEXPIRETIME", "k"]),
         int(&mut r, &["PEXPIRETIME", "k"])

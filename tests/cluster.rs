@@ -6,15 +6,13 @@
 //! `FENCELOCK_REDIS_CLI` picks the `redis-cli` used to create the cluster (default
 //! `redis-cli` on PATH; Debian's 7.0 one also creates Redis 8 and Valkey clusters).
 
-mod common;
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use testkit::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
 
 /// Three masters, 16384 slots split between them, module loaded on each.
@@ -93,13 +91,6 @@ impl Cluster {
             .position(|id| *id == owner)
             .expect("owner is ours")
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("no free port")
 }
 
 /// The cluster bus gets its own free port: the default (port + 10000) can fall outside
@@ -375,7 +366,7 @@ fn a_migrated_lock_keeps_one_holder() {
     let mut from = source.connect();
     let mut to = target.connect();
     let (token, fence) = acquire(&mut from, &key, 30_000, &[]).expect("granted");
-    let mut waiter = common::resp::RawClient::connect(source.port);
+    let mut waiter = testkit::resp::RawClient::connect(source.port);
     waiter.send(&[b"LOCK.ACQUIRE", key.as_bytes(), b"30000", b"BLOCK", b"1000"]);
     eventually(Duration::from_secs(5), "the waiter is queued", || {
         info_field(&mut from, "fencelock", "fencelock_waiters").as_deref() == Some("1")
@@ -420,7 +411,7 @@ fn a_migrated_lock_keeps_one_holder() {
     assert_eq!(moved, Some(fence), "the holding moved with token and fence");
     let answer = waiter.read_reply();
     assert!(
-        !matches!(answer, common::resp::Reply::Array(Some(_))),
+        !matches!(answer, testkit::resp::Reply::Array(Some(_))),
         "the waiter on the source was granted a lock held elsewhere: {answer:?}"
     );
     assert_eq!(int(&mut to, &["LOCK.RELEASE", &key, &token]), 1);

@@ -1,11 +1,10 @@
 //! The four lock commands against a real server: grants, contention, idempotent retry,
 //! refresh, release, fences, key type and ttl, token uniqueness.
 
-mod common;
 
 use std::collections::HashSet;
 
-use common::*;
+use testkit::*;
 
 #[test]
 fn acquire_grants_a_free_lock_with_token_and_fence() {
@@ -196,16 +195,16 @@ fn ten_thousand_generated_tokens_are_unique() {
 #[test]
 fn binary_tokens_round_trip() {
     let server = Server::start();
-    let mut raw = common::resp::RawClient::connect(server.port);
+    let mut raw = testkit::resp::RawClient::connect(server.port);
     let token: &[u8] = b"\x00\xff token \r\n";
     let reply = raw.call(&[b"LOCK.ACQUIRE", b"k", b"5000", b"TOKEN", token]);
-    let common::resp::Reply::Array(Some(items)) = reply else {
+    let testkit::resp::Reply::Array(Some(items)) = reply else {
         panic!("not an array: {reply:?}")
     };
-    assert_eq!(items[0], common::resp::Reply::Bulk(Some(token.to_vec())));
+    assert_eq!(items[0], testkit::resp::Reply::Bulk(Some(token.to_vec())));
     assert_eq!(
         raw.call(&[b"LOCK.RELEASE", b"k", token]),
-        common::resp::Reply::Integer(1)
+        testkit::resp::Reply::Integer(1)
     );
 }
 

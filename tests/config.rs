@@ -3,14 +3,13 @@
 //! command, bounds refused with Redis's own message, values on the `loadmodule` line, in
 //! a config file (`redis.conf.example` itself), and `MODULE LOADEX … CONFIG`.
 
-mod common;
 
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 
 const DEFAULTS: [(&str, &str); 3] = [
     ("fencelock.max-ttl", "2592000000"),
@@ -180,38 +179,16 @@ fn loadmodule_arguments_set_the_configs() {
 struct Process {
     child: Child,
     port: u16,
-    dir: tempdir::Dir,
-}
-
-mod tempdir {
-    //! A directory removed on drop.
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Self {
-            let path = std::env::temp_dir().join(format!(
-                "fencelock-config-{tag}-{}-{:?}",
-                std::process::id(),
-                std::thread::current().id()
-            ));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).expect("create dir");
-            Dir(path)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    dir: testkit::tempfile::TempDir,
 }
 
 impl Process {
     fn spawn(tag: &str, args: &[String]) -> Self {
-        let dir = tempdir::Dir::new(tag);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
+        let dir = testkit::tempfile::Builder::new()
+            .prefix(&format!("fencelock-config-{tag}-"))
+            .tempdir()
+            .expect("create dir");
+        let port = free_port();
         let child = Command::new(server_binary())
             .args(args)
             .arg("--port")
@@ -219,13 +196,13 @@ impl Process {
             .arg("--bind")
             .arg("127.0.0.1")
             .arg("--dir")
-            .arg(&dir.0)
+            .arg(dir.path())
             .arg("--save")
             .arg("")
             .arg("--appendonly")
             .arg("no")
             .arg("--logfile")
-            .arg(dir.0.join("redis.log"))
+            .arg(dir.path().join("redis.log"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -234,7 +211,7 @@ impl Process {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.0.join("redis.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
     }
 
     /// Waits for the process to exit by itself; `None` if it is still running.
@@ -418,8 +395,8 @@ fn redis_conf_example_loads_with_its_settings_in_force() {
             None => format!("{line}\n"),
         })
         .collect();
-    let dir = tempdir::Dir::new("conf");
-    let conf = dir.0.join("redis.conf");
+    let dir = testkit::tempfile::tempdir().expect("create dir");
+    let conf = dir.path().join("redis.conf");
     std::fs::write(&conf, adapted).expect("write config");
     let mut process = Process::spawn("conf-run", &[conf.to_string_lossy().into_owned()]);
     let mut con = process.connect();

@@ -1,10 +1,9 @@
 //! Every error reply, byte for byte as the server sends it; bad input never changes a
 //! lock. (Random argv against every command: `reliability_input.rs`.)
 
-mod common;
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 
 fn err(text: &str) -> Reply {
     Reply::Error(text.to_string())

@@ -5,12 +5,11 @@
 //! re-times the handoff; an overwrite of a lock is not reported as its expiry later; a
 //! lowered token-length limit does not lock out current holders.
 
-mod common;
 
 use std::time::{Duration, Instant};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 
 fn waiters(con: &mut Connection, key: &str) -> i64 {
     lock_info(con, key).map_or(0, |info| {

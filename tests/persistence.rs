@@ -1,11 +1,10 @@
 //! Locks and fences across DEBUG RELOAD, RDB and AOF restarts (with and without the RDB
 //! preamble), restarts with no persistence, long downtimes, and corrupt RDB files.
 
-mod common;
 
 use std::time::Duration;
 
-use common::*;
+use testkit::*;
 
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
     int(con, &["PEXPIRETIME", key])
@@ -20,7 +19,7 @@ fn debug_reload_keeps_locks_and_fences_rise_after_it() {
     let before = digest(&mut con);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
     assert_eq!(digest(&mut con), before);
-    assert_eq!(common::fence(&mut con, "k"), Some(fence));
+    assert_eq!(testkit::fence(&mut con, "k"), Some(fence));
     assert_eq!(expire_time(&mut con, "k"), deadline);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &token]), 1);
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
@@ -53,7 +52,7 @@ fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
     server.restart();
     let mut con = server.connect();
     assert_eq!(digest(&mut con), before);
-    assert_eq!(common::fence(&mut con, "k"), Some(fence));
+    assert_eq!(testkit::fence(&mut con, "k"), Some(fence));
     assert_eq!(expire_time(&mut con, "k"), deadline);
     let (_, next) = acquire(&mut con, "other", 1_000, &[]).unwrap();
     assert!(
@@ -97,9 +96,9 @@ fn aof_round_trip(preamble: &str) {
     server.restart();
     let mut con = server.connect();
     assert_eq!(digest(&mut con), before, "preamble {preamble}");
-    assert_eq!(common::fence(&mut con, "held"), Some(fence));
+    assert_eq!(testkit::fence(&mut con, "held"), Some(fence));
     assert_eq!(expire_time(&mut con, "held"), deadline);
-    assert_eq!(common::fence(&mut con, "released"), None);
+    assert_eq!(testkit::fence(&mut con, "released"), None);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "late", &late]), 1);
     let (_, next) = acquire(&mut con, "late", 60_000, &[]).unwrap();
     assert!(next > late_fence);
@@ -126,7 +125,7 @@ fn aof_replayed_after_the_lease_ran_out_shows_it_expired() {
     std::thread::sleep(Duration::from_millis(600));
     server.restart();
     let mut con = server.connect();
-    assert_eq!(common::fence(&mut con, "k"), None, "not renewed by replay");
+    assert_eq!(testkit::fence(&mut con, "k"), None, "not renewed by replay");
     assert_eq!(int(&mut con, &["LOCK.REFRESH", "k", &token, "10000"]), 0);
     let (_, next) = acquire(&mut con, "k", 1_000, &[]).unwrap();
     assert!(next > fence);
@@ -140,7 +139,7 @@ fn restart_without_persistence_still_gives_higher_fences() {
     server.kill();
     server.restart();
     let mut con = server.connect();
-    assert_eq!(common::fence(&mut con, "k"), None, "nothing persisted");
+    assert_eq!(testkit::fence(&mut con, "k"), None, "nothing persisted");
     let (_, next) = acquire(&mut con, "k", 60_000, &[]).unwrap();
     assert!(
         next > fence,

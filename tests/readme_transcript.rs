@@ -13,12 +13,11 @@
 //!
 //! Everything else must match exactly. `FENCELOCK_REDIS_CLI` picks the client binary.
 
-mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
 
-use common::Server;
+use testkit::Server;
 
 /// One command of the transcript and the reply lines printed under it.
 #[derive(Debug)]

@@ -4,13 +4,12 @@
 //! released attempts leave nothing behind, and how a protected resource must compare
 //! fences that come from independent servers (per server, never as one number).
 
-mod common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use testkit::*;
 
 /// The recipe, as a client library would implement it.
 struct Redlock {

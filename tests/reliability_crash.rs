@@ -4,7 +4,6 @@
 //! loss window is measured and reported); and a restart after a downtime longer than
 //! every lease (no lease may come back alive).
 
-mod common;
 mod reliability;
 
 use std::collections::HashMap;
@@ -12,8 +11,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 use reliability::checker;
 use reliability::durability::{self, Loss};
 use reliability::history::now_us;

@@ -7,15 +7,14 @@
 //! it waited for ends, measured on the server's own clock (the handoff's fence is the
 //! server's microsecond clock when nothing else is granted in the same microsecond).
 
-mod common;
 mod reliability;
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reliability::checker;

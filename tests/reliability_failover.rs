@@ -6,14 +6,13 @@
 //! it (async replication otherwise loses grants by design). Then a graceful `FAILOVER`,
 //! where nothing acknowledged may be lost even without `WAIT`.
 
-mod common;
 mod reliability;
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use testkit::*;
 use reliability::checker;
 use reliability::report::{assert_none, Summary};
 use reliability::scale::{pick, seconds};

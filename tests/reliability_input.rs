@@ -4,14 +4,13 @@
 //! payloads of lock keys, re-signed so the corruption reaches the module's loader; and
 //! RDB files cut or flipped at many places, which must fail to load cleanly.
 
-mod common;
 mod reliability;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 use reliability::report::{assert_none, Summary};
 use reliability::scale::pick;
 

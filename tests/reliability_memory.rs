@@ -4,13 +4,12 @@
 //! valgrind through blocking, persistence and corrupt-payload paths, and its report
 //! must show no leak and no invalid access in a stack through the module.
 
-mod common;
 mod reliability;
 
 use std::time::{Duration, Instant};
 
-use common::resp::{RawClient, Reply};
-use common::*;
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 use reliability::report::{assert_none, Summary};
 use reliability::scale::pick;
 

@@ -3,14 +3,13 @@
 //! leases (`DEBUG SLEEP`, SIGSTOP/SIGCONT): after it resumes no refresh succeeds past
 //! its deadline, waiters are handed the lock, and fences keep increasing.
 
-mod common;
 mod reliability;
 
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::*;
+use testkit::*;
 use reliability::checker;
 use reliability::report::{assert_none, Summary};
 use reliability::resource::Resource;

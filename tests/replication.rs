@@ -2,9 +2,8 @@
 //! read-only LOCK.FENCE, refuse writes, and, once promoted, issue fences above every
 //! fence the old primary issued, including grants they never received.
 
-mod common;
 
-use common::*;
+use testkit::*;
 
 #[test]
 fn replica_agrees_on_type_fence_deadline_and_digest() {

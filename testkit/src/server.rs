@@ -1,60 +1,39 @@
-//! Test harness: starts a real `redis-server` with the built module, one per test, on a
-//! free port in its own temporary directory, and kills it on drop.
-//!
-//! `FENCELOCK_REDIS_SERVER` picks the server binary (default `redis-server` on PATH),
-//! `FENCELOCK_MODULE` the module (default `target/release/libfencelock.so`).
+//! A real `redis-server` with the built module loaded, on a free port in its own
+//! temporary directory (removed with it), killed when dropped. One per test: tests run
+//! in parallel and never share server state.
 
-#![allow(dead_code)]
-
-pub mod resp;
-
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-pub use redis::{cmd, Connection, Value};
+use redis::{cmd, Connection, Value};
+use tempfile::TempDir;
 
-static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
-
-pub fn server_binary() -> String {
-    std::env::var("FENCELOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
-}
-
-pub fn module_path() -> PathBuf {
-    std::env::var_os("FENCELOCK_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libfencelock.so")
-        })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("no free port")
-}
-
-fn fresh_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "fencelock-test-{}-{}",
-        std::process::id(),
-        NEXT_DIR.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create test dir");
-    dir
-}
+use crate::paths::{module_path, server_binary};
+use crate::ports::free_port;
 
 /// A running redis-server with fencelock loaded.
 pub struct Server {
     pub port: u16,
     pub dir: PathBuf,
-    args: Vec<String>,
-    module_args: Vec<String>,
+    options: Options,
     child: Option<Child>,
+    /// Removed with the server.
+    _temp: TempDir,
+}
+
+/// How to start a server beyond the defaults (no persistence, debug commands allowed).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Extra `name value` pairs, passed as `--name value` after the defaults.
+    pub args: Vec<String>,
+    /// Arguments for the module's `loadmodule` line.
+    pub module_args: Vec<String>,
+    /// Run the server pinned to this CPU (`taskset`), as the benchmark does.
+    pub cpu: Option<usize>,
+    /// On drop, `SHUTDOWN NOSAVE` first (so a server under a profiler writes its
+    /// profile) instead of killing at once.
+    pub graceful_stop: bool,
 }
 
 impl Server {
@@ -70,19 +49,38 @@ impl Server {
 
     /// As `with_args`, plus arguments for the module's `loadmodule` line.
     pub fn with_module_args(args: &[&str], module_args: &[&str]) -> Self {
-        let mut server = Server {
-            port: free_port(),
-            dir: fresh_dir(),
+        Self::with_options(Options {
             args: args.iter().map(|s| s.to_string()).collect(),
             module_args: module_args.iter().map(|s| s.to_string()).collect(),
+            ..Options::default()
+        })
+    }
+
+    pub fn with_options(options: Options) -> Self {
+        let temp = tempfile::Builder::new()
+            .prefix("fencelock-")
+            .tempdir()
+            .expect("create a temporary directory");
+        let mut server = Server {
+            port: free_port(),
+            dir: temp.path().to_path_buf(),
+            options,
             child: None,
+            _temp: temp,
         };
         server.launch();
         server
     }
 
     fn launch(&mut self) {
-        let mut command = Command::new(server_binary());
+        let mut command = match self.options.cpu {
+            Some(cpu) => {
+                let mut taskset = Command::new("taskset");
+                taskset.arg("-c").arg(cpu.to_string()).arg(server_binary());
+                taskset
+            }
+            None => Command::new(server_binary()),
+        };
         command
             .arg("--port")
             .arg(self.port.to_string())
@@ -102,8 +100,8 @@ impl Server {
             .arg(self.dir.join("redis.log"))
             .arg("--loadmodule")
             .arg(module_path())
-            .args(&self.module_args);
-        for pair in self.args.chunks(2) {
+            .args(&self.options.module_args);
+        for pair in self.options.args.chunks(2) {
             command.arg(format!("--{}", pair[0]));
             if let Some(value) = pair.get(1) {
                 command.arg(value);
@@ -181,7 +179,7 @@ impl Server {
 
     /// Like `restart`, with different extra arguments.
     pub fn restart_with_args(&mut self, args: &[&str]) {
-        self.args = args.iter().map(|s| s.to_string()).collect();
+        self.options.args = args.iter().map(|s| s.to_string()).collect();
         self.launch();
     }
 
@@ -236,83 +234,22 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if self.options.graceful_stop {
+            self.stop_gracefully();
+        }
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-/// `LOCK.ACQUIRE key ttl [extra…]` → `Some((token, fence))` or `None` when busy.
-pub fn acquire(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> Option<(String, i64)> {
-    cmd("LOCK.ACQUIRE")
-        .arg(key)
-        .arg(ttl)
-        .arg(extra)
-        .query(con)
-        .expect("LOCK.ACQUIRE")
-}
-
-/// `LOCK.FENCE key` → the fence or `None`.
-pub fn fence(con: &mut Connection, key: &str) -> Option<i64> {
-    cmd("LOCK.FENCE").arg(key).query(con).expect("LOCK.FENCE")
-}
-
-/// An integer-reply command (`LOCK.RELEASE`, `LOCK.REFRESH`, `PTTL`, …).
-pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    let (name, rest) = args.split_first().expect("a command");
-    cmd(name).arg(rest).query(con).expect("integer reply")
-}
-
-/// Value of one field of an INFO section, e.g. `info_field(con, "fencelock", "fencelock_acquired")`.
-pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = cmd("INFO").arg(section).query(con).ok()?;
-    info.lines().find_map(|line| {
-        line.strip_prefix(&format!("{field}:"))
-            .map(|v| v.trim().to_string())
-    })
-}
-
-/// Waits until `check` holds or panics after `timeout`.
-pub fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(5));
+impl Server {
+    /// `SHUTDOWN NOSAVE`, then up to 10 s for the process to exit by itself.
+    fn stop_gracefully(&mut self) {
+        if let Ok(mut con) = self.try_connect() {
+            let _: redis::RedisResult<Value> = cmd("SHUTDOWN").arg("NOSAVE").query(&mut con);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-}
-
-/// A primary and a replica already in sync with it.
-pub fn primary_and_replica() -> (Server, Server) {
-    let primary = Server::start();
-    let replica = Server::start();
-    replica.replicate_from(&primary);
-    (primary, replica)
-}
-
-/// `WAIT 1 5000` on the primary: the replica has everything written so far.
-pub fn wait_replicated(primary: &mut Connection) {
-    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(primary).unwrap();
-    assert_eq!(acked, 1, "replica acknowledged");
-}
-
-/// `DEBUG DIGEST` of the whole dataset.
-pub fn digest(con: &mut Connection) -> String {
-    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
-}
-
-/// `LOCK.INFO key` as field → value, or `None` when the reply is nil.
-pub fn lock_info(
-    con: &mut Connection,
-    key: &str,
-) -> Option<std::collections::HashMap<String, Value>> {
-    let info: Option<Vec<Value>> = cmd("LOCK.INFO").arg(key).query(con).unwrap();
-    info.map(|flat| {
-        flat.chunks(2)
-            .map(|pair| {
-                (
-                    redis::from_redis_value::<String>(pair[0].clone()).unwrap(),
-                    pair[1].clone(),
-                )
-            })
-            .collect()
-    })
 }

@@ -1,0 +1,22 @@
+//! fencelock's development kit, shared by the integration tests (`tests/`) and the
+//! benchmark (`benches/fencelock`); never part of the module.
+//!
+//! - `paths`: which `redis-server` binary and which built module to use;
+//! - `ports`: free loopback ports;
+//! - `server`: a real `redis-server` with the module loaded, in its own temporary
+//!   directory, killed on drop;
+//! - `resp`: the one RESP codec (encoder, incremental parser, blocking connections);
+//! - `locks`: small helpers for the lock commands and for waiting on a condition.
+
+pub mod locks;
+pub mod paths;
+pub mod ports;
+pub mod resp;
+pub mod server;
+
+pub use locks::*;
+pub use paths::{module_path, server_binary};
+pub use ports::free_port;
+pub use redis::{cmd, Connection, Value};
+pub use server::{Options, Server};
+pub use tempfile;

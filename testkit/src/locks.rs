@@ -1,0 +1,84 @@
+//! Helpers for the lock commands through the `redis` crate, and for waiting on a
+//! condition without sleeping longer than needed.
+
+use std::time::{Duration, Instant};
+
+use redis::{cmd, Connection, Value};
+
+use crate::server::Server;
+
+/// `LOCK.ACQUIRE key ttl [extra…]` → `Some((token, fence))` or `None` when busy.
+pub fn acquire(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> Option<(String, i64)> {
+    cmd("LOCK.ACQUIRE")
+        .arg(key)
+        .arg(ttl)
+        .arg(extra)
+        .query(con)
+        .expect("LOCK.ACQUIRE")
+}
+
+/// `LOCK.FENCE key` → the fence or `None`.
+pub fn fence(con: &mut Connection, key: &str) -> Option<i64> {
+    cmd("LOCK.FENCE").arg(key).query(con).expect("LOCK.FENCE")
+}
+
+/// An integer-reply command (`LOCK.RELEASE`, `LOCK.REFRESH`, `PTTL`, …).
+pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
+    let (name, rest) = args.split_first().expect("a command");
+    cmd(name).arg(rest).query(con).expect("integer reply")
+}
+
+/// Value of one field of an INFO section, e.g. `info_field(con, "fencelock", "fencelock_acquired")`.
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
+    let info: String = cmd("INFO").arg(section).query(con).ok()?;
+    info.lines().find_map(|line| {
+        line.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Waits until `check` holds or panics after `timeout`.
+pub fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A primary and a replica already in sync with it.
+pub fn primary_and_replica() -> (Server, Server) {
+    let primary = Server::start();
+    let replica = Server::start();
+    replica.replicate_from(&primary);
+    (primary, replica)
+}
+
+/// `WAIT 1 5000` on the primary: the replica has everything written so far.
+pub fn wait_replicated(primary: &mut Connection) {
+    let acked: i64 = cmd("WAIT").arg(1).arg(5000).query(primary).unwrap();
+    assert_eq!(acked, 1, "replica acknowledged");
+}
+
+/// `DEBUG DIGEST` of the whole dataset.
+pub fn digest(con: &mut Connection) -> String {
+    cmd("DEBUG").arg("DIGEST").query(con).unwrap()
+}
+
+/// `LOCK.INFO key` as field → value, or `None` when the reply is nil.
+pub fn lock_info(
+    con: &mut Connection,
+    key: &str,
+) -> Option<std::collections::HashMap<String, Value>> {
+    let info: Option<Vec<Value>> = cmd("LOCK.INFO").arg(key).query(con).unwrap();
+    info.map(|flat| {
+        flat.chunks(2)
+            .map(|pair| {
+                (
+                    redis::from_redis_value::<String>(pair[0].clone()).unwrap(),
+                    pair[1].clone(),
+                )
+            })
+            .collect()
+    })
+}
