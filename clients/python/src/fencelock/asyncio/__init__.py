@@ -1,0 +1,22 @@
+"""fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
+clients), ``Locks`` (the lock manager with auto-refresh) and ``lock_info``."""
+
+from __future__ import annotations
+
+from ..errors import LockLost, LockNotAcquired, NotReplicated
+from ..info import LockInfo
+from .info import lock_info
+from .lease import Lease
+from .lock import Lock
+from .locks import Locks
+
+__all__ = [
+    "Lease",
+    "Lock",
+    "LockInfo",
+    "LockLost",
+    "LockNotAcquired",
+    "Locks",
+    "NotReplicated",
+    "lock_info",
+]
