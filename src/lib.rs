@@ -1,52 +1,177 @@
 //! fencelock: native distributed locks with fencing tokens for Redis.
 //!
-//! This file only registers things with Redis: the data type, the commands and their
-//! flags, ACL categories where the server has them, configs, keyspace and server event
-//! subscriptions, and the INFO section. Behaviour lives in the modules below.
+//! This file registers everything with Redis, read top-down: the command table, the
+//! config table, the events the module follows, then the load sequence. Behaviour
+//! lives in the folders below.
+//!
+//! # Layout
+//!
+//! | folder | role |
+//! |---|---|
+//! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
+//! | `src/rm/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
+//! | `src/keyspace/` | effects on a lock key (write, propagate, announce, count) and how to propagate them |
+//! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers |
+//! | `src/commands/` | one file per command: parse → decide (core) → effects → reply |
+//! | `src/hooks/` | what the module does when Redis announces something: keyspace events, the command filter, server events, INFO |
+//! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs` | config values, counters, the node's fence clock |
+//!
+//! A file uses what sits below it in this order (`core` → `stats`/`node_fence`/`config`
+//! → `rm` → `keyspace` → `blocking` → `commands` → `hooks` → this file), never above.
 
-/// Reads one of Redis's module API function pointers. redis-module exposes them as
-/// `static mut`s, written once while the module loads and only read afterwards.
-macro_rules! api {
-    ($name:ident) => {{
-        #[allow(unused_unsafe)]
-        // SAFETY: written once during module load, before any command can run.
-        let function = unsafe { redis_module::raw::$name };
-        function
-    }};
-}
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+#[macro_use]
+pub mod rm;
 
 pub mod blocking;
-pub mod command_info;
-pub mod command_watch;
 pub mod commands;
 pub mod config;
-pub mod data_type;
-pub mod dispatch;
-pub mod events;
-pub mod fence;
-pub mod holding;
-pub mod info_section;
-pub mod limits;
-pub mod lock;
+pub mod hooks;
+pub mod keyspace;
 pub mod node_fence;
-pub mod propagation;
-pub mod registration;
-pub mod replicate;
-pub mod server_state;
 pub mod stats;
-pub mod store;
-pub mod token;
-pub mod wait_queue;
 
-use redis_module::{redis_module, Context, RedisString, Status};
+use fencelock_core::limits::{MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
+use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
-use crate::data_type::LOCK_TYPE;
+use crate::commands::{acquire, apply, fence, info, refresh, release};
+use crate::config::Setting;
+use crate::rm::argv::entry;
+use crate::rm::command_table::{CommandSpec, ACCESS, DELETE, OW, RO, RW, UPDATE};
+use crate::rm::data_type::LOCK_TYPE;
+use crate::rm::events::ServerEvent;
 
+/// The commands. The key is always argument 1 (first = last = 1, step 1), which also
+/// routes them in a cluster.
+const COMMANDS: [CommandSpec; 6] = [
+    CommandSpec {
+        name: "lock.acquire",
+        entry: Some(entry::<acquire::Acquire>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        summary:
+            "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
+        arity: -3,
+        key_flags: RW.with(ACCESS).with(UPDATE),
+    },
+    CommandSpec {
+        name: "lock.refresh",
+        entry: Some(entry::<refresh::Refresh>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
+        arity: -4,
+        key_flags: RW.with(UPDATE),
+    },
+    CommandSpec {
+        name: "lock.release",
+        entry: Some(entry::<release::Release>),
+        flags: c"write fast",
+        categories: "write fast",
+        summary: "Releases a lock held by token, handing it to the first waiter.",
+        arity: 3,
+        key_flags: RW.with(DELETE),
+    },
+    CommandSpec {
+        name: "lock.fence",
+        entry: Some(entry::<fence::Fence>),
+        flags: c"readonly fast",
+        categories: "read fast",
+        summary: "Returns the fence of the current holding.",
+        arity: -2,
+        key_flags: RO.with(ACCESS),
+    },
+    CommandSpec {
+        name: "lock.info",
+        entry: Some(entry::<info::Info>),
+        flags: c"readonly fast",
+        categories: "read fast",
+        summary: "Returns whether a lock is held, its fence, remaining ttl and waiters.",
+        arity: 2,
+        key_flags: RO,
+    },
+    CommandSpec {
+        name: "lock.apply",
+        entry: Some(entry::<apply::Apply>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        summary: "Writes an explicit holding (the replicated form of a grant).",
+        arity: -4,
+        key_flags: OW.with(UPDATE),
+    },
+];
+
+/// The configs, `fencelock.<name>`.
+const CONFIGS: [Setting; 3] = [
+    Setting {
+        name: "max-ttl",
+        value: &config::MAX_TTL_MS,
+        default: fencelock_core::limits::DEFAULT_MAX_TTL_MS,
+        min: 1,
+        max: i64::MAX,
+    },
+    Setting {
+        name: "max-waiters",
+        value: &config::MAX_WAITERS,
+        default: fencelock_core::limits::DEFAULT_MAX_WAITERS,
+        min: 1,
+        max: MAX_WAITERS_LIMIT,
+    },
+    Setting {
+        name: "max-token-length",
+        value: &config::MAX_TOKEN_LENGTH,
+        default: fencelock_core::limits::DEFAULT_MAX_TOKEN_LENGTH,
+        min: 1,
+        max: MAX_TOKEN_LENGTH_LIMIT,
+    },
+];
+
+/// The server events the module follows, and who handles each.
+const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 5] = [
+    (ServerEvent::FlushDb, hooks::server::flushed),
+    (ServerEvent::Loading, hooks::server::loaded),
+    (ServerEvent::ReplicationRoleChanged, hooks::server::role_changed),
+    (ServerEvent::SwapDb, hooks::server::swapped_databases),
+    (ServerEvent::EventLoop, hooks::server::event_loop),
+];
+
+/// The keyspace events the module follows: deletions, expiries, evictions and every
+/// generic change (`EXPIRE`, `PERSIST`, `RENAME`, `RESTORE`, `MOVE`, …).
+fn keyspace_classes() -> NotifyEvent {
+    NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED
+}
+
+/// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    if config::register(ctx, args) == Status::Err {
-        return Status::Err;
+    let loaded = rm::api::check(ctx)
+        && config::register(ctx, args, &CONFIGS)
+        && {
+            rm::config::handle_io_errors(ctx);
+            rm::command_table::register(ctx, &COMMANDS)
+        }
+        && subscribe(ctx);
+    if loaded {
+        keyspace::propagation::check_server(ctx);
+        Status::Ok
+    } else {
+        Status::Err
     }
-    registration::init(ctx)
+}
+
+fn subscribe(ctx: &Context) -> bool {
+    rm::data_type::observe_unlinks(keyspace::unlinked::note);
+    let mut subscribed = rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
+        && rm::filter::register(ctx, hooks::filter::before_command)
+        && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields);
+    for (event, handler) in SERVER_EVENTS {
+        subscribed = subscribed && rm::events::subscribe(ctx, event, handler);
+    }
+    if !subscribed {
+        ctx.log_warning("fencelock: could not subscribe to the server's events");
+    }
+    subscribed
 }
 
 #[cfg(not(test))]
@@ -69,7 +194,4 @@ redis_module! {
     allocator: (allocator!(), allocator!()),
     data_types: [LOCK_TYPE],
     init: init,
-    event_handlers: [
-        [@GENERIC @EXPIRED @EVICTED: events::on_keyspace_event],
-    ],
 }

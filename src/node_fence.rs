@@ -6,7 +6,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::fence::FenceClock;
+use fencelock_core::fence::FenceClock;
 
 static CLOCK: Mutex<FenceClock> = Mutex::new(FenceClock::new());
 

@@ -11,56 +11,76 @@
 //! are), and is stopped when the waiter leaves the queue another way, so a long timeout
 //! leaves no timer behind after an early grant.
 
-use std::ffi::c_void;
+use std::time::Duration;
 
-use redis_module::{raw, Context};
+use fencelock_core::wait_queue::Ticket;
+use redis_module::Context;
 
-use super::{timeout_elapsed, Ticket};
-use crate::store;
+use super::callbacks::LockWaiting;
+use super::with_registry;
+use crate::rm::blocked::{self, BlockedClient};
+use crate::rm::clock;
+use crate::rm::timers::{self, Timer, TimerId};
+use crate::stats;
 
 /// Longest single timer; longer timeouts re-arm (Redis's timer arithmetic is in µs).
 const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// What a timeout timer knows about its waiter.
-pub(super) struct BlockTimer {
-    pub(super) client: usize,
-    pub(super) ticket: Ticket,
+/// A waiter's `BLOCK` timeout.
+pub(super) struct BlockTimeout {
+    client: BlockedClient,
+    ticket: Ticket,
     /// Unix ms at which the waiter's `BLOCK` timeout ends.
-    pub(super) ends_at_ms: i64,
+    ends_at_ms: i64,
 }
 
-/// Starts the timer that ends a wait at `timer.ends_at_ms`; returns its id.
-pub(super) fn arm(ctx: &Context, timer: BlockTimer) -> Option<raw::RedisModuleTimerID> {
-    let create = api!(RedisModule_CreateTimer)?;
-    let delay = timer
+impl BlockTimeout {
+    pub(super) fn new(client: BlockedClient, ticket: Ticket, ends_at_ms: i64) -> Self {
+        Self {
+            client,
+            ticket,
+            ends_at_ms,
+        }
+    }
+}
+
+/// Starts the timer that ends a wait and records it with the waiter.
+pub(super) fn arm(ctx: &Context, timeout: BlockTimeout) {
+    let delay = timeout
         .ends_at_ms
-        .saturating_sub(store::now_ms())
+        .saturating_sub(clock::now_ms())
         .clamp(0, MAX_TIMER_DELAY_MS);
-    let data = Box::into_raw(Box::new(timer));
-    // SAFETY: Redis hands `data` back to `fired` exactly once, or to `disarm`'s caller
-    // through StopTimer; either way it is turned back into the Box made here.
-    Some(unsafe { create(ctx.ctx, delay, Some(fired), data.cast()) })
+    let (client, ticket) = (timeout.client, timeout.ticket);
+    let id = timers::start(ctx, Duration::from_millis(delay.unsigned_abs()), timeout);
+    with_registry(|r| {
+        if let Some(waiter) = r.get_mut(client, ticket) {
+            waiter.timeout_timer = Some(id);
+        }
+    });
 }
 
-/// Stops a timer whose waiter left the queue another way, and frees what it carried.
-pub(super) fn disarm(ctx: &Context, id: raw::RedisModuleTimerID) {
-    let Some(stop) = api!(RedisModule_StopTimer) else {
-        return;
-    };
-    let mut data: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `id` came from `arm`; a timer that already fired is simply not found.
-    let stopped = unsafe { stop(ctx.ctx, id, &mut data) } == raw::REDISMODULE_OK as i32;
-    if stopped && !data.is_null() {
-        // SAFETY: the timer was created by `arm` with a boxed BlockTimer.
-        drop(unsafe { Box::from_raw(data.cast::<BlockTimer>()) });
+/// Stops the timer of a waiter that left the queue another way.
+pub(super) fn disarm(ctx: &Context, timer: Option<TimerId>) {
+    if let Some(id) = timer {
+        let _ = timers::stop::<BlockTimeout>(ctx, id);
     }
 }
 
-unsafe extern "C" fn fired(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
+impl Timer for BlockTimeout {
+    const NAME: &'static str = "a BLOCK timeout";
+
+    /// A still-queued waiter is answered nil; a long timeout not over yet re-arms.
+    fn fire(self, ctx: &Context) {
+        if self.ends_at_ms > clock::now_ms() {
+            if with_registry(|r| r.is_queued(self.client, self.ticket)) {
+                arm(ctx, self);
+            }
+            return;
+        }
+        if with_registry(|r| r.take(self.client, Some(self.ticket))).is_some() {
+            stats::BLOCK_TIMEOUTS.bump();
+            // No delivery: the reply callback answers nil.
+            blocked::unblock::<LockWaiting>(self.client, None);
+        }
     }
-    // SAFETY: made by `arm`, given back by Redis once.
-    let timer = *unsafe { Box::from_raw(data.cast::<BlockTimer>()) };
-    timeout_elapsed(&Context::new(ctx), timer);
 }

@@ -1,14 +1,14 @@
 //! Server-side waiting for `LOCK.ACQUIRE … BLOCK`: FIFO queues of blocked clients per
-//! key, and the handoff that makes the first waiter the holder in the same step as the
-//! release, expiry or deletion that freed the lock.
+//! key (kept in the core's `Waiters`), and the handoff that makes the first waiter the
+//! holder in the same step as the release, expiry or deletion that freed the lock.
 //!
 //! Waiters live only in module memory (not persisted, not replicated). Each is a Redis
 //! blocked client; exactly one of these ends it:
-//! - a handoff: we `UnblockClient` it with the grant, the reply callback sends
-//!   `[token, fence]`; if the client is gone before that, `free_privdata` sees the grant
+//! - a handoff: we unblock it with the grant, the reply callback sends
+//!   `[token, fence]`; if the client is gone before that, freeing the grant sees it
 //!   undelivered and releases the lock to the next waiter;
-//! - its BLOCK timeout, on a timer of ours (`block_timeouts`): we `UnblockClient` it
-//!   with nothing, and the reply callback answers nil;
+//! - its BLOCK timeout, on a timer of ours (`block_timeouts`): we unblock it with
+//!   nothing, and the reply callback answers nil;
 //! - `CLIENT UNBLOCK id` (Redis's timeout callback answers nil);
 //! - a disconnect or `CLIENT UNBLOCK id ERROR` (the disconnect callback).
 //!
@@ -24,23 +24,23 @@ mod callbacks;
 mod timers;
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
 
-use redis_module::{raw, Context, RedisString};
+use fencelock_core::lock;
+use fencelock_core::token;
+use fencelock_core::waiters::Waiters;
+use redis_module::{Context, RedisString};
 
-use crate::commands::effects;
-use crate::events;
-use crate::lock;
+use crate::keyspace::{effects, events};
 use crate::node_fence;
-use crate::server_state::selected_db;
+use crate::rm::blocked::{self, BlockedClient};
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::server::{client_id, selected_db};
+use crate::rm::timers::TimerId;
 use crate::stats;
-use crate::store::{self, LockKey};
-use crate::token;
-use crate::wait_queue::{Ticket, WaitQueue};
-use block_timeouts::BlockTimer;
-use callbacks::{client_disconnected, free_delivery, reply_granted, reply_timed_out, Delivery};
-use timers::arm_expiry_timer;
+use block_timeouts::BlockTimeout;
+use callbacks::{Delivery, LockWaiting};
+use timers::arm_expiry_check;
 
 pub use timers::{key_changed, lease_changed, settle_all_queues};
 
@@ -49,58 +49,38 @@ pub(crate) type KeyId = (i32, Vec<u8>);
 
 /// One blocked `LOCK.ACQUIRE`.
 struct Waiter {
-    client: *mut raw::RedisModuleBlockedClient,
     /// The blocked connection's `CLIENT ID`.
     client_id: u64,
     ttl_ms: i64,
     token: Option<Vec<u8>>,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
-    timeout_timer: Option<raw::RedisModuleTimerID>,
+    timeout_timer: Option<TimerId>,
 }
 
-#[derive(Default)]
-pub(crate) struct KeyWaiters {
-    queue: WaitQueue<Waiter>,
-    /// The Unix ms at which the current expiry timer for this key fires. Timers that
-    /// were superseded by an earlier one still fire, see a different time here, and
-    /// do nothing.
-    pub(crate) expiry_timer: Option<i64>,
-    /// A deferred settle (after a deletion Redis announced) is already scheduled.
-    pub(crate) settle_scheduled: bool,
-}
-
-#[derive(Default)]
-pub(crate) struct Registry {
-    pub(crate) keys: HashMap<KeyId, KeyWaiters>,
-    /// Queued (not yet granted) waiters by blocked-client handle.
-    queued: HashMap<usize, (KeyId, Ticket)>,
-    next_ticket: Ticket,
-    /// `CLIENT ID`s of waiters handed the lock whose reply Redis has not sent yet.
-    replies_pending: HashSet<u64>,
-}
+type Registry = Waiters<KeyId, BlockedClient, Waiter>;
 
 thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
-pub(crate) fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
 }
 
 /// Number of clients waiting for `key` in the selected database.
 pub fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
     let id = (selected_db(ctx), name.to_vec());
-    with_registry(|r| r.keys.get(&id).map_or(0, |k| k.queue.len()))
+    with_registry(|r| r.count(&id))
 }
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
-    with_registry(|r| !r.queued.is_empty())
+    with_registry(|r| !r.is_empty())
 }
 
 /// Clients waiting across all keys.
 pub fn total_waiters() -> usize {
-    with_registry(|r| r.queued.len())
+    with_registry(|r| r.total())
 }
 
 /// Whether `waiter_count` would be above `limit` after one more.
@@ -117,63 +97,24 @@ pub fn enqueue(
     timeout_ms: i64,
     holder_remaining_ms: Option<i64>,
 ) -> bool {
-    let (Some(block), Some(on_disconnect)) = (
-        api!(RedisModule_BlockClient),
-        api!(RedisModule_SetDisconnectCallback),
-    ) else {
+    let client_id = client_id(ctx);
+    let Some(client) = blocked::block::<LockWaiting>(ctx) else {
         return false;
     };
-    // SAFETY: a plain accessor on the calling client's context.
-    let client_id = api!(RedisModule_GetClientId).map_or(0, |id| unsafe { id(ctx.ctx) });
-    // Redis's own timeout stays off (0): the timeout runs on our timer. The timeout
-    // callback is still given, as it is what `CLIENT UNBLOCK` calls.
-    // SAFETY: blocks the current client; Redis owns `client` until it is unblocked.
-    let client = unsafe {
-        block(
-            ctx.ctx,
-            Some(reply_granted),
-            Some(reply_timed_out),
-            Some(free_delivery),
-            0,
-        )
-    };
-    if client.is_null() {
-        return false;
-    }
-    // SAFETY: `client` was just returned by BlockClient.
-    unsafe { on_disconnect(client, Some(client_disconnected)) };
     let id: KeyId = (selected_db(ctx), name.to_vec());
-    let ticket = with_registry(|r| {
-        let ticket = r.next_ticket;
-        r.next_ticket += 1;
-        r.queued.insert(client as usize, (id.clone(), ticket));
-        r.keys.entry(id.clone()).or_default().queue.push(
-            ticket,
-            Waiter {
-                client,
-                client_id,
-                ttl_ms,
-                token,
-                timeout_timer: None,
-            },
-        );
-        ticket
-    });
+    let waiter = Waiter {
+        client_id,
+        ttl_ms,
+        token,
+        timeout_timer: None,
+    };
+    let ticket = with_registry(|r| r.enqueue(id.clone(), client, waiter));
     if timeout_ms > 0 {
-        let timer = BlockTimer {
-            client: client as usize,
-            ticket,
-            ends_at_ms: store::now_ms().saturating_add(timeout_ms),
-        };
-        let armed = block_timeouts::arm(ctx, timer);
-        with_registry(|r| {
-            if let Some(waiter) = r.keys.get_mut(&id).and_then(|k| k.queue.get_mut(ticket)) {
-                waiter.timeout_timer = armed;
-            }
-        });
+        let ends_at_ms = clock::now_ms().saturating_add(timeout_ms);
+        block_timeouts::arm(ctx, BlockTimeout::new(client, ticket, ends_at_ms));
     }
     if let Some(remaining) = holder_remaining_ms {
-        arm_expiry_timer(ctx, &id, store::now_ms().saturating_add(remaining));
+        arm_expiry_check(ctx, &id, clock::now_ms().saturating_add(remaining));
     }
     true
 }
@@ -185,38 +126,28 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         return false;
     }
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
-    let Some(waiter) = with_registry(|r| {
-        let waiting = r.keys.get_mut(&id)?;
-        let (_, waiter) = waiting.queue.pop_front()?;
-        if waiting.queue.is_empty() {
-            r.keys.remove(&id);
-        }
-        r.queued.remove(&(waiter.client as usize));
-        Some(waiter)
-    }) else {
+    let Some((client, waiter)) = with_registry(|r| r.pop_first(&id)) else {
         return false;
     };
-    if let Some(timer) = waiter.timeout_timer {
-        block_timeouts::disarm(ctx, timer);
-    }
+    block_timeouts::disarm(ctx, waiter.timeout_timer);
     let token = waiter.token.unwrap_or_else(token::generate);
     let grant =
-        node_fence::with_clock(|clock| lock::acquire(None, &token, clock, store::now_micros()));
+        node_fence::with_clock(|clock| lock::acquire(None, &token, clock, clock::now_micros()));
     let lock::Acquire::Granted { fence } = grant else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
-        unblock(waiter.client, std::ptr::null_mut());
+        blocked::unblock::<LockWaiting>(client, None);
         return false;
     };
-    let deadline = store::now_ms().saturating_add(waiter.ttl_ms);
+    let deadline = clock::now_ms().saturating_add(waiter.ttl_ms);
     if effects::grant(ctx, key, name, &token, fence, deadline).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
-        unblock(waiter.client, std::ptr::null_mut());
+        blocked::unblock::<LockWaiting>(client, None);
         return false;
     }
     events::notify(ctx, events::HANDOFF, name);
     stats::HANDOFFS.bump();
-    with_registry(|r| r.replies_pending.insert(waiter.client_id));
+    with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {
         client_id: waiter.client_id,
         key: id.clone(),
@@ -224,114 +155,44 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         fence,
         delivered: false,
     };
-    unblock(waiter.client, Box::into_raw(Box::new(delivery)).cast());
+    blocked::unblock::<LockWaiting>(client, Some(delivery));
     if has_waiters(&id) {
-        arm_expiry_timer(ctx, &id, deadline);
+        arm_expiry_check(ctx, &id, deadline);
     }
     true
 }
 
-pub(crate) fn has_waiters(id: &KeyId) -> bool {
-    with_registry(|r| r.keys.contains_key(id))
-}
-
-pub(crate) fn unblock(client: *mut raw::RedisModuleBlockedClient, privdata: *mut c_void) {
-    if let Some(unblock) = api!(RedisModule_UnblockClient) {
-        // SAFETY: every blocked client reaches exactly one unblock: its registry entry
-        // was removed before this call, so no other path can unblock it again.
-        unsafe { unblock(client, privdata) };
-    }
+fn has_waiters(id: &KeyId) -> bool {
+    with_registry(|r| r.count(id) > 0)
 }
 
 /// `name` moved to another node (`MIGRATE`): its lock is held there now, so nobody may
 /// be handed it here. Every waiter is told to retry (`TRYAGAIN`).
 pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
-    let waiters: Vec<Waiter> = with_registry(|r| {
-        let Some(mut waiting) = r.keys.remove(&id) else {
-            return Vec::new();
-        };
-        let mut waiters = Vec::new();
-        while let Some((_, waiter)) = waiting.queue.pop_front() {
-            r.queued.remove(&(waiter.client as usize));
-            waiters.push(waiter);
-        }
-        waiters
-    });
-    for waiter in waiters {
-        if let Some(timer) = waiter.timeout_timer {
-            block_timeouts::disarm(ctx, timer);
-        }
-        unblock(
-            waiter.client,
-            Box::into_raw(Box::new(Delivery::Moved)).cast(),
-        );
+    for (client, waiter) in with_registry(|r| r.remove_key(&id)) {
+        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        blocked::unblock::<LockWaiting>(client, Some(Delivery::Moved));
     }
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
 /// granted or gone.
-pub(crate) fn dequeue(ctx: &Context, client: *mut raw::RedisModuleBlockedClient) -> bool {
-    let Some(waiter) = take_queued(client as usize, None) else {
+fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
+    let Some(waiter) = with_registry(|r| r.take(client, None)) else {
         return false;
     };
-    if let Some(timer) = waiter.timeout_timer {
-        block_timeouts::disarm(ctx, timer);
-    }
+    block_timeouts::disarm(ctx, waiter.timeout_timer);
     true
-}
-
-/// Takes a waiter out of the registry (with `ticket`: only that very wait).
-fn take_queued(client: usize, ticket: Option<Ticket>) -> Option<Waiter> {
-    with_registry(|r| {
-        let (id, queued_ticket) = r.queued.get(&client)?.clone();
-        if ticket.is_some_and(|ticket| ticket != queued_ticket) {
-            return None;
-        }
-        r.queued.remove(&client);
-        let waiting = r.keys.get_mut(&id)?;
-        let waiter = waiting.queue.remove(queued_ticket);
-        if waiting.queue.is_empty() {
-            r.keys.remove(&id);
-        }
-        waiter
-    })
-}
-
-/// A `BLOCK` timeout timer fired: a still-queued waiter is answered nil; a long timeout
-/// that is not over yet re-arms.
-fn timeout_elapsed(ctx: &Context, timer: BlockTimer) {
-    if timer.ends_at_ms > store::now_ms() {
-        let (client, ticket) = (timer.client, timer.ticket);
-        let still_queued =
-            with_registry(|r| r.queued.get(&client).is_some_and(|(_, t)| *t == ticket));
-        if still_queued {
-            let armed = block_timeouts::arm(ctx, timer);
-            with_registry(|r| {
-                if let Some((id, _)) = r.queued.get(&client).cloned() {
-                    if let Some(waiter) = r.keys.get_mut(&id).and_then(|k| k.queue.get_mut(ticket))
-                    {
-                        waiter.timeout_timer = armed;
-                    }
-                }
-            });
-        }
-        return;
-    }
-    if let Some(waiter) = take_queued(timer.client, Some(timer.ticket)) {
-        stats::BLOCK_TIMEOUTS.bump();
-        // No delivery: the reply callback answers nil.
-        unblock(waiter.client, std::ptr::null_mut());
-    }
 }
 
 /// Whether the client with this `CLIENT ID` was handed a lock that Redis has not yet
 /// replied to (see the module docs: `CLIENT UNBLOCK` must not reach it).
 pub fn reply_pending(client_id: u64) -> bool {
-    with_registry(|r| r.replies_pending.contains(&client_id))
+    with_registry(|r| r.is_reply_pending(client_id))
 }
 
 /// The grant's reply was sent, or will never be: the client is an ordinary one again.
 fn reply_settled(client_id: u64) {
-    with_registry(|r| r.replies_pending.remove(&client_id));
+    with_registry(|r| r.reply_settled(client_id));
 }

@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use redis_module::{Context, RedisString};
 
-use super::{hand_off, has_waiters, with_registry, KeyId};
-use crate::server_state::{select_db, writes, Writes};
-use crate::store::{self, LockKey};
+use super::{anyone_waiting, hand_off, has_waiters, with_registry, KeyId};
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::server::{select_db, selected_db, writes, Writes};
+use crate::rm::timers::{self, Timer};
 
 /// How long to wait before retrying a handoff while Redis has writes (and with them
 /// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
@@ -27,20 +29,20 @@ const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
 pub fn key_changed(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
     let schedule = with_registry(|r| {
-        r.keys.get_mut(&id).is_some_and(|waiting| {
+        r.key_mut(&id).is_some_and(|waiting| {
             let first = !waiting.settle_scheduled;
             waiting.settle_scheduled = true;
             first
         })
     });
     if schedule {
-        ctx.create_timer(Duration::ZERO, settle_timer, id);
+        timers::start(ctx, Duration::ZERO, Settle(id));
     }
 }
 
 /// After a flush, `SWAPDB` or a load, any queued key may have changed: settle them all.
 pub fn settle_all_queues(ctx: &Context) {
-    let ids: Vec<KeyId> = with_registry(|r| r.keys.keys().cloned().collect());
+    let ids: Vec<KeyId> = with_registry(|r| r.keys());
     for (db, name) in ids {
         key_changed(ctx, db, &name);
     }
@@ -49,36 +51,53 @@ pub fn settle_all_queues(ctx: &Context) {
 /// A command of ours moved the lease of `name` (in the selected database) to end at
 /// `deadline_ms`: its waiters' handoff timer must not fire later than that.
 pub fn lease_changed(ctx: &Context, name: &[u8], deadline_ms: i64) {
-    if !super::anyone_waiting() {
+    if !anyone_waiting() {
         return;
     }
-    let id: KeyId = (crate::server_state::selected_db(ctx), name.to_vec());
+    let id: KeyId = (selected_db(ctx), name.to_vec());
     if has_waiters(&id) {
-        arm_expiry_timer(ctx, &id, deadline_ms);
+        arm_expiry_check(ctx, &id, deadline_ms);
     }
 }
 
-fn settle_timer(ctx: &Context, id: KeyId) {
-    with_registry(|r| {
-        if let Some(waiting) = r.keys.get_mut(&id) {
-            waiting.settle_scheduled = false;
-        }
-    });
-    settle(ctx, &id);
+/// Settles a queue right after Redis announced a change to its key.
+struct Settle(KeyId);
+
+impl Timer for Settle {
+    const NAME: &'static str = "settling a queue";
+
+    fn fire(self, ctx: &Context) {
+        with_registry(|r| {
+            if let Some(waiting) = r.key_mut(&self.0) {
+                waiting.settle_scheduled = false;
+            }
+        });
+        settle(ctx, &self.0);
+    }
 }
 
-fn expiry_timer(ctx: &Context, (id, fires_at): (KeyId, i64)) {
-    let current = with_registry(|r| {
-        r.keys.get_mut(&id).is_some_and(|waiting| {
-            let current = waiting.expiry_timer == Some(fires_at);
-            if current {
-                waiting.expiry_timer = None;
-            }
-            current
-        })
-    });
-    if current {
-        settle(ctx, &id);
+/// Settles a queue when its holder's lease ends.
+struct ExpiryCheck {
+    id: KeyId,
+    fires_at: i64,
+}
+
+impl Timer for ExpiryCheck {
+    const NAME: &'static str = "a lease's end";
+
+    fn fire(self, ctx: &Context) {
+        let current = with_registry(|r| {
+            r.key_mut(&self.id).is_some_and(|waiting| {
+                let current = waiting.expiry_check == Some(self.fires_at);
+                if current {
+                    waiting.expiry_check = None;
+                }
+                current
+            })
+        });
+        if current {
+            settle(ctx, &self.id);
+        }
     }
 }
 
@@ -91,7 +110,7 @@ fn settle(ctx: &Context, id: &KeyId) {
     match writes(ctx) {
         Writes::Allowed => {}
         Writes::Paused => {
-            arm_expiry_timer(ctx, id, store::now_ms().saturating_add(PAUSED_RETRY_MS));
+            arm_expiry_check(ctx, id, clock::now_ms().saturating_add(PAUSED_RETRY_MS));
             return;
         }
         Writes::Replica => return,
@@ -109,7 +128,7 @@ fn settle(ctx: &Context, id: &KeyId) {
         // PERSIST on it) is only handed off on release or deletion.
         Ok(Some(_)) => {
             if let Some(remaining) = key.remaining_ms() {
-                arm_expiry_timer(ctx, id, store::now_ms().saturating_add(remaining));
+                arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
             }
         }
         // Another type took the name: waiters keep waiting for it to become a lock key
@@ -121,24 +140,24 @@ fn settle(ctx: &Context, id: &KeyId) {
 /// Ensures a timer fires at `deadline_ms` (when the lease ends) for `id`, unless one
 /// already fires earlier. Far deadlines are checked at least daily, which keeps the
 /// delay well inside Redis's timer arithmetic.
-pub(super) fn arm_expiry_timer(ctx: &Context, id: &KeyId, deadline_ms: i64) {
-    let now = store::now_ms();
+pub(super) fn arm_expiry_check(ctx: &Context, id: &KeyId, deadline_ms: i64) {
+    let now = clock::now_ms();
     let fires_at = deadline_ms.min(now.saturating_add(MAX_TIMER_DELAY_MS));
     let arm = with_registry(|r| {
-        r.keys.get_mut(id).is_some_and(|waiting| {
-            let earlier = waiting.expiry_timer.is_none_or(|armed| fires_at < armed);
+        r.key_mut(id).is_some_and(|waiting| {
+            let earlier = waiting.expiry_check.is_none_or(|armed| fires_at < armed);
             if earlier {
-                waiting.expiry_timer = Some(fires_at);
+                waiting.expiry_check = Some(fires_at);
             }
             earlier
         })
     });
     if arm {
         let delay = u64::try_from(fires_at.saturating_sub(now)).unwrap_or(0);
-        ctx.create_timer(
-            Duration::from_millis(delay),
-            expiry_timer,
-            (id.clone(), fires_at),
-        );
+        let check = ExpiryCheck {
+            id: id.clone(),
+            fires_at,
+        };
+        timers::start(ctx, Duration::from_millis(delay), check);
     }
 }

@@ -2,22 +2,39 @@
 
 use std::borrow::Cow;
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::args::{parse_options, parse_timeout, parse_ttl};
+use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
+use fencelock_core::error::CommandError;
+use fencelock_core::limits::Limits;
+use fencelock_core::lock::{self, Acquire as Decision};
+use fencelock_core::token;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_options, parse_timeout, parse_ttl};
-use super::compared_token::{parse_compared_token, ComparedToken};
-use super::errors::CommandError;
-use super::{effects, reply};
+use super::errors::to_redis;
 use crate::blocking;
-use crate::limits;
-use crate::lock::{self, Acquire};
+use crate::config;
+use crate::keyspace::effects;
 use crate::node_fence;
-use crate::server_state;
+use crate::rm::argv::Command;
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::reply;
+use crate::rm::server;
 use crate::stats;
-use crate::store::{self, LockKey};
-use crate::token;
 
 const NAME: &str = "lock.acquire";
+
+pub struct Acquire;
+
+impl Command for Acquire {
+    const NAME: &'static str = NAME;
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        let limits = config::limits();
+        let request = parse(args, &limits).map_err(to_redis)?;
+        acquire(ctx, &request, &limits).map_err(to_redis)
+    }
+}
 
 struct Request<'a> {
     key: &'a RedisString,
@@ -26,14 +43,16 @@ struct Request<'a> {
     block_ms: Option<i64>,
 }
 
-fn parse(args: &[RedisString]) -> Result<Request<'_>, CommandError> {
+fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
     let [_, key, ttl, options @ ..] = args else {
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
     let [token, block] = parse_options(&options, ["TOKEN", "BLOCK"])?;
-    let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
-    let token = token.map(parse_compared_token).transpose()?;
+    let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
+    let token = token
+        .map(|token| parse_compared_token(token, limits.max_token_length))
+        .transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     Ok(Request {
         key,
@@ -43,12 +62,7 @@ fn parse(args: &[RedisString]) -> Result<Request<'_>, CommandError> {
     })
 }
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let request = parse(args)?;
-    acquire(ctx, &request).map_err(RedisError::from)
-}
-
-fn acquire(ctx: &Context, request: &Request) -> Result<RedisValue, CommandError> {
+fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
     let name = request.key;
     let key = LockKey::open(ctx, name, true);
     // Waiters come first: if the lock is free because its holder's deletion has not been
@@ -66,26 +80,26 @@ fn acquire(ctx: &Context, request: &Request) -> Result<RedisValue, CommandError>
         }
         None => Cow::Owned(token::generate()),
     };
-    let now_ms = store::now_ms();
-    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits::max_ttl_ms())
+    let now_ms = clock::now_ms();
+    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let current = key.holding()?;
     let decision =
-        node_fence::with_clock(|clock| lock::acquire(current, &token, clock, store::now_micros()));
+        node_fence::with_clock(|fences| lock::acquire(current, &token, fences, clock::now_micros()));
     match decision {
-        Acquire::Granted { fence } => {
+        Decision::Granted { fence } => {
             effects::grant(ctx, &key, name, &token, fence, deadline)?;
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
-        Acquire::Renewed { fence } => {
+        Decision::Renewed { fence } => {
             effects::extend(ctx, &key, name, deadline)?;
             blocking::lease_changed(ctx, name.as_slice(), deadline);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
-        Acquire::Busy => wait_or_give_up(ctx, &key, request),
-        Acquire::FencesExhausted => Err(CommandError::FencesExhausted),
+        Decision::Busy => wait_or_give_up(ctx, &key, request, limits),
+        Decision::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
 
@@ -94,13 +108,14 @@ fn wait_or_give_up(
     ctx: &Context,
     key: &LockKey,
     request: &Request,
+    limits: &Limits,
 ) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = request.block_ms.filter(|_| server_state::can_block(ctx)) else {
+    let Some(timeout_ms) = request.block_ms.filter(|_| server::can_block(ctx)) else {
         stats::CONTENDED.bump();
         return Ok(RedisValue::Null);
     };
     let name = request.key.as_slice();
-    if blocking::queue_is_full(ctx, name, limits::max_waiters()) {
+    if blocking::queue_is_full(ctx, name, limits.max_waiters) {
         return Err(CommandError::TooManyWaiters);
     }
     let remaining = key.remaining_ms();

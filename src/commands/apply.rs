@@ -6,16 +6,27 @@
 //! A deadline already in the past (AOF replayed after a long downtime, a replica whose
 //! clock runs ahead) leaves the key already expired: it never comes back alive.
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::args::{parse_integer, parse_options};
+use fencelock_core::error::CommandError;
+use fencelock_core::holding::{Holding, MAX_TOKEN_BYTES};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::args::{parse_integer, parse_options};
-use super::errors::CommandError;
-use crate::holding::Holding;
+use super::errors::to_redis;
+use crate::blocking;
 use crate::node_fence;
-use crate::store::LockKey;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
+use crate::rm::replicate;
+use crate::rm::server::selected_db;
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    apply(ctx, args).map_err(RedisError::from)
+pub struct Apply;
+
+impl Command for Apply {
+    const NAME: &'static str = "lock.apply";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        apply(ctx, args).map_err(to_redis)
+    }
 }
 
 fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
@@ -27,7 +38,7 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     // Any token a holding can carry: a primary with a larger `max-token-length` than
     // this replica must still be followed.
     let token = token.as_slice();
-    if token.is_empty() || token.len() > crate::holding::MAX_TOKEN_BYTES {
+    if token.is_empty() || token.len() > MAX_TOKEN_BYTES {
         return Err(CommandError::InvalidToken);
     }
     let fence = parse_integer(fence.as_slice())?;
@@ -53,9 +64,9 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::WriteFailed);
     }
     // Waiters for this name (on a primary) follow the new holding's deadline.
-    crate::blocking::key_changed(ctx, crate::server_state::selected_db(ctx), name.as_slice());
+    blocking::key_changed(ctx, selected_db(ctx), name.as_slice());
     // Deterministic: it carries every value, so it is propagated as it came (a replica
     // with an AOF, or a user restoring a lock on a primary).
-    ctx.replicate_verbatim();
+    replicate::verbatim(ctx);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

@@ -1,21 +1,33 @@
 //! `LOCK.FENCE key [token]` → the fence of the current holding (with `token`: only if
 //! that token holds it), else nil. Read-only, so it also answers on replicas.
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::compared_token::parse_compared_token;
+use fencelock_core::error::CommandError;
+use fencelock_core::lock;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::compared_token::parse_compared_token;
-use super::errors::CommandError;
-use crate::lock;
-use crate::store::LockKey;
+use super::errors::to_redis;
+use crate::config;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    fence(ctx, args).map_err(RedisError::from)
+pub struct Fence;
+
+impl Command for Fence {
+    const NAME: &'static str = "lock.fence";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        fence(ctx, args).map_err(to_redis)
+    }
 }
 
 fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let (name, token) = match args {
         [_, name] => (name, None),
-        [_, name, token] => (name, Some(parse_compared_token(token.as_slice())?)),
+        [_, name, token] => {
+            let max_len = config::limits().max_token_length;
+            (name, Some(parse_compared_token(token.as_slice(), max_len)?))
+        }
         _ => return Err(CommandError::WrongArity),
     };
     let key = LockKey::open(ctx, name, false);

@@ -1,14 +1,22 @@
 //! `LOCK.INFO key` → `held`, `fence`, `ttl-ms`, `waiters` as field/value pairs; nil when
 //! the lock is free and nobody waits. Never shows the token. Read-only.
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::error::CommandError;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::CommandError;
+use super::errors::to_redis;
 use crate::blocking;
-use crate::store::LockKey;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    info(ctx, args).map_err(RedisError::from)
+pub struct Info;
+
+impl Command for Info {
+    const NAME: &'static str = "lock.info";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        info(ctx, args).map_err(to_redis)
+    }
 }
 
 fn field(name: &'static str, value: RedisValue) -> [RedisValue; 2] {

@@ -1,15 +1,12 @@
 //! The command layer: one file per command. Each parses argv into a typed request,
-//! opens the key, asks the pure core what happens, applies and replicates the effect
-//! (`effects`), and replies. Error texts live in `errors`.
+//! opens the key, asks the core what happens, applies and propagates the effect
+//! (`keyspace::effects`), and replies. Error texts come from the core; `errors` hands
+//! them to Redis.
 
 pub mod acquire;
 pub mod apply;
-pub mod args;
-pub mod compared_token;
-pub mod effects;
 pub mod errors;
 pub mod fence;
 pub mod info;
 pub mod refresh;
 pub mod release;
-pub mod reply;

@@ -2,21 +2,30 @@
 //! now ends `ttl-ms` from now, or with `ADD` `ttl-ms` after its current end (redis-py's
 //! `Lock.extend`, atomic). An expired lease is gone and is never revived.
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::args::parse_ttl;
+use fencelock_core::compared_token::parse_compared_token;
+use fencelock_core::error::CommandError;
+use fencelock_core::lock;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::args::parse_ttl;
-use super::compared_token::parse_compared_token;
-use super::effects;
-use super::errors::CommandError;
+use super::errors::to_redis;
 use crate::blocking;
-use crate::limits;
-use crate::lock;
-use crate::store::{self, LockKey};
+use crate::config;
+use crate::keyspace::effects;
+use crate::rm::argv::Command;
+use crate::rm::clock;
+use crate::rm::key::LockKey;
 
 const NAME: &str = "lock.refresh";
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    refresh(ctx, args).map_err(RedisError::from)
+pub struct Refresh;
+
+impl Command for Refresh {
+    const NAME: &'static str = NAME;
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        refresh(ctx, args).map_err(to_redis)
+    }
 }
 
 fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
@@ -28,8 +37,9 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
         [_, _, _, _, ..] => return Err(CommandError::Syntax),
         _ => return Err(CommandError::WrongArity),
     };
-    let ttl_ms = parse_ttl(ttl.as_slice(), NAME)?;
-    let token = parse_compared_token(token.as_slice())?;
+    let limits = config::limits();
+    let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
+    let token = parse_compared_token(token.as_slice(), limits.max_token_length)?;
     let key = LockKey::open(ctx, name, true);
     if !token.holds(key.holding())? {
         return Ok(RedisValue::Integer(0));
@@ -45,7 +55,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     } else {
         ttl_ms
     };
-    let deadline = lock::lease_deadline(store::now_ms(), lease_ms, limits::max_ttl_ms())
+    let deadline = lock::lease_deadline(clock::now_ms(), lease_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &key, name, deadline)?;
     blocking::lease_changed(ctx, name.as_slice(), deadline);

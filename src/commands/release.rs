@@ -1,23 +1,32 @@
 //! `LOCK.RELEASE key token` → 1 if `token` held the lock (the key is gone, or already
 //! handed to the first waiter), else 0.
 
-use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+use fencelock_core::compared_token::parse_compared_token;
+use fencelock_core::error::CommandError;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::compared_token::parse_compared_token;
-use super::effects;
-use super::errors::CommandError;
+use super::errors::to_redis;
 use crate::blocking;
-use crate::store::LockKey;
+use crate::config;
+use crate::keyspace::effects;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
 
-pub fn command(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    release(ctx, args).map_err(RedisError::from)
+pub struct Release;
+
+impl Command for Release {
+    const NAME: &'static str = "lock.release";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        release(ctx, args).map_err(to_redis)
+    }
 }
 
 fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token] = args else {
         return Err(CommandError::WrongArity);
     };
-    let token = parse_compared_token(token.as_slice())?;
+    let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let key = LockKey::open(ctx, name, true);
     if !token.holds(key.holding())? {
         return Ok(RedisValue::Integer(0));

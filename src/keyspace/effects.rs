@@ -4,15 +4,14 @@
 //! so replicas and the AOF see exactly what the primary did. (While nothing reads the
 //! replication stream at all, `propagation` lets the command stand for itself.)
 
+use fencelock_core::error::CommandError;
+use fencelock_core::holding::Holding;
 use redis_module::{Context, RedisString};
 
-use super::errors::CommandError;
-use crate::events;
-use crate::holding::Holding;
-use crate::propagation;
-use crate::replicate;
+use super::{events, propagation, unlinked};
+use crate::rm::key::LockKey;
+use crate::rm::replicate;
 use crate::stats;
-use crate::store::LockKey;
 
 /// Stores a new holding (`token` under `fence`) until `deadline_ms` and propagates it as
 /// `LOCK.APPLY key token fence PXAT deadline`.
@@ -57,7 +56,7 @@ pub fn release(ctx: &Context, key: &LockKey, name: &RedisString) -> Result<(), C
     if !key.delete() {
         return Err(CommandError::WriteFailed);
     }
-    events::forget_unlinked_lock();
+    unlinked::forget();
     propagate(ctx, || replicate::delete(ctx, name));
     events::notify(ctx, events::RELEASED, name);
     stats::RELEASED.bump();
@@ -69,6 +68,6 @@ fn propagate(ctx: &Context, effect: impl FnOnce()) {
     if propagation::effects_needed(ctx) {
         effect();
     } else {
-        ctx.replicate_verbatim();
+        replicate::verbatim(ctx);
     }
 }

@@ -1,8 +1,7 @@
 //! Argument parsing shared by the commands: integers as strict as Redis's, tokens,
-//! ttls and option lists. Pure functions over byte slices; nothing here touches a key.
+//! ttls and option lists. Pure functions over byte slices, limits passed in.
 
-use super::errors::CommandError;
-use crate::limits;
+use crate::error::CommandError;
 use crate::token;
 
 /// Parses a signed 64-bit integer exactly as Redis's `string2ll` does: optional `-`,
@@ -38,18 +37,18 @@ pub fn parse_integer(bytes: &[u8]) -> Result<i64, CommandError> {
 }
 
 /// A lease length in ms: an integer (else not-an-integer), then positive and within
-/// `fencelock.max-ttl` (else invalid-expire for `command`).
-pub fn parse_ttl(bytes: &[u8], command: &'static str) -> Result<i64, CommandError> {
+/// `max_ttl_ms` (else invalid-expire for `command`).
+pub fn parse_ttl(bytes: &[u8], command: &'static str, max_ttl_ms: i64) -> Result<i64, CommandError> {
     let ttl = parse_integer(bytes)?;
-    if ttl <= 0 || ttl > limits::max_ttl_ms() {
+    if ttl <= 0 || ttl > max_ttl_ms {
         return Err(CommandError::InvalidExpire(command));
     }
     Ok(ttl)
 }
 
-/// A client-supplied token: non-empty and within `fencelock.max-token-length` bytes.
-pub fn parse_token(bytes: &[u8]) -> Result<&[u8], CommandError> {
-    if token::is_valid(bytes, limits::max_token_length()) {
+/// A client-supplied token: non-empty and within `max_len` bytes.
+pub fn parse_token(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> {
+    if token::is_valid(bytes, max_len) {
         Ok(bytes)
     } else {
         Err(CommandError::InvalidToken)

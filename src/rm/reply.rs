@@ -7,13 +7,11 @@ use redis_module::Context;
 
 /// Replies `[token, fence]` on `ctx` (a command or a blocked client's reply callback).
 pub fn grant(ctx: &Context, token: &[u8], fence: u64) {
-    let (Some(array), Some(buffer), Some(integer)) = (
+    let (array, buffer, integer) = (
         api!(RedisModule_ReplyWithArray),
         api!(RedisModule_ReplyWithStringBuffer),
         api!(RedisModule_ReplyWithLongLong),
-    ) else {
-        return;
-    };
+    );
     // SAFETY: a two-element array followed by exactly two elements, on a live context.
     unsafe {
         array(ctx.ctx, 2 as c_long);

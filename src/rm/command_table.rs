@@ -1,103 +1,51 @@
-//! The command table: each command's entry point and flags, and what Redis is told
-//! beyond them: arity, a summary, the key spec (read-only for `LOCK.FENCE`/`LOCK.INFO`,
-//! so `%R~pattern` ACL users may call them), and ACL categories where the server
-//! supports them (7.2 for the standard ones, 7.4 for the module's own `fencelock`).
+//! Registers the command table (`lib.rs`) with Redis: each command's entry point and
+//! flags, and what Redis is told beyond them: arity, a summary, the key spec
+//! (read-only for `LOCK.FENCE`/`LOCK.INFO`, so `%R~pattern` ACL users may call them),
+//! and ACL categories where the server supports them (7.2 for the standard ones, 7.4
+//! for the module's own `fencelock`).
 
 use std::ffi::{c_int, CStr, CString};
 
-use redis_module::{raw, Context, Status};
-
-use crate::dispatch;
+use redis_module::{raw, Context};
 
 /// One command: what Redis needs to register it and to describe it.
-struct CommandMeta {
-    name: &'static str,
-    entry: raw::RedisModuleCmdFunc,
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub entry: raw::RedisModuleCmdFunc,
     /// Command flags (`write deny-oom fast`, …).
-    flags: &'static CStr,
+    pub flags: &'static CStr,
     /// ACL categories, beyond the module's own `fencelock` category.
-    categories: &'static str,
-    summary: &'static str,
+    pub categories: &'static str,
+    pub summary: &'static str,
     /// Redis convention: N exactly, -N at least N (counting the command name).
-    arity: c_int,
+    pub arity: c_int,
     /// Key-spec flags of the key at position 1.
-    key_flags: u32,
+    pub key_flags: KeyFlags,
 }
 
-const RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
-const RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
-const OW: u32 = raw::REDISMODULE_CMD_KEY_OW;
-const ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
-const UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
-const DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
+/// Key-spec flags, combined with `with`.
+#[derive(Clone, Copy)]
+pub struct KeyFlags(u32);
 
-const COMMANDS: [CommandMeta; 6] = [
-    CommandMeta {
-        name: "lock.acquire",
-        entry: Some(dispatch::acquire),
-        flags: c"write deny-oom fast",
-        categories: "write fast",
-        summary:
-            "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
-        arity: -3,
-        key_flags: RW | ACCESS | UPDATE,
-    },
-    CommandMeta {
-        name: "lock.refresh",
-        entry: Some(dispatch::refresh),
-        flags: c"write deny-oom fast",
-        categories: "write fast",
-        summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
-        arity: -4,
-        key_flags: RW | UPDATE,
-    },
-    CommandMeta {
-        name: "lock.release",
-        entry: Some(dispatch::release),
-        flags: c"write fast",
-        categories: "write fast",
-        summary: "Releases a lock held by token, handing it to the first waiter.",
-        arity: 3,
-        key_flags: RW | DELETE,
-    },
-    CommandMeta {
-        name: "lock.fence",
-        entry: Some(dispatch::fence),
-        flags: c"readonly fast",
-        categories: "read fast",
-        summary: "Returns the fence of the current holding.",
-        arity: -2,
-        key_flags: RO | ACCESS,
-    },
-    CommandMeta {
-        name: "lock.info",
-        entry: Some(dispatch::info),
-        flags: c"readonly fast",
-        categories: "read fast",
-        summary: "Returns whether a lock is held, its fence, remaining ttl and waiters.",
-        arity: 2,
-        key_flags: RO,
-    },
-    CommandMeta {
-        name: "lock.apply",
-        entry: Some(dispatch::apply),
-        flags: c"write deny-oom fast",
-        categories: "write fast",
-        summary: "Writes an explicit holding (the replicated form of a grant).",
-        arity: -4,
-        key_flags: OW | UPDATE,
-    },
-];
+impl KeyFlags {
+    pub const fn with(self, other: KeyFlags) -> KeyFlags {
+        KeyFlags(self.0 | other.0)
+    }
+}
 
-/// Registers and describes every command; called once during load. The key is always
-/// argument 1 (first = last = 1, step 1), which also routes commands in a cluster.
-pub fn register_all(ctx: &Context) -> Status {
-    let Some(create) = api!(RedisModule_CreateCommand) else {
-        return Status::Err;
-    };
-    for command in &COMMANDS {
+pub const RO: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_RO);
+pub const RW: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_RW);
+pub const OW: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_OW);
+pub const ACCESS: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_ACCESS);
+pub const UPDATE: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_UPDATE);
+pub const DELETE: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_DELETE);
+
+/// Creates every command of `commands` (key at position 1, one key); false on failure.
+pub fn register(ctx: &Context, commands: &[CommandSpec]) -> bool {
+    let create = api!(RedisModule_CreateCommand);
+    for command in commands {
         let Ok(name) = CString::new(command.name) else {
-            return Status::Err;
+            return false;
         };
         // SAFETY: static entry point and C strings; called during load.
         let created = unsafe {
@@ -113,16 +61,16 @@ pub fn register_all(ctx: &Context) -> Status {
         };
         if created != raw::REDISMODULE_OK as c_int {
             ctx.log_warning(&format!("fencelock: could not create {}", command.name));
-            return Status::Err;
+            return false;
         }
         describe(ctx, command);
     }
-    set_acl_categories(ctx);
-    Status::Ok
+    set_acl_categories(ctx, commands);
+    true
 }
 
 fn command_handle(ctx: &Context, name: &str) -> Option<*mut raw::RedisModuleCommand> {
-    let get_command = api!(RedisModule_GetCommand)?;
+    let get_command = api!(RedisModule_GetCommand);
     let name = CString::new(name).ok()?;
     // SAFETY: the command was registered by the module table before init runs.
     let handle = unsafe { get_command(ctx.ctx, name.as_ptr()) };
@@ -131,9 +79,9 @@ fn command_handle(ctx: &Context, name: &str) -> Option<*mut raw::RedisModuleComm
 
 /// Registers arity, summary and the key spec (key at index 1, one key). Redis copies
 /// everything it is given, so the structures can live on the stack.
-fn describe(ctx: &Context, command: &CommandMeta) {
-    let (Some(set_info), Some(handle), Ok(summary), Ok(since)) = (
-        api!(RedisModule_SetCommandInfo),
+fn describe(ctx: &Context, command: &CommandSpec) {
+    let set_info = api!(RedisModule_SetCommandInfo);
+    let (Some(handle), Ok(summary), Ok(since)) = (
         command_handle(ctx, command.name),
         CString::new(command.summary),
         CString::new(env!("CARGO_PKG_VERSION")),
@@ -151,7 +99,7 @@ fn describe(ctx: &Context, command: &CommandMeta) {
     let mut key_specs = [
         raw::RedisModuleCommandKeySpec {
             notes: std::ptr::null(),
-            flags: u64::from(command.key_flags),
+            flags: u64::from(command.key_flags.0),
             begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
             bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
                 index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
@@ -186,15 +134,15 @@ fn describe(ctx: &Context, command: &CommandMeta) {
 
 /// Redis 7.2 lets modules put commands in categories, 7.4 lets them add their own
 /// (`+@fencelock`). On older servers module commands belong to no category.
-fn set_acl_categories(ctx: &Context) {
-    let Some(set_categories) = api!(RedisModule_SetCommandACLCategories) else {
+fn set_acl_categories(ctx: &Context, commands: &[CommandSpec]) {
+    let Some(set_categories) = optional_api!(RedisModule_SetCommandACLCategories) else {
         return;
     };
-    let own_category = api!(RedisModule_AddACLCategory).is_some_and(|add| {
+    let own_category = optional_api!(RedisModule_AddACLCategory).is_some_and(|add| {
         // SAFETY: called during load with a valid C string.
         unsafe { add(ctx.ctx, c"fencelock".as_ptr()) == raw::REDISMODULE_OK as c_int }
     });
-    for command in &COMMANDS {
+    for command in commands {
         let categories = if own_category {
             format!("{} fencelock", command.categories)
         } else {

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use crate::fence::MAX_FENCE;
 use crate::token;
 
 const FENCE_BYTES: usize = 8;
@@ -38,6 +39,16 @@ impl Holding {
         bytes.extend_from_slice(&(len | flag).to_le_bytes());
         bytes.extend_from_slice(&stored);
         Some(Self::from_boxed_bytes(bytes.into_boxed_slice()))
+    }
+
+    /// A holding read back from an RDB or `RESTORE` payload, validated: `None` (corrupt
+    /// data: the load fails) unless the token is non-empty and storable and the fence
+    /// is one the fence clock could have issued.
+    pub fn from_persisted(token: &[u8], fence: u64) -> Option<Box<Holding>> {
+        if token.is_empty() || fence == 0 || fence > MAX_FENCE {
+            return None;
+        }
+        Self::pack(token, fence)
     }
 
     fn from_boxed_bytes(bytes: Box<[u8]>) -> Box<Holding> {
@@ -128,6 +139,16 @@ impl Holding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn persisted_payloads_are_validated() {
+        assert!(Holding::from_persisted(b"t", 1).is_some());
+        assert!(Holding::from_persisted(b"t", MAX_FENCE).is_some());
+        assert!(Holding::from_persisted(b"", 1).is_none(), "empty token");
+        assert!(Holding::from_persisted(b"t", 0).is_none(), "fence 0 is never issued");
+        assert!(Holding::from_persisted(b"t", MAX_FENCE + 1).is_none());
+        assert!(Holding::from_persisted(&vec![b'x'; MAX_TOKEN_BYTES + 1], 1).is_none());
+    }
 
     #[test]
     fn generated_tokens_are_stored_compactly_and_round_trip() {

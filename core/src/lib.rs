@@ -1,0 +1,30 @@
+//! fencelock-core: every rule of fencelock that needs no Redis, unit-tested with an
+//! injected clock and property tests, linked into the module (`src/`).
+//!
+//! - `fence`: the node's hybrid fence clock;
+//! - `holding`: a holder's token and fence packed into one allocation (the only
+//!   `unsafe` here, documented in that file);
+//! - `token`: generation, validation, constant-time comparison;
+//! - `lock`: what a command does to a lock (the decisions);
+//! - `compared_token`: tokens that commands compare with the holder's;
+//! - `wait_queue`: the FIFO queue of waiters, and `waiters`: the bookkeeping of every
+//!   queue, generic over the client handle;
+//! - `args`: argument parsing, with the limits passed in (`limits`);
+//! - `error`: every error reply, worded exactly;
+//! - `digits`: numbers as ready-made decimal digits;
+//! - `rdb`: validation of persisted lock payloads.
+
+#![deny(unsafe_code)]
+
+pub mod args;
+pub mod compared_token;
+pub mod digits;
+pub mod error;
+pub mod fence;
+#[allow(unsafe_code)]
+pub mod holding;
+pub mod limits;
+pub mod lock;
+pub mod token;
+pub mod wait_queue;
+pub mod waiters;

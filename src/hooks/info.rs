@@ -1,0 +1,28 @@
+//! `INFO fencelock`: counters since start and the current gauges (section
+//! `fencelock_stats`, fields prefixed `fencelock_`).
+
+use std::ffi::CStr;
+
+use crate::blocking;
+use crate::stats;
+
+pub const SECTION: &CStr = c"stats";
+
+/// The section's fields now.
+pub fn fields() -> Vec<(&'static CStr, i64)> {
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    vec![
+        (c"acquired", as_i64(stats::ACQUIRED.get())),
+        (c"contended", as_i64(stats::CONTENDED.get())),
+        (c"released", as_i64(stats::RELEASED.get())),
+        (c"refreshed", as_i64(stats::REFRESHED.get())),
+        (c"expired", as_i64(stats::EXPIRED.get())),
+        (c"handoffs", as_i64(stats::HANDOFFS.get())),
+        (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
+        (
+            c"waiters",
+            i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
+        ),
+        (c"held_locks", stats::LIVE_LOCKS.get()),
+    ]
+}

@@ -1,0 +1,32 @@
+//! Redis's generic, expired and evicted keyspace events, seen from the lock keys: an
+//! expired lease is counted and announced as `lock.expired`; any change to a key that
+//! clients wait for (gone, a new deadline, a new value) settles its queue.
+
+use redis_module::{Context, RedisString};
+
+use crate::blocking;
+use crate::hooks::filter;
+use crate::keyspace::{events, unlinked};
+use crate::rm::server::selected_db;
+use crate::stats;
+
+/// Subscriber for Redis's generic, expired and evicted keyspace events.
+pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
+    let db = selected_db(ctx);
+    let was_lock = unlinked::was_lock(db, name);
+    if event == "expired" && was_lock {
+        stats::EXPIRED.bump();
+        events::notify(ctx, events::EXPIRED, &RedisString::create_from_slice(ctx.ctx, name));
+    }
+    // Keys nobody waits for need nothing more: the common case stays cheap.
+    if !blocking::anyone_waiting() {
+        return;
+    }
+    // Any other change to a waited-for key (gone, a new deadline from PEXPIRE or
+    // PERSIST, a new value from RESTORE, RENAME or COPY) re-settles its queue.
+    if event == "del" && filter::running_migrate() {
+        blocking::key_moved(ctx, db, name);
+    } else {
+        blocking::key_changed(ctx, db, name);
+    }
+}

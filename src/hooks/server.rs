@@ -1,0 +1,44 @@
+//! Server events: after a flush, a `SWAPDB` or a load every queue is settled against
+//! what its key holds now; a load or a role change can mean that the replication
+//! stream has a reader; before the event loop sleeps the command that unlinked a lock
+//! is certainly over.
+
+use redis_module::Context;
+
+use crate::blocking;
+use crate::keyspace::{propagation, unlinked};
+use crate::rm::events::{BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED};
+
+pub fn flushed(ctx: &Context, subevent: u64) {
+    if subevent == FLUSH_ENDED {
+        blocking::settle_all_queues(ctx);
+    }
+}
+
+/// Loading an RDB or AOF can leave a replication backlog behind, and replaces every
+/// key a client may be waiting for (`DEBUG RELOAD`).
+pub fn loaded(ctx: &Context, subevent: u64) {
+    if subevent == LOADING_ENDED {
+        propagation::check_server(ctx);
+        blocking::settle_all_queues(ctx);
+    }
+}
+
+/// A server that was ever a replica keeps a backlog for its own replicas.
+pub fn role_changed(_ctx: &Context, subevent: u64) {
+    if subevent == BECAME_REPLICA {
+        propagation::replication_started();
+    }
+}
+
+/// `SWAPDB` exchanged two databases under the waiters' feet: the key each queue waits
+/// for may now be free, or held with another deadline.
+pub fn swapped_databases(ctx: &Context, _subevent: u64) {
+    blocking::settle_all_queues(ctx);
+}
+
+pub fn event_loop(_ctx: &Context, subevent: u64) {
+    if subevent == BEFORE_SLEEP {
+        unlinked::forget();
+    }
+}

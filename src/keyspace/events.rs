@@ -1,0 +1,19 @@
+//! The `lock.*` keyspace events fencelock emits (module class, `notify-keyspace-events`
+//! flag `d`).
+
+use std::ffi::CStr;
+
+use redis_module::{Context, RedisString};
+
+use crate::rm::notify;
+
+pub const ACQUIRED: &CStr = c"lock.acquired";
+pub const REFRESHED: &CStr = c"lock.refreshed";
+pub const RELEASED: &CStr = c"lock.released";
+pub const EXPIRED: &CStr = c"lock.expired";
+pub const HANDOFF: &CStr = c"lock.handoff";
+
+/// Emits `event` for `key`.
+pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {
+    notify::module_event(ctx, event, key);
+}

@@ -1,0 +1,10 @@
+//! Effects on a lock key and what goes with them: the write itself, its propagation to
+//! replicas and the AOF, its keyspace event and its counter (`effects`); how to
+//! propagate (`propagation`); the names of the events (`events`); and the note of a lock
+//! key Redis just unlinked, to tell a lease that ran out from other removals
+//! (`unlinked`). Below both the commands and the blocking code.
+
+pub mod effects;
+pub mod events;
+pub mod propagation;
+pub mod unlinked;

@@ -1,0 +1,141 @@
+//! Subscriptions to what the server announces: server events (flushes, loading, role
+//! changes, `SWAPDB`, the event loop going to sleep) and keyspace events. Redis passes
+//! no user data to these callbacks, so each handler is kept in a static set at load;
+//! every call runs inside the guard.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+use redis_module::{raw, Context, NotifyEvent};
+
+use super::guard;
+
+/// The server events the module follows.
+#[derive(Clone, Copy, Debug)]
+pub enum ServerEvent {
+    FlushDb,
+    Loading,
+    ReplicationRoleChanged,
+    SwapDb,
+    EventLoop,
+}
+
+const EVENTS: usize = 5;
+
+impl ServerEvent {
+    fn id(self) -> u64 {
+        match self {
+            ServerEvent::FlushDb => raw::REDISMODULE_EVENT_FLUSHDB,
+            ServerEvent::Loading => raw::REDISMODULE_EVENT_LOADING,
+            ServerEvent::ReplicationRoleChanged => raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            ServerEvent::SwapDb => raw::REDISMODULE_EVENT_SWAPDB,
+            ServerEvent::EventLoop => raw::REDISMODULE_EVENT_EVENTLOOP,
+        }
+    }
+
+    fn slot(self) -> usize {
+        self as usize
+    }
+
+    fn from_id(id: u64) -> Option<ServerEvent> {
+        [
+            ServerEvent::FlushDb,
+            ServerEvent::Loading,
+            ServerEvent::ReplicationRoleChanged,
+            ServerEvent::SwapDb,
+            ServerEvent::EventLoop,
+        ]
+        .into_iter()
+        .find(|event| event.id() == id)
+    }
+}
+
+/// Subevents the handlers compare against.
+pub const FLUSH_ENDED: u64 = raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
+pub const LOADING_ENDED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_ENDED;
+pub const BECAME_REPLICA: u64 = raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
+pub const BEFORE_SLEEP: u64 = raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP;
+
+/// A server event handler: gets the subevent.
+pub type ServerEventHandler = fn(&Context, u64);
+
+static SERVER_HANDLERS: [OnceLock<ServerEventHandler>; EVENTS] =
+    [const { OnceLock::new() }; EVENTS];
+
+/// Calls `handler` on every `event`; false if the server does not offer it.
+pub fn subscribe(ctx: &Context, event: ServerEvent, handler: ServerEventHandler) -> bool {
+    let Some(slot) = SERVER_HANDLERS.get(event.slot()) else {
+        return false;
+    };
+    if slot.set(handler).is_err() {
+        return false;
+    }
+    let event = raw::RedisModuleEvent {
+        id: event.id(),
+        dataver: 1,
+    };
+    // SAFETY: a static callback, subscribed once during load.
+    let status =
+        unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.ctx, event, Some(server_event)) };
+    status == raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn server_event(
+    ctx: *mut raw::RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    let handler = ServerEvent::from_id(event.id)
+        .and_then(|event| SERVER_HANDLERS.get(event.slot()))
+        .and_then(OnceLock::get);
+    if let Some(handler) = handler {
+        guard::callback("a server event", (), || handler(&Context::new(ctx), subevent));
+    }
+}
+
+/// A keyspace event handler: gets the event name and the key.
+pub type KeyspaceHandler = fn(&Context, &str, &[u8]);
+
+static KEYSPACE_HANDLER: OnceLock<KeyspaceHandler> = OnceLock::new();
+
+/// Calls `handler` on every keyspace event of the `classes`; false on failure.
+pub fn subscribe_keyspace(ctx: &Context, classes: NotifyEvent, handler: KeyspaceHandler) -> bool {
+    if KEYSPACE_HANDLER.set(handler).is_err() {
+        return false;
+    }
+    // SAFETY: a static callback, subscribed once during load.
+    let status = unsafe {
+        api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.ctx, classes.bits(), Some(keyspace_event))
+    };
+    status == raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn keyspace_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _class: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    let Some(handler) = KEYSPACE_HANDLER.get() else {
+        return raw::REDISMODULE_OK as c_int;
+    };
+    if event.is_null() || key.is_null() {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    // SAFETY: Redis passes a C string event name and a live key string for the call.
+    let event = unsafe { CStr::from_ptr(event) }.to_str().unwrap_or_default();
+    let mut len = 0usize;
+    // SAFETY: a live key string.
+    let ptr = unsafe { api!(RedisModule_StringPtrLen)(key, &mut len) };
+    let name: &[u8] = if ptr.is_null() {
+        &[]
+    } else {
+        // SAFETY: `len` bytes owned by the key string for the call.
+        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+    };
+    guard::callback("a keyspace event", (), || {
+        handler(&Context::new(ctx), event, name);
+    });
+    raw::REDISMODULE_OK as c_int
+}

@@ -1,0 +1,49 @@
+//! The only folder that touches Redis's raw module API or writes `unsafe`. Everything
+//! above it works with safe types: `Context`, `RedisString`, `LockKey`, plain values.
+//!
+//! Every entry point Redis calls into the module starts here (`argv` for commands,
+//! `blocked`, `timers`, `events`, `filter`, `data_type`, `info`) and runs its body
+//! inside `guard`, so a panic becomes an error reply or a log line, never an abort of
+//! the server. Every required API function is checked once at load (`api`).
+
+/// The Redis API function `$name`. Present by the load-time check (`api::check`); were
+/// it not, the call panics, which the entry point's guard turns into an error reply.
+macro_rules! api {
+    ($name:ident) => {{
+        #[allow(unused_unsafe)]
+        // SAFETY: written once while the module loads, only read afterwards.
+        let function = unsafe { redis_module::raw::$name };
+        match function {
+            Some(function) => function,
+            None => $crate::rm::api::absent(stringify!($name)),
+        }
+    }};
+}
+
+/// An API function newer servers have and older ones may lack (checked at each use).
+macro_rules! optional_api {
+    ($name:ident) => {{
+        #[allow(unused_unsafe)]
+        // SAFETY: written once while the module loads, only read afterwards.
+        let function = unsafe { redis_module::raw::$name };
+        function
+    }};
+}
+
+pub mod api;
+pub mod argv;
+pub mod blocked;
+pub mod clock;
+pub mod command_table;
+pub mod config;
+pub mod data_type;
+pub mod events;
+pub mod filter;
+pub mod guard;
+pub mod info;
+pub mod key;
+pub mod notify;
+pub mod reply;
+pub mod replicate;
+pub mod server;
+pub mod timers;

@@ -1,0 +1,105 @@
+//! What the server is doing right now: the selected database, the calling client,
+//! whether it may block, whether a timer may write to the keyspace, whether a command
+//! is running, and whether the server replicates (from its INFO).
+
+use std::ffi::{c_int, CStr};
+
+use redis_module::{raw, Context};
+
+/// The database the context's client has selected.
+pub fn selected_db(ctx: &Context) -> i32 {
+    // SAFETY: plain accessor on a live context.
+    unsafe { api!(RedisModule_GetSelectedDb)(ctx.ctx) }
+}
+
+pub fn select_db(ctx: &Context, db: i32) -> bool {
+    // SAFETY: plain setter on a live context that has a client.
+    unsafe { api!(RedisModule_SelectDb)(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
+}
+
+/// The context's `REDISMODULE_CTX_FLAGS_*`.
+fn context_flags(ctx: &Context) -> c_int {
+    // SAFETY: plain accessor on a live context.
+    unsafe { api!(RedisModule_GetContextFlags)(ctx.ctx) }
+}
+
+/// The calling client's `CLIENT ID`.
+pub fn client_id(ctx: &Context) -> u64 {
+    // SAFETY: plain accessor on a live context.
+    unsafe { api!(RedisModule_GetClientId)(ctx.ctx) }
+}
+
+/// Whether the server writes an AOF or is a replica right now.
+pub fn aof_or_replica(ctx: &Context) -> bool {
+    let aof_or_replica = (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as c_int;
+    context_flags(ctx) & aof_or_replica != 0
+}
+
+/// Whether a client command is running on this context (not a timer or a callback).
+pub fn in_command(ctx: &Context) -> bool {
+    // SAFETY: reads the context's current command, if any.
+    !unsafe { api!(RedisModule_GetCurrentCommandName)(ctx.ctx) }.is_null()
+}
+
+/// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.
+pub fn replicates(ctx: &Context) -> bool {
+    let (get_info, field, free_info) = (
+        api!(RedisModule_GetServerInfo),
+        api!(RedisModule_ServerInfoGetFieldC),
+        api!(RedisModule_FreeServerInfo),
+    );
+    // SAFETY: the info object lives until `free_info`; the C strings it hands out are
+    // read before that and never kept.
+    unsafe {
+        let info = get_info(ctx.ctx, c"replication".as_ptr());
+        if info.is_null() {
+            // Without an answer, assume the stream is read: effects are the safe side.
+            return true;
+        }
+        let value = |name: &CStr| -> Option<&[u8]> {
+            let text = field(info, name.as_ptr());
+            (!text.is_null()).then(|| CStr::from_ptr(text).to_bytes())
+        };
+        let replicated = value(c"role").is_some_and(|role| role != b"master")
+            || value(c"connected_slaves").is_some_and(|n| n != b"0")
+            || value(c"repl_backlog_active").is_some_and(|active| active != b"0");
+        free_info(ctx.ctx, info);
+        replicated
+    }
+}
+
+/// Whether a timer may write to the keyspace now.
+#[derive(PartialEq, Eq)]
+pub enum Writes {
+    Allowed,
+    /// Writes are paused (`FAILOVER`, `CLIENT PAUSE WRITE`): Redis then treats expired
+    /// keys as absent without deleting them, so writing one would collide with the
+    /// still-present key. Retry shortly.
+    Paused,
+    /// A replica's keyspace follows its primary; there is nothing to hand off here.
+    Replica,
+}
+
+pub fn writes(ctx: &Context) -> Writes {
+    let flags = context_flags(ctx);
+    if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int != 0 {
+        return Writes::Replica;
+    }
+    // SAFETY: reads server state only.
+    if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+        return Writes::Paused;
+    }
+    Writes::Allowed
+}
+
+/// Clients may block unless they run inside MULTI, a script or a function, or a
+/// context that forbids blocking; there BLOCK behaves as a plain acquire.
+pub fn can_block(ctx: &Context) -> bool {
+    let flags = context_flags(ctx);
+    let forbidding = raw::REDISMODULE_CTX_FLAGS_MULTI
+        | raw::REDISMODULE_CTX_FLAGS_LUA
+        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+        | raw::REDISMODULE_CTX_FLAGS_LOADING;
+    flags & forbidding as c_int == 0
+}

@@ -1,0 +1,51 @@
+//! Module timers with typed data. Each kind of timer is a type implementing `Timer`:
+//! Redis hands its value back to `fire` exactly once, or to `stop`'s caller; `fire`
+//! runs inside the guard. (redis-module's own timer wrapper cannot stop a timer and
+//! get its data back with the right type, and runs the callback unguarded.)
+
+use std::ffi::c_void;
+use std::time::Duration;
+
+use redis_module::{raw, Context};
+
+use super::guard;
+
+/// What a timer carries and does when it fires.
+pub trait Timer: Sized + 'static {
+    /// For the guard's report.
+    const NAME: &'static str;
+    fn fire(self, ctx: &Context);
+}
+
+/// A running timer, for `stop`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerId(raw::RedisModuleTimerID);
+
+/// Starts `timer`, to fire after `delay`.
+pub fn start<T: Timer>(ctx: &Context, delay: Duration, timer: T) -> TimerId {
+    let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    let data = Box::into_raw(Box::new(timer));
+    // SAFETY: Redis hands `data` back to `fired::<T>` exactly once, or through
+    // StopTimer to `stop::<T>`; both turn it back into the Box made here.
+    TimerId(unsafe { api!(RedisModule_CreateTimer)(ctx.ctx, delay, Some(fired::<T>), data.cast()) })
+}
+
+/// Stops a timer that has not fired yet and returns what it carried; `None` when it
+/// already fired (or never existed).
+pub fn stop<T: Timer>(ctx: &Context, id: TimerId) -> Option<T> {
+    let mut data: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a timer id of this module; Redis writes its data pointer into `data`.
+    let stopped = unsafe { api!(RedisModule_StopTimer)(ctx.ctx, id.0, &mut data) }
+        == raw::REDISMODULE_OK as i32;
+    // SAFETY: `id` was started by `start::<T>`, so `data` is a `Box<T>`.
+    (stopped && !data.is_null()).then(|| *unsafe { Box::from_raw(data.cast::<T>()) })
+}
+
+unsafe extern "C" fn fired<T: Timer>(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: made by `start::<T>`, handed back by Redis once.
+    let timer = *unsafe { Box::from_raw(data.cast::<T>()) };
+    guard::callback(T::NAME, (), || timer.fire(&Context::new(ctx)));
+}
