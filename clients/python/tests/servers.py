@@ -8,6 +8,7 @@ repository), as for the Rust integration tests and the examples."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -36,13 +37,26 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (+10000) is free too: at most 55535."""
+    while True:
+        port = random.randint(20000, 55535)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+
+
 class Server:
     """One server process; ``stop`` kills it."""
 
-    def __init__(self, directory: Path, *extra: str) -> None:
+    def __init__(self, directory: Path, *extra: str, port: int = 0) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self.port = free_port()
+        self.port = port or free_port()
         self.log = directory / "server.log"
         self.process = subprocess.Popen(
             [
@@ -102,7 +116,8 @@ def start_cluster(directory: Path, masters: int = 3) -> list[Server]:
     with every slot assigned; returns once every node reports ``cluster_state:ok``."""
     nodes = [
         Server(directory / f"node{i}", "--cluster-enabled", "yes",
-               "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+               "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
+               port=free_cluster_port())
         for i in range(masters)
     ]  # fmt: skip
     cli = shutil.which("redis-cli") or "redis-cli"

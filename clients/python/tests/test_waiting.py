@@ -111,6 +111,7 @@ def test_a_wait_longer_than_the_socket_timeout_ends_in_a_grant(
     assert waiter.acquire()
     assert 0.9 < time.monotonic() - start < 2.5
     assert waiter.owned()
+    released.join()
     waiter.release()
     client.close()
 

@@ -1,0 +1,45 @@
+"""The package as published: its version is the module crate's, it ships ``py.typed``,
+and its public names are where the README says."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import redis.exceptions
+
+import fencelock
+import fencelock.asyncio
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = ROOT.parents[1]
+
+
+def _version_in(path: Path) -> str:
+    match = re.search(r'^version = "([^"]+)"', path.read_text(), re.MULTILINE)
+    assert match, f"no version in {path}"
+    return match.group(1)
+
+
+def test_the_version_is_the_crates() -> None:
+    crate = _version_in(REPO / "Cargo.toml")
+    assert fencelock.__version__ == crate
+    assert _version_in(ROOT / "pyproject.toml") == crate
+
+
+def test_it_is_typed() -> None:
+    assert (Path(fencelock.__file__).parent / "py.typed").is_file()
+
+
+def test_public_names() -> None:
+    for module in (fencelock, fencelock.asyncio):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name
+    assert fencelock.LockError is redis.exceptions.LockError
+    assert issubclass(fencelock.LockNotAcquired, redis.exceptions.LockError)
+    assert fencelock.asyncio.LockNotAcquired is fencelock.LockNotAcquired
+
+
+def test_supported_python() -> None:
+    assert sys.version_info >= (3, 9)
