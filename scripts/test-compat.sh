@@ -1,6 +1,6 @@
 #!/bin/sh
-# Runs the whole integration suite (`cargo test --release --tests`) and the Python
-# examples' tests once per server of the compatibility matrix (scripts/compat-servers.sh),
+# Runs the whole integration suite (`cargo test --release --tests`), the Python client's
+# tests (clients/python) and the Python examples' tests once per server of the compatibility matrix (scripts/compat-servers.sh),
 # then prints one result line per server. Every test binary runs on every server even
 # after a failure (--no-fail-fast), so one run shows all differences between servers.
 # Exits non-zero if anything failed anywhere.
@@ -11,6 +11,8 @@ shift
 cd "$(dirname "$0")/.."
 
 servers=$(scripts/compat-servers.sh "$venv") || exit 1
+# Absolute: the client's tests run from clients/python.
+venv_python=$(cd "$venv" && pwd)/bin/python
 # The 10,000-waiter test needs ~10,000 sockets on each side.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
@@ -20,12 +22,15 @@ while read -r name path; do
     version=$("$path" --version | sed -n 's/.* v=\([0-9.]*\).*/\1/p')
     echo "=== $name v$version ($path)"
     export FENCELOCK_REDIS_SERVER="$path"
-    result="passed"
+    failures=""
     # stdin is the list of servers: keep the tests off it.
-    cargo test --release --tests --no-fail-fast "$@" </dev/null || result="FAILED (cargo tests)"
-    PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-        examples/python </dev/null || result="$result FAILED (python examples)"
-    [ "$result" = "passed" ] || failed=1
+    cargo test --release --tests --no-fail-fast "$@" </dev/null || failures="$failures FAILED (cargo tests)"
+    (cd clients/python && PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q \
+        -p no:cacheprovider tests </dev/null) || failures="$failures FAILED (python client)"
+    PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q -p no:cacheprovider \
+        examples/python </dev/null || failures="$failures FAILED (python examples)"
+    result=${failures:-passed}
+    [ -z "$failures" ] || failed=1
     summary="$summary
 compat: $name v$version: $result"
 done <<SERVERS

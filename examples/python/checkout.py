@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import redis.asyncio as redis
-
-from fencelock_locks import LockNotAcquired, Locks
+from fencelock.asyncio import LockNotAcquired, Locks
 
 Charge = Callable[[str, int], Awaitable[None]]
 
 
-async def checkout(locks: Locks, order_id: str, amount_cents: int, charge: Charge) -> str:
+async def checkout(
+    locks: Locks, order_id: str, amount_cents: int, charge: Charge
+) -> str:
     """Returns "charged", "already-paid" or "in-progress"."""
     order_key = f"order:{{{order_id}}}"
     try:
-        async with locks.lock(f"checkout:{{{order_id}}}", ttl_ms=30_000) as lease:
+        async with locks.lock(f"checkout:{{{order_id}}}", ttl=30) as lease:
             if await locks.client.hget(order_key, "status") == b"paid":
                 return "already-paid"
             await charge(order_id, amount_cents)

@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import redis.asyncio as redis
-
-from fencelock_locks import Lease, LockNotAcquired, Locks
+from fencelock.asyncio import Lease, LockNotAcquired, Locks
 
 DONE_KEEP_SECONDS = 7 * 24 * 3600
 
@@ -27,12 +26,12 @@ async def run_once(
     job: str,
     day: str,
     work: Callable[[Lease], Awaitable[None]],
-    ttl_ms: int = 60_000,
+    ttl: float = 60,
 ) -> bool:
     """Runs ``work`` if no server ran ``job`` for ``day`` yet. True if it ran here."""
     done_key = f"done:{job}:{day}"
     try:
-        async with locks.lock(f"{job}:{day}", ttl_ms=ttl_ms) as lease:
+        async with locks.lock(f"{job}:{day}", ttl=ttl) as lease:
             if await locks.client.exists(done_key):
                 return False
             await work(lease)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sqlite3
-from typing import Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
 
 import redis.asyncio as redis
-
-from fencelock_locks import Locks
+from fencelock.asyncio import Locks
 
 
 class StaleFence(Exception):
@@ -47,7 +46,9 @@ class Inventory:
 
     def quantity(self, sku: str) -> int:
         with self._connect() as db:
-            (qty,) = db.execute("SELECT qty FROM stock WHERE sku = ?", (sku,)).fetchone()
+            (qty,) = db.execute(
+                "SELECT qty FROM stock WHERE sku = ?", (sku,)
+            ).fetchone()
         return qty
 
     def write(self, sku: str, qty: int, fence: int) -> None:
@@ -67,12 +68,12 @@ async def adjust_stock(
     sku: str,
     delta: int,
     *,
-    ttl_ms: int = 10_000,
-    block_ms: int = 5_000,
-    between_read_and_write: Optional[Callable[[], Awaitable[None]]] = None,
+    ttl: float = 10,
+    wait: float = 5,
+    between_read_and_write: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Adds ``delta`` to the stock of ``sku``; returns the new quantity."""
-    async with locks.lock(f"stock:{sku}", ttl_ms=ttl_ms, block_ms=block_ms) as lease:
+    async with locks.lock(f"stock:{sku}", ttl=ttl, wait=wait) as lease:
         qty = inventory.quantity(sku) + delta
         if between_read_and_write is not None:
             await between_read_and_write()

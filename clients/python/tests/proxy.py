@@ -5,6 +5,7 @@ retry turns into a second acquire."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from typing import Optional
@@ -78,10 +79,8 @@ class _Pair:
 
     def _close(self) -> None:
         for sock in (self.client, self.upstream):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 

@@ -1,4 +1,5 @@
-"""Real servers for the tests: redis-server (or Valkey) with the fencelock module loaded,
+"""Real servers for the tests: redis-server (or Valkey) with the fencelock module
+loaded,
 each on a free port in its own temporary directory, started and stopped by the tests.
 
 ``FENCELOCK_REDIS_SERVER`` picks the server binary (default ``redis-server`` on PATH),

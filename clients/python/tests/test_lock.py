@@ -199,9 +199,9 @@ def test_context_manager_blocking_timeout(r: redis.Redis) -> None:
 def test_context_manager_raises_when_locked_not_acquired(r: redis.Redis) -> None:
     other = get_lock(r, "foo")
     other.acquire(blocking=False)
-    with pytest.raises(LockError, match="Unable to acquire lock"):
-        with get_lock(r, "foo", blocking_timeout=0.1):
-            pass
+    lock = get_lock(r, "foo", blocking_timeout=0.1)
+    with pytest.raises(LockError, match="Unable to acquire lock"), lock:
+        pass
 
 
 def test_context_manager_not_raise_on_release_lock_not_owned_error(
@@ -213,9 +213,8 @@ def test_context_manager_not_raise_on_release_lock_not_owned_error(
     except LockNotOwnedError:
         pytest.fail("LockNotOwnedError should not have been raised")
 
-    with pytest.raises(LockNotOwnedError):
-        with get_lock(r, "foo", timeout=0.1):
-            time.sleep(0.15)
+    with pytest.raises(LockNotOwnedError), get_lock(r, "foo", timeout=0.1):
+        time.sleep(0.15)
 
 
 def test_context_manager_not_raise_on_release_lock_error(r: redis.Redis) -> None:
@@ -225,9 +224,8 @@ def test_context_manager_not_raise_on_release_lock_error(r: redis.Redis) -> None
     except LockError:
         pytest.fail("LockError should not have been raised")
 
-    with pytest.raises(LockError):
-        with get_lock(r, "foo", timeout=0.1) as lock:
-            lock.release()
+    with pytest.raises(LockError), get_lock(r, "foo", timeout=0.1) as lock:
+        lock.release()
 
 
 def test_a_key_of_another_type_is_busy(r: redis.Redis) -> None:
@@ -240,9 +238,8 @@ def test_a_key_of_another_type_is_busy(r: redis.Redis) -> None:
     start = time.monotonic()
     assert not lock.acquire(blocking_timeout=0.3)
     assert time.monotonic() - start >= 0.2
-    with pytest.raises(LockError):
-        with get_lock(r, "foo", blocking_timeout=0.1):
-            pass
+    with pytest.raises(LockError), get_lock(r, "foo", blocking_timeout=0.1):
+        pass
     assert lock.locked() is True
     assert lock.owned() is False
     threading.Timer(0.2, r.delete, args=("foo",)).start()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import redis
+from servers import wait_until
 
 from fencelock import Lease, LockLost, LockNotAcquired, Locks
 
@@ -21,9 +22,8 @@ def test_acquire_busy_and_release(r: redis.Redis) -> None:
     locks = Locks(r)
     with locks.lock("report", ttl=60) as lease:
         assert lease.key == "lock:report" and holds(r, lease)
-        with pytest.raises(LockNotAcquired):
-            with locks.lock("report", ttl=60):
-                pytest.fail("entered a held lock")
+        with pytest.raises(LockNotAcquired), locks.lock("report", ttl=60):
+            pytest.fail("entered a held lock")
     assert lease.released
     assert r.exists("lock:report") == 0
 
@@ -55,6 +55,8 @@ def test_a_deleted_key_is_reported_lost_within_one_interval(r: redis.Redis) -> N
         deleted_at = time.monotonic()
         assert lease.lost.wait(2)
         assert time.monotonic() - deleted_at <= 0.3
+        # on_lost runs on the refresher thread right after the event is set.
+        wait_until(lambda: bool(reported), 2, "on_lost")
         assert reported == [lease]
         with pytest.raises(LockLost):
             lease.ensure_held()
@@ -63,9 +65,8 @@ def test_a_deleted_key_is_reported_lost_within_one_interval(r: redis.Redis) -> N
 
 def test_an_exception_in_the_block_releases(r: redis.Redis) -> None:
     locks = Locks(r)
-    with pytest.raises(RuntimeError):
-        with locks.lock("crashy", ttl=60):
-            raise RuntimeError("job failed")
+    with pytest.raises(RuntimeError), locks.lock("crashy", ttl=60):
+        raise RuntimeError("job failed")
     assert r.exists("lock:crashy") == 0
     assert [t for t in threading.enumerate() if t.name.startswith("fencelock")] == []
 

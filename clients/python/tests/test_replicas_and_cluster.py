@@ -108,7 +108,9 @@ def test_cluster_wait_longer_than_the_socket_timeout(cluster: list[Server]) -> N
         assert holder.acquire(blocking=False)
         releaser = threading.Timer(0.6, holder.release)
         releaser.start()
-        waiter = client.lock(key, timeout=10, blocking_timeout=3, lock_class=fencelock.Lock)
+        waiter = client.lock(
+            key, timeout=10, blocking_timeout=3, lock_class=fencelock.Lock
+        )
         start = time.monotonic()
         assert waiter.acquire()
         assert 0.5 < time.monotonic() - start < 2.5

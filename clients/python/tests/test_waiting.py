@@ -29,6 +29,12 @@ def waiters(client: redis.Redis, key: str) -> int:
     return 0 if info is None else info["waiters"]
 
 
+async def until_queued(client: redis.Redis, key: str, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while waiters(client, key) < count and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+
+
 def test_waiters_are_served_fifo_with_one_acquire_each(
     server: Server, r: redis.Redis
 ) -> None:
@@ -80,8 +86,7 @@ def test_asyncio_waiters_are_served_fifo_with_one_acquire_each(
         tasks = []
         for position in range(4):
             tasks.append(asyncio.ensure_future(wait_and_hold(position)))
-            while waiters(r, "lock:queue") < position + 1:
-                await asyncio.sleep(0.01)
+            await until_queued(r, "lock:queue", position + 1)
         await asyncio.sleep(0.3)
         await locks.release(holder)
         await asyncio.gather(*tasks)
@@ -202,7 +207,9 @@ def test_asyncio_lost_grant_reply_is_the_same_grant(
         proxy.cut_reply_to(b"LOCK.ACQUIRE")
         async with locks.lock("foo", ttl=10) as lease:
             assert proxy.cuts == 1
-            assert r.execute_command("LOCK.FENCE", lease.key, lease.token) == lease.fence
+            assert (
+                r.execute_command("LOCK.FENCE", lease.key, lease.token) == lease.fence
+            )
         assert lease.released
         await client.aclose()
 

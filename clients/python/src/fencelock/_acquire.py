@@ -74,7 +74,9 @@ def _exchange(connection: Any, plan: Plan) -> tuple[Optional[int], Optional[int]
     fence = parse_grant(_pinned.command(connection, *plan.args(time.monotonic())))
     if fence is None or not plan.wait_replicas:
         return fence, None
-    reply = _pinned.command(connection, *wait_args(plan.wait_replicas, plan.replicas_timeout))
+    reply = _pinned.command(
+        connection, *wait_args(plan.wait_replicas, plan.replicas_timeout)
+    )
     return fence, int(reply)
 
 
@@ -82,4 +84,3 @@ def release_quietly(client: SyncClient, key: Key, token: Token) -> None:
     """Best effort: the server may be unreachable, which is why we are here."""
     with contextlib.suppress(RedisError, OSError):
         client.execute_command(*release_args(key, token))
-

@@ -47,6 +47,8 @@ def wait_left(blocking: bool, deadline: Optional[float], now: float) -> Optional
     return max(0.0, deadline - now)
 
 
-def may_poll(blocking: bool, deadline: Optional[float], sleep: Number, now: float) -> bool:
+def may_poll(
+    blocking: bool, deadline: Optional[float], sleep: Number, now: float
+) -> bool:
     """Whether to sleep and try again, by redis-py's rule: not past the deadline."""
     return blocking and (deadline is None or now + sleep <= deadline)

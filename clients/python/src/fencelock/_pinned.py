@@ -39,11 +39,12 @@ def is_cluster(client: Any) -> bool:
 
 def endpoint(client: SyncClient, key: Key) -> tuple[Any, dict[str, Any]]:
     """The connection class and arguments the client uses for ``key``'s server."""
+    # Duck-typed: redis-py's cluster and plain clients share no base class.
+    any_client: Any = client
     if is_cluster(client):
-        node = client.get_node_from_key(key)  # type: ignore[union-attr]
-        pool = node.redis_connection.connection_pool
+        pool = any_client.get_node_from_key(key).redis_connection.connection_pool
     else:
-        pool = client.connection_pool  # type: ignore[union-attr]
+        pool = any_client.connection_pool
     return pool.connection_class, dict(pool.connection_kwargs)
 
 
@@ -67,9 +68,9 @@ def call(
     connection_class, kwargs = endpoint(client, key)
     # The connect timeout stays what the client chose (redis-py falls back to the
     # socket timeout when it is unset): only reads may wait longer.
-    kwargs["socket_connect_timeout"] = kwargs.get("socket_connect_timeout") or kwargs.get(
-        "socket_timeout"
-    )
+    kwargs["socket_connect_timeout"] = kwargs.get(
+        "socket_connect_timeout"
+    ) or kwargs.get("socket_timeout")
     kwargs["socket_timeout"] = read_timeout
     asking = False
     redirects = 0

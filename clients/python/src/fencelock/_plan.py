@@ -35,7 +35,9 @@ class Plan:
     ) -> Plan:
         deadline = None if wait is None else time.monotonic() + max(wait, 0)
         lease_ms = PROVISIONAL_TTL_MS if ttl_ms is None else ttl_ms
-        return cls(key, token, lease_ms, wait, deadline, wait_replicas, replicas_timeout)
+        return cls(
+            key, token, lease_ms, wait, deadline, wait_replicas, replicas_timeout
+        )
 
     @property
     def blocks(self) -> bool:

@@ -50,7 +50,8 @@ def to_ms(seconds: float) -> int:
 
 
 def block_ms(wait: Optional[float]) -> Optional[int]:
-    """The ``BLOCK`` argument for a wait: None sends no BLOCK (one try), 0 waits forever.
+    """The ``BLOCK`` argument for a wait: None sends no BLOCK (one try), 0 waits
+    forever.
 
     The server reads ``BLOCK 0`` as "forever", so a wait that rounds down to nothing
     must be one try, and a positive wait is rounded up so it never ends early."""

@@ -29,7 +29,7 @@ class LockNotAcquired(LockError):
 
 
 class LockLost(LockError):
-    """The lease ended (expired, deleted or taken over) while its holder still worked."""
+    """The lease ended (expired, deleted, taken over) while its holder still worked."""
 
     def __init__(self, key: Key) -> None:
         super().__init__(f"lock {key!r} was lost: its lease ended while held")

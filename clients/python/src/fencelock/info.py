@@ -25,7 +25,7 @@ class LockInfo(TypedDict):
 
 
 def parse_info(reply: Any) -> Optional[LockInfo]:
-    """``LOCK.INFO``'s field/value pairs; None when the lock is free and nobody waits."""
+    """``LOCK.INFO``'s field/value pairs; None when the lock is free, nobody waiting."""
     if reply is None:
         return None
     fields = {_text(name): value for name, value in zip(reply[::2], reply[1::2])}

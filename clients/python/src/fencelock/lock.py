@@ -175,16 +175,22 @@ class Lock:
     def do_release(self, expected_token: bytes) -> None:
         if not self._owner_command(release_args(self.name, expected_token)):
             raise lock_error(
-                LockNotOwnedError, "Cannot release a lock that's no longer owned", self.name
+                LockNotOwnedError,
+                "Cannot release a lock that's no longer owned",
+                self.name,
             )
 
-    def extend(self, additional_time: Number, replace_ttl: bool = False) -> Literal[True]:
+    def extend(
+        self, additional_time: Number, replace_ttl: bool = False
+    ) -> Literal[True]:
         """Adds ``additional_time`` seconds to the lease left (atomically, on the
         server), or with ``replace_ttl=True`` makes the lease that long from now."""
         if self._token() is None:
             raise lock_error(LockError, "Cannot extend an unlocked lock", self.name)
         if self.timeout is None:
-            raise lock_error(LockError, "Cannot extend a lock with no timeout", self.name)
+            raise lock_error(
+                LockError, "Cannot extend a lock with no timeout", self.name
+            )
         return self.do_extend(additional_time, replace_ttl)
 
     def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
@@ -193,7 +199,9 @@ class Lock:
         )
         if not self._owner_command(args):
             raise lock_error(
-                LockNotOwnedError, "Cannot extend a lock that's no longer owned", self.name
+                LockNotOwnedError,
+                "Cannot extend a lock that's no longer owned",
+                self.name,
             )
         return True
 

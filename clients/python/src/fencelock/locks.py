@@ -3,7 +3,7 @@ asyncio one, with the same behaviour).
 
     locks = Locks(redis.Redis.from_url(url))
     with locks.lock("daily-notif", ttl=60, wait=0, min_hold=30) as lease:
-        ...  # lease.token, lease.fence, lease.lost (threading.Event), lease.ensure_held()
+        ...  # lease.token, lease.fence, lease.lost (a threading.Event), ensure_held()
 
 On entry it acquires ``<prefix><name>``: ``wait=0`` fails at once with
 ``LockNotAcquired`` when busy, ``wait>0`` waits that many seconds in the server's FIFO

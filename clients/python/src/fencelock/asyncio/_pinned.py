@@ -24,11 +24,13 @@ Exchange = Callable[["AbstractConnection"], Awaitable[T]]
 
 async def endpoint(client: AsyncClient, key: Key) -> tuple[Any, dict[str, Any]]:
     """The connection class and arguments the client uses for ``key``'s server."""
+    # Duck-typed: redis-py's cluster and plain clients share no base class.
+    any_client: Any = client
     if is_cluster(client):
-        await client.initialize()  # type: ignore[union-attr]
-        node = client.get_node_from_key(key)  # type: ignore[union-attr,arg-type]
+        await any_client.initialize()
+        node = any_client.get_node_from_key(key)
         return node.connection_class, dict(node.connection_kwargs)
-    pool = client.connection_pool  # type: ignore[union-attr]
+    pool = any_client.connection_pool
     return pool.connection_class, dict(pool.connection_kwargs)
 
 
@@ -49,9 +51,9 @@ async def call(
     connection is retried by the client's retry policy (``exchange`` must be safe to
     run again)."""
     connection_class, kwargs = await endpoint(client, key)
-    kwargs["socket_connect_timeout"] = kwargs.get("socket_connect_timeout") or kwargs.get(
-        "socket_timeout"
-    )
+    kwargs["socket_connect_timeout"] = kwargs.get(
+        "socket_connect_timeout"
+    ) or kwargs.get("socket_timeout")
     kwargs["socket_timeout"] = read_timeout
     asking = False
     redirects = 0

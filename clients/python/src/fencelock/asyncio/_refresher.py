@@ -22,7 +22,7 @@ from .lease import Lease
 
 log = logging.getLogger("fencelock")
 
-OnLost = Callable[[Lease], Union[None, Awaitable[None]]]
+OnLost = Callable[[Lease], Union[Awaitable[None], None]]
 
 # How often ``stop`` repeats a cancellation that did not end the task.
 RECANCEL_INTERVAL = 0.05
@@ -56,7 +56,9 @@ class Refresher:
             await asyncio.wait({task}, timeout=RECANCEL_INTERVAL)
         if not task.cancelled() and task.exception() is not None:
             error = task.exception()
-            log.error("fencelock: refresher of %r failed", self.lease.key, exc_info=error)
+            log.error(
+                "fencelock: refresher of %r failed", self.lease.key, exc_info=error
+            )
 
     async def _run(self) -> None:
         lease = self.lease

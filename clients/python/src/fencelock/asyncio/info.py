@@ -1,4 +1,5 @@
-"""``LOCK.INFO`` as a dict for asyncio clients (the sync call is ``fencelock.lock_info``)."""
+"""``LOCK.INFO`` as a dict for asyncio clients (``fencelock.lock_info`` is the sync
+call)."""
 
 from __future__ import annotations
 

@@ -178,7 +178,9 @@ class Lock:
     async def do_release(self, expected_token: bytes) -> None:
         if not await self._owner_command(release_args(self.name, expected_token)):
             raise lock_error(
-                LockNotOwnedError, "Cannot release a lock that's no longer owned", self.name
+                LockNotOwnedError,
+                "Cannot release a lock that's no longer owned",
+                self.name,
             )
 
     async def extend(
@@ -189,16 +191,22 @@ class Lock:
         if self._token() is None:
             raise lock_error(LockError, "Cannot extend an unlocked lock", self.name)
         if self.timeout is None:
-            raise lock_error(LockError, "Cannot extend a lock with no timeout", self.name)
+            raise lock_error(
+                LockError, "Cannot extend a lock with no timeout", self.name
+            )
         return await self.do_extend(additional_time, replace_ttl)
 
-    async def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+    async def do_extend(
+        self, additional_time: Number, replace_ttl: bool
+    ) -> Literal[True]:
         args = refresh_args(
             self.name, self._token() or b"", to_ms(additional_time), add=not replace_ttl
         )
         if not await self._owner_command(args):
             raise lock_error(
-                LockNotOwnedError, "Cannot extend a lock that's no longer owned", self.name
+                LockNotOwnedError,
+                "Cannot extend a lock that's no longer owned",
+                self.name,
             )
         return True
 
