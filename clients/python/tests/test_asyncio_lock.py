@@ -128,7 +128,7 @@ def test_context_manager(url: str) -> None:
 
 def test_context_manager_release_errors(url: str) -> None:
     async def body(r: redis.asyncio.Redis) -> None:
-        async with get_lock(r, "foo", timeout=0.1, raise_on_release_error=False):
+        async with Lock(r, "foo", timeout=0.1, raise_on_release_error=False):
             await asyncio.sleep(0.15)
         with pytest.raises(LockNotOwnedError):
             async with get_lock(r, "foo", timeout=0.1):

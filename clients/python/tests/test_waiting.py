@@ -150,7 +150,13 @@ def proxy(server: Server, r: redis.Redis) -> Iterator[Proxy]:
 
 
 def retrying_client(proxy: Proxy, **kwargs: object) -> redis.Redis:
-    return redis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 2), **kwargs)  # type: ignore[arg-type]
+    # retry_on_error too: redis-py < 6 re-sends only the errors listed there.
+    return redis.Redis(
+        port=proxy.port,
+        retry=Retry(NoBackoff(), 2),
+        retry_on_error=[redis.ConnectionError],
+        **kwargs,  # type: ignore[arg-type]
+    )
 
 
 def test_without_a_token_a_lost_reply_orphans_the_grant(
@@ -202,7 +208,11 @@ def test_asyncio_lost_grant_reply_is_the_same_grant(
     proxy: Proxy, r: redis.Redis
 ) -> None:
     async def main() -> None:
-        client = redis.asyncio.Redis(port=proxy.port, retry=_async_retry())
+        client = redis.asyncio.Redis(
+            port=proxy.port,
+            retry=_async_retry(),
+            retry_on_error=[redis.ConnectionError],
+        )
         locks = fencelock.asyncio.Locks(client)
         proxy.cut_reply_to(b"LOCK.ACQUIRE")
         async with locks.lock("foo", ttl=10) as lease:
