@@ -1,11 +1,14 @@
 # fencelock — build, run and test the Redis lock module.
 #   make run    build the module and start redis-server with redis.conf.example
-#   make test   unit tests and integration tests against a real redis-server
+#   make test   unit tests (core and module) and integration tests against a real
+#               redis-server
 #   make lint   rustfmt check and clippy with warnings as errors
 
 MODULE := target/release/libfencelock.so
+# A build with forced panics at the boundary (test only; tests/faults/panics.rs).
+PANIC_MODULE_DIR := target/panic-injection
 
-.PHONY: all deps build run test unit integration lint clean
+.PHONY: all deps build build-panic-injection run test unit integration lint clean
 
 all: build
 
@@ -15,18 +18,27 @@ deps:
 build: deps
 	cargo build --release
 
+# Built in the same target directory (only the module itself recompiles), copied
+# aside, then the normal module is linked back in place.
+build-panic-injection: deps
+	cargo build --release --features panic-injection
+	mkdir -p $(PANIC_MODULE_DIR)
+	cp $(MODULE) $(PANIC_MODULE_DIR)/libfencelock.so
+	cargo build --release
+
 run: build
 	redis-server redis.conf.example
 
 unit: deps
-	cargo test --release --lib
+	cargo test --release --workspace --lib
+	cargo test --release -p fencelock-core --tests
 
-integration: build
+integration: build build-panic-injection
 	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --tests
 
 # The 10,000-waiter test needs ~10,000 sockets on each side.
-test: build
-	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --lib --tests
+test: build build-panic-injection
+	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --workspace --lib --tests
 
 lint: deps
 	cargo fmt --check

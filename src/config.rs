@@ -51,7 +51,14 @@ pub fn register(ctx: &Context, args: &[RedisString], settings: &[Setting]) -> bo
     };
     for (setting, start) in settings.iter().zip(starting) {
         setting.value.store(start, Ordering::Relaxed);
-        rm::config::register_i64(ctx, setting.name, setting.value, start, setting.min, setting.max);
+        rm::config::register_i64(
+            ctx,
+            setting.name,
+            setting.value,
+            start,
+            setting.min,
+            setting.max,
+        );
     }
     if rm::config::load(ctx) {
         true

@@ -14,9 +14,9 @@
 //! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers |
 //! | `src/commands/` | one file per command: parse → decide (core) → effects → reply |
 //! | `src/hooks/` | what the module does when Redis announces something: keyspace events, the command filter, server events, INFO |
-//! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs` | config values, counters, the node's fence clock |
+//! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
-//! A file uses what sits below it in this order (`core` → `stats`/`node_fence`/`config`
+//! A file uses what sits below it in this order (`core` → `stats`/`node_fence`/`config`/`fault`
 //! → `rm` → `keyspace` → `blocking` → `commands` → `hooks` → this file), never above.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -28,6 +28,7 @@ pub mod rm;
 pub mod blocking;
 pub mod commands;
 pub mod config;
+pub mod fault;
 pub mod hooks;
 pub mod keyspace;
 pub mod node_fence;
@@ -132,7 +133,10 @@ const CONFIGS: [Setting; 3] = [
 const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 5] = [
     (ServerEvent::FlushDb, hooks::server::flushed),
     (ServerEvent::Loading, hooks::server::loaded),
-    (ServerEvent::ReplicationRoleChanged, hooks::server::role_changed),
+    (
+        ServerEvent::ReplicationRoleChanged,
+        hooks::server::role_changed,
+    ),
     (ServerEvent::SwapDb, hooks::server::swapped_databases),
     (ServerEvent::EventLoop, hooks::server::event_loop),
 ];
@@ -162,9 +166,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 fn subscribe(ctx: &Context) -> bool {
     rm::data_type::observe_unlinks(keyspace::unlinked::note);
-    let mut subscribed = rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
-        && rm::filter::register(ctx, hooks::filter::before_command)
-        && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields);
+    let mut subscribed =
+        rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
+            && rm::filter::register(ctx, hooks::filter::before_command)
+            && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields);
     for (event, handler) in SERVER_EVENTS {
         subscribed = subscribed && rm::events::subscribe(ctx, event, handler);
     }

@@ -38,7 +38,11 @@ pub fn parse_integer(bytes: &[u8]) -> Result<i64, CommandError> {
 
 /// A lease length in ms: an integer (else not-an-integer), then positive and within
 /// `max_ttl_ms` (else invalid-expire for `command`).
-pub fn parse_ttl(bytes: &[u8], command: &'static str, max_ttl_ms: i64) -> Result<i64, CommandError> {
+pub fn parse_ttl(
+    bytes: &[u8],
+    command: &'static str,
+    max_ttl_ms: i64,
+) -> Result<i64, CommandError> {
     let ttl = parse_integer(bytes)?;
     if ttl <= 0 || ttl > max_ttl_ms {
         return Err(CommandError::InvalidExpire(command));

@@ -64,7 +64,10 @@ mod tests {
         assert!(token.over_limit());
         assert_eq!(token.holds(Ok(Some(&holding))), Ok(true));
         let other = Holding::pack(b"other", 8).unwrap();
-        assert_eq!(token.holds(Ok(Some(&other))), Err(CommandError::InvalidToken));
+        assert_eq!(
+            token.holds(Ok(Some(&other))),
+            Err(CommandError::InvalidToken)
+        );
         assert_eq!(token.holds(Ok(None)), Err(CommandError::InvalidToken));
         assert_eq!(
             token.holds(Err(CommandError::WrongType)),
@@ -80,7 +83,13 @@ mod tests {
         assert_eq!(token.holds(Ok(Some(&holding))), Ok(true));
         let token = parse_compared_token(b"yours", 256).unwrap();
         assert_eq!(token.holds(Ok(Some(&holding))), Ok(false));
-        assert_eq!(token.holds(Err(CommandError::WrongType)), Err(CommandError::WrongType));
-        assert_eq!(parse_compared_token(b"", 256).err(), Some(CommandError::InvalidToken));
+        assert_eq!(
+            token.holds(Err(CommandError::WrongType)),
+            Err(CommandError::WrongType)
+        );
+        assert_eq!(
+            parse_compared_token(b"", 256).err(),
+            Some(CommandError::InvalidToken)
+        );
     }
 }

@@ -145,7 +145,10 @@ mod tests {
         assert!(Holding::from_persisted(b"t", 1).is_some());
         assert!(Holding::from_persisted(b"t", MAX_FENCE).is_some());
         assert!(Holding::from_persisted(b"", 1).is_none(), "empty token");
-        assert!(Holding::from_persisted(b"t", 0).is_none(), "fence 0 is never issued");
+        assert!(
+            Holding::from_persisted(b"t", 0).is_none(),
+            "fence 0 is never issued"
+        );
         assert!(Holding::from_persisted(b"t", MAX_FENCE + 1).is_none());
         assert!(Holding::from_persisted(&vec![b'x'; MAX_TOKEN_BYTES + 1], 1).is_none());
     }

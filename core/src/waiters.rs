@@ -189,7 +189,11 @@ mod tests {
     fn a_client_leaves_once_whichever_way_comes_first() {
         let mut book = Book::default();
         let ticket = book.enqueue("k", 1, "a");
-        assert_eq!(book.take(1, Some(ticket + 1)), None, "another wait of a reused handle");
+        assert_eq!(
+            book.take(1, Some(ticket + 1)),
+            None,
+            "another wait of a reused handle"
+        );
         assert_eq!(book.take(1, Some(ticket)), Some("a"));
         assert_eq!(book.take(1, None), None);
         assert_eq!(book.pop_first(&"k"), None);

@@ -9,6 +9,7 @@ use redis_module::{Context, RedisError, RedisString, RedisValue};
 
 use super::timers::PAUSED_RETRY_MS;
 use super::{dequeue, hand_off, reply_settled, KeyId};
+use crate::fault;
 use crate::keyspace::effects;
 use crate::rm::blocked::{self, BlockedClient, Waiting};
 use crate::rm::key::LockKey;
@@ -51,9 +52,12 @@ impl Waiting for LockWaiting {
                 delivered,
                 ..
             }) => {
+                fault::inject("reply", Some(token));
+                reply::grant(ctx, token, *fence);
+                // Only now: a reply that failed half-way leaves the grant undelivered,
+                // and freeing it gives the lock back.
                 *delivered = true;
                 reply_settled(*client_id);
-                reply::grant(ctx, token, *fence);
             }
             Some(Delivery::Moved) => {
                 ctx.reply(Err(RedisError::Str(MOVED_REPLY)));

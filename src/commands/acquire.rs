@@ -13,6 +13,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::errors::to_redis;
 use crate::blocking;
 use crate::config;
+use crate::fault;
 use crate::keyspace::effects;
 use crate::node_fence;
 use crate::rm::argv::Command;
@@ -32,6 +33,7 @@ impl Command for Acquire {
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
+        fault::inject("command", request.token.map(|token| token.bytes));
         acquire(ctx, &request, &limits).map_err(to_redis)
     }
 }
@@ -84,8 +86,9 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let current = key.holding()?;
-    let decision =
-        node_fence::with_clock(|fences| lock::acquire(current, &token, fences, clock::now_micros()));
+    let decision = node_fence::with_clock(|fences| {
+        lock::acquire(current, &token, fences, clock::now_micros())
+    });
     match decision {
         Decision::Granted { fence } => {
             effects::grant(ctx, &key, name, &token, fence, deadline)?;

@@ -16,7 +16,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let was_lock = unlinked::was_lock(db, name);
     if event == "expired" && was_lock {
         stats::EXPIRED.bump();
-        events::notify(ctx, events::EXPIRED, &RedisString::create_from_slice(ctx.ctx, name));
+        events::notify(
+            ctx,
+            events::EXPIRED,
+            &RedisString::create_from_slice(ctx.ctx, name),
+        );
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {

@@ -40,8 +40,9 @@ pub unsafe extern "C" fn entry<C: Command>(
         .map(|&arg| ManuallyDrop::new(RedisString::from_redis_module_string(ctx, arg)))
         .collect();
     // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`.
-    let args =
-        unsafe { &*(views.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString]) };
+    let args = unsafe {
+        &*(views.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
+    };
     let result = guard::command(C::NAME, || C::run(&context, args));
     context.reply(result) as c_int
 }

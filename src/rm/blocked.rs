@@ -8,7 +8,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, RedisValue};
 
 use super::guard;
 
@@ -66,11 +66,20 @@ unsafe extern "C" fn reply<W: Waiting>(
     _argc: c_int,
 ) -> c_int {
     // SAFETY: the reply callback's context carries the unblocking's private data.
-    let delivery = unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx) }
-        .cast::<W::Delivery>();
+    let delivery =
+        unsafe { api!(RedisModule_GetBlockedClientPrivateData)(ctx) }.cast::<W::Delivery>();
     // SAFETY: made by `unblock::<W>` (or null), owned by Redis until `free::<W>`.
     let delivery = unsafe { delivery.as_mut() };
-    guard::callback(W::NAME, (), || W::reply(&Context::new(ctx), delivery));
+    let context = Context::new(ctx);
+    // A panic while replying still answers the client (with the guard's error), so it
+    // is never left without a reply.
+    let replied = guard::command(W::NAME, || {
+        W::reply(&context, delivery);
+        Ok(RedisValue::NoReply)
+    });
+    if replied.is_err() {
+        context.reply(replied);
+    }
     raw::REDISMODULE_OK as c_int
 }
 

@@ -41,6 +41,9 @@ pub fn load(ctx: &Context) -> bool {
 pub fn handle_io_errors(ctx: &Context) {
     // SAFETY: a plain option setter on the load context.
     unsafe {
-        api!(RedisModule_SetModuleOptions)(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int)
+        api!(RedisModule_SetModuleOptions)(
+            ctx.ctx,
+            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
+        )
     };
 }

@@ -86,7 +86,9 @@ fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    guard::callback("RDB load", std::ptr::null_mut(), || load_holding(rdb, encver))
+    guard::callback("RDB load", std::ptr::null_mut(), || {
+        load_holding(rdb, encver)
+    })
 }
 
 /// A holding read from an RDB (or `RESTORE` payload), validated; null fails the load.
@@ -179,8 +181,15 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         let token = holding.token();
         // SAFETY: the digest Redis passed in and a buffer with its length.
         unsafe {
-            api!(RedisModule_DigestAddStringBuffer)(md, token.as_ptr().cast_mut().cast(), token.len());
-            api!(RedisModule_DigestAddLongLong)(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
+            api!(RedisModule_DigestAddStringBuffer)(
+                md,
+                token.as_ptr().cast_mut().cast(),
+                token.len(),
+            );
+            api!(RedisModule_DigestAddLongLong)(
+                md,
+                i64::try_from(holding.fence()).unwrap_or(i64::MAX),
+            );
             api!(RedisModule_DigestEndSequence)(md);
         }
     });

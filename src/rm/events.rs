@@ -90,7 +90,9 @@ unsafe extern "C" fn server_event(
         .and_then(|event| SERVER_HANDLERS.get(event.slot()))
         .and_then(OnceLock::get);
     if let Some(handler) = handler {
-        guard::callback("a server event", (), || handler(&Context::new(ctx), subevent));
+        guard::callback("a server event", (), || {
+            handler(&Context::new(ctx), subevent)
+        });
     }
 }
 
@@ -124,7 +126,9 @@ unsafe extern "C" fn keyspace_event(
         return raw::REDISMODULE_OK as c_int;
     }
     // SAFETY: Redis passes a C string event name and a live key string for the call.
-    let event = unsafe { CStr::from_ptr(event) }.to_str().unwrap_or_default();
+    let event = unsafe { CStr::from_ptr(event) }
+        .to_str()
+        .unwrap_or_default();
     let mut len = 0usize;
     // SAFETY: a live key string.
     let ptr = unsafe { api!(RedisModule_StringPtrLen)(key, &mut len) };

@@ -17,7 +17,11 @@ struct Section {
 static SECTION: OnceLock<Section> = OnceLock::new();
 
 /// Registers the section; false on failure.
-pub fn register(ctx: &Context, name: &'static CStr, fields: fn() -> Vec<(&'static CStr, i64)>) -> bool {
+pub fn register(
+    ctx: &Context,
+    name: &'static CStr,
+    fields: fn() -> Vec<(&'static CStr, i64)>,
+) -> bool {
     if SECTION.set(Section { name, fields }).is_err() {
         return false;
     }

@@ -86,7 +86,9 @@ impl LockKey {
             return false;
         }
         // SAFETY: the key is open for writing.
-        unsafe { api!(RedisModule_SetAbsExpire)(self.raw(), deadline_ms) == raw::REDISMODULE_OK as i32 }
+        unsafe {
+            api!(RedisModule_SetAbsExpire)(self.raw(), deadline_ms) == raw::REDISMODULE_OK as i32
+        }
     }
 
     /// Milliseconds left on the lease, or `None` when the key has no expiry.

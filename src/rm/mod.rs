@@ -43,7 +43,7 @@ pub mod guard;
 pub mod info;
 pub mod key;
 pub mod notify;
-pub mod reply;
 pub mod replicate;
+pub mod reply;
 pub mod server;
 pub mod timers;

@@ -31,7 +31,8 @@ pub fn client_id(ctx: &Context) -> u64 {
 
 /// Whether the server writes an AOF or is a replica right now.
 pub fn aof_or_replica(ctx: &Context) -> bool {
-    let aof_or_replica = (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as c_int;
+    let aof_or_replica =
+        (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as c_int;
     context_flags(ctx) & aof_or_replica != 0
 }
 

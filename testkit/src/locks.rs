@@ -82,3 +82,27 @@ pub fn lock_info(
             .collect()
     })
 }
+
+/// `waiters` of `LOCK.INFO key` (0 when the reply is nil).
+pub fn waiters(con: &mut Connection, key: &str) -> i64 {
+    lock_info(con, key).map_or(0, |info| {
+        redis::from_redis_value(info["waiters"].clone()).unwrap()
+    })
+}
+
+/// Waits until `n` clients wait for `key`.
+pub fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
+    eventually(
+        Duration::from_secs(10),
+        &format!("{n} waiters on {key}"),
+        || waiters(con, key) == n,
+    );
+}
+
+/// The local wall clock in Unix ms (the server runs on the same machine).
+pub fn now_ms() -> i64 {
+    let elapsed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(elapsed.as_millis()).expect("ms fit in i64")
+}

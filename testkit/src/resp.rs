@@ -224,7 +224,12 @@ impl Conn {
         self.stream.set_read_timeout(normal)?;
         match filled {
             Ok(()) => self.read_reply().map(Some),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 Ok(None)
             }
             Err(e) => Err(e),

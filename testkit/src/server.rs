@@ -29,6 +29,8 @@ pub struct Options {
     pub args: Vec<String>,
     /// Arguments for the module's `loadmodule` line.
     pub module_args: Vec<String>,
+    /// Another build of the module than `module_path()`.
+    pub module: Option<PathBuf>,
     /// Run the server pinned to this CPU (`taskset`), as the benchmark does.
     pub cpu: Option<usize>,
     /// On drop, `SHUTDOWN NOSAVE` first (so a server under a profiler writes its
@@ -99,7 +101,7 @@ impl Server {
             .arg("--logfile")
             .arg(self.dir.join("redis.log"))
             .arg("--loadmodule")
-            .arg(module_path())
+            .arg(self.options.module.clone().unwrap_or_else(module_path))
             .args(&self.options.module_args);
         for pair in self.options.args.chunks(2) {
             command.arg(format!("--{}", pair[0]));

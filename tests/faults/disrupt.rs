@@ -7,22 +7,20 @@
 //! it waited for ends, measured on the server's own clock (the handoff's fence is the
 //! server's microsecond clock when nothing else is granted in the same microsecond).
 
-mod reliability;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use testkit::resp::{RawClient, Reply};
-use testkit::*;
+use crate::reliability::checker;
+use crate::reliability::history::Outcome;
+use crate::reliability::report::{assert_none, Summary};
+use crate::reliability::scale::seconds;
+use crate::reliability::target::Target;
+use crate::reliability::workload::{Load, LoadSpec};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use reliability::checker;
-use reliability::history::Outcome;
-use reliability::report::{assert_none, Summary};
-use reliability::scale::seconds;
-use reliability::target::Target;
-use reliability::workload::{Load, LoadSpec};
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
 
 /// One change from outside to a random key of the load.
 fn disrupt(con: &mut Connection, rng: &mut StdRng, keys: usize) -> &'static str {

@@ -2,13 +2,11 @@
 //! anomaly it exists to catch (and the same history without it), so a silent checker
 //! cannot pass the suite. No server is needed.
 
-mod reliability;
-
 use std::collections::HashMap;
 
-use reliability::checker;
-use reliability::durability;
-use reliability::history::{Op, Outcome, Request};
+use crate::reliability::checker;
+use crate::reliability::durability;
+use crate::reliability::history::{Op, Outcome, Request};
 
 const MS: i64 = 1_000;
 

@@ -3,7 +3,6 @@
 //! command, bounds refused with Redis's own message, values on the `loadmodule` line, in
 //! a config file (`redis.conf.example` itself), and `MODULE LOADEX … CONFIG`.
 
-
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};

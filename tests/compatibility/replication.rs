@@ -2,7 +2,6 @@
 //! read-only LOCK.FENCE, refuse writes, and, once promoted, issue fences above every
 //! fence the old primary issued, including grants they never received.
 
-
 use testkit::*;
 
 #[test]

@@ -1,7 +1,6 @@
 //! The four lock commands against a real server: grants, contention, idempotent retry,
 //! refresh, release, fences, key type and ttl, token uniqueness.
 
-
 use std::collections::HashSet;
 
 use testkit::*;

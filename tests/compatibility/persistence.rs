@@ -1,7 +1,6 @@
 //! Locks and fences across DEBUG RELOAD, RDB and AOF restarts (with and without the RDB
 //! preamble), restarts with no persistence, long downtimes, and corrupt RDB files.
 
-
 use std::time::Duration;
 
 use testkit::*;

@@ -3,19 +3,17 @@
 //! leases (`DEBUG SLEEP`, SIGSTOP/SIGCONT): after it resumes no refresh succeeds past
 //! its deadline, waiters are handed the lock, and fences keep increasing.
 
-mod reliability;
-
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::reliability::checker;
+use crate::reliability::report::{assert_none, Summary};
+use crate::reliability::resource::Resource;
+use crate::reliability::scale::seconds;
+use crate::reliability::target::Target;
+use crate::reliability::workload::{Finished, Load, LoadSpec};
 use testkit::*;
-use reliability::checker;
-use reliability::report::{assert_none, Summary};
-use reliability::resource::Resource;
-use reliability::scale::seconds;
-use reliability::target::Target;
-use reliability::workload::{Finished, Load, LoadSpec};
 
 fn notes(finished: &Finished) -> String {
     let tally = checker::tally(&finished.ops);

@@ -4,22 +4,20 @@
 //! loss window is measured and reported); and a restart after a downtime longer than
 //! every lease (no lease may come back alive).
 
-mod reliability;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::reliability::checker;
+use crate::reliability::durability::{self, Loss};
+use crate::reliability::history::now_us;
+use crate::reliability::report::{assert_none, Summary};
+use crate::reliability::scale::{pick, seconds};
+use crate::reliability::target::Target;
+use crate::reliability::workload::{Finished, Load, LoadSpec};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
-use reliability::checker;
-use reliability::durability::{self, Loss};
-use reliability::history::now_us;
-use reliability::report::{assert_none, Summary};
-use reliability::scale::{pick, seconds};
-use reliability::target::Target;
-use reliability::workload::{Finished, Load, LoadSpec};
 
 struct CrashRun {
     spec: LoadSpec,

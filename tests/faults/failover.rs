@@ -6,18 +6,16 @@
 //! it (async replication otherwise loses grants by design). Then a graceful `FAILOVER`,
 //! where nothing acknowledged may be lost even without `WAIT`.
 
-mod reliability;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::reliability::checker;
+use crate::reliability::report::{assert_none, Summary};
+use crate::reliability::scale::{pick, seconds};
+use crate::reliability::target::Target;
+use crate::reliability::workload::{Finished, Load, LoadSpec};
 use testkit::*;
-use reliability::checker;
-use reliability::report::{assert_none, Summary};
-use reliability::scale::{pick, seconds};
-use reliability::target::Target;
-use reliability::workload::{Finished, Load, LoadSpec};
 
 /// A fenced run's anomalies, plus fences that did not rise across the failover.
 fn judge(finished: &Finished) -> Vec<String> {

@@ -6,7 +6,6 @@
 //! server supports them and absent where it does not, and the per-command ACL rules
 //! work everywhere.
 
-
 use testkit::*;
 
 const WRITE_COMMANDS: [&str; 4] = ["lock.acquire", "lock.refresh", "lock.release", "lock.apply"];

@@ -2,38 +2,12 @@
 //! disconnects; CLIENT UNBLOCK; no blocking inside MULTI or scripts; limits; events;
 //! LOCK.INFO and INFO counters; replicas after handoffs.
 
-
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
-
-/// `waiters` of `LOCK.INFO key` (0 when the reply is nil).
-fn waiters(con: &mut Connection, key: &str) -> i64 {
-    lock_info(con, key).map_or(0, |info| {
-        redis::from_redis_value(info["waiters"].clone()).unwrap()
-    })
-}
-
-fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
-    eventually(
-        Duration::from_secs(10),
-        &format!("{n} waiters on {key}"),
-        || waiters(con, key) == n,
-    );
-}
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 /// Starts a waiter on its own connection; its grant (or nil) arrives on the channel.
 fn spawn_waiter(

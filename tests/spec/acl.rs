@@ -2,7 +2,6 @@
 //! `lock:*` from every command, and a read-only pattern (`%R~lock:*`) may read a lock
 //! (LOCK.FENCE, LOCK.INFO) but not acquire, refresh, release or apply one.
 
-
 use testkit::*;
 
 fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {

@@ -5,25 +5,10 @@
 //! re-times the handoff; an overwrite of a lock is not reported as its expiry later; a
 //! lowered token-length limit does not lock out current holders.
 
-
 use std::time::{Duration, Instant};
 
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
-
-fn waiters(con: &mut Connection, key: &str) -> i64 {
-    lock_info(con, key).map_or(0, |info| {
-        redis::from_redis_value(info["waiters"].clone()).unwrap()
-    })
-}
-
-fn wait_for_waiters(con: &mut Connection, key: &str, n: i64) {
-    eventually(
-        Duration::from_secs(10),
-        &format!("{n} waiters on {key}"),
-        || waiters(con, key) == n,
-    );
-}
 
 fn client_id(raw: &mut RawClient) -> i64 {
     match raw.call_str(&["CLIENT", "ID"]) {
@@ -195,16 +180,6 @@ fn grant_lateness(waiter: &mut RawClient, deadline_ms: i64) -> i64 {
         .expect("handed off on the new deadline");
     assert!(grant_of(&reply).is_some(), "{reply:?}");
     now_ms() - deadline_ms
-}
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 #[test]

@@ -6,14 +6,13 @@
 //! `FENCELOCK_REDIS_CLI` picks the `redis-cli` used to create the cluster (default
 //! `redis-cli` on PATH; Debian's 7.0 one also creates Redis 8 and Valkey clusters).
 
-
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use testkit::*;
 use redis::cluster::{ClusterClient, ClusterConnection};
+use testkit::*;
 
 /// Three masters, 16384 slots split between them, module loaded on each.
 struct Cluster {

@@ -4,7 +4,6 @@
 //! released attempts leave nothing behind, and how a protected resource must compare
 //! fences that come from independent servers (per server, never as one number).
 
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

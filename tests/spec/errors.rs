@@ -1,7 +1,6 @@
 //! Every error reply, byte for byte as the server sends it; bad input never changes a
 //! lock. (Random argv against every command: `reliability_input.rs`.)
 
-
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 

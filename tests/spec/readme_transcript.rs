@@ -13,7 +13,6 @@
 //!
 //! Everything else must match exactly. `FENCELOCK_REDIS_CLI` picks the client binary.
 
-
 use std::collections::HashMap;
 use std::process::Command;
 

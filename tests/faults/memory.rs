@@ -4,14 +4,12 @@
 //! valgrind through blocking, persistence and corrupt-payload paths, and its report
 //! must show no leak and no invalid access in a stack through the module.
 
-mod reliability;
-
 use std::time::{Duration, Instant};
 
+use crate::reliability::report::{assert_none, Summary};
+use crate::reliability::scale::pick;
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
-use reliability::report::{assert_none, Summary};
-use reliability::scale::pick;
 
 fn used_memory(con: &mut Connection) -> i64 {
     info_field(con, "memory", "used_memory")

@@ -1,0 +1,14 @@
+//! Faults and hostile input: crashes, pauses, failovers and outside disruption under
+//! load, judged by the history checkers (`reliability`); random argv; memory and leaks;
+//! panics stopped at the module's boundary. `make soak` runs the scenarios at full
+//! length.
+
+mod checkers_catch;
+mod crash;
+mod disrupt;
+mod failover;
+mod input;
+mod memory;
+mod panics;
+mod pause;
+mod reliability;

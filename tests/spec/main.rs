@@ -1,0 +1,11 @@
+//! The specification: every command, reply and error as the README states it, waiting
+//! and handoff, configs, ACL, and the README's own transcript, against a real
+//! `redis-server` per test (`testkit`).
+
+mod acl;
+mod blocking;
+mod commands;
+mod config;
+mod errors;
+mod hardening;
+mod readme_transcript;
