@@ -16,8 +16,9 @@
 //! | `src/hooks/` | what the module does when Redis announces something: keyspace events, the command filter, server events, INFO |
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
-//! A file uses what sits below it in this order (`core` → `stats`/`node_fence`/`config`/`fault`
-//! → `rm` → `keyspace` → `blocking` → `commands` → `hooks` → this file), never above.
+//! A file uses what sits below it in this order, never above: `core` →
+//! `stats`/`node_fence`/`fault` → `rm` → `config`/`keyspace` → `blocking` →
+//! `commands`/`hooks` → this file.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
