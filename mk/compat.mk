@@ -33,7 +33,7 @@ $(VENV_STAMP): scripts/compat-requirements.txt $(PYTHON_CLIENT)/pyproject.toml
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements.txt
 	touch $@
 
-test-compat: build venv python-lint
+test-compat: build build-panic-injection venv python-lint
 	scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
 
 test-python: build venv python-lint
