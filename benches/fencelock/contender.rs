@@ -11,10 +11,10 @@ use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
+use testkit::resp::Conn;
 
 use crate::load::client_token;
 use crate::lua::Scripts;
-use crate::resp::{Conn, Reply};
 
 /// The one contended key.
 pub const KEY: &[u8] = b"lock:contended";
@@ -138,15 +138,14 @@ pub fn main(args: &[String]) -> io::Result<()> {
 /// `LOCK.ACQUIRE key ttl BLOCK timeout` until granted; nil (timed out) is a failure.
 fn ask_blocking(conn: &mut Conn, tally: &mut Tally) -> io::Result<Vec<u8>> {
     loop {
-        match conn.call(&[b"LOCK.ACQUIRE", KEY, TTL, b"BLOCK", BLOCK_TIMEOUT])? {
-            Reply::Nil => tally.failed += 1,
-            reply => {
-                return reply
-                    .grant()
-                    .map(|(token, _fence)| token.to_vec())
-                    .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))
-            }
+        let reply = conn.call(&[b"LOCK.ACQUIRE", KEY, TTL, b"BLOCK", BLOCK_TIMEOUT])?;
+        if !reply.is_nil() {
+            return reply
+                .grant()
+                .map(|(token, _fence)| token.to_vec())
+                .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")));
         }
+        tally.failed += 1;
     }
 }
 
@@ -162,7 +161,7 @@ fn ask_polling(
         if reply.is_ok() {
             return Ok(token.to_vec());
         }
-        if reply != Reply::Nil {
+        if !reply.is_nil() {
             return Err(io::Error::other(format!("SET NX PX replied {reply:?}")));
         }
         tally.failed += 1;

@@ -1,15 +1,18 @@
 //! Scenario 3: one key, 4 and 32 clients in separate processes, fencelock `BLOCK`
 //! against polling at 50 ms and 5 ms. Starts the contenders, releases them together,
-//! gathers their counts and waits, and reduces them to grants/s, wait p50/p99/max,
-//! failed attempts per grant and Jain's index over per-client grants.
+//! gathers their counts and waits (into an HdrHistogram), and reduces them to
+//! grants/s, wait p50/p99/max, failed attempts per grant and Jain's index over
+//! per-client grants.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+use hdrhistogram::Histogram;
+
 use crate::contender::Mode;
-use crate::server::{flush, Server};
+use crate::server::{self, flush, Server};
 use crate::settings::Settings;
-use crate::stats::{jain, percentile};
+use crate::stats::{jain, percentile_ms, wait_histogram};
 
 pub const MODES: [Mode; 3] = [
     Mode::Block,
@@ -30,8 +33,8 @@ pub struct Sample {
     pub lost: u64,
     pub jain: f64,
     pub per_client_grants: Vec<u64>,
-    /// Every wait of the run in ms, ascending.
-    pub waits_ms: Vec<f64>,
+    /// Every wait of the run (ask to grant), in µs.
+    pub waits: Histogram<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,7 +97,7 @@ fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io
     }
     let mut per_client_grants = Vec::with_capacity(clients);
     let (mut failed, mut lost, mut granted) = (0u64, 0u64, 0u64);
-    let mut waits_ms = Vec::new();
+    let mut waits = wait_histogram();
     for contender in &mut contenders {
         let line = read_line(contender)?;
         let report: serde_json::Value = serde_json::from_str(&line)
@@ -104,13 +107,10 @@ fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io
         granted += count("grants");
         failed += count("failed");
         lost += count("lost");
-        if let Some(waits) = report["waits_us"].as_array() {
-            waits_ms.extend(
-                waits
-                    .iter()
-                    .filter_map(|w| w.as_u64())
-                    .map(|us| us as f64 / 1e3),
-            );
+        for wait in report["waits_us"].as_array().into_iter().flatten() {
+            waits
+                .record(wait.as_u64().unwrap_or(0))
+                .map_err(|e| io::Error::other(format!("wait {wait}: {e}")))?;
         }
     }
     for mut contender in contenders {
@@ -121,26 +121,25 @@ fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io
             )));
         }
     }
-    waits_ms.sort_by(f64::total_cmp);
     let in_window: u64 = per_client_grants.iter().sum();
     let shares: Vec<f64> = per_client_grants.iter().map(|&g| g as f64).collect();
     Ok(Sample {
         grants_per_s: in_window as f64 / (duration_ms as f64 / 1e3),
-        p50_ms: percentile(&waits_ms, 50.0),
-        p99_ms: percentile(&waits_ms, 99.0),
-        max_ms: waits_ms.last().copied().unwrap_or(f64::NAN),
+        p50_ms: percentile_ms(&waits, 50.0),
+        p99_ms: percentile_ms(&waits, 99.0),
+        max_ms: percentile_ms(&waits, 100.0),
         failed_per_grant: failed as f64 / granted.max(1) as f64,
         failed,
         lost,
         jain: jain(&shares),
         per_client_grants,
-        waits_ms,
+        waits,
     })
 }
 
 /// Every client count × mode, `settings.repetitions` times, modes alternating.
 pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionResult>> {
-    let mut admin = server.connect()?;
+    let mut admin = server::connect(server)?;
     let mut results: Vec<ContentionResult> = settings
         .contention_clients
         .iter()

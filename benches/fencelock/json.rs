@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use crate::contention::Sample;
 use crate::results::Results;
-use crate::stats::{percentile, spread, Spread};
+use crate::stats::{percentile_ms, spread, Spread};
 use crate::targets::Target;
 
 fn summary(s: Spread) -> Value {
@@ -21,10 +21,10 @@ fn contention_sample(s: &Sample) -> Value {
         "grants_per_s": s.grants_per_s,
         "wait_ms": {
             "p50": s.p50_ms,
-            "p90": percentile(&s.waits_ms, 90.0),
+            "p90": percentile_ms(&s.waits, 90.0),
             "p99": s.p99_ms,
             "max": s.max_ms,
-            "count": s.waits_ms.len(),
+            "count": s.waits.len(),
         },
         "failed_attempts": s.failed,
         "failed_per_grant": s.failed_per_grant,

@@ -3,14 +3,18 @@
 //! `Recipe`: an operation is one or more commands, each step may depend on the reply
 //! to the one before (the token of a grant, whether `SET NX` succeeded). A run does a
 //! fixed number of operations per connection and is timed from a common start to the
-//! last connection's finish.
+//! last connection's finish. Built on testkit's RESP encoder and parser, with nothing
+//! else per command (no client library): the generator must stay cheaper than the
+//! server it loads.
 
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use crate::resp::{Conn, Reply};
+use testkit::resp::{Conn, Reply};
+
+use crate::recipes::Recipe;
 
 /// One operation in progress: its key number, the step it is at, and the token it
 /// learnt or chose.
@@ -46,14 +50,6 @@ pub enum Keys {
 
 const CONN_STRIDE: u64 = 1_000_000_000;
 
-pub trait Recipe: Sync {
-    fn keys(&self) -> Keys;
-    /// Appends the command for `op`'s current step.
-    fn command(&self, conn: usize, op: &Op, out: &mut Vec<u8>);
-    /// Interprets the reply to `op`'s current step (and may record a token in it).
-    fn reply(&self, op: &mut Op, reply: Reply) -> Outcome;
-}
-
 /// The 22-character token a connection uses where the client chooses the token
 /// (`SET NX PX`, `LOCK.ACQUIRE … TOKEN`), like a base64-encoded 128-bit value:
 /// `bench-token-` and the connection number in 10 digits. Built without allocating.
@@ -88,7 +84,7 @@ pub fn run(
     conns: usize,
     depth: usize,
     ops_per_conn: u64,
-    recipe: &dyn Recipe,
+    recipe: &Recipe,
 ) -> io::Result<Run> {
     let connections = (0..conns)
         .map(|_| Conn::connect(port))
@@ -139,7 +135,7 @@ pub fn run(
 
 /// One connection's share of a run.
 struct Session<'a> {
-    recipe: &'a dyn Recipe,
+    recipe: &'a Recipe,
     conn: usize,
     to_start: u64,
     sequence: u64,
@@ -151,7 +147,7 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(recipe: &'a dyn Recipe, conn: usize, ops: u64) -> Self {
+    fn new(recipe: &'a Recipe, conn: usize, ops: u64) -> Self {
         Self {
             recipe,
             conn,
@@ -169,7 +165,7 @@ impl<'a> Session<'a> {
         let base = self.conn as u64 * CONN_STRIDE;
         let sequence = self.sequence;
         self.sequence += 1;
-        match self.recipe.keys() {
+        match self.recipe.command.keys() {
             Keys::Fresh => base + sequence,
             Keys::Cycle(n) => base + sequence % n.max(1),
             Keys::Random(n) => {

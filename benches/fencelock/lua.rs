@@ -4,7 +4,8 @@
 
 use std::io;
 
-use crate::resp::Conn;
+use testkit::resp::Conn;
+
 use crate::server::load_script;
 
 /// `if GET == token then DEL`: the safe release.
@@ -25,8 +26,8 @@ impl Scripts {
     /// Loads both scripts (idempotent; `FLUSHALL` does not drop them).
     pub fn load(conn: &mut Conn) -> io::Result<Self> {
         Ok(Self {
-            release: load_script(conn, RELEASE)?.into_bytes(),
-            refresh: load_script(conn, REFRESH)?.into_bytes(),
+            release: load_script(conn, RELEASE)?,
+            refresh: load_script(conn, REFRESH)?,
         })
     }
 }

@@ -3,8 +3,10 @@
 
 use std::io;
 
-use crate::resp::Conn;
-use crate::server::{info_field, module_path, server_binary};
+use testkit::resp::Conn;
+use testkit::{module_path, server_binary};
+
+use crate::server::info_field;
 
 #[derive(Debug, Clone)]
 pub struct Machine {

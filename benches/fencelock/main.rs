@@ -1,15 +1,15 @@
 //! `make bench`: fencelock against the Lua-and-polling lock pattern, side by side, in
-//! one run. Starts its own redis-server with the module (persistence off), measures
-//! per-command throughput, the lock cycle, contention on one key and memory, with
-//! every comparison alternating within each repetition, then prints a table and
-//! writes `report.json`, `report.md` and `bench.svg` (see `--help`).
+//! one run. Starts its own redis-server with the module (persistence off, through
+//! `testkit`), measures per-command throughput, the lock cycle, contention on one key
+//! and memory, with every comparison alternating within each repetition, then prints
+//! a table and writes `report.json`, `report.md` and `bench.svg` (see `--help`);
+//! with `--docs` (`make bench-docs`) also the figures in README.md and docs/.
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
 //! contention scenario, one process per client).
 
 mod contender;
 mod contention;
-mod cycle;
 mod docs;
 mod json;
 mod load;
@@ -18,7 +18,6 @@ mod machine;
 mod memory;
 mod recipes;
 mod report;
-mod resp;
 mod results;
 mod server;
 mod settings;
@@ -33,7 +32,6 @@ use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use results::Results;
-use server::Server;
 use settings::{Scenario, Settings};
 
 fn main() -> ExitCode {
@@ -68,8 +66,8 @@ fn run(settings: &Settings) -> io::Result<()> {
     if placement.is_some() {
         server::pin_self()?;
     }
-    let server = Server::start(placement.is_some())?;
-    let machine = machine::describe(&mut server.connect()?, placement.as_deref())?;
+    let server = server::start(placement.is_some())?;
+    let machine = machine::describe(&mut server::connect(&server)?, placement.as_deref())?;
     eprintln!("fencelock bench on {}", machine.one_line());
     let started = Instant::now();
     let started_unix = SystemTime::now()
@@ -114,7 +112,7 @@ fn run(settings: &Settings) -> io::Result<()> {
         settings.out_dir.join("report.md"),
         report::markdown(&results, &tables, "bench.svg"),
     )?;
-    let chart = svg::chart(&results);
+    let chart = svg::chart(&results)?;
     std::fs::write(settings.out_dir.join("bench.svg"), &chart)?;
     eprintln!(
         "wrote report.json, report.md and bench.svg in {}",

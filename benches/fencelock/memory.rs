@@ -10,10 +10,11 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use testkit::resp::{encode, Conn, Reply};
+
 use crate::load::client_token;
 use crate::lua::{fence_key, lock_key, Scripts};
-use crate::resp::{encode, Conn, Reply};
-use crate::server::{flush, info_field, Server};
+use crate::server::{self, flush, info_field, Server};
 
 const BATCH: u64 = 1_000;
 const LEASE: &[u8] = b"3600000";
@@ -58,7 +59,7 @@ fn pipeline(
     command: impl Fn(u64, &mut Vec<u8>),
     mut check: impl FnMut(u64, Reply) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut conn = server.connect()?;
+    let mut conn = server::connect(server)?;
     let mut out = Vec::new();
     let mut next = 0;
     while next < count {
@@ -174,7 +175,7 @@ fn measure_lua(
 }
 
 pub fn run(server: &Server, locks: u64, repetitions: usize) -> io::Result<MemoryResult> {
-    let mut probe = server.connect()?;
+    let mut probe = server::connect(server)?;
     let scripts = Scripts::load(&mut probe)?;
     let mut result = MemoryResult {
         locks,

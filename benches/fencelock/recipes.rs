@@ -1,10 +1,17 @@
-//! The per-command recipes of the throughput scenario, fencelock and the Lua pattern
-//! side by side, plus the untimed set-up recipes that make the hit paths hits (keys
-//! already held by the token the timed run presents).
+//! What the throughput scenarios send, fencelock and the Lua pattern side by side: one
+//! `Command` per variant (its commands, the replies that count as a hit, which keys it
+//! visits and what untimed set-up makes its hit path a hit).
+//!
+//! The lock cycles (acquire with a fence, then release, on random keys) are recipes of
+//! several steps — fencelock: `LOCK.ACQUIRE` (token and fence in the reply), then
+//! `LOCK.RELEASE` with that token; the Lua pattern: `SET NX PX`, `INCR fence:key` once
+//! the `SET` succeeded, then the `EVALSHA` release. Each step waits for the reply it
+//! depends on; pipelining overlaps many cycles, never the steps of one.
 
-use crate::load::{client_token, Keys, Op, Outcome, Recipe};
+use testkit::resp::{encode, Reply};
+
+use crate::load::{client_token, Keys, Op, Outcome};
 use crate::lua::{fence_key, lock_key, Scripts};
-use crate::resp::{encode, Reply};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";
@@ -12,6 +19,9 @@ pub const TTL: &[u8] = b"30000";
 pub const LONG_TTL: &[u8] = b"600000";
 /// Keys each connection refreshes or reads in turn.
 pub const HELD_PER_CONN: u64 = 1_000;
+/// Keyspace the cycles' random keys come from: large enough that two cycles in flight
+/// rarely pick the same key (a collision is counted as busy and retried).
+pub const KEYSPACE: u64 = 10_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -33,96 +43,134 @@ pub enum Command {
     LockFence,
     /// `GET key` on a held key.
     Get,
+    /// fencelock's lock cycle: `LOCK.ACQUIRE`, `LOCK.RELEASE` with the granted token.
+    FencelockCycle,
+    /// The Lua pattern's cycle: `SET NX PX`, `INCR fence:key`, `EVALSHA` release.
+    LuaCycle,
     /// Set-up: `LOCK.ACQUIRE key ttl TOKEN token`.
     HoldWithFencelock,
     /// Set-up: `SET key token PX ttl`.
     HoldWithSet,
 }
 
-pub struct CommandRecipe {
-    pub command: Command,
-    pub keys: Keys,
-    pub scripts: Scripts,
+/// Untimed keys a variant needs before its run.
+#[derive(Clone, Copy)]
+pub enum Setup {
+    /// Hold exactly the keys the timed run will visit (each released once).
+    SameKeys(Command),
+    /// Hold `HELD_PER_CONN` keys per connection (visited in turn).
+    Held(Command),
 }
 
-impl CommandRecipe {
-    pub fn new(command: Command, keys: Keys, scripts: &Scripts) -> Self {
-        Self {
-            command,
-            keys,
-            scripts: scripts.clone(),
+impl Command {
+    pub fn keys(self) -> Keys {
+        match self {
+            Command::LockRefresh | Command::LuaRefresh | Command::LockFence | Command::Get => {
+                Keys::Cycle(HELD_PER_CONN)
+            }
+            Command::FencelockCycle | Command::LuaCycle => Keys::Random(KEYSPACE),
+            _ => Keys::Fresh,
         }
     }
+
+    pub fn setup(self) -> Option<Setup> {
+        match self {
+            Command::LockRelease => Some(Setup::SameKeys(Command::HoldWithFencelock)),
+            Command::LuaRelease => Some(Setup::SameKeys(Command::HoldWithSet)),
+            Command::LockRefresh | Command::LockFence => {
+                Some(Setup::Held(Command::HoldWithFencelock))
+            }
+            Command::LuaRefresh | Command::Get => Some(Setup::Held(Command::HoldWithSet)),
+            _ => None,
+        }
+    }
+
+    pub fn commands_per_op(self) -> u64 {
+        match self {
+            Command::SetNxPxIncr | Command::FencelockCycle => 2,
+            Command::LuaCycle => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// A `Command` with the script SHA1s its `EVALSHA`s need.
+pub struct Recipe {
+    pub command: Command,
+    pub scripts: Scripts,
 }
 
 fn unexpected(what: &str, reply: &Reply) -> Outcome {
     Outcome::Unexpected(format!("{what}: expected a hit, got {reply:?}"))
 }
 
-impl Recipe for CommandRecipe {
-    fn keys(&self) -> Keys {
-        self.keys
-    }
-
-    fn command(&self, conn: usize, op: &Op, out: &mut Vec<u8>) {
+impl Recipe {
+    /// Appends the command for `op`'s current step; `conn`'s client-chosen token.
+    pub fn command(&self, conn: usize, op: &Op, out: &mut Vec<u8>) {
         let key = lock_key(op.key);
         let key = key.as_bytes();
         let token = client_token(conn);
         let token = &token[..];
+        let (release, refresh) = (&self.scripts.release[..], &self.scripts.refresh[..]);
         match (self.command, op.step) {
-            (Command::LockAcquire, _) => encode(out, &[b"LOCK.ACQUIRE", key, TTL]),
-            (Command::SetNxPx, _) | (Command::SetNxPxIncr, 0) => {
+            (Command::LockAcquire | Command::FencelockCycle, 0) => {
+                encode(out, &[b"LOCK.ACQUIRE", key, TTL])
+            }
+            (Command::FencelockCycle, _) => encode(out, &[b"LOCK.RELEASE", key, &op.token]),
+            (Command::SetNxPx | Command::SetNxPxIncr | Command::LuaCycle, 0) => {
                 encode(out, &[b"SET", key, token, b"NX", b"PX", TTL])
             }
-            (Command::SetNxPxIncr, _) => encode(out, &[b"INCR", fence_key(op.key).as_bytes()]),
-            (Command::LockRelease, _) => encode(out, &[b"LOCK.RELEASE", key, token]),
-            (Command::LuaRelease, _) => {
-                encode(out, &[b"EVALSHA", &self.scripts.release, b"1", key, token])
+            (Command::SetNxPxIncr | Command::LuaCycle, 1) => {
+                encode(out, &[b"INCR", fence_key(op.key).as_bytes()])
             }
+            (Command::LuaRelease | Command::LuaCycle, _) => {
+                encode(out, &[b"EVALSHA", release, b"1", key, token])
+            }
+            (Command::LockRelease, _) => encode(out, &[b"LOCK.RELEASE", key, token]),
             (Command::LockRefresh, _) => encode(out, &[b"LOCK.REFRESH", key, token, LONG_TTL]),
-            (Command::LuaRefresh, _) => encode(
-                out,
-                &[
-                    b"EVALSHA",
-                    &self.scripts.refresh,
-                    b"1",
-                    key,
-                    token,
-                    LONG_TTL,
-                ],
-            ),
+            (Command::LuaRefresh, _) => {
+                encode(out, &[b"EVALSHA", refresh, b"1", key, token, LONG_TTL])
+            }
             (Command::LockFence, _) => encode(out, &[b"LOCK.FENCE", key]),
             (Command::Get, _) => encode(out, &[b"GET", key]),
             (Command::HoldWithFencelock, _) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, LONG_TTL, b"TOKEN", token])
             }
             (Command::HoldWithSet, _) => encode(out, &[b"SET", key, token, b"PX", LONG_TTL]),
+            (Command::LockAcquire | Command::SetNxPx | Command::SetNxPxIncr, _) => {
+                unreachable!("{:?} has no step {}", self.command, op.step)
+            }
         }
     }
 
-    fn reply(&self, op: &mut Op, reply: Reply) -> Outcome {
-        let hit = match self.command {
-            Command::LockAcquire | Command::HoldWithFencelock => reply.grant().is_some(),
-            Command::SetNxPx | Command::HoldWithSet => reply.is_ok(),
-            Command::SetNxPxIncr if op.step == 0 => {
-                return if reply.is_ok() {
-                    Outcome::Next
-                } else {
-                    unexpected("SET NX PX", &reply)
-                };
+    /// Interprets the reply to `op`'s current step (and records a granted token in it).
+    pub fn reply(&self, op: &mut Op, reply: Reply) -> Outcome {
+        let last = u64::from(op.step) + 1 == self.command.commands_per_op();
+        let hit = match (self.command, op.step) {
+            // Random keys can collide with a cycle in flight: not a miss, a retry.
+            (Command::FencelockCycle | Command::LuaCycle, 0) if reply.is_nil() => {
+                return Outcome::Busy
             }
-            Command::SetNxPxIncr => reply.integer().is_some(),
-            Command::LockRelease
-            | Command::LuaRelease
-            | Command::LockRefresh
-            | Command::LuaRefresh => reply.integer() == Some(1),
-            Command::LockFence => reply.integer().is_some_and(|fence| fence > 0),
-            Command::Get => reply.bulk().is_some(),
+            (Command::FencelockCycle, 0) => match reply.grant() {
+                Some((token, _fence)) => {
+                    op.token = token.to_vec();
+                    true
+                }
+                None => false,
+            },
+            (Command::LockAcquire | Command::HoldWithFencelock, _) => reply.grant().is_some(),
+            (Command::SetNxPx | Command::HoldWithSet, _) => reply.is_ok(),
+            (Command::SetNxPxIncr | Command::LuaCycle, 0) => reply.is_ok(),
+            (Command::SetNxPxIncr | Command::LuaCycle, 1) => reply.integer().is_some(),
+            (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
+            (Command::Get, _) => reply.bulk().is_some(),
+            // Releases and refreshes, fencelock's and the scripts', answer 1 on a hit.
+            _ => reply.integer() == Some(1),
         };
-        if hit {
-            Outcome::Done
-        } else {
-            unexpected(&format!("{:?}", self.command), &reply)
+        match (hit, last) {
+            (true, true) => Outcome::Done,
+            (true, false) => Outcome::Next,
+            (false, _) => unexpected(&format!("{:?} step {}", self.command, op.step), &reply),
         }
     }
 }

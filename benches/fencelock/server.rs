@@ -1,32 +1,18 @@
-//! The redis-server under test: started with the fencelock module loaded and
-//! persistence off, on a free loopback port in its own directory, pinned to one CPU
-//! when the machine has two or more (the load generator takes another), and killed
-//! when dropped. Also the small admin calls the scenarios share (flush, INFO fields,
-//! script loading).
+//! The redis-server under test, launched by `testkit` (module loaded, persistence off,
+//! own port and temporary directory, `SHUTDOWN NOSAVE` on drop so a server run under a
+//! profiler writes its profile). This file adds what only the benchmark needs: the
+//! CPU placement of server and load generator, the server's on-CPU time, and the small
+//! admin calls the scenarios share (flush, INFO fields, script loading).
 
 use std::io;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use crate::resp::{Conn, Reply};
+use testkit::resp::Conn;
+pub use testkit::Server;
 
 /// CPU the server runs on when pinning; the load generator gets the next one.
 const SERVER_CPU: usize = 0;
 const CLIENT_CPU: usize = 1;
-
-pub fn server_binary() -> String {
-    std::env::var("FENCELOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
-}
-
-pub fn module_path() -> PathBuf {
-    std::env::var_os("FENCELOCK_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libfencelock.so")
-        })
-}
 
 /// Whether to pin server and load generator to separate CPUs: needs `taskset` and two
 /// CPUs. Returns the human description recorded in the report.
@@ -57,117 +43,33 @@ pub fn pin_self() -> io::Result<()> {
     }
 }
 
-pub struct Server {
-    pub port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
+/// Starts the server, pinned to `SERVER_CPU` when `pinned`. The module is checked
+/// first: a missing build is the usual mistake and deserves a plain message.
+pub fn start(pinned: bool) -> io::Result<Server> {
+    let module = testkit::module_path();
+    if !module.exists() {
+        return Err(io::Error::other(format!(
+            "{} not found: run `cargo build --release` first",
+            module.display()
+        )));
+    }
+    Ok(Server::with_options(testkit::Options {
+        cpu: pinned.then_some(SERVER_CPU),
+        graceful_stop: true,
+        ..testkit::Options::default()
+    }))
 }
 
-impl Server {
-    pub fn start(pinned: bool) -> io::Result<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let dir = std::env::temp_dir().join(format!("fencelock-bench-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let module = module_path();
-        if !module.exists() {
-            return Err(io::Error::other(format!(
-                "{} not found: run `cargo build --release` first",
-                module.display()
-            )));
-        }
-        let mut command = if pinned {
-            let mut taskset = Command::new("taskset");
-            taskset
-                .args(["-c", &SERVER_CPU.to_string()])
-                .arg(server_binary());
-            taskset
-        } else {
-            Command::new(server_binary())
-        };
-        command
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(&dir)
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--logfile")
-            .arg(dir.join("redis.log"))
-            .arg("--loadmodule")
-            .arg(&module)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = command
-            .spawn()
-            .map_err(|e| io::Error::other(format!("cannot start {}: {e}", server_binary())))?;
-        let mut server = Self {
-            port,
-            dir,
-            child: Some(child),
-        };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    fn wait_ready(&mut self) -> io::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut conn) = Conn::connect(self.port) {
-                if conn.call(&[b"PING"]).is_ok() {
-                    return Ok(());
-                }
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-                return Err(io::Error::other(format!(
-                    "redis-server exited with {status}; log:\n{}",
-                    self.log()
-                )));
-            }
-            if Instant::now() > deadline {
-                return Err(io::Error::other(format!(
-                    "redis-server did not answer PING; log:\n{}",
-                    self.log()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
-    }
-
-    pub fn connect(&self) -> io::Result<Conn> {
-        Conn::connect(self.port)
-    }
-
-    /// CPU time the server's main (event-loop) thread has used so far, from
-    /// `/proc/<pid>/schedstat`; `None` where that is not available.
-    pub fn cpu_seconds(&self) -> Option<f64> {
-        let pid = self.child.as_ref()?.id();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
-        let nanos: f64 = stat.split_whitespace().next()?.parse().ok()?;
-        Some(nanos / 1e9)
-    }
+pub fn connect(server: &Server) -> io::Result<Conn> {
+    Conn::connect(server.port)
 }
 
-impl Drop for Server {
-    /// `SHUTDOWN NOSAVE` first, so a server run under a profiler (valgrind via
-    /// `FENCELOCK_REDIS_SERVER`) exits normally and writes its profile; killed if it
-    /// has not exited within a few seconds.
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Ok(mut conn) = Conn::connect(self.port) {
-                let _ = conn.send(b"*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n");
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// CPU time the server's main (event-loop) thread has used so far, from
+/// `/proc/<pid>/schedstat`; `None` where that is not available.
+pub fn cpu_seconds(server: &Server) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/schedstat", server.pid()?)).ok()?;
+    let nanos: f64 = stat.split_whitespace().next()?.parse().ok()?;
+    Some(nanos / 1e9)
 }
 
 /// Empties every database synchronously.
@@ -178,10 +80,7 @@ pub fn flush(conn: &mut Conn) -> io::Result<()> {
 /// One `field:value` line of `INFO section`.
 pub fn info_field(conn: &mut Conn, section: &str, field: &str) -> io::Result<String> {
     let reply = conn.call_ok(&[b"INFO", section.as_bytes()])?;
-    let text = reply
-        .bulk()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .ok_or_else(|| io::Error::other("INFO did not return text"))?;
+    let text = String::from_utf8_lossy(reply.bulk().unwrap_or_default()).into_owned();
     text.lines()
         .find_map(|line| line.strip_prefix(&format!("{field}:")))
         .map(|value| value.trim().to_string())
@@ -189,9 +88,10 @@ pub fn info_field(conn: &mut Conn, section: &str, field: &str) -> io::Result<Str
 }
 
 /// Loads a Lua script and returns its SHA1.
-pub fn load_script(conn: &mut Conn, source: &str) -> io::Result<String> {
-    match conn.call_ok(&[b"SCRIPT", b"LOAD", source.as_bytes()])? {
-        Reply::Bulk(sha) => Ok(String::from_utf8_lossy(&sha).into_owned()),
-        other => Err(io::Error::other(format!("SCRIPT LOAD replied {other:?}"))),
-    }
+pub fn load_script(conn: &mut Conn, source: &str) -> io::Result<Vec<u8>> {
+    let reply = conn.call_ok(&[b"SCRIPT", b"LOAD", source.as_bytes()])?;
+    reply
+        .bulk()
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| io::Error::other(format!("SCRIPT LOAD replied {reply:?}")))
 }

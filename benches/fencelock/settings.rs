@@ -1,8 +1,11 @@
 //! Command-line settings of a benchmark run: the full run (`make bench`) or the short
 //! smoke CI runs (`--smoke`), repetitions, where reports go, whether the docs are
-//! updated and whether server and load generator are pinned to separate CPUs.
+//! updated (`make bench-docs`) and whether server and load generator are pinned to
+//! separate CPUs. Parsed with `lexopt`.
 
 use std::path::{Path, PathBuf};
+
+use lexopt::prelude::*;
 
 pub const USAGE: &str = "usage: cargo bench --bench fencelock -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST]
   --smoke   a few seconds instead of minutes (CI); reports go to target/bench/smoke
@@ -19,17 +22,6 @@ pub enum Scenario {
     Throughput,
     Contention,
     Memory,
-}
-
-impl Scenario {
-    fn parse(name: &str) -> Option<Self> {
-        match name {
-            "throughput" => Some(Self::Throughput),
-            "contention" => Some(Self::Contention),
-            "memory" => Some(Self::Memory),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +44,15 @@ pub struct Settings {
     pub scenarios: Vec<Scenario>,
 }
 
+fn scenario(name: &str) -> Result<Scenario, String> {
+    match name.trim() {
+        "throughput" => Ok(Scenario::Throughput),
+        "contention" => Ok(Scenario::Contention),
+        "memory" => Ok(Scenario::Memory),
+        _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
+    }
+}
+
 impl Settings {
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -71,35 +72,39 @@ impl Settings {
             scenarios: vec![Scenario::Throughput, Scenario::Contention, Scenario::Memory],
         };
         let mut out_dir = None;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
+        let mut parser = lexopt::Parser::from_args(args);
+        while let Some(arg) = parser.next().map_err(|e| format!("{e}\n{USAGE}"))? {
+            match arg {
                 // cargo passes --bench to every bench target.
-                "--bench" => {}
-                "--smoke" => settings.smoke = true,
-                "--docs" => settings.docs = true,
-                "--no-pin" => settings.pin = false,
-                "--reps" => {
-                    let value = args.next().ok_or("--reps needs a number")?;
+                Long("bench") => {}
+                Long("smoke") => settings.smoke = true,
+                Long("docs") => settings.docs = true,
+                Long("no-pin") => settings.pin = false,
+                Long("reps") => {
+                    let value = parser.value().map_err(|_| "--reps needs a number")?;
                     settings.repetitions = value
-                        .parse()
+                        .parse::<usize>()
                         .ok()
                         .filter(|&n| n >= 3)
                         .ok_or("--reps must be a number, at least 3")?;
                 }
-                "--only" => {
-                    let list = args.next().ok_or("--only needs a list")?;
+                Long("only") => {
+                    let list = parser.value().map_err(|_| "--only needs a list")?;
                     settings.scenarios = list
+                        .to_string_lossy()
                         .split(',')
-                        .map(|name| {
-                            Scenario::parse(name.trim())
-                                .ok_or_else(|| format!("unknown scenario {name:?}\n{USAGE}"))
-                        })
+                        .map(scenario)
                         .collect::<Result<_, _>>()?;
                 }
-                "--out" => out_dir = Some(PathBuf::from(args.next().ok_or("--out needs a path")?)),
-                "--help" | "-h" => return Err(USAGE.into()),
-                other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+                Long("out") => {
+                    out_dir = Some(PathBuf::from(
+                        parser.value().map_err(|_| "--out needs a path")?,
+                    ))
+                }
+                Long("help") | Short('h') => return Err(USAGE.into()),
+                Long(name) => return Err(format!("unknown argument \"--{name}\"\n{USAGE}")),
+                Short(c) => return Err(format!("unknown argument \"-{c}\"\n{USAGE}")),
+                Value(other) => return Err(format!("unknown argument {other:?}\n{USAGE}")),
             }
         }
         if settings.smoke {

@@ -1,25 +1,34 @@
-//! The chart, as a self-contained SVG: (a) throughput ratios fencelock ÷ baseline,
-//! median bar with min–max whisker and the target marked; (b) the distribution of the
-//! wait from ask to grant, fencelock BLOCK against polling, one plot per client count
-//! (cumulative fraction over a log time axis, all repetitions pooled).
+//! The chart, drawn with `plotters` into a self-contained SVG: (a) throughput ratios
+//! fencelock ÷ baseline, median bar with min–max whisker and the target marked; (b)
+//! the distribution of the wait from ask to grant, fencelock BLOCK against polling,
+//! one plot per client count (cumulative share over a log time axis, all repetitions
+//! pooled); then the machine the figures came from.
 
-use std::fmt::Write;
+use std::io;
+
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::contender::Mode;
+use crate::contention::MODES;
 use crate::results::{Ratio, Results};
+use crate::stats::wait_histogram;
 
-const WIDTH: f64 = 960.0;
-const ROW: f64 = 22.0;
-const LABEL_RIGHT: f64 = 365.0;
-const PLOT_LEFT: f64 = 375.0;
-const PLOT_RIGHT: f64 = 900.0;
-const WAIT_HEIGHT: f64 = 250.0;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Drawn = Result<(), Box<dyn std::error::Error>>;
 
-fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+const WIDTH: u32 = 960;
+const ROW: u32 = 24;
+const WAITS_HEIGHT: u32 = 360;
+const FOOTER_HEIGHT: u32 = 40;
+const PIPELINED: RGBColor = RGBColor(0x2b, 0x7b, 0xb9);
+const UNPIPELINED: RGBColor = RGBColor(0x9e, 0xca, 0xe1);
+const TARGET: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+/// Points per cumulative-distribution line: enough for a smooth curve, few enough to
+/// keep the SVG small.
+const CDF_POINTS: u32 = 200;
 
 /// The issue's target for a ratio, if it has one.
 fn target_for(r: &Ratio) -> Option<f64> {
@@ -33,245 +42,223 @@ fn target_for(r: &Ratio) -> Option<f64> {
     }
 }
 
-fn mode_color(mode: Mode) -> &'static str {
+fn mode_color(mode: Mode) -> RGBColor {
     match mode {
-        Mode::Block => "#1a9850",
-        Mode::Poll { retry_ms } if retry_ms >= 50 => "#d73027",
-        Mode::Poll { .. } => "#f46d43",
+        Mode::Block => RGBColor(0x1a, 0x98, 0x50),
+        Mode::Poll { retry_ms } if retry_ms >= 50 => RGBColor(0xd7, 0x30, 0x27),
+        Mode::Poll { .. } => RGBColor(0xf4, 0x6d, 0x43),
     }
 }
 
-fn ratios_panel(svg: &mut String, ratios: &[Ratio], top: f64) -> f64 {
+/// One horizontal bar per ratio, first ratio on top (row `i` is segment n-1-i).
+fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
+    let n = ratios.len().max(1) as i32;
     let highest = ratios
         .iter()
         .flat_map(|r| [r.spread.max, target_for(r).unwrap_or(0.0)])
         .filter(|x| x.is_finite())
         .fold(3.0_f64, f64::max);
     let x_max = (highest * 1.1 * 2.0).ceil() / 2.0;
-    let x = |v: f64| PLOT_LEFT + (v.clamp(0.0, x_max) / x_max) * (PLOT_RIGHT - PLOT_LEFT);
-    let _ = writeln!(
-        svg,
-        r#"<text x="20" y="{:.0}" class="title">Throughput, fencelock ÷ Lua pattern (same run; bar = median, whisker = min–max, red tick = target)</text>"#,
-        top + 18.0
-    );
-    let plot_top = top + 34.0;
-    let plot_bottom = plot_top + ROW * ratios.len() as f64;
-    let step = if x_max <= 4.0 { 0.5 } else { 1.0 };
-    let mut tick = 0.0;
-    while tick <= x_max + 1e-9 {
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{0:.1}" y1="{plot_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="#e5e5e5"/><text x="{0:.1}" y="{1:.1}" class="tick" text-anchor="middle">{tick}×</text>"##,
-            x(tick),
-            plot_bottom + 14.0
-        );
-        tick += step;
+    // Ticks every 0.5× up to 4×, else every 1× (at most 12 labels, so an outlier does
+    // not crowd the axis): plotters picks the step from the count.
+    let ticks = ((x_max / if x_max <= 4.0 { 0.5 } else { 1.0 }) as usize + 1).min(12);
+    let labels: Vec<String> = ratios
+        .iter()
+        .map(|r| format!("{}, {}: vs {}", r.group, r.mode(), r.baseline))
+        .collect();
+    let row = |i: usize| n - 1 - i as i32;
+    // Integer ranges are inclusive in plotters: 0..n-1 is n segments, one per row.
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "Throughput, fencelock ÷ Lua pattern (same run; bar = median, whisker = min–max, red tick = target)",
+            ("sans-serif", 14),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(300)
+        .build_cartesian_2d(0.0..x_max, (0..n - 1).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .light_line_style(TRANSPARENT)
+        .x_labels(ticks)
+        .y_labels(n as usize)
+        .x_desc("fencelock's rate ÷ the baseline's")
+        .x_label_formatter(&|x| format!("{x}×"))
+        .y_label_formatter(&|y| match y {
+            SegmentValue::CenterOf(y) => usize::try_from(n - 1 - y)
+                .ok()
+                .and_then(|i| labels.get(i).cloned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        })
+        .label_style(("sans-serif", 11.5))
+        .draw()?;
+    chart.draw_series([DashedPathElement::new(
+        [(1.0, SegmentValue::Exact(0)), (1.0, SegmentValue::Last)],
+        4,
+        3,
+        RGBColor(0x55, 0x55, 0x55).stroke_width(1),
+    )])?;
+    for (pipelined, color, legend) in [
+        (true, PIPELINED, "pipelined, 32 deep"),
+        (false, UNPIPELINED, "unpipelined"),
+    ] {
+        let rows = ratios
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| (r.depth > 1) == pipelined);
+        chart
+            .draw_series(rows.map(|(i, r)| {
+                let (y, median) = (row(i), r.spread.median.clamp(0.0, x_max));
+                let mut bar = Rectangle::new(
+                    [
+                        (0.0, SegmentValue::Exact(y)),
+                        (median, SegmentValue::Exact(y + 1)),
+                    ],
+                    color.filled(),
+                );
+                bar.set_margin(4, 4, 0, 0);
+                bar
+            }))?
+            .label(legend)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{0:.1}" y1="{plot_top:.1}" x2="{0:.1}" y2="{plot_bottom:.1}" stroke="#555" stroke-dasharray="4 3"/>"##,
-        x(1.0)
-    );
+    let value = TextStyle::from(("sans-serif", 11)).pos(Pos::new(HPos::Left, VPos::Center));
     for (i, r) in ratios.iter().enumerate() {
-        let y = plot_top + ROW * i as f64;
-        let color = if r.depth > 1 { "#2b7bb9" } else { "#9ecae1" };
-        let label = format!("{}, {}: vs {}", r.group, r.mode(), r.baseline);
-        let _ = writeln!(
-            svg,
-            r##"<text x="{LABEL_RIGHT}" y="{:.1}" class="label" text-anchor="end">{}</text><rect x="{PLOT_LEFT}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}"/><line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#222" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" class="value">{:.2}×</text>"##,
-            y + ROW * 0.68,
-            esc(&label),
-            y + 4.0,
-            (x(r.spread.median) - PLOT_LEFT).max(0.0),
-            ROW - 8.0,
-            x(r.spread.min),
-            y + ROW / 2.0,
-            x(r.spread.max),
-            y + ROW / 2.0,
-            x(r.spread.max) + 5.0,
-            y + ROW * 0.68,
-            r.spread.median
-        );
+        let (y, s) = (row(i), r.spread);
+        let (min, max) = (s.min.clamp(0.0, x_max), s.max.clamp(0.0, x_max));
+        let center = || SegmentValue::CenterOf(y);
+        chart.draw_series([PathElement::new(
+            [(min, center()), (max, center())],
+            BLACK.stroke_width(2),
+        )])?;
+        chart.draw_series([EmptyElement::at((max, center()))
+            + Text::new(format!("{:.2}×", s.median), (5, 0), value.clone())])?;
         if let Some(target) = target_for(r) {
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{0:.1}" y1="{1:.1}" x2="{0:.1}" y2="{2:.1}" stroke="#d62728" stroke-width="2.5"><title>target ≥ {target}×</title></line>"##,
-                x(target),
-                y + 1.0,
-                y + ROW - 1.0
-            );
+            chart.draw_series([PathElement::new(
+                [
+                    (target, SegmentValue::Exact(y)),
+                    (target, SegmentValue::Exact(y + 1)),
+                ],
+                TARGET.stroke_width(3),
+            )])?;
         }
     }
-    let legend_y = plot_bottom + 32.0;
-    for (i, (color, text)) in [
-        ("#2b7bb9", "pipelined, 32 deep"),
-        ("#9ecae1", "unpipelined"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let lx = PLOT_LEFT + 170.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{lx}" y="{:.1}" width="14" height="10" fill="{color}"/><text x="{}" y="{legend_y:.1}" class="label">{text}</text>"#,
-            legend_y - 9.0,
-            lx + 20.0
-        );
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE)
+        .border_style(RGBColor(0x99, 0x99, 0x99))
+        .label_font(("sans-serif", 11.5))
+        .draw()?;
+    Ok(())
+}
+
+/// One cumulative-distribution plot per client count, every mechanism's waits pooled
+/// over the repetitions.
+fn wait_panel(area: &Area, results: &Results) -> Drawn {
+    let area = area.titled(
+        "Wait from ask to grant (cumulative share of grants; log time axis; all repetitions)",
+        ("sans-serif", 14),
+    )?;
+    let mut pooled = wait_histogram();
+    for sample in results.contention.iter().flat_map(|c| &c.samples) {
+        pooled.add(&sample.waits)?;
     }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{LABEL_RIGHT}" y="{legend_y:.1}" class="label" text-anchor="end">fencelock's rate ÷ the baseline's:</text>"#
-    );
-    legend_y + 24.0
-}
-
-/// Cumulative-distribution points of an ascending sample, at most ~200.
-fn cdf_points(sorted: &[f64]) -> Vec<(f64, f64)> {
-    let n = sorted.len();
-    let steps = n.min(200);
-    (0..=steps)
-        .filter_map(|k| {
-            let idx = (k * n / steps.max(1)).min(n.saturating_sub(1));
-            sorted.get(idx).map(|&v| (v, (idx + 1) as f64 / n as f64))
-        })
-        .collect()
-}
-
-fn wait_panel(svg: &mut String, results: &Results, top: f64) -> f64 {
-    let all: Vec<f64> = results
-        .contention
-        .iter()
-        .flat_map(|c| c.samples.iter().flat_map(|s| s.waits_ms.iter().copied()))
-        .filter(|w| *w > 0.0)
-        .collect();
-    let lo = all
-        .iter()
-        .copied()
-        .fold(f64::INFINITY, f64::min)
+    // Decades that cover every wait: from 0.01–1 ms up, at least two decades wide.
+    let lo = (pooled.min().max(1) as f64 / 1e3)
         .log10()
         .floor()
         .clamp(-2.0, 0.0);
-    let hi = all
-        .iter()
-        .copied()
-        .fold(1.0, f64::max)
+    let hi = (pooled.max() as f64 / 1e3)
+        .max(1.0)
         .log10()
         .ceil()
         .max(lo + 2.0);
-    let _ = writeln!(
-        svg,
-        r#"<text x="20" y="{:.0}" class="title">Wait from ask to grant (cumulative share of grants; log time axis; all repetitions)</text>"#,
-        top + 18.0
-    );
+    let decades: Vec<f64> = (lo as i32..=hi as i32).map(|d| 10f64.powi(d)).collect();
     let counts = &results.settings.contention_clients;
-    let panel_width = (WIDTH - 60.0) / counts.len().max(1) as f64;
-    let plot_top = top + 60.0;
-    for (p, &clients) in counts.iter().enumerate() {
-        let left = 60.0 + panel_width * p as f64;
-        let right = left + panel_width - 50.0;
-        let bottom = plot_top + WAIT_HEIGHT;
-        let x = |ms: f64| left + (ms.max(10f64.powf(lo)).log10() - lo) / (hi - lo) * (right - left);
-        let y = |share: f64| bottom - share * WAIT_HEIGHT;
-        let _ = writeln!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" class="subtitle" text-anchor="middle">{clients} clients</text><rect x="{left:.1}" y="{plot_top:.1}" width="{:.1}" height="{WAIT_HEIGHT}" fill="none" stroke="#999"/>"##,
-            (left + right) / 2.0,
-            plot_top - 8.0,
-            right - left
-        );
-        let mut decade = lo;
-        while decade <= hi + 1e-9 {
-            let value = 10f64.powf(decade);
-            let label = if value < 1.0 {
-                format!("{value}")
-            } else {
-                format!("{value:.0}")
+    let panels = area.split_evenly((1, counts.len().max(1)));
+    for (panel, &clients) in panels.iter().zip(counts) {
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("{clients} clients"), ("sans-serif", 13))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(45)
+            .build_cartesian_2d(
+                (10f64.powf(lo)..10f64.powf(hi))
+                    .log_scale()
+                    .with_key_points(decades.clone()),
+                0.0..1.0,
+            )?;
+        chart
+            .configure_mesh()
+            .x_desc("wait (ms)")
+            .y_labels(6)
+            .light_line_style(TRANSPARENT)
+            .x_label_formatter(&|ms| format!("{ms}"))
+            .y_label_formatter(&|share| format!("{:.0}%", share * 100.0))
+            .label_style(("sans-serif", 10.5))
+            .draw()?;
+        for mode in MODES {
+            let Some(entry) = results.contention(clients, mode) else {
+                continue;
             };
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{0:.1}" y1="{plot_top:.1}" x2="{0:.1}" y2="{bottom:.1}" stroke="#e5e5e5"/><text x="{0:.1}" y="{1:.1}" class="tick" text-anchor="middle">{label}</text>"##,
-                x(value),
-                bottom + 14.0
-            );
-            decade += 1.0;
+            let mut waits = wait_histogram();
+            for sample in &entry.samples {
+                waits.add(&sample.waits)?;
+            }
+            let points = (0..=CDF_POINTS).filter(|_| !waits.is_empty()).map(|k| {
+                let share = f64::from(k) / f64::from(CDF_POINTS);
+                let ms = waits.value_at_quantile(share) as f64 / 1e3;
+                (ms.max(10f64.powf(lo)), share)
+            });
+            let color = mode_color(mode);
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+                .label(mode.label())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+                });
         }
-        for share in [0.0, 0.25, 0.5, 0.75, 0.9, 1.0] {
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{left:.1}" y1="{0:.1}" x2="{right:.1}" y2="{0:.1}" stroke="#eeeeee"/><text x="{1:.1}" y="{2:.1}" class="tick" text-anchor="end">{3}%</text>"##,
-                y(share),
-                left - 4.0,
-                y(share) + 4.0,
-                share * 100.0
-            );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">wait (ms)</text>"#,
-            (left + right) / 2.0,
-            bottom + 30.0
-        );
-        for entry in results.contention.iter().filter(|c| c.clients == clients) {
-            let mut waits: Vec<f64> = entry
-                .samples
-                .iter()
-                .flat_map(|s| s.waits_ms.iter().copied())
-                .collect();
-            waits.sort_by(f64::total_cmp);
-            let points: Vec<String> = cdf_points(&waits)
-                .into_iter()
-                .map(|(ms, share)| format!("{:.1},{:.1}", x(ms), y(share)))
-                .collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
-                mode_color(entry.mode),
-                points.join(" ")
-            );
-        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE)
+            .border_style(RGBColor(0x99, 0x99, 0x99))
+            .label_font(("sans-serif", 11.5))
+            .draw()?;
     }
-    let legend_y = top + 36.0;
-    for (i, mode) in crate::contention::MODES.iter().enumerate() {
-        let lx = 60.0 + 200.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{lx}" y1="{legend_y}" x2="{}" y2="{legend_y}" stroke="{}" stroke-width="3"/><text x="{}" y="{}" class="label">{}</text>"#,
-            lx + 24.0,
-            mode_color(*mode),
-            lx + 30.0,
-            legend_y + 4.0,
-            esc(&mode.label())
-        );
-    }
-    plot_top + WAIT_HEIGHT + 50.0
+    Ok(())
 }
 
-pub fn chart(results: &Results) -> String {
-    let ratios = results.ratios();
-    let mut body = String::new();
-    let after_ratios = ratios_panel(&mut body, &ratios, 10.0);
-    let plots_end = wait_panel(&mut body, results, after_ratios);
-    let height = plots_end + 26.0;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0}" viewBox="0 0 {WIDTH} {height:.0}" font-family="Helvetica, Arial, sans-serif">
-<style>.title{{font-size:14px;font-weight:bold}} .subtitle{{font-size:13px}} .label{{font-size:11.5px}} .tick{{font-size:10.5px;fill:#444}} .value{{font-size:11px}}</style>
-<rect width="100%" height="100%" fill="white"/>"##
-    );
-    svg += &body;
+fn draw(area: &Area, results: &Results, ratios_height: u32) -> Drawn {
+    area.fill(&WHITE)?;
+    let (ratios, rest) = area.split_vertically(ratios_height);
+    let (waits, footer) = rest.split_vertically(WAITS_HEIGHT);
+    ratios_panel(&ratios, &results.ratios())?;
+    wait_panel(&waits, results)?;
     let m = &results.machine;
-    let _ = writeln!(
-        svg,
-        r##"<text x="20" y="{:.0}" class="tick">{}</text><text x="20" y="{:.0}" class="tick">{}</text>"##,
-        plots_end + 4.0,
-        esc(&format!(
-            "{} × {}, {:.0} GiB RAM, {}, Linux {}, {}",
-            m.cpus, m.cpu, m.memory_gib, m.os, m.kernel, m.redis
-        )),
-        plots_end + 18.0,
-        esc(&m.placement)
+    let machine = format!(
+        "{} × {}, {:.0} GiB RAM, {}, Linux {}, {}",
+        m.cpus, m.cpu, m.memory_gib, m.os, m.kernel, m.redis
     );
-    svg += "</svg>\n";
-    svg
+    let small = TextStyle::from(("sans-serif", 10.5)).color(&RGBColor(0x44, 0x44, 0x44));
+    footer.draw_text(&machine, &small, (20, 4))?;
+    footer.draw_text(&m.placement, &small, (20, 18))?;
+    area.present()?;
+    Ok(())
+}
+
+pub fn chart(results: &Results) -> io::Result<String> {
+    let rows = results.ratios().len().max(1) as u32;
+    let ratios_height = 90 + ROW * rows;
+    let height = ratios_height + WAITS_HEIGHT + FOOTER_HEIGHT;
+    let mut svg = String::new();
+    {
+        let area = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        draw(&area, results, ratios_height)
+            .map_err(|e| io::Error::other(format!("bench.svg: {e}")))?;
+    }
+    Ok(svg)
 }

@@ -1,5 +1,6 @@
-//! A plain table rendered two ways: aligned text for the terminal and GitHub
-//! markdown for the reports; plus the number formats both use.
+//! A plain table rendered two ways: aligned text for the terminal and GitHub markdown
+//! for the reports; plus the number formats both use. Hand-written because none of
+//! the benchmark's dependencies renders tables and these two layouts are all it needs.
 
 use crate::stats::Spread;
 
@@ -21,59 +22,46 @@ impl Table {
     }
 
     pub fn markdown(&self) -> String {
-        let mut out = format!("| {} |\n", self.headers.join(" | "));
-        out += &format!("|{}\n", "---|".repeat(self.headers.len()));
-        for row in &self.rows {
-            out += &format!("| {} |\n", row.join(" | "));
-        }
-        out
+        let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+        let rule = format!("|{}\n", "---|".repeat(self.headers.len()));
+        let rows: String = self.rows.iter().map(|row| line(row)).collect();
+        line(&self.headers) + &rule + &rows
     }
 
     pub fn text(&self) -> String {
-        let width = |i: usize| {
-            std::iter::once(&self.headers)
-                .chain(&self.rows)
-                .filter_map(|row| row.get(i))
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        };
-        let widths: Vec<usize> = (0..self.headers.len()).map(width).collect();
+        let all = || std::iter::once(&self.headers).chain(&self.rows);
+        let widths: Vec<usize> = (0..self.headers.len())
+            .map(|i| {
+                all()
+                    .filter_map(|row| row.get(i))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
         let line = |row: &Vec<String>| {
-            row.iter()
+            let cells: Vec<String> = row
+                .iter()
                 .zip(&widths)
-                .map(|(cell, w)| format!("{cell}{}", " ".repeat(w - cell.chars().count())))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
+                .map(|(cell, &w)| format!("{cell:w$}"))
+                .collect();
+            cells.join("  ").trim_end().to_string() + "\n"
         };
-        let mut out = line(&self.headers) + "\n";
-        out += &(widths
-            .iter()
-            .map(|w| "-".repeat(*w))
-            .collect::<Vec<_>>()
-            .join("  ")
-            + "\n");
-        for row in &self.rows {
-            out += &(line(row) + "\n");
-        }
+        let mut out = line(&self.headers) + &line(&rule);
+        self.rows.iter().for_each(|row| out += &line(row));
         out
     }
 }
 
 /// 1.23M, 456.7k, 812.
 pub fn rate(x: f64) -> String {
-    if !x.is_finite() {
-        "n/a".into()
-    } else if x >= 1e6 {
-        format!("{:.2}M", x / 1e6)
-    } else if x >= 1e4 {
-        format!("{:.0}k", x / 1e3)
-    } else if x >= 1e3 {
-        format!("{:.1}k", x / 1e3)
-    } else {
-        format!("{x:.0}")
+    match x {
+        _ if !x.is_finite() => "n/a".into(),
+        _ if x >= 1e6 => format!("{:.2}M", x / 1e6),
+        _ if x >= 1e4 => format!("{:.0}k", x / 1e3),
+        _ if x >= 1e3 => format!("{:.1}k", x / 1e3),
+        _ => format!("{x:.0}"),
     }
 }
 
@@ -83,30 +71,20 @@ pub fn spread_with(s: Spread, f: impl Fn(f64) -> String) -> String {
 }
 
 pub fn fixed(decimals: usize) -> impl Fn(f64) -> String {
-    move |x| {
-        if x.is_finite() {
-            // No "-0.0": a value that rounds to zero prints as zero.
-            let x = if x.abs() < 0.5 * 10f64.powi(-(decimals as i32)) {
-                0.0
-            } else {
-                x
-            };
-            format!("{x:.decimals$}")
-        } else {
-            "n/a".into()
-        }
+    move |x| match x {
+        _ if !x.is_finite() => "n/a".into(),
+        // No "-0.0": a value that rounds to zero prints as zero.
+        _ if x.abs() < 0.5 * 10f64.powi(-(decimals as i32)) => format!("{:.decimals$}", 0.0),
+        _ => format!("{x:.decimals$}"),
     }
 }
 
 /// Milliseconds with precision that suits the size.
 pub fn ms(x: f64) -> String {
-    if !x.is_finite() {
-        "n/a".into()
-    } else if x < 10.0 {
-        format!("{x:.2}")
-    } else if x < 100.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.0}")
+    match x {
+        _ if !x.is_finite() => "n/a".into(),
+        _ if x < 10.0 => format!("{x:.2}"),
+        _ if x < 100.0 => format!("{x:.1}"),
+        _ => format!("{x:.0}"),
     }
 }

@@ -5,35 +5,67 @@
 
 use std::io;
 
-use crate::cycle::{FencelockCycle, LuaCycle};
-use crate::load::{self, Keys, Recipe};
+use testkit::resp::Conn;
+
+use crate::load::{self, Keys};
 use crate::lua::Scripts;
-use crate::recipes::{Command, CommandRecipe, HELD_PER_CONN};
-use crate::server::{flush, Server};
+use crate::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
+use crate::server::{self, flush, Server};
 use crate::settings::Settings;
-
-/// Untimed keys a variant needs before its run.
-enum Setup {
-    /// Hold exactly the keys the timed run will visit (each released once).
-    SameKeys(Command),
-    /// Hold `HELD_PER_CONN` keys per connection (visited in turn).
-    Held(Command),
-}
-
-struct Variant {
-    label: &'static str,
-    recipe: Box<dyn Recipe>,
-    commands_per_op: u64,
-    setup: Option<Setup>,
-}
 
 /// One comparison: the fencelock variant first, then the baselines.
 struct Group {
     id: &'static str,
     title: &'static str,
     unit: &'static str,
-    variants: Vec<Variant>,
+    variants: &'static [(&'static str, Command)],
 }
+
+const GROUPS: [Group; 5] = [
+    Group {
+        id: "acquire",
+        title: "acquire on fresh keys",
+        unit: "grants/s",
+        variants: &[
+            ("LOCK.ACQUIRE", Command::LockAcquire),
+            ("SET NX PX", Command::SetNxPx),
+            ("SET NX PX + INCR fence", Command::SetNxPxIncr),
+        ],
+    },
+    Group {
+        id: "release",
+        title: "release, hit path",
+        unit: "releases/s",
+        variants: &[
+            ("LOCK.RELEASE", Command::LockRelease),
+            ("Lua release (EVALSHA)", Command::LuaRelease),
+        ],
+    },
+    Group {
+        id: "refresh",
+        title: "refresh, hit path",
+        unit: "refreshes/s",
+        variants: &[
+            ("LOCK.REFRESH", Command::LockRefresh),
+            ("Lua refresh (EVALSHA)", Command::LuaRefresh),
+        ],
+    },
+    Group {
+        id: "fence",
+        title: "read the fence",
+        unit: "reads/s",
+        variants: &[("LOCK.FENCE", Command::LockFence), ("GET", Command::Get)],
+    },
+    Group {
+        id: "cycle",
+        title: "lock cycle: acquire with fence + release, random keys",
+        unit: "cycles/s",
+        variants: &[
+            ("fencelock (2 commands)", Command::FencelockCycle),
+            ("Lua pattern (3 commands)", Command::LuaCycle),
+        ],
+    },
+];
 
 /// Measured rates of one comparison in one pipelining mode: one series per variant,
 /// one sample per repetition.
@@ -60,148 +92,16 @@ pub struct Series {
     pub server_busy: Vec<f64>,
 }
 
-fn command(
-    label: &'static str,
-    command: Command,
-    keys: Keys,
-    scripts: &Scripts,
-    setup: Option<Setup>,
-) -> Variant {
-    Variant {
-        label,
-        recipe: Box::new(CommandRecipe::new(command, keys, scripts)),
-        commands_per_op: if command == Command::SetNxPxIncr {
-            2
-        } else {
-            1
-        },
-        setup,
-    }
-}
-
-fn groups(scripts: &Scripts) -> Vec<Group> {
-    let held = Keys::Cycle(HELD_PER_CONN);
-    vec![
-        Group {
-            id: "acquire",
-            title: "acquire on fresh keys",
-            unit: "grants/s",
-            variants: vec![
-                command(
-                    "LOCK.ACQUIRE",
-                    Command::LockAcquire,
-                    Keys::Fresh,
-                    scripts,
-                    None,
-                ),
-                command("SET NX PX", Command::SetNxPx, Keys::Fresh, scripts, None),
-                command(
-                    "SET NX PX + INCR fence",
-                    Command::SetNxPxIncr,
-                    Keys::Fresh,
-                    scripts,
-                    None,
-                ),
-            ],
-        },
-        Group {
-            id: "release",
-            title: "release, hit path",
-            unit: "releases/s",
-            variants: vec![
-                command(
-                    "LOCK.RELEASE",
-                    Command::LockRelease,
-                    Keys::Fresh,
-                    scripts,
-                    Some(Setup::SameKeys(Command::HoldWithFencelock)),
-                ),
-                command(
-                    "Lua release (EVALSHA)",
-                    Command::LuaRelease,
-                    Keys::Fresh,
-                    scripts,
-                    Some(Setup::SameKeys(Command::HoldWithSet)),
-                ),
-            ],
-        },
-        Group {
-            id: "refresh",
-            title: "refresh, hit path",
-            unit: "refreshes/s",
-            variants: vec![
-                command(
-                    "LOCK.REFRESH",
-                    Command::LockRefresh,
-                    held,
-                    scripts,
-                    Some(Setup::Held(Command::HoldWithFencelock)),
-                ),
-                command(
-                    "Lua refresh (EVALSHA)",
-                    Command::LuaRefresh,
-                    held,
-                    scripts,
-                    Some(Setup::Held(Command::HoldWithSet)),
-                ),
-            ],
-        },
-        Group {
-            id: "fence",
-            title: "read the fence",
-            unit: "reads/s",
-            variants: vec![
-                command(
-                    "LOCK.FENCE",
-                    Command::LockFence,
-                    held,
-                    scripts,
-                    Some(Setup::Held(Command::HoldWithFencelock)),
-                ),
-                command(
-                    "GET",
-                    Command::Get,
-                    held,
-                    scripts,
-                    Some(Setup::Held(Command::HoldWithSet)),
-                ),
-            ],
-        },
-        Group {
-            id: "cycle",
-            title: "lock cycle: acquire with fence + release, random keys",
-            unit: "cycles/s",
-            variants: vec![
-                Variant {
-                    label: "fencelock (2 commands)",
-                    recipe: Box::new(FencelockCycle),
-                    commands_per_op: 2,
-                    setup: None,
-                },
-                Variant {
-                    label: "Lua pattern (3 commands)",
-                    recipe: Box::new(LuaCycle {
-                        scripts: scripts.clone(),
-                    }),
-                    commands_per_op: 3,
-                    setup: None,
-                },
-            ],
-        },
-    ]
-}
-
 /// Runs every comparison in both modes, `settings.repetitions` times.
 pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>> {
-    let mut admin = server.connect()?;
+    let mut admin = server::connect(server)?;
     let scripts = Scripts::load(&mut admin)?;
-    let groups = groups(&scripts);
     let modes = [
         (settings.depth, settings.pipelined_commands),
         (1, settings.unpipelined_commands),
     ];
     let mut results: Vec<GroupResult> = Vec::new();
-    for group in &groups {
+    for group in &GROUPS {
         for &(depth, _) in &modes {
             results.push(GroupResult {
                 id: group.id,
@@ -211,9 +111,9 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
                 series: group
                     .variants
                     .iter()
-                    .map(|v| Series {
-                        label: v.label,
-                        commands_per_op: v.commands_per_op,
+                    .map(|&(label, command)| Series {
+                        label,
+                        commands_per_op: command.commands_per_op(),
                         samples: Vec::new(),
                         busy: 0,
                         server_busy: Vec::new(),
@@ -223,7 +123,7 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
         }
     }
     for rep in 0..settings.repetitions {
-        for (g, group) in groups.iter().enumerate() {
+        for (g, group) in GROUPS.iter().enumerate() {
             for (m, &(depth, commands)) in modes.iter().enumerate() {
                 let result = &mut results[g * modes.len() + m];
                 let mut order: Vec<usize> = (0..group.variants.len()).collect();
@@ -231,13 +131,16 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
                     order.reverse();
                 }
                 for v in order {
-                    let variant = &group.variants[v];
-                    let ops = (commands / variant.commands_per_op).max(1);
-                    let (measured, busy) =
-                        measure(server, settings, &mut admin, variant, depth, ops, &scripts)
-                            .map_err(|e| {
-                                io::Error::other(format!("{} ({}): {e}", variant.label, group.id))
-                            })?;
+                    let (label, command) = group.variants[v];
+                    let recipe = Recipe {
+                        command,
+                        scripts: scripts.clone(),
+                    };
+                    let ops = (commands / command.commands_per_op()).max(1);
+                    let (measured, busy) = measure(
+                        server, settings, &mut admin, &recipe, depth, ops,
+                    )
+                    .map_err(|e| io::Error::other(format!("{label} ({}): {e}", group.id)))?;
                     let rate = measured.per_second();
                     eprintln!(
                         "  [rep {}/{}] {:<8} depth {:>2}  {:<26} {:>10.0} {:<12} server busy {:>3.0}%",
@@ -245,7 +148,7 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
                         settings.repetitions,
                         group.id,
                         depth,
-                        variant.label,
+                        label,
                         rate,
                         group.unit,
                         busy * 100.0
@@ -274,27 +177,19 @@ const ATTEMPTS: usize = 3;
 fn measure(
     server: &Server,
     settings: &Settings,
-    admin: &mut crate::resp::Conn,
-    variant: &Variant,
+    admin: &mut Conn,
+    recipe: &Recipe,
     depth: usize,
     ops: u64,
-    scripts: &Scripts,
 ) -> io::Result<(load::Run, f64)> {
     let mut best: Option<(load::Run, f64)> = None;
     let attempts = if settings.smoke { 1 } else { ATTEMPTS };
     for attempt in 0..attempts {
         flush(admin)?;
-        prepare(server, settings, variant, ops, scripts)?;
-        let cpu_before = server.cpu_seconds();
-        let run = load::run(
-            server.port,
-            settings.connections,
-            depth,
-            ops,
-            variant.recipe.as_ref(),
-        )?;
-        let busy = server
-            .cpu_seconds()
+        prepare(server, settings, recipe, ops)?;
+        let cpu_before = server::cpu_seconds(server);
+        let run = load::run(server.port, settings.connections, depth, ops, recipe)?;
+        let busy = server::cpu_seconds(server)
             .zip(cpu_before)
             .map_or(f64::NAN, |(after, before)| (after - before) / run.seconds);
         if best.as_ref().is_none_or(|(_, b)| busy > *b || b.is_nan()) {
@@ -312,26 +207,25 @@ fn measure(
     best.ok_or_else(|| io::Error::other("no attempt ran"))
 }
 
-/// Puts the keys a variant's hit path needs in place, untimed.
-fn prepare(
-    server: &Server,
-    settings: &Settings,
-    variant: &Variant,
-    ops: u64,
-    scripts: &Scripts,
-) -> io::Result<()> {
-    let (command, count) = match variant.setup {
+/// Puts the keys a variant's hit path needs in place, untimed. Set-up commands visit
+/// fresh keys, which are the timed run's keys: both number them from 0 per connection.
+fn prepare(server: &Server, settings: &Settings, recipe: &Recipe, ops: u64) -> io::Result<()> {
+    let (command, count) = match recipe.command.setup() {
         None => return Ok(()),
         Some(Setup::SameKeys(command)) => (command, ops),
         Some(Setup::Held(command)) => (command, HELD_PER_CONN),
     };
-    let recipe = CommandRecipe::new(command, Keys::Fresh, scripts);
+    debug_assert!(matches!(command.keys(), Keys::Fresh));
+    let setup = Recipe {
+        command,
+        scripts: recipe.scripts.clone(),
+    };
     load::run(
         server.port,
         settings.connections,
         settings.depth.max(32),
         count,
-        &recipe,
+        &setup,
     )
     .map(drop)
 }
