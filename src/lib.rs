@@ -38,16 +38,17 @@ pub mod stats;
 use fencelock_core::limits::{MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
-use crate::commands::{acquire, apply, fence, info, refresh, release};
+use crate::commands::{acquire, apply, fence, fenced, guard, info, mark, refresh, release};
 use crate::config::Setting;
 use crate::rm::argv::entry;
 use crate::rm::command_table::{CommandSpec, ACCESS, DELETE, OW, RO, RW, UPDATE};
 use crate::rm::data_type::LOCK_TYPE;
 use crate::rm::events::ServerEvent;
+use crate::rm::mark_type::MARK_TYPE;
 
 /// The commands. The key is always argument 1 (first = last = 1, step 1), which also
 /// routes them in a cluster.
-const COMMANDS: [CommandSpec; 6] = [
+const COMMANDS: [CommandSpec; 9] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -56,7 +57,7 @@ const COMMANDS: [CommandSpec; 6] = [
         summary:
             "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
         arity: -3,
-        key_flags: RW.with(ACCESS).with(UPDATE),
+        key_flags: Some(RW.with(ACCESS).with(UPDATE)),
     },
     CommandSpec {
         name: "lock.refresh",
@@ -65,7 +66,7 @@ const COMMANDS: [CommandSpec; 6] = [
         categories: "write fast",
         summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
         arity: -4,
-        key_flags: RW.with(UPDATE),
+        key_flags: Some(RW.with(UPDATE)),
     },
     CommandSpec {
         name: "lock.release",
@@ -74,7 +75,7 @@ const COMMANDS: [CommandSpec; 6] = [
         categories: "write fast",
         summary: "Releases a lock held by token, handing it to the first waiter.",
         arity: 3,
-        key_flags: RW.with(DELETE),
+        key_flags: Some(RW.with(DELETE)),
     },
     CommandSpec {
         name: "lock.fence",
@@ -83,7 +84,7 @@ const COMMANDS: [CommandSpec; 6] = [
         categories: "read fast",
         summary: "Returns the fence of the current holding.",
         arity: -2,
-        key_flags: RO.with(ACCESS),
+        key_flags: Some(RO.with(ACCESS)),
     },
     CommandSpec {
         name: "lock.info",
@@ -92,7 +93,7 @@ const COMMANDS: [CommandSpec; 6] = [
         categories: "read fast",
         summary: "Returns whether a lock is held, its fence, remaining ttl and waiters.",
         arity: 2,
-        key_flags: RO,
+        key_flags: Some(RO),
     },
     CommandSpec {
         name: "lock.apply",
@@ -101,7 +102,35 @@ const COMMANDS: [CommandSpec; 6] = [
         categories: "write fast",
         summary: "Writes an explicit holding (the replicated form of a grant).",
         arity: -4,
-        key_flags: OW.with(UPDATE),
+        key_flags: Some(OW.with(UPDATE)),
+    },
+    // The next two run another command; they declare its keys when Redis asks.
+    CommandSpec {
+        name: "lock.guard",
+        entry: Some(entry::<guard::Guard>),
+        flags: c"may-replicate getkeys-api",
+        categories: "write",
+        summary: "Runs a command only while token holds the lock, atomically with the check.",
+        arity: -4,
+        key_flags: None,
+    },
+    CommandSpec {
+        name: "lock.fenced",
+        entry: Some(entry::<fenced::Fenced>),
+        flags: c"write deny-oom getkeys-api",
+        categories: "write",
+        summary: "Runs a command only with a fence at least the highest the mark admitted.",
+        arity: -4,
+        key_flags: None,
+    },
+    CommandSpec {
+        name: "lock.mark",
+        entry: Some(entry::<mark::Mark>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        summary: "Raises a fence mark (the replicated form of an admission).",
+        arity: 3,
+        key_flags: Some(RW.with(UPDATE)),
     },
 ];
 
@@ -198,6 +227,6 @@ redis_module! {
     name: "fencelock",
     version: 1,
     allocator: (allocator!(), allocator!()),
-    data_types: [LOCK_TYPE],
+    data_types: [LOCK_TYPE, MARK_TYPE],
     init: init,
 }

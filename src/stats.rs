@@ -31,6 +31,14 @@ pub static EXPIRED: Counter = Counter::new();
 pub static HANDOFFS: Counter = Counter::new();
 /// Waiters answered nil because their BLOCK timeout passed.
 pub static BLOCK_TIMEOUTS: Counter = Counter::new();
+/// `LOCK.GUARD` calls whose token held the lock (the command ran).
+pub static GUARDED: Counter = Counter::new();
+/// `LOCK.GUARD` calls refused with NOTHELD.
+pub static GUARD_REFUSED: Counter = Counter::new();
+/// `LOCK.FENCED` calls admitted (the command ran).
+pub static FENCED: Counter = Counter::new();
+/// `LOCK.FENCED` calls refused with STALE.
+pub static FENCED_STALE: Counter = Counter::new();
 
 /// Lock values currently in the keyspace (held locks, counting leases Redis has not
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which

@@ -20,6 +20,12 @@ pub enum CommandError {
     FencesExhausted,
     /// Redis refused a write the module asked for (should not happen on a valid key).
     WriteFailed,
+    /// A guarded command, and the token does not hold the lock.
+    NotHeld,
+    /// A fenced command below the mark (carries the highest admitted fence).
+    Stale(u64),
+    /// A guarded or fenced command may not run this inner command.
+    NotAllowedInside,
 }
 
 impl CommandError {
@@ -46,6 +52,13 @@ impl CommandError {
                 "ERR no fence left to issue: the fence clock is at its maximum".into()
             }
             CommandError::WriteFailed => "ERR lock key could not be written".into(),
+            CommandError::NotHeld => "NOTHELD this token does not hold the lock".into(),
+            CommandError::Stale(highest) => {
+                format!("STALE fence is below the highest admitted ({highest})").into()
+            }
+            CommandError::NotAllowedInside => {
+                "ERR this command is not allowed inside LOCK.GUARD or LOCK.FENCED".into()
+            }
         }
     }
 }

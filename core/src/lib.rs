@@ -5,7 +5,8 @@
 //! - `holding`: a holder's token and fence packed into one allocation (the only
 //!   `unsafe` here, documented in that file);
 //! - `token`: generation, validation, constant-time comparison;
-//! - `lock`: what a command does to a lock (the decisions);
+//! - `lock`: what a command does to a lock (the decisions); `fencing`: the checks of
+//!   `LOCK.GUARD` and `LOCK.FENCED`;
 //! - `compared_token`: tokens that commands compare with the holder's;
 //! - `wait_queue`: the FIFO queue of waiters, and `waiters`: the bookkeeping of every
 //!   queue, generic over the client handle;
@@ -21,6 +22,7 @@ pub mod compared_token;
 pub mod digits;
 pub mod error;
 pub mod fence;
+pub mod fencing;
 #[allow(unsafe_code)]
 pub mod holding;
 pub mod limits;

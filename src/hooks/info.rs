@@ -19,6 +19,10 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"expired", as_i64(stats::EXPIRED.get())),
         (c"handoffs", as_i64(stats::HANDOFFS.get())),
         (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
+        (c"guarded", as_i64(stats::GUARDED.get())),
+        (c"guard_refused", as_i64(stats::GUARD_REFUSED.get())),
+        (c"fenced", as_i64(stats::FENCED.get())),
+        (c"fenced_stale", as_i64(stats::FENCED_STALE.get())),
         (
             c"waiters",
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),

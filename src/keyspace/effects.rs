@@ -10,6 +10,7 @@ use redis_module::{Context, RedisString};
 
 use super::{events, propagation, unlinked};
 use crate::rm::key::LockKey;
+use crate::rm::mark_key::MarkKey;
 use crate::rm::replicate;
 use crate::stats;
 
@@ -70,4 +71,18 @@ fn propagate(ctx: &Context, effect: impl FnOnce()) {
     } else {
         replicate::verbatim(ctx);
     }
+}
+
+/// Raises the fence mark `name` to `fence`, propagated as `LOCK.MARK key fence` (always
+/// as the effect: the command that raised it also propagates its inner command).
+pub fn raise_mark(
+    ctx: &Context,
+    key: &MarkKey,
+    name: &RedisString,
+    fence: u64,
+) -> Result<(), CommandError> {
+    key.raise(fence)?;
+    replicate::mark(ctx, name, fence);
+    events::notify(ctx, events::MARK_RAISED, name);
+    Ok(())
 }

@@ -12,6 +12,8 @@ pub const REFRESHED: &CStr = c"lock.refreshed";
 pub const RELEASED: &CStr = c"lock.released";
 pub const EXPIRED: &CStr = c"lock.expired";
 pub const HANDOFF: &CStr = c"lock.handoff";
+/// A fence mark rose (`LOCK.FENCED` admitted a higher fence).
+pub const MARK_RAISED: &CStr = c"mark.raised";
 
 /// Emits `event` for `key`.
 pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {

@@ -17,6 +17,13 @@ macro_rules! required {
 fn first_missing() -> Option<&'static str> {
     let present = required![
         RedisModule_BlockClient,
+        RedisModule_Call,
+        RedisModule_FreeCallReply,
+        RedisModule_GetCommandKeysWithFlags,
+        RedisModule_GetServerVersion,
+        RedisModule_IsKeysPositionRequest,
+        RedisModule_KeyAtPosWithFlags,
+        RedisModule_ReplyWithCallReply,
         RedisModule_CloseKey,
         RedisModule_CommandFilterArgGet,
         RedisModule_CommandFilterArgReplace,

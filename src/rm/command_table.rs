@@ -19,8 +19,10 @@ pub struct CommandSpec {
     pub summary: &'static str,
     /// Redis convention: N exactly, -N at least N (counting the command name).
     pub arity: c_int,
-    /// Key-spec flags of the key at position 1.
-    pub key_flags: KeyFlags,
+    /// Key-spec flags of the key at position 1, or `None` for a command that declares
+    /// its keys itself when Redis asks (flag `getkeys-api`): one that runs another
+    /// command, whose keys only that command's own rules can find.
+    pub key_flags: Option<KeyFlags>,
 }
 
 /// Key-spec flags, combined with `with`.
@@ -47,6 +49,7 @@ pub fn register(ctx: &Context, commands: &[CommandSpec]) -> bool {
         let Ok(name) = CString::new(command.name) else {
             return false;
         };
+        let key_range = c_int::from(command.key_flags.is_some());
         // SAFETY: static entry point and C strings; called during load.
         let created = unsafe {
             create(
@@ -54,9 +57,9 @@ pub fn register(ctx: &Context, commands: &[CommandSpec]) -> bool {
                 name.as_ptr(),
                 command.entry,
                 command.flags.as_ptr(),
-                1,
-                1,
-                1,
+                key_range,
+                key_range,
+                key_range,
             )
         };
         if created != raw::REDISMODULE_OK as c_int {
@@ -99,7 +102,7 @@ fn describe(ctx: &Context, command: &CommandSpec) {
     let mut key_specs = [
         raw::RedisModuleCommandKeySpec {
             notes: std::ptr::null(),
-            flags: u64::from(command.key_flags.0),
+            flags: u64::from(command.key_flags.map_or(0, |flags| flags.0)),
             begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
             bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
                 index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
@@ -123,7 +126,11 @@ fn describe(ctx: &Context, command: &CommandSpec) {
         history: std::ptr::null_mut(),
         tips: std::ptr::null(),
         arity: command.arity,
-        key_specs: key_specs.as_mut_ptr(),
+        key_specs: if command.key_flags.is_some() {
+            key_specs.as_mut_ptr()
+        } else {
+            std::ptr::null_mut()
+        },
         args: std::ptr::null_mut(),
     };
     // SAFETY: `info` and everything it points to outlive the call; Redis copies them.

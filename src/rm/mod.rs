@@ -33,6 +33,7 @@ macro_rules! optional_api {
 pub mod api;
 pub mod argv;
 pub mod blocked;
+pub mod call;
 pub mod clock;
 pub mod command_table;
 pub mod config;
@@ -42,6 +43,9 @@ pub mod filter;
 pub mod guard;
 pub mod info;
 pub mod key;
+pub mod keys;
+pub mod mark_key;
+pub mod mark_type;
 pub mod notify;
 pub mod replicate;
 pub mod reply;

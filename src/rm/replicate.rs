@@ -52,6 +52,24 @@ pub fn deadline(ctx: &Context, key: &RedisString, deadline_ms: i64) {
     }
 }
 
+/// `LOCK.MARK key fence`: a fence mark raised.
+pub fn mark(ctx: &Context, key: &RedisString, fence: u64) {
+    let replicate = api!(RedisModule_Replicate);
+    let mut fence_digits = [0u8; DIGITS];
+    let fence = digits(i64::try_from(fence).unwrap_or(i64::MAX), &mut fence_digits);
+    // SAFETY: the format "sb" matches a module string and a buffer with its length.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"LOCK.MARK".as_ptr(),
+            c"sb".as_ptr(),
+            key.inner,
+            fence.as_ptr().cast::<c_char>(),
+            fence.len(),
+        );
+    }
+}
+
 /// `DEL key`: a release.
 pub fn delete(ctx: &Context, key: &RedisString) {
     let replicate = api!(RedisModule_Replicate);

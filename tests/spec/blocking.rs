@@ -463,14 +463,8 @@ fn lock_info_reports_fence_ttl_waiters_and_never_the_token() {
 fn keyspace_notifications_announce_every_lock_event() {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KEd")
-        .query(&mut con)
-        .unwrap();
-    let mut subscriber = RawClient::connect(server.port);
-    subscriber.call_str(&["PSUBSCRIBE", "__keyspace@0__:lock:*"]);
+    let mut subscriber =
+        keyspace_subscriber(&server, &mut con, &["PSUBSCRIBE", "__keyspace@0__:lock:*"]);
     let (token, _) = acquire(&mut con, "lock:a", 60_000, &[]).unwrap();
     assert_eq!(
         int(&mut con, &["LOCK.REFRESH", "lock:a", &token, "60000"]),

@@ -54,22 +54,23 @@ fn many_volatile_keys(con: &mut Connection) {
         .unwrap();
 }
 
+/// A client queued for `k` with `LOCK.ACQUIRE k 10000 <options>` (options include
+/// `BLOCK`), once the server counts it as waiting.
+fn queued_waiter(server: &Server, con: &mut Connection, options: &[&str]) -> RawClient {
+    let mut waiter = RawClient::connect(server.port);
+    let mut argv = vec!["LOCK.ACQUIRE", "k", "10000"];
+    argv.extend_from_slice(options);
+    waiter.send_pipeline(&[&argv]);
+    wait_for_waiters(con, "k", 1);
+    waiter
+}
+
 #[test]
 fn a_handoff_and_an_elapsed_block_timeout_in_one_turn_answer_the_grant() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "k", 100_000, &["TOKEN", "h"]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[
-        b"LOCK.ACQUIRE",
-        b"k",
-        b"10000",
-        b"TOKEN",
-        b"w",
-        b"BLOCK",
-        b"300",
-    ]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["TOKEN", "w", "BLOCK", "300"]);
     // The release hands off; the sleep lets the waiter's timeout pass before Redis
     // gets to deliver the grant.
     let mut other = RawClient::connect(server.port);
@@ -199,9 +200,7 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
     ];
     for (what, command) in shorten {
         acquire(&mut con, "k", 30_000, &["TOKEN", "h"]).unwrap();
-        let mut waiter = RawClient::connect(server.port);
-        waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"BLOCK", b"0"]);
-        wait_for_waiters(&mut con, "k", 1);
+        let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
         let soon = (now_ms() + 150).to_string();
         let command: Vec<&str> = command
             .iter()
@@ -225,9 +224,7 @@ fn a_persisted_lock_keeps_its_waiters_until_their_own_timeout() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "k", 200, &["TOKEN", "h"]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"BLOCK", b"700"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "700"]);
     assert_eq!(int(&mut con, &["PERSIST", "k"]), 1);
     let started = Instant::now();
     assert_eq!(only_reply(&mut waiter), Reply::Bulk(None));
@@ -245,17 +242,7 @@ fn swapdb_serves_a_queue_whose_key_became_free() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[
-        b"LOCK.ACQUIRE",
-        b"k",
-        b"10000",
-        b"TOKEN",
-        b"w",
-        b"BLOCK",
-        b"0",
-    ]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["TOKEN", "w", "BLOCK", "0"]);
     let started = Instant::now();
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
     let (token, _) = grant_of(&only_reply(&mut waiter)).expect("granted");
@@ -273,9 +260,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     let _: () = cmd("SELECT").arg(1).query(&mut con).unwrap();
     acquire(&mut con, "k", 200, &["TOKEN", "other"]).unwrap();
     let _: () = cmd("SELECT").arg(0).query(&mut con).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"BLOCK", b"0"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
     let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
     let late = grant_lateness(&mut waiter, deadline);
@@ -287,9 +272,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "src", &token]), 1);
     let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"BLOCK", b"0"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
     let _: () = cmd("RESTORE")
         .arg("k")
         .arg(200)
@@ -304,9 +287,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     // MOVE takes the lock away to another database: the queue is served at once.
     let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[b"LOCK.ACQUIRE", b"k", b"10000", b"BLOCK", b"0"]);
-    wait_for_waiters(&mut con, "k", 1);
+    let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
     let _: Value = cmd("SELECT").arg(2).query(&mut con).unwrap();
     let _: Value = cmd("FLUSHDB").query(&mut con).unwrap();
     let _: Value = cmd("SELECT").arg(0).query(&mut con).unwrap();
@@ -320,14 +301,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
 fn overwriting_a_lock_is_not_reported_as_its_expiry() {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KEd")
-        .query(&mut con)
-        .unwrap();
-    let mut subscriber = RawClient::connect(server.port);
-    subscriber.call_str(&["SUBSCRIBE", "__keyspace@0__:k"]);
+    let mut subscriber = keyspace_subscriber(&server, &mut con, &["SUBSCRIBE", "__keyspace@0__:k"]);
     acquire(&mut con, "k", 300, &["TOKEN", "a"]).unwrap();
     let _: () = cmd("SET")
         .arg("k")

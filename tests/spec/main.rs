@@ -7,5 +7,6 @@ mod blocking;
 mod commands;
 mod config;
 mod errors;
+mod guard;
 mod hardening;
 mod readme_transcript;

@@ -1,0 +1,99 @@
+//! Fences that something checks: the rules of `LOCK.GUARD` (run a command only while a
+//! token holds the lock) and `LOCK.FENCED` (run a command only with a fence at least the
+//! highest admitted so far, Kleppmann's storage-side check), decided without Redis.
+
+use crate::args::parse_integer;
+use crate::error::CommandError;
+
+/// What `LOCK.FENCED` does with a fence, given the mark's highest admitted fence.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Run the command; `raise` when the mark must move up to the fence first.
+    Admit { raise: bool },
+    /// Below the mark: nothing runs.
+    Stale { highest: u64 },
+}
+
+/// Equal fences are admitted: one holder may write several times.
+pub fn admit(highest: Option<u64>, fence: u64) -> Admission {
+    match highest {
+        Some(highest) if fence < highest => Admission::Stale { highest },
+        Some(highest) => Admission::Admit {
+            raise: fence > highest,
+        },
+        None => Admission::Admit { raise: true },
+    }
+}
+
+/// A fence argument: a positive integer.
+pub fn parse_fence(bytes: &[u8]) -> Result<u64, CommandError> {
+    parse_integer(bytes)
+        .ok()
+        .and_then(|fence| u64::try_from(fence).ok())
+        .filter(|&fence| fence > 0)
+        .ok_or(CommandError::NotAnInteger)
+}
+
+/// Commands a guard or a fence check may not run, beyond what Redis refuses in script
+/// mode: themselves (a guard inside a guard proves nothing more), and a waiting
+/// `LOCK.ACQUIRE … BLOCK` (a guard is one atomic step; it cannot wait).
+pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError> {
+    let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
+    let waits = is("lock.acquire") && args.iter().any(|arg| arg.eq_ignore_ascii_case(b"BLOCK"));
+    if is("lock.guard") || is("lock.fenced") || waits {
+        Err(CommandError::NotAllowedInside)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_at_or_above_the_mark_are_admitted() {
+        assert_eq!(admit(None, 5), Admission::Admit { raise: true });
+        assert_eq!(admit(Some(5), 5), Admission::Admit { raise: false });
+        assert_eq!(admit(Some(5), 9), Admission::Admit { raise: true });
+        assert_eq!(admit(Some(5), 4), Admission::Stale { highest: 5 });
+    }
+
+    #[test]
+    fn a_fence_is_a_positive_integer() {
+        assert_eq!(parse_fence(b"17"), Ok(17));
+        for bad in [&b"0"[..], b"-3", b"x", b"", b"1.5"] {
+            assert_eq!(parse_fence(bad), Err(CommandError::NotAnInteger), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn guards_do_not_nest_or_wait() {
+        assert!(allowed_inside(b"SET", &[b"k", b"v"]).is_ok());
+        assert!(allowed_inside(b"lock.acquire", &[b"k", b"100"]).is_ok());
+        assert_eq!(
+            allowed_inside(b"LOCK.ACQUIRE", &[b"k", b"100", b"block", b"0"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        assert_eq!(
+            allowed_inside(b"Lock.Guard", &[]),
+            Err(CommandError::NotAllowedInside)
+        );
+        assert_eq!(
+            allowed_inside(b"lock.fenced", &[]),
+            Err(CommandError::NotAllowedInside)
+        );
+    }
+
+    #[test]
+    fn refusals_are_worded_exactly() {
+        assert_eq!(
+            CommandError::Stale(42).message(),
+            "STALE fence is below the highest admitted (42)"
+        );
+        assert_eq!(
+            CommandError::NotHeld.message(),
+            "NOTHELD this token does not hold the lock"
+        );
+    }
+}

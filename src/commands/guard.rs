@@ -1,0 +1,62 @@
+//! `LOCK.GUARD key token command [arg ...]` → the command's own reply, if `token` holds
+//! the lock `key` now (checked and run in one atomic step), else
+//! `-NOTHELD this token does not hold the lock` and nothing runs. The inner command
+//! runs as the calling user, under script rules, and replicates its own effects; the
+//! check writes nothing.
+
+use fencelock_core::compared_token::parse_compared_token;
+use fencelock_core::error::CommandError;
+use fencelock_core::fencing::allowed_inside;
+use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use crate::config;
+use crate::rm::argv::Command;
+use crate::rm::call::call_and_forward;
+use crate::rm::key::LockKey;
+use crate::rm::keys;
+use crate::stats;
+
+/// Where the inner command starts in argv.
+const INNER: usize = 3;
+
+pub struct Guard;
+
+impl Command for Guard {
+    const NAME: &'static str = "lock.guard";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        let [_, name, token, command, inner_args @ ..] = args else {
+            return Err(RedisError::WrongArity);
+        };
+        if keys::is_position_request(ctx) {
+            keys::declare(ctx, 1, keys::READ);
+            keys::declare_inner(ctx, &args[INNER..], INNER);
+            return Ok(RedisValue::NoReply);
+        }
+        check(ctx, name, token, command, inner_args).map_err(to_redis)?;
+        stats::GUARDED.bump();
+        call_and_forward(ctx, &args[INNER..], true)
+    }
+}
+
+/// Whether the guarded command may run: allowed inside a guard, and `token` holds the
+/// lock now. The lock key is closed again before the command runs.
+fn check(
+    ctx: &Context,
+    name: &RedisString,
+    token: &RedisString,
+    command: &RedisString,
+    inner_args: &[RedisString],
+) -> Result<(), CommandError> {
+    let inner: Vec<&[u8]> = inner_args.iter().map(RedisString::as_slice).collect();
+    allowed_inside(command.as_slice(), &inner)?;
+    let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
+    let key = LockKey::open(ctx, name, false);
+    if token.holds(key.holding())? {
+        Ok(())
+    } else {
+        stats::GUARD_REFUSED.bump();
+        Err(CommandError::NotHeld)
+    }
+}

@@ -1,0 +1,37 @@
+//! `LOCK.MARK mark fence` → OK. The effect form of an admission by `LOCK.FENCED`: what
+//! the primary writes to replicas and the AOF (and what an AOF rewrite emits) to raise
+//! a mark. A mark never goes down: a lower fence leaves it as it is. Applications do
+//! not need it.
+
+use fencelock_core::error::CommandError;
+use fencelock_core::fencing::parse_fence;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use crate::rm::argv::Command;
+use crate::rm::mark_key::MarkKey;
+use crate::rm::replicate;
+
+pub struct Mark;
+
+impl Command for Mark {
+    const NAME: &'static str = "lock.mark";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        mark(ctx, args).map_err(to_redis)
+    }
+}
+
+fn mark(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, fence] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let fence = parse_fence(fence.as_slice())?;
+    let key = MarkKey::open(ctx, name);
+    if key.highest()?.is_none_or(|highest| fence > highest) {
+        key.raise(fence)?;
+    }
+    // Deterministic: it carries its value, so it is propagated as it came.
+    replicate::verbatim(ctx);
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}

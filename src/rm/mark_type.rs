@@ -1,0 +1,128 @@
+//! The `fencemark` data type: the highest fence `LOCK.FENCED` admitted for a resource.
+//! A mark never expires by itself; it is saved, loaded, rewritten into the AOF (as
+//! `LOCK.MARK key fence`, the effect form), digested, measured and freed like any
+//! value. Every callback runs inside the guard where it can do more than free memory.
+//!
+//! RDB layout (encver 0): the fence as an unsigned.
+
+use std::ffi::{c_int, c_void};
+use std::os::raw::c_char;
+
+use fencelock_core::fence::MAX_FENCE;
+use redis_module::{native_types::RedisType, raw};
+
+use super::guard;
+
+const ENCODING_VERSION: i32 = 0;
+
+pub static MARK_TYPE: RedisType = RedisType::new(
+    "fencemark",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: None,
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    },
+);
+
+/// A new mark value holding `fence`, owned by Redis once stored.
+pub(super) fn new_value(fence: u64) -> *mut c_void {
+    Box::into_raw(Box::new(fence)).cast()
+}
+
+/// The fence behind a value pointer of this type.
+///
+/// # Safety
+/// `value` must be null or a value of this type.
+pub(super) unsafe fn fence_of<'a>(value: *mut c_void) -> Option<&'a mut u64> {
+    // SAFETY: values of this type are always made by `new_value`.
+    unsafe { value.cast::<u64>().as_mut() }
+}
+
+unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    if encver != ENCODING_VERSION {
+        return std::ptr::null_mut();
+    }
+    guard::callback("RDB load of a mark", std::ptr::null_mut(), || {
+        // SAFETY: the IO handle Redis passed in.
+        let fence = unsafe { api!(RedisModule_LoadUnsigned)(rdb) };
+        // SAFETY: as above.
+        let failed = unsafe { api!(RedisModule_IsIOError)(rdb) } != 0;
+        if failed || fence == 0 || fence > MAX_FENCE {
+            return std::ptr::null_mut();
+        }
+        new_value(fence)
+    })
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: Redis passes a value of this type.
+    if let Some(fence) = unsafe { fence_of(value) } {
+        // SAFETY: the IO handle Redis passed in.
+        unsafe { api!(RedisModule_SaveUnsigned)(rdb, *fence) };
+    }
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    // SAFETY: Redis passes a value of this type.
+    let Some(fence) = (unsafe { fence_of(value) }) else {
+        return;
+    };
+    guard::callback("AOF rewrite of a mark", (), || {
+        let fence = fence.to_string();
+        // SAFETY: the format "sb" matches a module string and a buffer with its length.
+        unsafe {
+            api!(RedisModule_EmitAOF)(
+                aof,
+                c"LOCK.MARK".as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                fence.as_ptr().cast::<c_char>(),
+                fence.len(),
+            );
+        }
+    });
+}
+
+unsafe extern "C" fn mem_usage(_value: *const c_void) -> usize {
+    std::mem::size_of::<u64>()
+}
+
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    // SAFETY: Redis passes a value of this type.
+    if let Some(fence) = unsafe { fence_of(value) } {
+        // SAFETY: the digest Redis passed in.
+        unsafe {
+            api!(RedisModule_DigestAddLongLong)(md, i64::try_from(*fence).unwrap_or(i64::MAX));
+            api!(RedisModule_DigestEndSequence)(md);
+        }
+    }
+}
+
+/// Frees a value; may run on the lazy-free thread.
+unsafe extern "C" fn free(value: *mut c_void) {
+    if !value.is_null() {
+        // SAFETY: made by `new_value`, freed once by Redis.
+        drop(unsafe { Box::from_raw(value.cast::<u64>()) });
+    }
+}
