@@ -420,3 +420,64 @@ fn a_migrated_lock_keeps_one_holder() {
         "the new owner's fence clock was raised past the restored fence"
     );
 }
+
+/// `LOCK.GUARD` and `LOCK.FENCED` declare their inner command's keys: the cluster routes
+/// them by every key (`MOVED`), refuses keys in different slots (`CROSSSLOT`), and a
+/// hash-tagged guard runs on every master through a cluster client.
+#[test]
+fn guards_and_fences_route_by_all_their_keys() {
+    let cluster = Cluster::start();
+    let tags = key_per_node(&cluster, "sku");
+    let mut client = cluster.client();
+    for tag in &tags {
+        let lock = format!("lock:{{{tag}}}");
+        let stock = format!("{{{tag}}}:stock");
+        let (token, _) = cmd("LOCK.ACQUIRE")
+            .arg(&lock)
+            .arg(10_000)
+            .query::<Option<(String, i64)>>(&mut client)
+            .unwrap()
+            .expect("granted");
+        let set: String = cmd("LOCK.GUARD")
+            .arg(&lock)
+            .arg(&token)
+            .arg("SET")
+            .arg(&stock)
+            .arg(9)
+            .query(&mut client)
+            .expect("routed to the owner of the tag");
+        assert_eq!(set, "OK");
+        let mark = format!("mark:{{{tag}}}");
+        let appended: i64 = cmd("LOCK.FENCED")
+            .arg(&mark)
+            .arg(5)
+            .arg("APPEND")
+            .arg(&stock)
+            .arg("0")
+            .query(&mut client)
+            .expect("routed to the owner of the tag");
+        assert_eq!(appended, 2);
+    }
+    // A node that serves the lock but not the guarded key (or the reverse) redirects.
+    let owner = cluster.owner_of(&format!("lock:{{{}}}", tags[0]));
+    let mut direct = cluster.nodes[owner].connect();
+    let elsewhere = format!("{{{}}}:stock", tags[1]);
+    let split: redis::RedisResult<Value> = cmd("LOCK.GUARD")
+        .arg(format!("lock:{{{}}}", tags[0]))
+        .arg("t")
+        .arg("SET")
+        .arg(&elsewhere)
+        .arg(1)
+        .query(&mut direct);
+    assert_eq!(
+        split.expect_err("keys in two slots").code(),
+        Some("CROSSSLOT")
+    );
+    let moved: redis::RedisResult<Value> = cmd("LOCK.FENCED")
+        .arg(format!("mark:{{{}}}", tags[1]))
+        .arg(1)
+        .arg("GET")
+        .arg(&elsewhere)
+        .query(&mut direct);
+    assert_eq!(moved.expect_err("served elsewhere").code(), Some("MOVED"));
+}

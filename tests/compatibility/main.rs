@@ -4,6 +4,7 @@
 
 mod acl_categories;
 mod cluster;
+mod guard;
 mod persistence;
 mod redlock;
 mod replication;

@@ -235,3 +235,46 @@ fn corrupted_dump_payloads_are_refused_by_restore() {
     let pong: String = cmd("PING").query(&mut con).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+/// `tests/fixtures/locks-v0.rdb` was saved by the module's first release (RDB encoding
+/// 0) with three locks made permanent (`PERSIST`, so the fixture never expires): a
+/// generated token, a client-chosen one, and a 300-byte one; plus a plain string.
+#[test]
+fn an_rdb_written_by_the_first_release_loads() {
+    let mut server = Server::start();
+    server.shutdown();
+    let fixture = testkit::paths::workspace_root().join("tests/fixtures/locks-v0.rdb");
+    std::fs::copy(&fixture, server.dir.join("locks-v0.rdb")).expect("copy the fixture");
+    server.restart_with_args(&["dbfilename", "locks-v0.rdb"]);
+    let mut con = server.connect();
+    let long = "t".repeat(300);
+    for (key, token, fence) in [
+        (
+            "lock:generated",
+            "3a49ce95a094aaa3728bfea25b6a4b2f",
+            1_796_082_249_466_948,
+        ),
+        ("lock:named", "worker-1", 1_796_082_249_471_194),
+        ("lock:long", long.as_str(), 1_796_082_249_607_353),
+    ] {
+        let held: Option<i64> = cmd("LOCK.FENCE")
+            .arg(key)
+            .arg(token)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(held, Some(fence), "{key}");
+        let kind: String = cmd("TYPE").arg(key).query(&mut con).unwrap();
+        assert_eq!(kind, "fencelock");
+    }
+    let plain: String = cmd("GET").arg("plain:string").query(&mut con).unwrap();
+    assert_eq!(plain, "v");
+    assert_eq!(
+        int(&mut con, &["LOCK.RELEASE", "lock:named", "worker-1"]),
+        1
+    );
+    let (_, fence) = acquire(&mut con, "lock:named", 1_000, &[]).unwrap();
+    assert!(
+        fence > 1_796_082_249_607_353,
+        "fences rise past the loaded ones"
+    );
+}
