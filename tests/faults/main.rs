@@ -7,6 +7,7 @@ mod checkers_catch;
 mod crash;
 mod disrupt;
 mod failover;
+mod guarded;
 mod input;
 mod memory;
 mod panics;

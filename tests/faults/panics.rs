@@ -31,6 +31,29 @@ fn server() -> Server {
     })
 }
 
+/// `k` held by one client, and a raw client waiting for it with the token
+/// `fencelock-panic:<site>` and `BLOCK <block_ms>`; returns the holder's token.
+fn held_with_waiter(
+    server: &Server,
+    con: &mut Connection,
+    site: &str,
+    block_ms: &str,
+) -> (String, RawClient) {
+    let (holder, _) = acquire(con, "k", 60_000, &[]).unwrap();
+    let token = format!("fencelock-panic:{site}");
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "k",
+        "10000",
+        "TOKEN",
+        &token,
+        "BLOCK",
+        block_ms,
+    ]]);
+    (holder, waiter)
+}
+
 fn is_internal_error(reply: &Reply) -> bool {
     matches!(reply, Reply::Error(text) if text.starts_with("ERR internal error in fencelock (injected panic at "))
 }
@@ -63,17 +86,7 @@ fn a_panicking_command_answers_an_error_and_the_server_keeps_serving() {
 fn a_panicking_timer_is_logged_and_the_waiter_is_still_served() {
     let server = server();
     let mut con = server.connect();
-    let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send_pipeline(&[&[
-        "LOCK.ACQUIRE",
-        "k",
-        "10000",
-        "TOKEN",
-        "fencelock-panic:timer",
-        "BLOCK",
-        "50",
-    ]]);
+    let (holder, mut waiter) = held_with_waiter(&server, &mut con, "timer", "50");
     eventually(Duration::from_secs(5), "the timer panicked", || {
         server.log().contains("internal error in a BLOCK timeout")
     });
@@ -91,17 +104,7 @@ fn a_panicking_timer_is_logged_and_the_waiter_is_still_served() {
 fn a_panicking_reply_answers_an_error_and_gives_the_lock_back() {
     let server = server();
     let mut con = server.connect();
-    let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
-    let mut waiter = RawClient::connect(server.port);
-    waiter.send_pipeline(&[&[
-        "LOCK.ACQUIRE",
-        "k",
-        "10000",
-        "TOKEN",
-        "fencelock-panic:reply",
-        "BLOCK",
-        "0",
-    ]]);
+    let (holder, mut waiter) = held_with_waiter(&server, &mut con, "reply", "0");
     eventually(Duration::from_secs(5), "the waiter queued", || {
         info_field(&mut con, "fencelock", "fencelock_waiters").as_deref() == Some("1")
     });
