@@ -8,7 +8,15 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 4] = ["lock.acquire", "lock.refresh", "lock.release", "lock.apply"];
+const WRITE_COMMANDS: [&str; 7] = [
+    "lock.acquire",
+    "lock.refresh",
+    "lock.release",
+    "lock.apply",
+    "lock.guard",
+    "lock.fenced",
+    "lock.mark",
+];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
 
 /// What the running server can do with module command categories.
