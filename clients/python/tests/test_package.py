@@ -39,6 +39,10 @@ def test_public_names() -> None:
     assert fencelock.LockError is redis.exceptions.LockError
     assert issubclass(fencelock.LockNotAcquired, redis.exceptions.LockError)
     assert fencelock.asyncio.LockNotAcquired is fencelock.LockNotAcquired
+    # Guards refused by the server are "not owned" to redis-py's handlers too.
+    assert issubclass(fencelock.LockLost, redis.exceptions.LockNotOwnedError)
+    assert issubclass(fencelock.StaleFence, redis.exceptions.LockError)
+    assert fencelock.asyncio.StaleFence is fencelock.StaleFence
 
 
 def test_supported_python() -> None:

@@ -4,13 +4,17 @@
 - ``fencelock.Locks``: a lock manager with auto-refresh, loss reporting and
   ``min_hold``, for threads (``fencelock.asyncio`` has both for asyncio).
 - ``fencelock.lock_info``: ``LOCK.INFO`` as a dict.
+- ``lease.guard(*command)`` / ``lock.guard(*command)``: a command that runs only while
+  the lock is held (``LOCK.GUARD``); ``fencelock.fenced``: one that runs only with a
+  fence at least a mark's highest (``LOCK.FENCED``).
 """
 
 from __future__ import annotations
 
 from redis.exceptions import LockError, LockNotOwnedError
 
-from .errors import LockLost, LockNotAcquired, NotReplicated
+from .errors import LockLost, LockNotAcquired, NotReplicated, StaleFence
+from .guarded import fenced
 from .info import LockInfo, lock_info
 from .lease import Lease
 from .lock import Lock
@@ -28,6 +32,8 @@ __all__ = [
     "LockNotOwnedError",
     "Locks",
     "NotReplicated",
+    "StaleFence",
     "__version__",
+    "fenced",
     "lock_info",
 ]

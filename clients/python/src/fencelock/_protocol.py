@@ -5,6 +5,7 @@ sync and the asyncio clients so that both send byte-for-byte the same commands."
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from typing import Any, Optional, Union
 
@@ -19,6 +20,13 @@ REFRESH = "LOCK.REFRESH"
 RELEASE = "LOCK.RELEASE"
 FENCE = "LOCK.FENCE"
 INFO = "LOCK.INFO"
+GUARD = "LOCK.GUARD"
+FENCED = "LOCK.FENCED"
+
+# The error of a guard whose token does not hold the lock, and of a fence below the
+# mark's highest, whose text ends with that highest: "STALE ... admitted (41)".
+NOTHELD = "NOTHELD"
+STALE = re.compile(r"^STALE .*\((\d+)\)\s*$")
 
 # A lock without a timeout (redis-py's ``timeout=None``) is granted with this lease and
 # then made permanent by PERSIST_IF_HELD: if the client dies in between, the key still
@@ -87,6 +95,22 @@ def info_args(key: Key) -> Args:
     return (INFO, key)
 
 
+def guard_args(key: Key, token: Token, command: Args) -> Args:
+    return (GUARD, key, token, *_inner(command))
+
+
+def fenced_args(mark: Key, fence: int, command: Args) -> Args:
+    return (FENCED, mark, fence, *_inner(command))
+
+
+def _inner(command: Args) -> Args:
+    # Caught here: without a command the cluster client would fail to route the call
+    # with a confusing message before the server could answer its arity error.
+    if not command:
+        raise TypeError("a guarded or fenced call needs a command to run")
+    return command
+
+
 def wait_args(replicas: int, timeout: float) -> Args:
     return ("WAIT", replicas, to_ms(timeout))
 
@@ -111,3 +135,15 @@ def parse_flag(reply: Any) -> bool:
 def is_wrongtype(error: ResponseError) -> bool:
     """A key of another type: redis-py's lock reads that as busy / not owned."""
     return str(error).startswith("WRONGTYPE")
+
+
+def is_notheld(error: ResponseError) -> bool:
+    """``LOCK.GUARD`` refused: the token does not hold the lock, nothing ran."""
+    return str(error).startswith(NOTHELD)
+
+
+def stale_highest(error: ResponseError) -> Optional[int]:
+    """The mark's highest fence from a ``LOCK.FENCED`` refusal; None for any other
+    error (the inner command's own errors pass through unchanged)."""
+    match = STALE.match(str(error))
+    return int(match.group(1)) if match else None

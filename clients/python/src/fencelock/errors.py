@@ -1,11 +1,12 @@
-"""Exceptions of the lock managers. Each derives from redis-py's ``LockError``, so code
-that already catches lock errors from ``redis.lock.Lock`` keeps catching these."""
+"""Exceptions of the lock managers and of guarded and fenced calls. Each derives from
+redis-py's ``LockError``, so code that already catches lock errors from
+``redis.lock.Lock`` keeps catching these."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from redis.exceptions import LockError
+from redis.exceptions import LockError, LockNotOwnedError
 
 from ._protocol import Key
 
@@ -28,12 +29,32 @@ class LockNotAcquired(LockError):
         self.key = key
 
 
-class LockLost(LockError):
-    """The lease ended (expired, deleted, taken over) while its holder still worked."""
+class LockLost(LockNotOwnedError):
+    """The lease ended (expired, deleted, taken over) while its holder still worked:
+    found by a refresh, or by ``guard`` when the server refused the guarded command
+    (``NOTHELD``: nothing ran). A ``LockNotOwnedError``, which redis-py raises when a
+    lock is used after its lease ended, so handlers of either catch it."""
 
     def __init__(self, key: Key) -> None:
         super().__init__(f"lock {key!r} was lost: its lease ended while held")
         self.key = key
+        # Where redis-py's own lock errors carry the name (set afterwards: redis-py
+        # < 6 takes no lock_name argument).
+        self.lock_name = key  # type: ignore[assignment]
+
+
+class StaleFence(LockError):
+    """``LOCK.FENCED`` refused the command: its fence is below the highest that the
+    mark has admitted, so a newer holder has written since; nothing ran. ``highest``
+    is that fence."""
+
+    def __init__(self, mark: Key, fence: int, highest: int) -> None:
+        super().__init__(
+            f"mark {mark!r}: fence {fence} is below the highest admitted ({highest})"
+        )
+        self.mark = mark
+        self.fence = fence
+        self.highest = highest
 
 
 class NotReplicated(LockError):

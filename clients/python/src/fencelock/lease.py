@@ -1,16 +1,23 @@
-"""A held lock as the lock managers hand it out: key, token, fence, lease length, and
-whether it was lost. ``LeaseBase`` is what the sync and asyncio leases share; they
-differ only in the kind of event that signals loss."""
+"""A held lock as the lock managers hand it out: key, token, fence, lease length,
+whether it was lost, and ``guard`` for commands that must only run while it is held.
+``LeaseBase`` is what the sync and asyncio leases share; they differ in the kind of
+event that signals loss and of client that ``guard`` uses."""
 
 from __future__ import annotations
 
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from redis.exceptions import LockError
+
+from . import guarded
 from ._protocol import Key, Token
-from .errors import LockLost
+from .errors import LockLost, lock_error
+
+if TYPE_CHECKING:
+    from ._types import SyncClient
 
 
 @dataclass
@@ -33,13 +40,36 @@ class LeaseBase:
             return 0
         return max(0, math.ceil((self.acquired_at + min_hold - now) * 1000))
 
+    def no_client(self) -> LockError:
+        """The error of ``guard`` on a lease made by hand, without a client."""
+        return lock_error(
+            LockError, "this lease has no client: take it through Locks", self.key
+        )
+
 
 @dataclass
 class Lease(LeaseBase):
     """A lock held through ``fencelock.Locks``. ``lost`` is set when a refresh finds
-    that the lease ended (expired, deleted, taken over) while the block still ran."""
+    that the lease ended (expired, deleted, taken over) while the block still ran, or
+    when ``guard`` does."""
 
     lost: threading.Event = field(default_factory=threading.Event)
+    # The client of the ``Locks`` that granted it, for ``guard``.
+    client: Optional[SyncClient] = field(default=None, repr=False, compare=False)
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "{sku}:stock", 7``) only if this lease holds the
+        lock now, checked and run in one step on the server (``LOCK.GUARD``); returns
+        the command's reply. If it does not, nothing ran: sets ``lost`` (unless the
+        lease was released) and raises ``LockLost``."""
+        if self.client is None:
+            raise self.no_client()
+        try:
+            return guarded.guard(self.client, self.key, self.token, *command)
+        except LockLost:
+            if not self.released:
+                self.lost.set()
+            raise
 
     def ensure_held(self) -> None:
         """Raises ``LockLost`` if a refresh found the lock gone; call it before an

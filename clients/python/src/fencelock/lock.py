@@ -7,6 +7,7 @@
 Same constructor, methods, return values and exceptions as ``redis.lock.Lock``, on the
 module's commands instead of ``SET NX`` and Lua: waiting is the server's FIFO ``BLOCK``
 (no polling), ``extend`` is one ``LOCK.REFRESH … ADD``, and every grant carries a fence.
+``guard(*command)`` runs a command only while the lock is still held (``LOCK.GUARD``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
 from . import _lockstate as state
+from . import guarded
 from ._acquire import acquire as acquire_once
 from ._protocol import (
     Key,
@@ -225,6 +227,18 @@ class Lock:
                 self.name,
             )
         return True
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "stock", 7``) only if this lock's token holds
+        the lock now, checked and run in one step on the server (``LOCK.GUARD``);
+        returns the command's reply. ``LockLost``, a ``LockNotOwnedError``, if the
+        lease has ended: nothing ran."""
+        token = self._token()
+        if token is None:
+            raise lock_error(
+                LockError, "Cannot guard a command with an unlocked lock", self.name
+            )
+        return guarded.guard(self.redis, self.name, token, *command)
 
     def _token(self) -> Optional[bytes]:
         # Another thread's local storage starts empty: no token there means not ours.

@@ -106,7 +106,9 @@ class Locks:
         )
         if fence is None:
             raise LockNotAcquired(key)
-        return Lease(key, token, fence, ttl, acquired_at=time.monotonic())
+        return Lease(
+            key, token, fence, ttl, acquired_at=time.monotonic(), client=self.client
+        )
 
     def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool:
         """Restarts the lease at ``ttl`` (default: the lease's own) from now; False if

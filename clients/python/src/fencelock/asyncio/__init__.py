@@ -1,10 +1,12 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
-clients), ``Locks`` (the lock manager with auto-refresh) and ``lock_info``."""
+clients), ``Locks`` (the lock manager with auto-refresh), ``lock_info`` and ``fenced``;
+leases and locks have ``guard``."""
 
 from __future__ import annotations
 
-from ..errors import LockLost, LockNotAcquired, NotReplicated
+from ..errors import LockLost, LockNotAcquired, NotReplicated, StaleFence
 from ..info import LockInfo
+from .guarded import fenced
 from .info import lock_info
 from .lease import Lease
 from .lock import Lock
@@ -18,5 +20,7 @@ __all__ = [
     "LockNotAcquired",
     "Locks",
     "NotReplicated",
+    "StaleFence",
+    "fenced",
     "lock_info",
 ]

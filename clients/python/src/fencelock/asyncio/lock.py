@@ -32,6 +32,7 @@ from .._protocol import (
     to_ms,
 )
 from ..errors import lock_error
+from . import guarded
 from ._acquire import acquire as acquire_once
 
 if TYPE_CHECKING:
@@ -230,6 +231,18 @@ class Lock:
                 self.name,
             )
         return True
+
+    async def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "stock", 7``) only if this lock's token holds
+        the lock now, checked and run in one step on the server (``LOCK.GUARD``);
+        returns the command's reply. ``LockLost``, a ``LockNotOwnedError``, if the
+        lease has ended: nothing ran."""
+        token = self._token()
+        if token is None:
+            raise lock_error(
+                LockError, "Cannot guard a command with an unlocked lock", self.name
+            )
+        return await guarded.guard(self.redis, self.name, token, *command)
 
     def _token(self) -> Optional[bytes]:
         # Another thread's local storage starts empty: no token there means not ours.
