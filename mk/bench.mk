@@ -1,22 +1,54 @@
 # fencelock benchmark (benches/fencelock): fencelock against the Lua-and-polling lock
-# pattern, in one run. Included by the Makefile (`-include mk/*.mk`). The server
-# launcher and the RESP codec come from the dev-only `testkit` crate.
+# pattern and, where the server has them, its native owner checks (DELIFEQ, SET IFEQ),
+# in one run. Included by the Makefile (`-include mk/*.mk`). The server launcher and
+# the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
 #                     and target/bench/bench.svg; README.md and docs/ are left alone
 #   make bench-docs   the same full run, then also rewrites the figures block of README.md
 #                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs
 #   make bench-smoke  the same scenarios, a few seconds each (CI); reports in target/bench/smoke
+#   make bench-all    a full run on each server of BENCH_SERVERS (reports in
+#                     target/bench/<server>/), then one combined table:
+#                     target/bench/all-servers.md
+# SERVER picks the server of bench, bench-docs and bench-smoke: redis-7.0 (Debian's
+# redis-server from PATH, the default), redis-8.2 or valkey-9.1 (from the virtualenv of
+# mk/compat.mk, made on demand; scripts/compat-servers.sh lists the binaries).
 # BENCH_ARGS adds options to any of them, e.g. `make bench BENCH_ARGS="--reps 5"` (see `--help`).
 
 BENCH_ARGS ?=
+SERVER ?= redis-7.0
+BENCH_SERVERS := redis-7.0 redis-8.2 valkey-9.1
+BENCH_DIR := target/bench
 
-.PHONY: bench bench-docs bench-smoke
+# Debian's server needs no virtualenv (CI's smoke run has none); the others do.
+bench_venv = $(if $(filter redis-7.0,$(SERVER)),,venv)
 
-bench: build
-	cargo bench --bench fencelock -- $(BENCH_ARGS)
+# Shell code: runs the benchmark on server $$server (a shell variable) with the rest of
+# the line as its options. The binary is looked up by name; an unknown name fails.
+define bench_on
+case " $(BENCH_SERVERS) " in *" $$server "*) ;; \
+  *) echo "SERVER=$$server: not one of $(BENCH_SERVERS)" >&2; exit 2 ;; esac; \
+if [ "$$server" = redis-7.0 ]; then binary=$$(command -v redis-server); \
+else binary=$$(scripts/compat-servers.sh $(VENV) | awk -v s="$$server" '$$1 == s { print $$2 }'); fi; \
+[ -x "$$binary" ] || { echo "no binary for $$server" >&2; exit 1; }; \
+FENCELOCK_REDIS_SERVER=$$binary cargo bench --bench fencelock -- --server $$server
+endef
 
-bench-docs: build
-	cargo bench --bench fencelock -- --docs $(BENCH_ARGS)
+.PHONY: bench bench-docs bench-smoke bench-all
 
-bench-smoke: build
-	cargo bench --bench fencelock -- --smoke $(BENCH_ARGS)
+bench: build $(bench_venv)
+	server=$(SERVER); $(bench_on) $(BENCH_ARGS)
+
+bench-docs: build $(bench_venv)
+	server=$(SERVER); $(bench_on) --docs $(BENCH_ARGS)
+
+bench-smoke: build $(bench_venv)
+	server=$(SERVER); $(bench_on) --smoke $(BENCH_ARGS)
+
+bench-all: build venv
+	for server in $(BENCH_SERVERS); do \
+	  $(bench_on) --out $(BENCH_DIR)/$$server $(BENCH_ARGS) || exit 1; \
+	done
+	cargo bench --bench fencelock -- combine $(BENCH_DIR)/all-servers.md \
+	  $(addprefix $(BENCH_DIR)/,$(BENCH_SERVERS)) >/dev/null
+	@echo "combined table: $(BENCH_DIR)/all-servers.md"

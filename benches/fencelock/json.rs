@@ -44,6 +44,7 @@ pub fn report(results: &Results, targets: &[Target]) -> Value {
             "memory_gib": m.memory_gib,
             "os": m.os,
             "kernel": m.kernel,
+            "server": m.server,
             "redis": m.redis,
             "server_binary": m.server_binary,
             "module": m.module,
@@ -107,10 +108,29 @@ pub fn report(results: &Results, targets: &[Target]) -> Value {
                 "lua_pattern": samples(&results.memory.lua_left),
             },
         },
+        "natives": {
+            "delifeq": results.natives.delifeq,
+            "delex_ifeq": results.natives.delex_ifeq,
+            "set_ifeq": results.natives.set_ifeq,
+        },
+        "profile": {
+            "profile_commands_per_connection": s.profile_commands,
+            "without_callgrind": results.profile.without_callgrind,
+            "per_command": results.profile.rows.iter().map(|r| json!({
+                "command": r.label,
+                "instructions": r.counts.map(|c| c.instructions),
+                "allocations": r.counts.map(|c| c.allocations),
+                "server_cpu_us": r.cpu_us,
+                "request_bytes": r.bytes_in,
+                "reply_bytes": r.bytes_out,
+            })).collect::<Vec<_>>(),
+        },
         "targets": targets.iter().map(|t| json!({
             "name": t.name,
             "wanted": t.wanted,
             "measured": summary(t.measured),
+            "unit": t.unit,
+            "decimals": t.decimals,
             "met": t.met,
         })).collect::<Vec<_>>(),
     })

@@ -1,5 +1,6 @@
-//! Where the figures came from: CPU model and count, memory, OS, kernel, the Redis
-//! server's version and allocator, and how server and load generator were placed.
+//! Where the figures came from: CPU model and count, memory, OS, kernel, which server
+//! (the `--server` name the run was given, the product and version it reports, its
+//! allocator), and how server and load generator were placed.
 
 use std::io;
 
@@ -15,6 +16,9 @@ pub struct Machine {
     pub memory_gib: f64,
     pub os: String,
     pub kernel: String,
+    /// The name the run was given (`make bench SERVER=…`), e.g. `valkey-9.1`.
+    pub server: String,
+    /// Product, version and allocator as the server reports them.
     pub redis: String,
     pub server_binary: String,
     pub module: String,
@@ -32,14 +36,26 @@ fn field<'a>(text: &'a str, key: &str, separator: char) -> Option<&'a str> {
     })
 }
 
-pub fn describe(conn: &mut Conn, placement: Option<&str>) -> io::Result<Machine> {
+/// "Redis 7.0.15" or "Valkey 9.1.2": Valkey keeps `redis_version` at 7.2.4 for
+/// clients' sake and gives its own in `server_name` and `valkey_version`.
+fn product(conn: &mut Conn) -> io::Result<String> {
+    if let Ok(version) = info_field(conn, "server", "valkey_version") {
+        return Ok(format!("Valkey {version}"));
+    }
+    Ok(format!(
+        "Redis {}",
+        info_field(conn, "server", "redis_version")?
+    ))
+}
+
+pub fn describe(conn: &mut Conn, server: &str, placement: Option<&str>) -> io::Result<Machine> {
     let cpuinfo = read("/proc/cpuinfo");
     let meminfo = read("/proc/meminfo");
     let os_release = read("/etc/os-release");
     let memory_kib: f64 = field(&meminfo, "MemTotal", ':')
         .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0.0);
-    let version = info_field(conn, "server", "redis_version")?;
+    let product = product(conn)?;
     let allocator = info_field(conn, "memory", "mem_allocator").unwrap_or_default();
     Ok(Machine {
         cpu: field(&cpuinfo, "model name", ':')
@@ -57,7 +73,8 @@ pub fn describe(conn: &mut Conn, placement: Option<&str>) -> io::Result<Machine>
             .trim_matches('"')
             .to_string(),
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-        redis: format!("Redis {version} ({allocator})"),
+        server: server.to_string(),
+        redis: format!("{product} ({allocator})"),
         server_binary: server_binary(),
         module: module_path().display().to_string(),
         placement: placement
@@ -69,8 +86,15 @@ pub fn describe(conn: &mut Conn, placement: Option<&str>) -> io::Result<Machine>
 impl Machine {
     pub fn one_line(&self) -> String {
         format!(
-            "{} × {}, {:.0} GiB RAM, {}, Linux {}, {}; {}",
-            self.cpus, self.cpu, self.memory_gib, self.os, self.kernel, self.redis, self.placement
+            "{} × {}, {:.0} GiB RAM, {}, Linux {}, server {}: {}; {}",
+            self.cpus,
+            self.cpu,
+            self.memory_gib,
+            self.os,
+            self.kernel,
+            self.server,
+            self.redis,
+            self.placement
         )
     }
 }

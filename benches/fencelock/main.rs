@@ -1,13 +1,18 @@
-//! `make bench`: fencelock against the Lua-and-polling lock pattern, side by side, in
-//! one run. Starts its own redis-server with the module (persistence off, through
-//! `testkit`), measures per-command throughput, the lock cycle, contention on one key
-//! and memory, with every comparison alternating within each repetition, then prints
-//! a table and writes `report.json`, `report.md` and `bench.svg` (see `--help`);
-//! with `--docs` (`make bench-docs`) also the figures in README.md and docs/.
+//! `make bench`: fencelock against the Lua-and-polling lock pattern and the server's
+//! own Lua-free owner checks where it has them, side by side, in one run. Starts its
+//! own server with the module (persistence off, through `testkit`; Redis 7.0, Redis
+//! 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle, contention on
+//! one key, memory and where the server's time goes per command, with every comparison
+//! alternating within each repetition, then prints a table and writes `report.json`,
+//! `report.md` and `bench.svg` (see `--help`); with `--docs` (`make bench-docs`) also
+//! the figures in README.md and docs/.
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
-//! contention scenario, one process per client).
+//! contention scenario, one process per client), and `make bench-all`'s combiner:
+//! `combine OUT.md DIR…` (one table out of several servers' `report.json`).
 
+mod callgrind;
+mod combine;
 mod contender;
 mod contention;
 mod docs;
@@ -16,6 +21,8 @@ mod load;
 mod lua;
 mod machine;
 mod memory;
+mod natives;
+mod profile;
 mod recipes;
 mod report;
 mod results;
@@ -36,11 +43,16 @@ use settings::{Scenario, Settings};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("contender") {
-        return match contender::main(&args[1..]) {
+    let subcommand = match args.first().map(String::as_str) {
+        Some("contender") => Some(("contender", contender::main(&args[1..]))),
+        Some("combine") => Some(("combine", combine::main(&args[1..]))),
+        _ => None,
+    };
+    if let Some((name, outcome)) = subcommand {
+        return match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("contender: {error}");
+                eprintln!("{name}: {error}");
                 ExitCode::FAILURE
             }
         };
@@ -67,8 +79,12 @@ fn run(settings: &Settings) -> io::Result<()> {
         server::pin_self()?;
     }
     let server = server::start(placement.is_some())?;
-    let machine = machine::describe(&mut server::connect(&server)?, placement.as_deref())?;
+    let mut admin = server::connect(&server)?;
+    let machine = machine::describe(&mut admin, &settings.server, placement.as_deref())?;
+    let natives = natives::Natives::detect(&mut admin)?;
+    drop(admin);
     eprintln!("fencelock bench on {}", machine.one_line());
+    eprintln!("{}", natives.describe());
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -77,7 +93,7 @@ fn run(settings: &Settings) -> io::Result<()> {
     let mut throughput = Vec::new();
     if settings.runs(Scenario::Throughput) {
         eprintln!("1+2. throughput and lock cycle");
-        throughput = throughput::run(&server, settings)?;
+        throughput = throughput::run(&server, settings, natives)?;
     }
     let mut contention = Vec::new();
     if settings.runs(Scenario::Contention) {
@@ -89,6 +105,11 @@ fn run(settings: &Settings) -> io::Result<()> {
         eprintln!("4. memory");
         memory = memory::run(&server, settings.memory_locks, settings.repetitions)?;
     }
+    let mut profile = profile::ProfileResult::default();
+    if settings.runs(Scenario::Profile) {
+        eprintln!("5. where the time goes");
+        profile = profile::run(&server, settings, natives)?;
+    }
     drop(server);
 
     let results = Results {
@@ -99,6 +120,8 @@ fn run(settings: &Settings) -> io::Result<()> {
         throughput,
         contention,
         memory,
+        natives,
+        profile,
     };
     let targets = targets::evaluate(&results);
     let tables = report::tables(&results, &targets);

@@ -2,11 +2,16 @@
 //! `Command` per variant (its commands, the replies that count as a hit, which keys it
 //! visits and what untimed set-up makes its hit path a hit).
 //!
+//! Where the server has them (see `natives`), the Lua-free owner checks a user of that
+//! server would pick instead: `DELIFEQ key token`, `DELEX key IFEQ token` and
+//! `SET key token IFEQ token PX ttl`.
+//!
 //! The lock cycles (acquire with a fence, then release, on random keys) are recipes of
 //! several steps — fencelock: `LOCK.ACQUIRE` (token and fence in the reply), then
 //! `LOCK.RELEASE` with that token; the Lua pattern: `SET NX PX`, `INCR fence:key` once
-//! the `SET` succeeded, then the `EVALSHA` release. Each step waits for the reply it
-//! depends on; pipelining overlaps many cycles, never the steps of one.
+//! the `SET` succeeded, then the `EVALSHA` release; the native pattern the same with
+//! `DELIFEQ` as the release. Each step waits for the reply it depends on; pipelining
+//! overlaps many cycles, never the steps of one.
 
 use testkit::resp::{encode, Reply};
 
@@ -35,10 +40,16 @@ pub enum Command {
     LockRelease,
     /// `EVALSHA release 1 key token` on a key the token holds.
     LuaRelease,
+    /// `DELIFEQ key token` on a key the token holds (Valkey 9).
+    DelIfEq,
+    /// `DELEX key IFEQ token` on a key the token holds (Redis 8.4+).
+    DelexIfEq,
     /// `LOCK.REFRESH key token ttl` on a key the token holds.
     LockRefresh,
     /// `EVALSHA refresh 1 key token ttl` on a key the token holds.
     LuaRefresh,
+    /// `SET key token IFEQ token PX ttl` on a key the token holds (Valkey 9, Redis 8.4+).
+    SetIfEq,
     /// `LOCK.FENCE key` on a held key.
     LockFence,
     /// `GET key` on a held key.
@@ -47,6 +58,12 @@ pub enum Command {
     FencelockCycle,
     /// The Lua pattern's cycle: `SET NX PX`, `INCR fence:key`, `EVALSHA` release.
     LuaCycle,
+    /// The native pattern's cycle: `SET NX PX`, `INCR fence:key`, `DELIFEQ`.
+    NativeCycle,
+    /// `PING`: what any command costs the server before it does anything (profile only).
+    Ping,
+    /// `INCR fence:key` on fresh keys: the fence counter on its own (profile only).
+    Incr,
     /// Set-up: `LOCK.ACQUIRE key ttl TOKEN token`.
     HoldWithFencelock,
     /// Set-up: `SET key token PX ttl`.
@@ -65,10 +82,14 @@ pub enum Setup {
 impl Command {
     pub fn keys(self) -> Keys {
         match self {
-            Command::LockRefresh | Command::LuaRefresh | Command::LockFence | Command::Get => {
-                Keys::Cycle(HELD_PER_CONN)
+            Command::LockRefresh
+            | Command::LuaRefresh
+            | Command::SetIfEq
+            | Command::LockFence
+            | Command::Get => Keys::Cycle(HELD_PER_CONN),
+            Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
+                Keys::Random(KEYSPACE)
             }
-            Command::FencelockCycle | Command::LuaCycle => Keys::Random(KEYSPACE),
             _ => Keys::Fresh,
         }
     }
@@ -76,11 +97,15 @@ impl Command {
     pub fn setup(self) -> Option<Setup> {
         match self {
             Command::LockRelease => Some(Setup::SameKeys(Command::HoldWithFencelock)),
-            Command::LuaRelease => Some(Setup::SameKeys(Command::HoldWithSet)),
+            Command::LuaRelease | Command::DelIfEq | Command::DelexIfEq => {
+                Some(Setup::SameKeys(Command::HoldWithSet))
+            }
             Command::LockRefresh | Command::LockFence => {
                 Some(Setup::Held(Command::HoldWithFencelock))
             }
-            Command::LuaRefresh | Command::Get => Some(Setup::Held(Command::HoldWithSet)),
+            Command::LuaRefresh | Command::SetIfEq | Command::Get => {
+                Some(Setup::Held(Command::HoldWithSet))
+            }
             _ => None,
         }
     }
@@ -88,7 +113,7 @@ impl Command {
     pub fn commands_per_op(self) -> u64 {
         match self {
             Command::SetNxPxIncr | Command::FencelockCycle => 2,
-            Command::LuaCycle => 3,
+            Command::LuaCycle | Command::NativeCycle => 3,
             _ => 1,
         }
     }
@@ -117,15 +142,21 @@ impl Recipe {
                 encode(out, &[b"LOCK.ACQUIRE", key, TTL])
             }
             (Command::FencelockCycle, _) => encode(out, &[b"LOCK.RELEASE", key, &op.token]),
-            (Command::SetNxPx | Command::SetNxPxIncr | Command::LuaCycle, 0) => {
-                encode(out, &[b"SET", key, token, b"NX", b"PX", TTL])
-            }
-            (Command::SetNxPxIncr | Command::LuaCycle, 1) => {
-                encode(out, &[b"INCR", fence_key(op.key).as_bytes()])
-            }
+            (
+                Command::SetNxPx | Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle,
+                0,
+            ) => encode(out, &[b"SET", key, token, b"NX", b"PX", TTL]),
+            (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 1)
+            | (Command::Incr, _) => encode(out, &[b"INCR", fence_key(op.key).as_bytes()]),
             (Command::LuaRelease | Command::LuaCycle, _) => {
                 encode(out, &[b"EVALSHA", release, b"1", key, token])
             }
+            (Command::DelIfEq | Command::NativeCycle, _) => encode(out, &[b"DELIFEQ", key, token]),
+            (Command::DelexIfEq, _) => encode(out, &[b"DELEX", key, b"IFEQ", token]),
+            (Command::SetIfEq, _) => {
+                encode(out, &[b"SET", key, token, b"IFEQ", token, b"PX", LONG_TTL])
+            }
+            (Command::Ping, _) => encode(out, &[b"PING"]),
             (Command::LockRelease, _) => encode(out, &[b"LOCK.RELEASE", key, token]),
             (Command::LockRefresh, _) => encode(out, &[b"LOCK.REFRESH", key, token, LONG_TTL]),
             (Command::LuaRefresh, _) => {
@@ -148,7 +179,9 @@ impl Recipe {
         let last = u64::from(op.step) + 1 == self.command.commands_per_op();
         let hit = match (self.command, op.step) {
             // Random keys can collide with a cycle in flight: not a miss, a retry.
-            (Command::FencelockCycle | Command::LuaCycle, 0) if reply.is_nil() => {
+            (Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle, 0)
+                if reply.is_nil() =>
+            {
                 return Outcome::Busy
             }
             (Command::FencelockCycle, 0) => match reply.grant() {
@@ -160,11 +193,15 @@ impl Recipe {
             },
             (Command::LockAcquire | Command::HoldWithFencelock, _) => reply.grant().is_some(),
             (Command::SetNxPx | Command::HoldWithSet, _) => reply.is_ok(),
-            (Command::SetNxPxIncr | Command::LuaCycle, 0) => reply.is_ok(),
-            (Command::SetNxPxIncr | Command::LuaCycle, 1) => reply.integer().is_some(),
+            (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 0)
+            | (Command::SetIfEq, _) => reply.is_ok(),
+            (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 1)
+            | (Command::Incr, _) => reply.integer().is_some(),
+            (Command::Ping, _) => matches!(&reply, Reply::Status(s) if s == "PONG"),
             (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
             (Command::Get, _) => reply.bulk().is_some(),
-            // Releases and refreshes, fencelock's and the scripts', answer 1 on a hit.
+            // Releases and refreshes, fencelock's, the scripts' and the native ones,
+            // answer 1 on a hit.
             _ => reply.integer() == Some(1),
         };
         match (hit, last) {

@@ -1,5 +1,6 @@
 //! The human-readable report: the same tables printed on stdout and written as
-//! `report.md` (whose text also becomes the generated block of README.md).
+//! `report.md` (whose text also becomes the generated block of README.md). `combine`
+//! reuses the targets and throughput tables per server.
 
 use crate::results::Results;
 use crate::stats::spread;
@@ -11,6 +12,7 @@ pub struct Tables {
     pub targets: Table,
     pub contention: Table,
     pub memory: Table,
+    pub profile: Table,
 }
 
 pub fn tables(results: &Results, targets: &[Target]) -> Tables {
@@ -19,10 +21,39 @@ pub fn tables(results: &Results, targets: &[Target]) -> Tables {
         targets: target_table(targets),
         contention: contention(results),
         memory: memory(results),
+        profile: profile(results),
     }
 }
 
-fn throughput(results: &Results) -> Table {
+/// Per-command costs on the server, module commands next to what they replace.
+fn profile(results: &Results) -> Table {
+    let mut table = Table::new(&[
+        "command",
+        "instructions/command",
+        "allocations/command",
+        "server CPU µs/command",
+        "request bytes",
+        "reply bytes",
+    ]);
+    for row in &results.profile.rows {
+        let counts = |f: fn(&crate::profile::PerCommand) -> f64, decimals| {
+            row.counts
+                .as_ref()
+                .map_or("n/a".to_string(), |c| fixed(decimals)(f(c)))
+        };
+        table.row(vec![
+            row.label.to_string(),
+            counts(|c| c.instructions, 0),
+            counts(|c| c.allocations, 2),
+            fixed(2)(row.cpu_us),
+            fixed(1)(row.bytes_in),
+            fixed(1)(row.bytes_out),
+        ]);
+    }
+    table
+}
+
+pub fn throughput(results: &Results) -> Table {
     let mut table = Table::new(&["comparison", "mode", "fencelock", "baseline", "ratio"]);
     let ratios = results.ratios();
     for group in &results.throughput {
@@ -55,17 +86,22 @@ fn throughput(results: &Results) -> Table {
     table
 }
 
-fn target_table(targets: &[Target]) -> Table {
+pub fn target_table(targets: &[Target]) -> Table {
     let mut table = Table::new(&["target", "wanted", "measured: median [min–max]", "result"]);
     for t in targets {
         table.row(vec![
             t.name.clone(),
             t.wanted.clone(),
-            format!("{}{}", spread_with(t.measured, fixed(t.decimals)), t.unit),
+            if t.met.is_some() {
+                format!("{}{}", spread_with(t.measured, fixed(t.decimals)), t.unit)
+            } else {
+                "—".to_string()
+            },
             match t.met {
                 Some(true) => "met",
                 Some(false) => "**MISSED**",
-                None => "not run",
+                // Not in this run's scenarios, or the server lacks the baseline.
+                None => "n/a",
             }
             .to_string(),
         ]);
@@ -168,6 +204,23 @@ fn busy_note(results: &Results) -> String {
     )
 }
 
+/// Where the profile's counts came from, or why there are none.
+fn profile_note(results: &Results) -> String {
+    let p = &results.profile;
+    match &p.without_callgrind {
+        _ if p.rows.is_empty() => String::new(),
+        Some(why) => format!(
+            "Per command, 50 connections 32 deep, hit path; connection set-up taken off. \
+             No instruction or allocation counts ({why})."
+        ),
+        None => "Per command, 50 connections 32 deep, hit path; connection set-up taken off. \
+                 Instructions and allocator calls (jemalloc's or libc's malloc, calloc, realloc) \
+                 of the whole server under callgrind over 10,000 commands; CPU time of the \
+                 event loop and bytes on the wire on the benchmark's own server."
+            .to_string(),
+    }
+}
+
 /// Markdown report; `chart` is the path the SVG is linked under.
 pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
     let missed: Vec<&str> = tables
@@ -183,30 +236,37 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
         format!("Targets missed in this run: {}.", missed.join("; "))
     };
     format!(
-        "Machine: {}.\n\n{} {}\n\n{}\n\n![throughput ratios and wait-time distribution]({chart})\n\n\
+        "Machine: {}.\n\n{} {} Server has {}.\n\n{}\n\n![throughput ratios and wait-time distribution]({chart})\n\n\
          ### Targets\n\n{}\n### Throughput (median [min–max] over repetitions)\n\n{}\n\
-         ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\n{}\n### Memory\n\n{}",
+         ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\n{}\n### Memory\n\n{}\n\
+         ### Per command on the server\n\n{}\n\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
+        results.natives.describe(),
         verdict,
         tables.targets.markdown(),
         tables.throughput.markdown(),
         tables.contention.markdown(),
         tables.memory.markdown(),
+        profile_note(results),
+        tables.profile.markdown(),
     )
 }
 
 /// The stdout version.
 pub fn text(results: &Results, tables: &Tables) -> String {
     format!(
-        "\nfencelock benchmark — {}\n{}\n{}\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nTARGETS\n{}",
+        "\nfencelock benchmark — {}\n{}\n{}\nServer has {}.\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nPER COMMAND ON THE SERVER\n{}\n{}\n\nTARGETS\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
+        results.natives.describe(),
         tables.throughput.text(),
         tables.contention.text(),
         tables.memory.text(),
+        profile_note(results),
+        tables.profile.text(),
         tables.targets.text().replace("**MISSED**", "MISSED"),
     )
 }

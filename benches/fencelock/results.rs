@@ -6,6 +6,8 @@ use crate::contender::Mode;
 use crate::contention::ContentionResult;
 use crate::machine::Machine;
 use crate::memory::MemoryResult;
+use crate::natives::Natives;
+use crate::profile::ProfileResult;
 use crate::settings::Settings;
 use crate::stats::{spread, Spread};
 use crate::throughput::GroupResult;
@@ -18,6 +20,8 @@ pub struct Results {
     pub throughput: Vec<GroupResult>,
     pub contention: Vec<ContentionResult>,
     pub memory: MemoryResult,
+    pub natives: Natives,
+    pub profile: ProfileResult,
 }
 
 /// fencelock's rate over one baseline's, per repetition.

@@ -1,19 +1,25 @@
 //! Command-line settings of a benchmark run: the full run (`make bench`) or the short
-//! smoke CI runs (`--smoke`), repetitions, where reports go, whether the docs are
-//! updated (`make bench-docs`) and whether server and load generator are pinned to
-//! separate CPUs. Parsed with `lexopt`.
+//! smoke CI runs (`--smoke`), repetitions, which server it is (the name `make bench
+//! SERVER=…` gives it; the binary itself comes from `FENCELOCK_REDIS_SERVER`), where
+//! reports go, whether the docs are updated (`make bench-docs`) and whether server and
+//! load generator are pinned to separate CPUs. Parsed with `lexopt`.
 
 use std::path::{Path, PathBuf};
 
 use lexopt::prelude::*;
 
-pub const USAGE: &str = "usage: cargo bench --bench fencelock -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST]
+pub const USAGE: &str = "usage: cargo bench --bench fencelock -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST] [--server NAME]
+       cargo bench --bench fencelock -- combine OUT.md DIR...
   --smoke   a few seconds instead of minutes (CI); reports go to target/bench/smoke
   --docs    also write docs/bench.svg and the figures block of README.md
   --reps N  repetitions of every measurement (at least 3; default 3)
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
-  --only    comma-separated scenarios to run: throughput, contention, memory (default all)";
+  --only    comma-separated scenarios to run: throughput, contention, memory, profile
+            (default all)
+  --server  the name the report gives the server (default: the binary's path); the
+            binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
+  combine   one markdown table out of the report.json of several runs (make bench-all)";
 
 /// The scenarios a run can include.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +28,8 @@ pub enum Scenario {
     Throughput,
     Contention,
     Memory,
+    /// Where the time goes: instructions, CPU time, allocations and bytes per command.
+    Profile,
 }
 
 #[derive(Debug, Clone)]
@@ -40,6 +48,10 @@ pub struct Settings {
     pub contention_ms: u64,
     pub contention_clients: Vec<usize>,
     pub memory_locks: u64,
+    /// Commands per connection in each profile run.
+    pub profile_commands: u64,
+    /// The name of the server under test, for the report.
+    pub server: String,
     pub out_dir: PathBuf,
     pub scenarios: Vec<Scenario>,
 }
@@ -49,6 +61,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         "throughput" => Ok(Scenario::Throughput),
         "contention" => Ok(Scenario::Contention),
         "memory" => Ok(Scenario::Memory),
+        "profile" => Ok(Scenario::Profile),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -68,8 +81,15 @@ impl Settings {
             contention_ms: 5_000,
             contention_clients: vec![4, 32],
             memory_locks: 100_000,
+            profile_commands: 4_000,
+            server: testkit::server_binary(),
             out_dir: root.join("target/bench"),
-            scenarios: vec![Scenario::Throughput, Scenario::Contention, Scenario::Memory],
+            scenarios: vec![
+                Scenario::Throughput,
+                Scenario::Contention,
+                Scenario::Memory,
+                Scenario::Profile,
+            ],
         };
         let mut out_dir = None;
         let mut parser = lexopt::Parser::from_args(args);
@@ -96,6 +116,13 @@ impl Settings {
                         .map(scenario)
                         .collect::<Result<_, _>>()?;
                 }
+                Long("server") => {
+                    settings.server = parser
+                        .value()
+                        .map_err(|_| "--server needs a name")?
+                        .to_string_lossy()
+                        .into_owned();
+                }
                 Long("out") => {
                     out_dir = Some(PathBuf::from(
                         parser.value().map_err(|_| "--out needs a path")?,
@@ -112,6 +139,7 @@ impl Settings {
             settings.unpipelined_commands = 20;
             settings.contention_ms = 200;
             settings.memory_locks = 50_000;
+            settings.profile_commands = 200;
             settings.out_dir = settings.out_dir.join("smoke");
         }
         if let Some(dir) = out_dir {
@@ -120,7 +148,7 @@ impl Settings {
         if settings.smoke && settings.docs {
             return Err("--docs takes figures from a full run only, not --smoke".into());
         }
-        if settings.docs && settings.scenarios.len() < 3 {
+        if settings.docs && settings.scenarios.len() < 4 {
             return Err("--docs takes figures from a run of every scenario, not --only".into());
         }
         Ok(settings)

@@ -15,6 +15,7 @@ use crate::contender::Mode;
 use crate::contention::MODES;
 use crate::results::{Ratio, Results};
 use crate::stats::wait_histogram;
+use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), Box<dyn std::error::Error>>;
@@ -33,10 +34,13 @@ const CDF_POINTS: u32 = 200;
 /// The target for a ratio, if it has one.
 fn target_for(r: &Ratio) -> Option<f64> {
     match (r.group, r.depth > 1, r.baseline) {
-        ("acquire", true, "SET NX PX") => Some(0.9),
+        ("acquire", _, "SET NX PX") => Some(0.9),
         ("acquire", true, "SET NX PX + INCR fence") => Some(1.5),
+        ("release", _, DELIFEQ | DELEX_IFEQ) | ("refresh", _, SET_IFEQ) => Some(0.95),
         ("release", true, _) | ("refresh", true, _) => Some(2.5),
+        ("cycle", true, NATIVE_CYCLE) => Some(1.3),
         ("cycle", true, _) => Some(2.0),
+        ("cycle", false, NATIVE_CYCLE) => None,
         ("cycle", false, _) => Some(1.4),
         _ => None,
     }
@@ -70,7 +74,7 @@ fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
     // Integer ranges are inclusive in plotters: 0..n-1 is n segments, one per row.
     let mut chart = ChartBuilder::on(area)
         .caption(
-            "Throughput, fencelock ÷ Lua pattern (same run; bar = median, whisker = min–max, red tick = target)",
+            "Throughput, fencelock ÷ baseline (same run; bar = median, whisker = min–max, red tick = target)",
             ("sans-serif", 14),
         )
         .margin(10)

@@ -1,10 +1,13 @@
-//! The targets, checked against this run's figures. A target is judged on the
+//! The issues' targets, checked against this run's figures. A target is judged on the
 //! median over repetitions; the min–max is reported beside it, and a miss is listed
-//! as a miss.
+//! as a miss. A target against a native command the server lacks (`DELIFEQ`,
+//! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
+//! several servers line up.
 
 use crate::contender::Mode;
 use crate::results::Results;
 use crate::stats::{spread, Spread};
+use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
 
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -65,17 +68,31 @@ fn target(name: String, want: Want, unit: &'static str, samples: Option<Vec<f64>
 const POLL_50: Mode = Mode::Poll { retry_ms: 50 };
 const POLL_5: Mode = Mode::Poll { retry_ms: 5 };
 
+/// Per-repetition `numerator / denominator` of two memory series.
+fn memory_ratio(numerator: &[f64], denominator: &[f64]) -> Option<Vec<f64>> {
+    (!numerator.is_empty()).then(|| {
+        numerator
+            .iter()
+            .zip(denominator)
+            .map(|(n, d)| n / d)
+            .collect()
+    })
+}
+
 pub fn evaluate(results: &Results) -> Vec<Target> {
     let ratio = |group: &str, pipelined: bool, baseline: &str| {
         results.ratio(group, pipelined, baseline).map(|r| r.samples)
     };
-    let mut targets = vec![
-        target(
-            "pipelined: LOCK.ACQUIRE ÷ SET NX PX".into(),
+    let mut targets = Vec::new();
+    for (mode, pipelined) in [("pipelined", true), ("unpipelined", false)] {
+        targets.push(target(
+            format!("{mode}: LOCK.ACQUIRE ÷ SET NX PX"),
             Want::AtLeast(0.9),
             "×",
-            ratio("acquire", true, "SET NX PX"),
-        ),
+            ratio("acquire", pipelined, "SET NX PX"),
+        ));
+    }
+    targets.extend([
         target(
             "pipelined: LOCK.ACQUIRE ÷ (SET NX PX + INCR)".into(),
             Want::AtLeast(1.5),
@@ -94,6 +111,28 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             "×",
             ratio("refresh", true, "Lua refresh (EVALSHA)"),
         ),
+    ]);
+    for (mode, pipelined) in [("pipelined", true), ("unpipelined", false)] {
+        targets.push(target(
+            format!("{mode}: LOCK.RELEASE ÷ DELIFEQ"),
+            Want::AtLeast(0.95),
+            "×",
+            ratio("release", pipelined, DELIFEQ),
+        ));
+        targets.push(target(
+            format!("{mode}: LOCK.RELEASE ÷ DELEX IFEQ"),
+            Want::AtLeast(0.95),
+            "×",
+            ratio("release", pipelined, DELEX_IFEQ),
+        ));
+        targets.push(target(
+            format!("{mode}: LOCK.REFRESH ÷ SET IFEQ PX"),
+            Want::AtLeast(0.95),
+            "×",
+            ratio("refresh", pipelined, SET_IFEQ),
+        ));
+    }
+    targets.extend([
         target(
             "pipelined: lock cycle ÷ Lua-pattern cycle".into(),
             Want::AtLeast(2.0),
@@ -106,7 +145,13 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             "×",
             ratio("cycle", false, "Lua pattern (3 commands)"),
         ),
-    ];
+        target(
+            "pipelined: lock cycle ÷ native cycle (SET NX PX + INCR + DELIFEQ)".into(),
+            Want::AtLeast(1.3),
+            "×",
+            ratio("cycle", true, NATIVE_CYCLE),
+        ),
+    ]);
     let smallest = results.settings.contention_clients.iter().copied().min();
     let largest = results.settings.contention_clients.iter().copied().max();
     if let Some(clients) = smallest {
@@ -161,13 +206,26 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         "memory: bytes per held fencelock lock".into(),
         Want::AtMost(160.0),
         " B",
-        Some(results.memory.fencelock_held.clone()),
+        (!results.memory.fencelock_held.is_empty()).then(|| results.memory.fencelock_held.clone()),
+    ));
+    let m = &results.memory;
+    targets.push(target(
+        "memory: held fencelock lock ÷ SET NX PX lock (22-char token)".into(),
+        Want::AtMost(1.1),
+        "×",
+        memory_ratio(&m.fencelock_held, &m.set_held),
+    ));
+    targets.push(target(
+        "memory: held fencelock lock ÷ (SET NX PX lock + its fence: key)".into(),
+        Want::AtMost(0.8),
+        "×",
+        memory_ratio(&m.fencelock_held, &m.set_with_fence_held),
     ));
     targets.push(target(
         "memory: bytes left per released fencelock lock name".into(),
         Want::Zero,
         " B",
-        Some(results.memory.fencelock_left.clone()),
+        (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
     targets
 }

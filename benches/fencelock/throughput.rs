@@ -1,5 +1,6 @@
 //! Scenarios 1 and 2: per-command throughput and the lock cycle, fencelock against
-//! the Lua pattern, pipelined and unpipelined. Every comparison runs its variants
+//! the Lua pattern and, where the server has them, its native owner checks, pipelined
+//! and unpipelined. Every comparison runs its variants
 //! back to back within each repetition, in alternating order (ABC, CBA, …), on a
 //! flushed server, with any set-up (keys held by the right token) untimed.
 
@@ -9,17 +10,25 @@ use testkit::resp::Conn;
 
 use crate::load::{self, Keys};
 use crate::lua::Scripts;
+use crate::natives::Natives;
 use crate::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
 use crate::server::{self, flush, Server};
 use crate::settings::Settings;
 
-/// One comparison: the fencelock variant first, then the baselines.
+/// One comparison: the fencelock variant first, then the baselines (those the server
+/// cannot run are left out).
 struct Group {
     id: &'static str,
     title: &'static str,
     unit: &'static str,
     variants: &'static [(&'static str, Command)],
 }
+
+/// Labels of the native baselines (the targets look them up by label).
+pub const DELIFEQ: &str = "DELIFEQ";
+pub const DELEX_IFEQ: &str = "DELEX IFEQ";
+pub const SET_IFEQ: &str = "SET IFEQ PX";
+pub const NATIVE_CYCLE: &str = "SET NX PX + INCR + DELIFEQ";
 
 const GROUPS: [Group; 5] = [
     Group {
@@ -39,6 +48,8 @@ const GROUPS: [Group; 5] = [
         variants: &[
             ("LOCK.RELEASE", Command::LockRelease),
             ("Lua release (EVALSHA)", Command::LuaRelease),
+            (DELIFEQ, Command::DelIfEq),
+            (DELEX_IFEQ, Command::DelexIfEq),
         ],
     },
     Group {
@@ -48,6 +59,7 @@ const GROUPS: [Group; 5] = [
         variants: &[
             ("LOCK.REFRESH", Command::LockRefresh),
             ("Lua refresh (EVALSHA)", Command::LuaRefresh),
+            (SET_IFEQ, Command::SetIfEq),
         ],
     },
     Group {
@@ -63,6 +75,7 @@ const GROUPS: [Group; 5] = [
         variants: &[
             ("fencelock (2 commands)", Command::FencelockCycle),
             ("Lua pattern (3 commands)", Command::LuaCycle),
+            (NATIVE_CYCLE, Command::NativeCycle),
         ],
     },
 ];
@@ -93,13 +106,21 @@ pub struct Series {
 }
 
 /// Runs every comparison in both modes, `settings.repetitions` times.
-pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>> {
+pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result<Vec<GroupResult>> {
     let mut admin = server::connect(server)?;
     let scripts = Scripts::load(&mut admin)?;
     let modes = [
         (settings.depth, settings.pipelined_commands),
         (1, settings.unpipelined_commands),
     ];
+    let variants = |group: &Group| -> Vec<(&'static str, Command)> {
+        group
+            .variants
+            .iter()
+            .copied()
+            .filter(|&(_, command)| natives.has(command))
+            .collect()
+    };
     let mut results: Vec<GroupResult> = Vec::new();
     for group in &GROUPS {
         for &(depth, _) in &modes {
@@ -108,10 +129,9 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
                 title: group.title,
                 unit: group.unit,
                 depth,
-                series: group
-                    .variants
-                    .iter()
-                    .map(|&(label, command)| Series {
+                series: variants(group)
+                    .into_iter()
+                    .map(|(label, command)| Series {
                         label,
                         commands_per_op: command.commands_per_op(),
                         samples: Vec::new(),
@@ -124,14 +144,15 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<GroupResult>>
     }
     for rep in 0..settings.repetitions {
         for (g, group) in GROUPS.iter().enumerate() {
+            let variants = variants(group);
             for (m, &(depth, commands)) in modes.iter().enumerate() {
                 let result = &mut results[g * modes.len() + m];
-                let mut order: Vec<usize> = (0..group.variants.len()).collect();
+                let mut order: Vec<usize> = (0..variants.len()).collect();
                 if rep % 2 == 1 {
                     order.reverse();
                 }
                 for v in order {
-                    let (label, command) = group.variants[v];
+                    let (label, command) = variants[v];
                     let recipe = Recipe {
                         command,
                         scripts: scripts.clone(),
@@ -186,7 +207,7 @@ fn measure(
     let attempts = if settings.smoke { 1 } else { ATTEMPTS };
     for attempt in 0..attempts {
         flush(admin)?;
-        prepare(server, settings, recipe, ops)?;
+        prepare(server.port, settings, recipe, ops)?;
         let cpu_before = server::cpu_seconds(server);
         let run = load::run(server.port, settings.connections, depth, ops, recipe)?;
         let busy = server::cpu_seconds(server)
@@ -209,7 +230,7 @@ fn measure(
 
 /// Puts the keys a variant's hit path needs in place, untimed. Set-up commands visit
 /// fresh keys, which are the timed run's keys: both number them from 0 per connection.
-fn prepare(server: &Server, settings: &Settings, recipe: &Recipe, ops: u64) -> io::Result<()> {
+pub fn prepare(port: u16, settings: &Settings, recipe: &Recipe, ops: u64) -> io::Result<()> {
     let (command, count) = match recipe.command.setup() {
         None => return Ok(()),
         Some(Setup::SameKeys(command)) => (command, ops),
@@ -221,7 +242,7 @@ fn prepare(server: &Server, settings: &Settings, recipe: &Recipe, ops: u64) -> i
         scripts: recipe.scripts.clone(),
     };
     load::run(
-        server.port,
+        port,
         settings.connections,
         settings.depth.max(32),
         count,

@@ -1,0 +1,184 @@
+//! Scenario 5: where the time goes. Each module command and its native counterparts
+//! run alone under the throughput scenario's load (50 connections, 32 deep, hit path,
+//! set-up untimed), and the server's side of it is counted per command:
+//! - on the benchmark's own server: event-loop CPU time (`/proc/<pid>/schedstat`),
+//!   request and reply bytes (`INFO stats` `total_net_{input,output}_bytes`);
+//! - on a second server run under callgrind (where valgrind is installed; not in a
+//!   smoke run): instructions executed and calls into the allocator.
+//!
+//! `PING` is the floor every command pays (read, parse, dispatch, reply, write).
+
+use std::io;
+use std::time::Duration;
+
+use testkit::resp::Conn;
+
+use crate::callgrind::{Callgrind, Counts};
+use crate::load;
+use crate::lua::Scripts;
+use crate::natives::Natives;
+use crate::recipes::{Command, Recipe};
+use crate::server::{self, flush, info_field, Server};
+use crate::settings::Settings;
+use crate::throughput::{prepare, DELEX_IFEQ, DELIFEQ, SET_IFEQ};
+
+/// What is profiled, module commands next to what they replace.
+const KINDS: &[(&str, Command)] = &[
+    ("PING", Command::Ping),
+    ("LOCK.ACQUIRE", Command::LockAcquire),
+    ("SET NX PX", Command::SetNxPx),
+    ("INCR fence", Command::Incr),
+    ("LOCK.RELEASE", Command::LockRelease),
+    ("Lua release (EVALSHA)", Command::LuaRelease),
+    (DELIFEQ, Command::DelIfEq),
+    (DELEX_IFEQ, Command::DelexIfEq),
+    ("LOCK.REFRESH", Command::LockRefresh),
+    ("Lua refresh (EVALSHA)", Command::LuaRefresh),
+    (SET_IFEQ, Command::SetIfEq),
+    ("LOCK.FENCE", Command::LockFence),
+    ("GET", Command::Get),
+];
+
+/// Commands per connection under callgrind, which runs the server ~50× slower:
+/// 10,000 commands a kind are plenty for counts that do not vary with timing.
+const CALLGRIND_COMMANDS: u64 = 200;
+
+/// Lets the server close the set-up's connections before counting starts.
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// Per-command figures of one command kind.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub label: &'static str,
+    pub cpu_us: f64,
+    pub bytes_in: f64,
+    pub bytes_out: f64,
+    /// `None` without callgrind.
+    pub counts: Option<PerCommand>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PerCommand {
+    pub instructions: f64,
+    pub allocations: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ProfileResult {
+    pub rows: Vec<Row>,
+    /// Why there are no instruction counts, when there are none.
+    pub without_callgrind: Option<String>,
+}
+
+fn net_bytes(conn: &mut Conn) -> io::Result<(f64, f64)> {
+    let field = |conn: &mut Conn, name: &str| -> io::Result<f64> {
+        info_field(conn, "stats", name)?
+            .parse()
+            .map_err(|e| io::Error::other(format!("{name}: {e}")))
+    };
+    Ok((
+        field(conn, "total_net_input_bytes")?,
+        field(conn, "total_net_output_bytes")?,
+    ))
+}
+
+pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result<ProfileResult> {
+    let mut admin = server::connect(server)?;
+    let scripts = Scripts::load(&mut admin)?;
+    let kinds: Vec<(&'static str, Command)> = KINDS
+        .iter()
+        .copied()
+        .filter(|&(_, command)| natives.has(command))
+        .collect();
+    let recipe = |command| Recipe {
+        command,
+        scripts: scripts.clone(),
+    };
+    let ops = settings.profile_commands;
+    let commands = (ops * settings.connections as u64) as f64;
+    // CPU time of one run: its connections' accept and close are not the command's,
+    // so a run of no commands is taken off each.
+    let cpu_of_run = |recipe: &Recipe, ops: u64| -> io::Result<f64> {
+        std::thread::sleep(SETTLE);
+        let before = server::cpu_seconds(server);
+        load::run(
+            server.port,
+            settings.connections,
+            settings.depth,
+            ops,
+            recipe,
+        )?;
+        Ok(server::cpu_seconds(server)
+            .zip(before)
+            .map_or(f64::NAN, |(after, before)| after - before))
+    };
+    let connections_cpu = cpu_of_run(&recipe(Command::Ping), 0)?;
+    let mut rows = Vec::new();
+    for &(label, command) in &kinds {
+        let recipe = recipe(command);
+        flush(&mut admin)?;
+        prepare(server.port, settings, &recipe, ops)?;
+        let (in_before, out_before) = net_bytes(&mut admin)?;
+        let cpu = cpu_of_run(&recipe, ops)? - connections_cpu;
+        let (in_after, out_after) = net_bytes(&mut admin)?;
+        rows.push(Row {
+            label,
+            cpu_us: cpu * 1e6 / commands,
+            bytes_in: (in_after - in_before) / commands,
+            bytes_out: (out_after - out_before) / commands,
+            counts: None,
+        });
+    }
+    flush(&mut admin)?;
+
+    if settings.smoke {
+        return Ok(ProfileResult {
+            rows,
+            without_callgrind: Some("not in a smoke run".into()),
+        });
+    }
+    let Some(profiled) = Callgrind::start(&testkit::server_binary(), &testkit::module_path())?
+    else {
+        return Ok(ProfileResult {
+            rows,
+            without_callgrind: Some("valgrind is not installed".into()),
+        });
+    };
+    eprintln!("  instructions and allocations under callgrind");
+    let mut conn = Conn::connect(profiled.port)?;
+    Scripts::load(&mut conn)?;
+    // As above, the counts of a run of no commands are taken off each.
+    let counts_of_run = |recipe: &Recipe, ops: u64| -> io::Result<Counts> {
+        std::thread::sleep(SETTLE);
+        profiled.zero()?;
+        load::run(
+            profiled.port,
+            settings.connections,
+            settings.depth,
+            ops,
+            recipe,
+        )?;
+        profiled.dump()
+    };
+    let connections = counts_of_run(&recipe(Command::Ping), 0)?;
+    let n = (CALLGRIND_COMMANDS * settings.connections as u64) as f64;
+    for (row, &(label, command)) in rows.iter_mut().zip(&kinds) {
+        let recipe = recipe(command);
+        flush(&mut conn)?;
+        prepare(profiled.port, settings, &recipe, CALLGRIND_COMMANDS)?;
+        let counts = counts_of_run(&recipe, CALLGRIND_COMMANDS)?;
+        let per = PerCommand {
+            instructions: counts.instructions.saturating_sub(connections.instructions) as f64 / n,
+            allocations: counts.allocations.saturating_sub(connections.allocations) as f64 / n,
+        };
+        row.counts = Some(per);
+        eprintln!(
+            "  {label:<24} {:>8.0} instructions, {:>5.2} allocations per command",
+            per.instructions, per.allocations
+        );
+    }
+    Ok(ProfileResult {
+        rows,
+        without_callgrind: None,
+    })
+}
