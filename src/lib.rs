@@ -195,7 +195,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 }
 
 fn subscribe(ctx: &Context) -> bool {
-    rm::data_type::observe_unlinks(keyspace::unlinked::note);
+    rm::data_type::observe_unlinks(hooks::keyspace::on_unlink);
     let mut subscribed =
         rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
             && rm::filter::register(ctx, hooks::filter::before_command)

@@ -1,82 +1,133 @@
 //! The bookkeeping of every client waiting for a lock: one FIFO queue per key, an index
-//! from each waiting client to its place, and the per-key timing state of the handoff.
-//! Generic over the key (`K`), the client handle (`C`) and what is kept per waiter
-//! (`W`), so the module stores Redis handles here and the tests plain numbers.
+//! from each waiting client to its place, an index of client-chosen tokens per key, and
+//! the per-key timing state of the handoff. Generic over the key (`K`), the client
+//! handle (`C`), what is kept per waiter (`W`) and the handle of a timer (`T`), so the
+//! module stores Redis handles here and the tests plain numbers.
 //!
 //! Every waiter is in exactly one queue and in the index, or in neither: each way out
-//! (`pop_first`, `take`, `remove_key`) removes it from both, which is what lets the
-//! module unblock each client exactly once.
+//! (`pop_first`, `take`, `take_same_token`, `remove_key`) removes it from both, which
+//! is what lets the module unblock each client exactly once. A queue that empties
+//! hands its pending handoff timer to `abandoned_timers`, for the module to stop: a
+//! timer must not outlive its queue (it holds memory until it fires, up to a day).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 use crate::wait_queue::{Ticket, WaitQueue};
 
+/// What a waiter tells the bookkeeping about itself.
+pub trait Waiter {
+    /// The token it asked for (`TOKEN`), if it chose one.
+    fn token(&self) -> Option<&[u8]>;
+}
+
+/// When a key's handoff is next looked at, and by which timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpiryCheck<T> {
+    /// The Unix ms at which it fires.
+    pub fires_at: i64,
+    pub timer: T,
+}
+
 /// The waiters of one key, and when its handoff is next looked at.
 #[derive(Debug)]
-pub struct KeyQueue<C, W> {
+pub struct KeyQueue<C, W, T> {
     queue: WaitQueue<(C, W)>,
-    /// The Unix ms at which the current expiry check for this key fires. Checks that
-    /// were superseded by an earlier one still fire, see a different time here, and do
-    /// nothing.
-    pub expiry_check: Option<i64>,
+    /// Tickets of waiters that chose their token, by token.
+    by_token: HashMap<Vec<u8>, Vec<Ticket>>,
+    /// The pending expiry check of this key, if any.
+    pub expiry_check: Option<ExpiryCheck<T>>,
     /// A settle of this queue (after a change Redis announced) is already scheduled.
     pub settle_scheduled: bool,
 }
 
-impl<C, W> Default for KeyQueue<C, W> {
+impl<C, W, T> Default for KeyQueue<C, W, T> {
     fn default() -> Self {
         Self {
             queue: WaitQueue::default(),
+            by_token: HashMap::new(),
             expiry_check: None,
             settle_scheduled: false,
         }
     }
 }
 
+impl<C, W: Waiter, T> KeyQueue<C, W, T> {
+    /// Forgets `ticket` in the token index (its waiter is leaving the queue).
+    fn unindex(&mut self, ticket: Ticket, waiter: &W) {
+        let Some(token) = waiter.token() else {
+            return;
+        };
+        if let Some(tickets) = self.by_token.get_mut(token) {
+            tickets.retain(|t| *t != ticket);
+            if tickets.is_empty() {
+                self.by_token.remove(token);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
-pub struct Waiters<K, C, W> {
-    keys: HashMap<K, KeyQueue<C, W>>,
+pub struct Waiters<K, C, W, T> {
+    keys: HashMap<K, KeyQueue<C, W, T>>,
     /// Where each queued client stands.
     queued: HashMap<C, (K, Ticket)>,
     next_ticket: Ticket,
     /// Client ids handed a lock whose reply has not been sent yet.
     replies_pending: HashSet<u64>,
+    /// Expiry-check timers of queues that emptied, to be stopped.
+    abandoned_timers: Vec<T>,
+    /// Keys Redis changed where no context was at hand, to be settled.
+    changed: Vec<K>,
 }
 
-impl<K, C, W> Default for Waiters<K, C, W> {
+impl<K, C, W, T> Default for Waiters<K, C, W, T> {
     fn default() -> Self {
         Self {
             keys: HashMap::new(),
             queued: HashMap::new(),
             next_ticket: 0,
             replies_pending: HashSet::new(),
+            abandoned_timers: Vec::new(),
+            changed: Vec::new(),
         }
     }
 }
 
-impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W> Waiters<K, C, W> {
+impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C, W, T> {
     /// Queues `client` last for `key`; its ticket names this very wait (handles may be
     /// reused by later clients, tickets never are).
     pub fn enqueue(&mut self, key: K, client: C, waiter: W) -> Ticket {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         self.queued.insert(client, (key.clone(), ticket));
-        self.keys
-            .entry(key)
-            .or_default()
-            .queue
-            .push(ticket, (client, waiter));
+        let waiting = self.keys.entry(key).or_default();
+        if let Some(token) = waiter.token() {
+            waiting
+                .by_token
+                .entry(token.to_vec())
+                .or_default()
+                .push(ticket);
+        }
+        waiting.queue.push(ticket, (client, waiter));
         ticket
+    }
+
+    /// Drops `key`'s queue if it is empty, keeping its timer for `abandoned_timers`.
+    fn drop_if_empty(&mut self, key: &K) {
+        if self.keys.get(key).is_some_and(|k| k.queue.is_empty()) {
+            if let Some(check) = self.keys.remove(key).and_then(|k| k.expiry_check) {
+                self.abandoned_timers.push(check.timer);
+            }
+        }
     }
 
     /// Takes the first waiter of `key`.
     pub fn pop_first(&mut self, key: &K) -> Option<(C, W)> {
         let waiting = self.keys.get_mut(key)?;
-        let (_, (client, waiter)) = waiting.queue.pop_front()?;
-        if waiting.queue.is_empty() {
-            self.keys.remove(key);
-        }
+        let (ticket, (client, waiter)) = waiting.queue.pop_front()?;
+        waiting.unindex(ticket, &waiter);
+        self.drop_if_empty(key);
         self.queued.remove(&client);
         Some((client, waiter))
     }
@@ -90,10 +141,29 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W> Waiters<K, C, W> {
         self.queued.remove(&client);
         let waiting = self.keys.get_mut(&key)?;
         let removed = waiting.queue.remove(queued_ticket);
-        if waiting.queue.is_empty() {
-            self.keys.remove(&key);
+        if let Some((_, waiter)) = &removed {
+            waiting.unindex(queued_ticket, waiter);
         }
+        self.drop_if_empty(&key);
         removed.map(|(_, waiter)| waiter)
+    }
+
+    /// Takes every waiter of `key` that asked with `token`, in queue order: the same
+    /// client again (a retry on a new connection), now that `token` holds the lock.
+    pub fn take_same_token(&mut self, key: &K, token: &[u8]) -> Vec<(C, W)> {
+        let Some(waiting) = self.keys.get_mut(key) else {
+            return Vec::new();
+        };
+        let tickets = waiting.by_token.remove(token).unwrap_or_default();
+        let mut taken = Vec::with_capacity(tickets.len());
+        for ticket in tickets {
+            if let Some((client, waiter)) = waiting.queue.remove(ticket) {
+                self.queued.remove(&client);
+                taken.push((client, waiter));
+            }
+        }
+        self.drop_if_empty(key);
+        taken
     }
 
     /// Takes every waiter of `key`, in queue order.
@@ -101,12 +171,33 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W> Waiters<K, C, W> {
         let Some(mut waiting) = self.keys.remove(key) else {
             return Vec::new();
         };
+        if let Some(check) = waiting.expiry_check {
+            self.abandoned_timers.push(check.timer);
+        }
         let mut all = Vec::with_capacity(waiting.queue.len());
         while let Some((_, (client, waiter))) = waiting.queue.pop_front() {
             self.queued.remove(&client);
             all.push((client, waiter));
         }
         all
+    }
+
+    /// Timers of queues that emptied since the last call, to be stopped.
+    pub fn take_abandoned_timers(&mut self) -> Vec<T> {
+        std::mem::take(&mut self.abandoned_timers)
+    }
+
+    /// Redis changed `key` where no context was at hand: settle it at the next chance
+    /// (only a key somebody waits for is worth it).
+    pub fn note_changed(&mut self, key: K) {
+        if self.keys.contains_key(&key) {
+            self.changed.push(key);
+        }
+    }
+
+    /// Keys noted as changed since the last call.
+    pub fn take_changed(&mut self) -> Vec<K> {
+        std::mem::take(&mut self.changed)
     }
 
     /// A queued client's waiter, if it is still that very wait.
@@ -141,7 +232,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W> Waiters<K, C, W> {
     }
 
     /// The timing state of `key`'s queue, while it has waiters.
-    pub fn key_mut(&mut self, key: &K) -> Option<&mut KeyQueue<C, W>> {
+    pub fn key_mut(&mut self, key: &K) -> Option<&mut KeyQueue<C, W, T>> {
         self.keys.get_mut(key)
     }
 
@@ -169,7 +260,14 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W> Waiters<K, C, W> {
 mod tests {
     use super::*;
 
-    type Book = Waiters<&'static str, u32, &'static str>;
+    impl Waiter for &'static str {
+        /// Test waiters named `t:<token>` chose that token.
+        fn token(&self) -> Option<&[u8]> {
+            self.strip_prefix("t:").map(str::as_bytes)
+        }
+    }
+
+    type Book = Waiters<&'static str, u32, &'static str, u8>;
 
     #[test]
     fn first_come_first_served_per_key() {
@@ -231,5 +329,53 @@ mod tests {
         assert!(book.is_reply_pending(7));
         book.reply_settled(7);
         assert!(!book.is_reply_pending(7));
+    }
+
+    #[test]
+    fn a_token_granted_takes_its_other_waits_along() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "t:w");
+        book.enqueue("k", 2, "t:x");
+        book.enqueue("k", 3, "t:w");
+        assert_eq!(book.pop_first(&"k"), Some((1, "t:w")));
+        assert_eq!(book.take_same_token(&"k", b"w"), vec![(3, "t:w")]);
+        assert_eq!(book.take_same_token(&"k", b"w"), vec![]);
+        assert_eq!(book.total(), 1);
+        assert_eq!(book.take(2, None), Some("t:x"));
+        assert!(book.keys().is_empty());
+    }
+
+    #[test]
+    fn an_emptied_queue_hands_back_its_timer() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "a");
+        if let Some(queue) = book.key_mut(&"k") {
+            queue.expiry_check = Some(ExpiryCheck {
+                fires_at: 10,
+                timer: 7,
+            });
+        }
+        assert_eq!(book.take_abandoned_timers(), vec![]);
+        assert_eq!(book.take(1, None), Some("a"));
+        assert_eq!(book.take_abandoned_timers(), vec![7]);
+        book.enqueue("j", 2, "b");
+        if let Some(queue) = book.key_mut(&"j") {
+            queue.expiry_check = Some(ExpiryCheck {
+                fires_at: 10,
+                timer: 8,
+            });
+        }
+        assert_eq!(book.remove_key(&"j"), vec![(2, "b")]);
+        assert_eq!(book.take_abandoned_timers(), vec![8]);
+    }
+
+    #[test]
+    fn changes_are_noted_only_for_keys_somebody_waits_for() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "a");
+        book.note_changed("k");
+        book.note_changed("nobody");
+        assert_eq!(book.take_changed(), vec!["k"]);
+        assert_eq!(book.take_changed(), Vec::<&str>::new());
     }
 }

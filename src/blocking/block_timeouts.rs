@@ -87,6 +87,7 @@ impl Timer for BlockTimeout {
             stats::BLOCK_TIMEOUTS.bump();
             // No delivery: the reply callback answers nil.
             blocked::unblock::<LockWaiting>(self.client, None);
+            super::timers::stop_abandoned_checks(ctx);
         }
     }
 }

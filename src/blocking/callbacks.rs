@@ -28,6 +28,13 @@ pub(super) enum Delivery {
         fence: u64,
         delivered: bool,
     },
+    /// Its token already holds the lock (granted to another wait of the same client):
+    /// the same grant, which is not given back if this reply never arrives.
+    Renewed {
+        client_id: u64,
+        token: Vec<u8>,
+        fence: u64,
+    },
     /// The key moved to another node (`MIGRATE` during resharding): the client must
     /// retry there, as for any key of a slot being moved.
     Moved,
@@ -59,6 +66,14 @@ impl Waiting for LockWaiting {
                 *delivered = true;
                 reply_settled(*client_id);
             }
+            Some(Delivery::Renewed {
+                client_id,
+                token,
+                fence,
+            }) => {
+                reply::grant(ctx, token, *fence);
+                reply_settled(*client_id);
+            }
             Some(Delivery::Moved) => {
                 ctx.reply(Err(RedisError::Str(MOVED_REPLY)));
             }
@@ -86,6 +101,10 @@ impl Waiting for LockWaiting {
     }
 
     fn free(ctx: &Context, delivery: Delivery) {
+        if let Delivery::Renewed { client_id, .. } = delivery {
+            reply_settled(client_id);
+            return;
+        }
         let Delivery::Granted {
             client_id,
             key,

@@ -27,7 +27,7 @@ use std::cell::RefCell;
 
 use fencelock_core::lock;
 use fencelock_core::token;
-use fencelock_core::waiters::Waiters;
+use fencelock_core::waiters::{self, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::keyspace::{effects, events};
@@ -40,9 +40,9 @@ use crate::rm::timers::TimerId;
 use crate::stats;
 use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
-use timers::arm_expiry_check;
+use timers::{arm_expiry_check, stop_abandoned_checks};
 
-pub use timers::{key_changed, lease_changed, settle_all_queues};
+pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
@@ -57,7 +57,13 @@ struct Waiter {
     timeout_timer: Option<TimerId>,
 }
 
-type Registry = Waiters<KeyId, BlockedClient, Waiter>;
+impl waiters::Waiter for Waiter {
+    fn token(&self) -> Option<&[u8]> {
+        self.token.as_deref()
+    }
+}
+
+type Registry = Waiters<KeyId, BlockedClient, Waiter, TimerId>;
 
 thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
@@ -130,6 +136,7 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
+    let chosen_token = waiter.token.is_some();
     let token = waiter.token.unwrap_or_else(token::generate);
     let grant =
         node_fence::with_clock(|clock| lock::acquire(None, &token, clock, clock::now_micros()));
@@ -143,10 +150,17 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);
+        stop_abandoned_checks(ctx);
         return false;
     }
     events::notify(ctx, events::HANDOFF, name);
     stats::HANDOFFS.bump();
+    // Same-token waits first: they renew the lease the grant below is sent with.
+    let deadline = if chosen_token {
+        answer_same_token(ctx, key, name, &id, &token, fence).unwrap_or(deadline)
+    } else {
+        deadline
+    };
     with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {
         client_id: waiter.client_id,
@@ -156,10 +170,48 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         delivered: false,
     };
     blocked::unblock::<LockWaiting>(client, Some(delivery));
+    stop_abandoned_checks(ctx);
     if has_waiters(&id) {
         arm_expiry_check(ctx, &id, deadline);
     }
     true
+}
+
+/// Other waiters that asked with the token just granted are the same client again (a
+/// retry on a new connection): each gets the same grant, as a same-token acquire would,
+/// and its lease restarts. Returns the lease's last deadline, if any was answered.
+fn answer_same_token(
+    ctx: &Context,
+    key: &LockKey,
+    name: &RedisString,
+    id: &KeyId,
+    token: &[u8],
+    fence: u64,
+) -> Option<i64> {
+    let mut last_deadline = None;
+    for (client, waiter) in with_registry(|r| r.take_same_token(id, token)) {
+        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        let deadline = clock::now_ms().saturating_add(waiter.ttl_ms);
+        if effects::extend(ctx, key, name, deadline).is_ok() {
+            last_deadline = Some(deadline);
+        }
+        with_registry(|r| r.reply_pending(waiter.client_id));
+        let renewed = Delivery::Renewed {
+            client_id: waiter.client_id,
+            token: token.to_vec(),
+            fence,
+        };
+        blocked::unblock::<LockWaiting>(client, Some(renewed));
+    }
+    last_deadline
+}
+
+/// Redis changed `name` where no context was at hand (a lock key overwritten by another
+/// value): its queue is settled at the next chance (`settle_changed`).
+pub fn note_changed(db: i32, name: &[u8]) {
+    if anyone_waiting() {
+        with_registry(|r| r.note_changed((db, name.to_vec())));
+    }
 }
 
 fn has_waiters(id: &KeyId) -> bool {
@@ -174,6 +226,7 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
         blocked::unblock::<LockWaiting>(client, Some(Delivery::Moved));
     }
+    stop_abandoned_checks(ctx);
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
@@ -183,6 +236,7 @@ fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
+    stop_abandoned_checks(ctx);
     true
 }
 

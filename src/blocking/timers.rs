@@ -13,6 +13,7 @@ use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db, writes, Writes};
 use crate::rm::timers::{self, Timer};
+use fencelock_core::waiters::ExpiryCheck;
 
 /// How long to wait before retrying a handoff while Redis has writes (and with them
 /// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
@@ -77,18 +78,20 @@ impl Timer for Settle {
 }
 
 /// Settles a queue when its holder's lease ends.
-struct ExpiryCheck {
+struct LeaseEnd {
     id: KeyId,
     fires_at: i64,
 }
 
-impl Timer for ExpiryCheck {
+impl Timer for LeaseEnd {
     const NAME: &'static str = "a lease's end";
 
     fn fire(self, ctx: &Context) {
         let current = with_registry(|r| {
             r.key_mut(&self.id).is_some_and(|waiting| {
-                let current = waiting.expiry_check == Some(self.fires_at);
+                let current = waiting
+                    .expiry_check
+                    .is_some_and(|check| check.fires_at == self.fires_at);
                 if current {
                     waiting.expiry_check = None;
                 }
@@ -131,33 +134,62 @@ fn settle(ctx: &Context, id: &KeyId) {
                 arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
             }
         }
-        // Another type took the name: waiters keep waiting for it to become a lock key
-        // again (their BLOCK timeout still applies).
-        Err(_) => {}
+        // Another type took the name: waiters wait for it to go (their BLOCK timeout
+        // still applies); if it has an expiry, the queue is looked at again then.
+        Err(_) => {
+            if let Some(remaining) = key.remaining_ms() {
+                arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
+            }
+        }
+    }
+}
+
+/// Settles the queues of keys Redis changed where no context was at hand (a lock
+/// overwritten by another value: its unlink callback has none).
+pub fn settle_changed(ctx: &Context) {
+    for (db, name) in with_registry(|r| r.take_changed()) {
+        key_changed(ctx, db, &name);
+    }
+}
+
+/// Stops the expiry checks of queues that emptied: a check must not outlive its queue.
+pub(super) fn stop_abandoned_checks(ctx: &Context) {
+    for timer in with_registry(|r| r.take_abandoned_timers()) {
+        drop(timers::stop::<LeaseEnd>(ctx, timer));
     }
 }
 
 /// Ensures a timer fires at `deadline_ms` (when the lease ends) for `id`, unless one
-/// already fires earlier. Far deadlines are checked at least daily, which keeps the
-/// delay well inside Redis's timer arithmetic.
+/// already fires earlier; an earlier one replaces (and stops) a later one, so a key
+/// has at most one. Far deadlines are checked at least daily, which keeps the delay
+/// well inside Redis's timer arithmetic.
 pub(super) fn arm_expiry_check(ctx: &Context, id: &KeyId, deadline_ms: i64) {
     let now = clock::now_ms();
     let fires_at = deadline_ms.min(now.saturating_add(MAX_TIMER_DELAY_MS));
-    let arm = with_registry(|r| {
+    let earlier = with_registry(|r| {
         r.key_mut(id).is_some_and(|waiting| {
-            let earlier = waiting.expiry_check.is_none_or(|armed| fires_at < armed);
-            if earlier {
-                waiting.expiry_check = Some(fires_at);
-            }
-            earlier
+            waiting
+                .expiry_check
+                .is_none_or(|armed| fires_at < armed.fires_at)
         })
     });
-    if arm {
-        let delay = u64::try_from(fires_at.saturating_sub(now)).unwrap_or(0);
-        let check = ExpiryCheck {
-            id: id.clone(),
-            fires_at,
-        };
-        timers::start(ctx, Duration::from_millis(delay), check);
+    if !earlier {
+        return;
+    }
+    let delay = u64::try_from(fires_at.saturating_sub(now)).unwrap_or(0);
+    let check = LeaseEnd {
+        id: id.clone(),
+        fires_at,
+    };
+    let timer = timers::start(ctx, Duration::from_millis(delay), check);
+    let superseded = with_registry(|r| {
+        r.key_mut(id).and_then(|waiting| {
+            waiting
+                .expiry_check
+                .replace(ExpiryCheck { fires_at, timer })
+        })
+    });
+    if let Some(old) = superseded {
+        drop(timers::stop::<LeaseEnd>(ctx, old.timer));
     }
 }

@@ -1,6 +1,9 @@
 //! Redis's generic, expired and evicted keyspace events, seen from the lock keys: an
 //! expired lease is counted and announced as `lock.expired`; any change to a key that
-//! clients wait for (gone, a new deadline, a new value) settles its queue.
+//! clients wait for (gone, a new deadline, a new value) settles its queue. Also the
+//! data type's word that a lock key is being unlinked, which is all the module hears
+//! of a lock overwritten by another value (`SET` over it announces itself in a class
+//! the module does not follow).
 
 use redis_module::{Context, RedisString};
 
@@ -33,4 +36,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     } else {
         blocking::key_changed(ctx, db, name);
     }
+}
+
+/// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context
+/// is at hand here: the queue, if any, is settled at the next chance.
+pub fn on_unlink(db: i32, name: &[u8]) {
+    unlinked::note(db, name);
+    blocking::note_changed(db, name);
 }

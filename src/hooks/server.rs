@@ -1,7 +1,7 @@
 //! Server events: after a flush, a `SWAPDB` or a load every queue is settled against
 //! what its key holds now; a load or a role change can mean that the replication
 //! stream has a reader; before the event loop sleeps the command that unlinked a lock
-//! is certainly over.
+//! is certainly over, and queues of overwritten locks are settled.
 
 use redis_module::Context;
 
@@ -37,8 +37,11 @@ pub fn swapped_databases(ctx: &Context, _subevent: u64) {
     blocking::settle_all_queues(ctx);
 }
 
-pub fn event_loop(_ctx: &Context, subevent: u64) {
+/// Before the server sleeps: the command that unlinked a lock is certainly over, and
+/// queues whose lock was overwritten are looked at again.
+pub fn event_loop(ctx: &Context, subevent: u64) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
+        blocking::settle_changed(ctx);
     }
 }

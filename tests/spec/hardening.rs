@@ -390,3 +390,88 @@ fn a_lowered_token_length_limit_does_not_lock_out_current_holders() {
         Reply::Error("ERR invalid token".into())
     );
 }
+
+/// Memory after `waits` queues that each emptied (a waiter that timed out behind a
+/// long lease), against before: a handoff timer must not outlive its queue.
+#[test]
+fn emptied_queues_leave_no_memory_behind() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "k", 100_000_000, &["TOKEN", "h"]).unwrap();
+    let used = |con: &mut Connection| -> i64 {
+        info_field(con, "memory", "used_memory")
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let mut waiter = RawClient::connect(server.port);
+    let wait: &[&str] = &["LOCK.ACQUIRE", "k", "1000", "BLOCK", "1"];
+    // Warm up allocator pools and the client's buffers.
+    for _ in 0..200 {
+        assert_eq!(waiter.call_str(wait), Reply::Bulk(None));
+    }
+    let before = used(&mut con);
+    let waits = 3_000;
+    for _ in 0..waits {
+        assert_eq!(waiter.call_str(wait), Reply::Bulk(None));
+    }
+    let grown = used(&mut con) - before;
+    assert!(
+        grown < 64 * 1024,
+        "{grown} bytes kept after {waits} emptied queues"
+    );
+}
+
+#[test]
+fn a_waiter_whose_token_was_just_granted_gets_the_same_grant() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
+    let mut first = queued_waiter(&server, &mut con, &["TOKEN", "w", "BLOCK", "5000"]);
+    // The same client again, on a new connection (after a socket timeout, say).
+    let mut again = RawClient::connect(server.port);
+    again.send_pipeline(&[&["LOCK.ACQUIRE", "k", "10000", "TOKEN", "w", "BLOCK", "5000"]]);
+    wait_for_waiters(&mut con, "k", 2);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", "h"]), 1);
+    let granted = grant_of(&only_reply(&mut first)).expect("granted");
+    let started = Instant::now();
+    let retried = grant_of(&only_reply(&mut again)).expect("the same grant, not nil");
+    assert_eq!(granted, retried);
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(waiters(&mut con, "k"), 0);
+}
+
+#[test]
+fn a_lock_replaced_by_a_value_with_a_ttl_hands_off_when_that_value_expires() {
+    let server = Server::start();
+    let mut con = server.connect();
+    many_volatile_keys(&mut con);
+    let replace: [&[&str]; 3] = [
+        &["SET", "k", "v", "PX", "100"],
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 'v'); return redis.call('PEXPIRE', KEYS[1], 100)",
+            "1",
+            "k",
+        ],
+        &[
+            "EVAL",
+            "redis.call('SET', 'tmp', 'v', 'PX', 100); return redis.call('RENAME', 'tmp', KEYS[1])",
+            "1",
+            "k",
+        ],
+    ];
+    for command in replace {
+        acquire(&mut con, "k", 30_000, &["TOKEN", "h"]).unwrap();
+        let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
+        let mut raw = RawClient::connect(server.port);
+        let reply = raw.call_str(command);
+        assert!(!matches!(reply, Reply::Error(_)), "{command:?}: {reply:?}");
+        let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
+        let late = grant_lateness(&mut waiter, deadline);
+        assert!(
+            (0..=50).contains(&late),
+            "{command:?}: handed off {late} ms after the value expired"
+        );
+        let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
+    }
+}
