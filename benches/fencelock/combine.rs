@@ -1,8 +1,9 @@
 //! `make bench-all`'s last step: `combine OUT.md DIR…` reads the `report.json` each
-//! server's run left in its directory and writes one markdown page with a column per
-//! server — the targets (met or missed), every throughput ratio and the per-command
-//! profile — so that servers can be compared line by line. Each figure stays a ratio
-//! measured within one server's run: rates are never compared across servers.
+//! server's run left in its directory and writes one markdown page: tables with a
+//! column per server — the targets (met or missed), every throughput ratio and the
+//! per-command profile — so that servers can be compared line by line, then one
+//! throughput and memory table per server with its rates. Each comparison stays a
+//! ratio measured within one server's run: rates are not comparable across servers.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::stats::Spread;
-use crate::table::{fixed, spread_with, Table};
+use crate::table::{fixed, rate, spread_with, Table};
 
 struct Report {
     dir: PathBuf,
@@ -53,14 +54,18 @@ fn spread_of(summary: &Value) -> Spread {
     }
 }
 
-/// Rows keyed by a label, in first-seen order, with one cell per report.
+/// Rows keyed by a label, with one cell per report; rows come in the order of the
+/// report with the most (the server with the most baselines), then any others.
 fn merge(
     reports: &[Report],
     rows_of: impl Fn(&Report) -> Vec<(String, String)>,
 ) -> Vec<(String, Vec<String>)> {
+    let mut per_report: Vec<(usize, Vec<(String, String)>)> =
+        reports.iter().map(&rows_of).enumerate().collect();
+    per_report.sort_by_key(|(_, rows)| std::cmp::Reverse(rows.len()));
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
-    for (i, report) in reports.iter().enumerate() {
-        for (key, cell) in rows_of(report) {
+    for (i, report_rows) in per_report {
+        for (key, cell) in report_rows {
             let at = match rows.iter().position(|(k, _)| *k == key) {
                 Some(at) => at,
                 None => {
@@ -175,8 +180,79 @@ fn profile(reports: &[Report]) -> Table {
     )
 }
 
+/// One server's rates: each baseline of each comparison against fencelock's variant.
+fn server_table(report: &Report) -> Table {
+    let mut table = Table::new(&["comparison", "mode", "fencelock", "baseline", "ratio"]);
+    let ratios = report.array("ratios");
+    for group in report.array("throughput") {
+        let series = group["series"].as_array().map_or(&[][..], Vec::as_slice);
+        let Some((ours, baselines)) = series.split_first() else {
+            continue;
+        };
+        let mode = if group["pipeline_depth"].as_u64().unwrap_or(1) > 1 {
+            "pipelined"
+        } else {
+            "unpipelined"
+        };
+        let rates = |s: &Value| {
+            format!(
+                "{} {}",
+                s["label"].as_str().unwrap_or("?"),
+                spread_with(spread_of(&s["per_second"]["summary"]), rate)
+            )
+        };
+        for baseline in baselines {
+            let ratio = ratios.iter().find(|r| {
+                r["group"] == group["group"]
+                    && r["mode"] == mode
+                    && r["baseline"] == baseline["label"]
+            });
+            table.row(vec![
+                format!(
+                    "{} ({})",
+                    group["title"].as_str().unwrap_or("?"),
+                    group["unit"].as_str().unwrap_or("?")
+                ),
+                mode.to_string(),
+                rates(ours),
+                rates(baseline),
+                ratio.map_or("n/a".into(), |r| {
+                    spread_with(spread_of(&r["ratio"]["summary"]), |x| format!("{x:.2}×"))
+                }),
+            ]);
+        }
+    }
+    let memory = &report.json["memory"];
+    table.row(vec![
+        "memory per held lock (bytes)".into(),
+        String::new(),
+        format!(
+            "fencelock {}",
+            spread_with(
+                spread_of(&memory["bytes_per_held_lock"]["fencelock"]["summary"]),
+                fixed(1)
+            )
+        ),
+        format!(
+            "SET NX PX {} (+ fence: key {})",
+            spread_with(
+                spread_of(&memory["bytes_per_held_lock"]["set_nx_px"]["summary"]),
+                fixed(1)
+            ),
+            spread_with(
+                spread_of(&memory["bytes_per_held_lock"]["set_nx_px_with_fence_key"]["summary"]),
+                fixed(1)
+            )
+        ),
+        String::new(),
+    ]);
+    table
+}
+
 pub fn main(args: &[String]) -> io::Result<()> {
-    let [out, dirs @ ..] = args else {
+    // cargo appends `--bench` to a bench target's arguments.
+    let args: Vec<&String> = args.iter().filter(|a| *a != "--bench").collect();
+    let [out, dirs @ ..] = args.as_slice() else {
         return Err(io::Error::other("usage: combine OUT.md DIR..."));
     };
     if dirs.is_empty() {
@@ -196,7 +272,7 @@ pub fn main(args: &[String]) -> io::Result<()> {
          Machine: {} × {}, {}, Linux {}; {}. One full run per server; every figure is a \
          ratio within that server's run (median [min–max] over alternating repetitions). \
          Each server's own report: {}.\n\n\
-         ## Targets\n\n{}\n## Throughput ratios\n\n{}\n## Per command on the server\n\n{}",
+         ## Targets\n\n{}\n## Throughput ratios\n\n{}\n## Per command on the server\n\n{}{}",
         machine["cpus"],
         machine["cpu"].as_str().unwrap_or("?"),
         machine["os"].as_str().unwrap_or("?"),
@@ -206,6 +282,10 @@ pub fn main(args: &[String]) -> io::Result<()> {
         targets(&reports).markdown(),
         ratios(&reports).markdown(),
         profile(&reports).markdown(),
+        reports
+            .iter()
+            .map(|r| format!("\n## {}\n\n{}", r.header(), server_table(r).markdown()))
+            .collect::<String>(),
     );
     if let Some(parent) = Path::new(out).parent() {
         std::fs::create_dir_all(parent)?;
