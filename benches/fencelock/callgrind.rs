@@ -16,13 +16,18 @@ use std::time::{Duration, Instant};
 use testkit::resp::Conn;
 use testkit::tempfile::TempDir;
 
-/// The allocator's entry points, as callgrind names them: jemalloc's (Redis, built
-/// with the `je_` prefix) and libc's (Valkey's binary). Only entry points, so an
-/// allocation that goes through `zmalloc` or `RedisModule_Alloc` first counts once.
+/// The allocator's entry points, as callgrind names them: jemalloc's with the `je_`
+/// prefix (Redis 8 calls the `…_with_usize` ones), jemalloc's or libc's plain names
+/// (Debian's Redis links libjemalloc without a prefix; Valkey's binary uses libc).
+/// Only entry points, so an allocation that goes through `zmalloc` or
+/// `RedisModule_Alloc` first counts once.
 const ALLOCATOR_ENTRIES: &[&str] = &[
     "je_malloc",
     "je_calloc",
     "je_realloc",
+    "je_malloc_with_usize",
+    "je_calloc_with_usize",
+    "je_realloc_with_usize",
     "je_mallocx",
     "je_rallocx",
     "malloc",
