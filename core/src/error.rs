@@ -26,6 +26,8 @@ pub enum CommandError {
     Stale(u64),
     /// A guarded or fenced command may not run this inner command.
     NotAllowedInside,
+    /// In a cluster, keys that do not hash to one slot.
+    CrossSlot,
 }
 
 impl CommandError {
@@ -58,6 +60,9 @@ impl CommandError {
             }
             CommandError::NotAllowedInside => {
                 "ERR this command is not allowed inside LOCK.GUARD or LOCK.FENCED".into()
+            }
+            CommandError::CrossSlot => {
+                "CROSSSLOT Keys in request don't hash to the same slot".into()
             }
         }
     }

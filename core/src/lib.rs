@@ -13,7 +13,8 @@
 //! - `args`: argument parsing, with the limits passed in (`limits`);
 //! - `error`: every error reply, worded exactly;
 //! - `digits`: numbers as ready-made decimal digits;
-//! - `rdb`: validation of persisted lock payloads.
+//! - `slot`: Redis Cluster's hash slot of a key;
+//! - holdings read back from RDB payloads are validated in `holding`.
 
 #![deny(unsafe_code)]
 
@@ -27,6 +28,7 @@ pub mod fencing;
 pub mod holding;
 pub mod limits;
 pub mod lock;
+pub mod slot;
 pub mod token;
 pub mod wait_queue;
 pub mod waiters;

@@ -1,18 +1,21 @@
 //! `LOCK.FENCED mark fence command [arg ...]` → the command's own reply, if `fence` is at
-//! least the highest fence the mark `mark` admitted so far (the mark then holds
-//! `fence`), else `-STALE fence is below the highest admitted (<highest>)` and nothing
-//! runs. Kleppmann's storage-side check, for locks that live elsewhere. The inner
-//! command runs as the calling user, under script rules, and replicates its own
-//! effects; the mark's rise replicates as `LOCK.MARK mark fence`.
+//! least the highest fence the mark `mark` admitted so far, else
+//! `-STALE fence is below the highest admitted (<highest>)` and nothing runs.
+//! Kleppmann's storage-side check, for locks that live elsewhere. The inner command runs
+//! as the calling user, under script rules, and replicates its own effects; once it
+//! has run without an error the mark holds `fence` (its rise replicates as
+//! `LOCK.MARK mark fence`). A command that is refused, or fails, leaves the mark as it
+//! was: it wrote nothing that needs guarding.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{admit, allowed_inside, parse_fence, Admission};
+use fencelock_core::fencing::{admit, parse_fence, Admission};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
+use super::inner;
 use crate::keyspace::effects;
 use crate::rm::argv::Command;
-use crate::rm::call::call_and_forward;
+use crate::rm::call::call;
 use crate::rm::keys;
 use crate::rm::mark_key::MarkKey;
 use crate::stats;
@@ -26,7 +29,7 @@ impl Command for Fenced {
     const NAME: &'static str = "lock.fenced";
 
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
-        let [_, mark, fence, command, inner_args @ ..] = args else {
+        let [_, mark, fence, _command, ..] = args else {
             return Err(RedisError::WrongArity);
         };
         if keys::is_position_request(ctx) {
@@ -34,28 +37,32 @@ impl Command for Fenced {
             keys::declare_inner(ctx, &args[INNER..], INNER);
             return Ok(RedisValue::NoReply);
         }
-        admit_fence(ctx, mark, fence, command, inner_args).map_err(to_redis)?;
+        let raise = admit_fence(ctx, mark, fence, &args[INNER..]).map_err(to_redis)?;
+        let called = call(ctx, &args[INNER..], true)?;
+        if let (Some(fence), false) = (raise, called.is_error()) {
+            // The mark is opened for writing only now: a WATCH on it is not disturbed
+            // by a check that changes nothing.
+            let key = MarkKey::open(ctx, mark, true);
+            effects::raise_mark(ctx, &key, mark, fence).map_err(to_redis)?;
+        }
         stats::FENCED.bump();
-        call_and_forward(ctx, &args[INNER..], true)
+        called.forward(ctx)
     }
 }
 
-/// Admits `fence` against the mark (raising it) or refuses it. The mark key is closed
-/// again before the command runs.
+/// Whether `fence` is admitted against the mark; `Some(fence)` when the mark must rise
+/// to it once the command has run.
 fn admit_fence(
     ctx: &Context,
     mark: &RedisString,
     fence: &RedisString,
-    command: &RedisString,
-    inner_args: &[RedisString],
-) -> Result<(), CommandError> {
+    inner: &[RedisString],
+) -> Result<Option<u64>, CommandError> {
     let fence = parse_fence(fence.as_slice())?;
-    let inner: Vec<&[u8]> = inner_args.iter().map(RedisString::as_slice).collect();
-    allowed_inside(command.as_slice(), &inner)?;
-    let key = MarkKey::open(ctx, mark);
+    inner::check(ctx, mark, inner)?;
+    let key = MarkKey::open(ctx, mark, false);
     match admit(key.highest()?, fence) {
-        Admission::Admit { raise: true } => effects::raise_mark(ctx, &key, mark, fence),
-        Admission::Admit { raise: false } => Ok(()),
+        Admission::Admit { raise } => Ok(raise.then_some(fence)),
         Admission::Stale { highest } => {
             stats::FENCED_STALE.bump();
             Err(CommandError::Stale(highest))

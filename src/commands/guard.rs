@@ -6,10 +6,10 @@
 
 use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::allowed_inside;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
+use super::inner;
 use crate::config;
 use crate::rm::argv::Command;
 use crate::rm::call::call_and_forward;
@@ -26,7 +26,7 @@ impl Command for Guard {
     const NAME: &'static str = "lock.guard";
 
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
-        let [_, name, token, command, inner_args @ ..] = args else {
+        let [_, name, token, _command, ..] = args else {
             return Err(RedisError::WrongArity);
         };
         if keys::is_position_request(ctx) {
@@ -34,7 +34,7 @@ impl Command for Guard {
             keys::declare_inner(ctx, &args[INNER..], INNER);
             return Ok(RedisValue::NoReply);
         }
-        check(ctx, name, token, command, inner_args).map_err(to_redis)?;
+        check(ctx, name, token, &args[INNER..]).map_err(to_redis)?;
         stats::GUARDED.bump();
         call_and_forward(ctx, &args[INNER..], true)
     }
@@ -46,11 +46,9 @@ fn check(
     ctx: &Context,
     name: &RedisString,
     token: &RedisString,
-    command: &RedisString,
-    inner_args: &[RedisString],
+    inner: &[RedisString],
 ) -> Result<(), CommandError> {
-    let inner: Vec<&[u8]> = inner_args.iter().map(RedisString::as_slice).collect();
-    allowed_inside(command.as_slice(), &inner)?;
+    inner::check(ctx, name, inner)?;
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let key = LockKey::open(ctx, name, false);
     if token.holds(key.holding())? {

@@ -27,11 +27,13 @@ fn mark(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         return Err(CommandError::WrongArity);
     };
     let fence = parse_fence(fence.as_slice())?;
-    let key = MarkKey::open(ctx, name);
-    if key.highest()?.is_none_or(|highest| fence > highest) {
-        key.raise(fence)?;
+    let rises = MarkKey::open(ctx, name, false)
+        .highest()?
+        .is_none_or(|highest| fence > highest);
+    if rises {
+        MarkKey::open(ctx, name, true).raise(fence)?;
+        // Deterministic: it carries its value, so it is propagated as it came.
+        replicate::verbatim(ctx);
     }
-    // Deterministic: it carries its value, so it is propagated as it came.
-    replicate::verbatim(ctx);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

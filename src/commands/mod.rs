@@ -10,6 +10,7 @@ pub mod fence;
 pub mod fenced;
 pub mod guard;
 pub mod info;
+pub mod inner;
 pub mod mark;
 pub mod refresh;
 pub mod release;

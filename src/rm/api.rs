@@ -18,6 +18,7 @@ fn first_missing() -> Option<&'static str> {
     let present = required![
         RedisModule_BlockClient,
         RedisModule_Call,
+        RedisModule_CallReplyType,
         RedisModule_FreeCallReply,
         RedisModule_GetCommandKeysWithFlags,
         RedisModule_GetServerVersion,

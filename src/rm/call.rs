@@ -12,6 +12,8 @@ use std::ffi::{c_char, c_int};
 
 use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
 
+use super::server;
+
 /// Redis 7.2.0 as `RedisModule_GetServerVersion` encodes it: the first with `E`.
 const ERRORS_AS_REPLIES_SINCE: c_int = 0x0007_0200;
 
@@ -21,8 +23,40 @@ fn errors_as_replies() -> bool {
     version >= ERRORS_AS_REPLIES_SINCE
 }
 
+/// The reply of a command that ran, owned until it is forwarded.
+pub struct Called(*mut raw::RedisModuleCallReply);
+
+impl Called {
+    /// Whether the command answered an error (it changed nothing, as Redis commands
+    /// fail before they write).
+    pub fn is_error(&self) -> bool {
+        // SAFETY: a live call reply.
+        let kind = unsafe { api!(RedisModule_CallReplyType)(self.0) };
+        kind == raw::REDISMODULE_REPLY_ERROR as c_int
+    }
+
+    /// Sends the reply, unchanged, as this command's reply.
+    pub fn forward(self, ctx: &Context) -> RedisResult {
+        // SAFETY: a live call reply on a live context; freed by Drop.
+        unsafe { api!(RedisModule_ReplyWithCallReply)(ctx.ctx, self.0) };
+        Ok(RedisValue::NoReply)
+    }
+}
+
+impl Drop for Called {
+    fn drop(&mut self) {
+        // SAFETY: freed exactly once, here.
+        unsafe { api!(RedisModule_FreeCallReply)(self.0) };
+    }
+}
+
 /// Runs `argv` (command name first) and sends its reply as this command's reply.
 pub fn call_and_forward(ctx: &Context, argv: &[RedisString], replicate: bool) -> RedisResult {
+    call(ctx, argv, replicate)?.forward(ctx)
+}
+
+/// Runs `argv` (command name first); a refusal is this command's error.
+pub fn call(ctx: &Context, argv: &[RedisString], replicate: bool) -> Result<Called, RedisError> {
     let [command, args @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
@@ -48,19 +82,15 @@ pub fn call_and_forward(ctx: &Context, argv: &[RedisString], replicate: bool) ->
     };
     if reply.is_null() {
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        return Err(RedisError::String(refusal(errno, command, args)));
+        return Err(RedisError::String(refusal(ctx, errno, command, args)));
     }
-    // SAFETY: a live call reply, forwarded as this command's reply and then freed.
-    unsafe {
-        api!(RedisModule_ReplyWithCallReply)(ctx.ctx, reply);
-        api!(RedisModule_FreeCallReply)(reply);
-    }
-    Ok(RedisValue::NoReply)
+    Ok(Called(reply))
 }
 
 /// Redis's wording of a refused call (servers before 7.2 give only `errno`).
-fn refusal(errno: i32, command: &RedisString, args: &[RedisString]) -> String {
-    let name = String::from_utf8_lossy(command.as_slice()).to_lowercase();
+fn refusal(ctx: &Context, errno: i32, command: &RedisString, args: &[RedisString]) -> String {
+    let spelled = String::from_utf8_lossy(command.as_slice());
+    let name = spelled.to_lowercase();
     match errno {
         libc_errno::ENOENT => {
             let shown: String = args
@@ -70,9 +100,14 @@ fn refusal(errno: i32, command: &RedisString, args: &[RedisString]) -> String {
                 .chars()
                 .take(128)
                 .collect();
-            format!("ERR unknown command '{name}', with args beginning with: {shown}")
+            format!("ERR unknown command '{spelled}', with args beginning with: {shown}")
         }
         libc_errno::EINVAL => format!("ERR wrong number of arguments for '{name}' command"),
+        // Script mode refuses a write on a read-only replica with the same errno as a
+        // command scripts may not run; the replica's flags tell them apart.
+        libc_errno::ESPIPE if server::read_only_replica(ctx) => {
+            "READONLY You can't write against a read only replica.".into()
+        }
         libc_errno::ESPIPE => format!("ERR command '{name}' is not allowed on script mode"),
         libc_errno::ENOSPC => "OOM command not allowed when used memory > 'maxmemory'.".into(),
         libc_errno::EACCES => {

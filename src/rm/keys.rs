@@ -37,9 +37,24 @@ pub fn declare(ctx: &Context, position: usize, access: Access) {
 /// command's argv, with the flags Redis gives them. An unknown command declares none
 /// (it is refused when it runs).
 pub fn declare_inner(ctx: &Context, inner: &[RedisString], offset: usize) {
+    for (position, access) in inner_keys(ctx, inner) {
+        declare(ctx, position + offset, access);
+    }
+}
+
+/// The keys of the command `inner` (name first), as its own rules find them.
+pub fn inner_key_names<'a>(ctx: &Context, inner: &'a [RedisString]) -> Vec<&'a [u8]> {
+    inner_keys(ctx, inner)
+        .into_iter()
+        .filter_map(|(position, _)| inner.get(position).map(RedisString::as_slice))
+        .collect()
+}
+
+/// Positions (in `inner`) and flags of the keys of the command `inner`.
+fn inner_keys(ctx: &Context, inner: &[RedisString]) -> Vec<(usize, Access)> {
     let mut argv: Vec<*mut raw::RedisModuleString> = inner.iter().map(|arg| arg.inner).collect();
     let Ok(argc) = c_int::try_from(argv.len()) else {
-        return;
+        return Vec::new();
     };
     let mut count: c_int = 0;
     let mut flags: *mut c_int = std::ptr::null_mut();
@@ -54,7 +69,7 @@ pub fn declare_inner(ctx: &Context, inner: &[RedisString], offset: usize) {
         )
     };
     if positions.is_null() {
-        return;
+        return Vec::new();
     }
     let count = usize::try_from(count).unwrap_or(0);
     // SAFETY: Redis returned `count` positions, and as many flags (or none).
@@ -64,14 +79,16 @@ pub fn declare_inner(ctx: &Context, inner: &[RedisString], offset: usize) {
             (!flags.is_null()).then(|| std::slice::from_raw_parts(flags, count)),
         )
     };
-    for (i, &position) in positions_slice.iter().enumerate() {
-        let access = flags_slice
-            .and_then(|f| f.get(i).copied())
-            .unwrap_or(UPDATE.0);
-        if let Ok(position) = usize::try_from(position) {
-            declare(ctx, position + offset, Access(access));
-        }
-    }
+    let keys = positions_slice
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &position)| {
+            let access = flags_slice
+                .and_then(|f| f.get(i).copied())
+                .unwrap_or(UPDATE.0);
+            usize::try_from(position).ok().map(|p| (p, Access(access)))
+        })
+        .collect();
     // SAFETY: both arrays were allocated by Redis for this call.
     unsafe {
         api!(RedisModule_Free)(positions.cast());
@@ -79,4 +96,5 @@ pub fn declare_inner(ctx: &Context, inner: &[RedisString], offset: usize) {
             api!(RedisModule_Free)(flags.cast());
         }
     }
+    keys
 }

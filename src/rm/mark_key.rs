@@ -11,14 +11,16 @@ pub struct MarkKey {
 }
 
 impl MarkKey {
-    /// Opens `name` for reading and writing.
-    pub fn open(ctx: &Context, name: &RedisString) -> Self {
+    /// Opens `name` for reading, or for reading and writing. Redis tells `WATCH`ers a
+    /// key opened for writing changed, so a check that may change nothing reads first.
+    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
+        let mode = if writable {
+            raw::KeyMode::READ | raw::KeyMode::WRITE
+        } else {
+            raw::KeyMode::READ
+        };
         Self {
-            key: raw::open_key(
-                ctx.ctx,
-                name.inner,
-                raw::KeyMode::READ | raw::KeyMode::WRITE,
-            ),
+            key: raw::open_key(ctx.ctx, name.inner, mode),
         }
     }
 

@@ -36,6 +36,17 @@ pub fn aof_or_replica(ctx: &Context) -> bool {
     context_flags(ctx) & aof_or_replica != 0
 }
 
+/// Whether this server is a read-only replica.
+pub fn read_only_replica(ctx: &Context) -> bool {
+    let replica = (raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_READONLY) as c_int;
+    context_flags(ctx) & replica == replica
+}
+
+/// Whether this server is a Redis Cluster node.
+pub fn in_cluster(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0
+}
+
 /// Whether a client command is running on this context (not a timer or a callback).
 pub fn in_command(ctx: &Context) -> bool {
     // SAFETY: reads the context's current command, if any.

@@ -142,3 +142,29 @@ fn marks_survive_an_rdb_restart() {
         .query(&mut con);
     assert!(format!("{stale:?}").contains("STALE"));
 }
+
+#[test]
+fn on_a_replica_guarded_reads_run_and_guarded_writes_are_read_only() {
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let (token, _) = acquire(&mut p, "lock:{s}", 60_000, &[]).unwrap();
+    let _: () = cmd("SET").arg("{s}:stock").arg(4).query(&mut p).unwrap();
+    wait_replicated(&mut p);
+    let mut r = replica.connect();
+    let read: String = cmd("LOCK.GUARD")
+        .arg("lock:{s}")
+        .arg(&token)
+        .arg("GET")
+        .arg("{s}:stock")
+        .query(&mut r)
+        .expect("a guarded read on the replica");
+    assert_eq!(read, "4");
+    let write: redis::RedisResult<Value> = cmd("LOCK.GUARD")
+        .arg("lock:{s}")
+        .arg(&token)
+        .arg("SET")
+        .arg("{s}:stock")
+        .arg(0)
+        .query(&mut r);
+    assert_eq!(write.expect_err("read-only").code(), Some("READONLY"));
+}

@@ -213,10 +213,11 @@ fn a_fence_mark_admits_fences_at_or_above_the_highest_only() {
         Reply::Integer(-1),
         "never expires"
     );
-    // The refused EXEC still raised the mark: the fence was admitted, then the command
-    // was refused.
-    let stale = raw.call_str(&["LOCK.FENCED", "mark:r", "19", "GET", "r"]);
-    assert_eq!(stale, err("STALE fence is below the highest admitted (20)"));
+    // A command refused, or failing with its own error, leaves the mark as it was.
+    let failed = raw.call_str(&["LOCK.FENCED", "mark:r", "30", "LPUSH", "r", "x"]);
+    assert!(matches!(&failed, Reply::Error(e) if e.starts_with("WRONGTYPE")));
+    let stale = raw.call_str(&["LOCK.FENCED", "mark:r", "11", "GET", "r"]);
+    assert_eq!(stale, err("STALE fence is below the highest admitted (12)"));
     let Reply::Integer(bytes) = raw.call_str(&["MEMORY", "USAGE", "mark:r"]) else {
         panic!("MEMORY USAGE")
     };
@@ -366,5 +367,32 @@ fn guarded_runs_and_refusals_are_counted() {
         "fencelock_fenced_stale:1",
     ] {
         assert!(info.contains(field), "{field} in {info}");
+    }
+}
+
+#[test]
+fn a_check_that_changes_nothing_leaves_a_watch_alone() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    raw.call_str(&["LOCK.FENCED", "mark", "10", "SET", "x", "1"]);
+    let mut watcher = RawClient::connect(server.port);
+    for unchanged in [
+        &["LOCK.FENCED", "mark", "10", "GET", "x"][..],
+        &["LOCK.FENCED", "mark", "9", "GET", "x"],
+        &["LOCK.MARK", "mark", "3"],
+    ] {
+        assert_eq!(
+            watcher.call_str(&["WATCH", "mark"]),
+            Reply::Status("OK".into())
+        );
+        raw.call_str(unchanged);
+        watcher.send_pipeline(&[&["MULTI"], &["GET", "x"], &["EXEC"]]);
+        watcher.read_reply();
+        watcher.read_reply();
+        assert_eq!(
+            watcher.read_reply(),
+            Reply::Array(Some(vec![bulk("1")])),
+            "{unchanged:?} disturbed a WATCH on the mark"
+        );
     }
 }

@@ -1,0 +1,26 @@
+//! The command a guard or a fence check runs inside: whether it may run there, and in
+//! a cluster, whether its keys share the slot of the lock or mark key.
+
+use fencelock_core::error::CommandError;
+use fencelock_core::fencing::{allowed_inside, same_slot};
+use redis_module::{Context, RedisString};
+
+use crate::rm::keys;
+use crate::rm::server;
+
+/// `inner` is the command with its arguments; `first` the lock or mark key.
+pub fn check(
+    ctx: &Context,
+    first: &RedisString,
+    inner: &[RedisString],
+) -> Result<(), CommandError> {
+    let [command, args @ ..] = inner else {
+        return Err(CommandError::WrongArity);
+    };
+    let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    allowed_inside(command.as_slice(), &args)?;
+    if server::in_cluster(ctx) {
+        same_slot(first.as_slice(), &keys::inner_key_names(ctx, inner))?;
+    }
+    Ok(())
+}
