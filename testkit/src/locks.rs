@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::{cmd, Connection, Value};
 
+use crate::resp::RawClient;
 use crate::server::Server;
 
 /// `LOCK.ACQUIRE key ttl [extra…]` → `Some((token, fence))` or `None` when busy.
@@ -105,4 +106,18 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970");
     i64::try_from(elapsed.as_millis()).expect("ms fit in i64")
+}
+
+/// Turns keyspace notifications on (with module events, `KEd`) and returns a raw client
+/// subscribed with `subscribe` (e.g. `["PSUBSCRIBE", "__keyspace@0__:lock:*"]`).
+pub fn keyspace_subscriber(server: &Server, con: &mut Connection, subscribe: &[&str]) -> RawClient {
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("KEd")
+        .query(con)
+        .unwrap();
+    let mut subscriber = RawClient::connect(server.port);
+    subscriber.call_str(subscribe);
+    subscriber
 }
