@@ -15,11 +15,19 @@ pub const RELEASE: &str =
 /// `if GET == token then PEXPIRE`: the safe refresh.
 pub const REFRESH: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
+/// `if GET lock == token then SET key value`: the guarded write `LOCK.GUARD` replaces.
+pub const GUARD: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('set', KEYS[2], ARGV[2]) else return 0 end";
+
+/// Kleppmann's storage check by hand: the mark's highest fence, compare, raise, write.
+pub const MARK_CHECK: &str = "local m = tonumber(redis.call('get', KEYS[1]) or '0') if tonumber(ARGV[1]) < m then return redis.error_reply('STALE') end redis.call('set', KEYS[1], ARGV[1]) return redis.call('set', KEYS[2], ARGV[2])";
+
 /// The SHA1s `EVALSHA` calls the scripts by.
 #[derive(Clone, Debug)]
 pub struct Scripts {
     pub release: Vec<u8>,
     pub refresh: Vec<u8>,
+    pub guard: Vec<u8>,
+    pub mark_check: Vec<u8>,
 }
 
 impl Scripts {
@@ -28,6 +36,8 @@ impl Scripts {
         Ok(Self {
             release: load_script(conn, RELEASE)?,
             refresh: load_script(conn, REFRESH)?,
+            guard: load_script(conn, GUARD)?,
+            mark_check: load_script(conn, MARK_CHECK)?,
         })
     }
 }
@@ -77,4 +87,14 @@ pub fn lock_key(n: u64) -> Name {
 /// The Lua pattern's fence counter for key number `n`, kept forever.
 pub fn fence_key(n: u64) -> Name {
     Name::new(b"fence:lock:", n)
+}
+
+/// The data a guarded or fenced write of key number `n` sets.
+pub fn data_key(n: u64) -> Name {
+    Name::new(b"data:", n)
+}
+
+/// The fence mark guarding the data of key number `n`.
+pub fn mark_key(n: u64) -> Name {
+    Name::new(b"mark:", n)
 }

@@ -16,12 +16,15 @@
 use testkit::resp::{encode, Reply};
 
 use crate::load::{client_token, Keys, Op, Outcome};
-use crate::lua::{fence_key, lock_key, Scripts};
+use crate::lua::{data_key, fence_key, lock_key, mark_key, Scripts};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";
 /// Lease of keys set up for release/refresh/fence runs, and what refresh asks for.
 pub const LONG_TTL: &[u8] = b"600000";
+/// The fence every fenced write carries: equal fences are admitted, so each write
+/// passes the check, as one holder's successive writes do.
+pub const FENCE: &[u8] = b"7";
 /// Keys each connection refreshes or reads in turn.
 pub const HELD_PER_CONN: u64 = 1_000;
 /// Keyspace the cycles' random keys come from: large enough that two cycles in flight
@@ -60,6 +63,14 @@ pub enum Command {
     LuaCycle,
     /// The native pattern's cycle: `SET NX PX`, `INCR fence:key`, `DELIFEQ`.
     NativeCycle,
+    /// `LOCK.GUARD key token SET key:data v` on a key the token holds.
+    LockGuard,
+    /// `EVALSHA guard 2 key key:data token v` on a key the token holds.
+    LuaGuard,
+    /// `LOCK.FENCED mark:key fence SET key:data v`, the same fence each time (admitted).
+    LockFenced,
+    /// `EVALSHA mark-check 2 mark:key key:data fence v`, the same fence each time.
+    LuaFenced,
     /// `PING`: what any command costs the server before it does anything (profile only).
     Ping,
     /// `INCR fence:key` on fresh keys: the fence counter on its own (profile only).
@@ -86,7 +97,11 @@ impl Command {
             | Command::LuaRefresh
             | Command::SetIfEq
             | Command::LockFence
-            | Command::Get => Keys::Cycle(HELD_PER_CONN),
+            | Command::Get
+            | Command::LockGuard
+            | Command::LuaGuard
+            | Command::LockFenced
+            | Command::LuaFenced => Keys::Cycle(HELD_PER_CONN),
             Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
                 Keys::Random(KEYSPACE)
             }
@@ -100,10 +115,10 @@ impl Command {
             Command::LuaRelease | Command::DelIfEq | Command::DelexIfEq => {
                 Some(Setup::SameKeys(Command::HoldWithSet))
             }
-            Command::LockRefresh | Command::LockFence => {
+            Command::LockRefresh | Command::LockFence | Command::LockGuard => {
                 Some(Setup::Held(Command::HoldWithFencelock))
             }
-            Command::LuaRefresh | Command::SetIfEq | Command::Get => {
+            Command::LuaRefresh | Command::SetIfEq | Command::Get | Command::LuaGuard => {
                 Some(Setup::Held(Command::HoldWithSet))
             }
             _ => None,
@@ -163,6 +178,52 @@ impl Recipe {
                 encode(out, &[b"EVALSHA", refresh, b"1", key, token, LONG_TTL])
             }
             (Command::LockFence, _) => encode(out, &[b"LOCK.FENCE", key]),
+            (Command::LockGuard, _) => encode(
+                out,
+                &[
+                    b"LOCK.GUARD",
+                    key,
+                    token,
+                    b"SET",
+                    data_key(op.key).as_bytes(),
+                    b"v",
+                ],
+            ),
+            (Command::LuaGuard, _) => encode(
+                out,
+                &[
+                    b"EVALSHA",
+                    &self.scripts.guard,
+                    b"2",
+                    key,
+                    data_key(op.key).as_bytes(),
+                    token,
+                    b"v",
+                ],
+            ),
+            (Command::LockFenced, _) => encode(
+                out,
+                &[
+                    b"LOCK.FENCED",
+                    mark_key(op.key).as_bytes(),
+                    FENCE,
+                    b"SET",
+                    data_key(op.key).as_bytes(),
+                    b"v",
+                ],
+            ),
+            (Command::LuaFenced, _) => encode(
+                out,
+                &[
+                    b"EVALSHA",
+                    &self.scripts.mark_check,
+                    b"2",
+                    mark_key(op.key).as_bytes(),
+                    data_key(op.key).as_bytes(),
+                    FENCE,
+                    b"v",
+                ],
+            ),
             (Command::Get, _) => encode(out, &[b"GET", key]),
             (Command::HoldWithFencelock, _) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, LONG_TTL, b"TOKEN", token])
@@ -200,6 +261,11 @@ impl Recipe {
             (Command::Ping, _) => matches!(&reply, Reply::Status(s) if s == "PONG"),
             (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
             (Command::Get, _) => reply.bulk().is_some(),
+            // Guarded and fenced writes answer the inner SET's OK.
+            (
+                Command::LockGuard | Command::LuaGuard | Command::LockFenced | Command::LuaFenced,
+                _,
+            ) => reply.is_ok(),
             // Releases and refreshes, fencelock's, the scripts' and the native ones,
             // answer 1 on a hit.
             _ => reply.integer() == Some(1),

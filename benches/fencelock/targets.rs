@@ -111,6 +111,18 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             "×",
             ratio("refresh", true, "Lua refresh (EVALSHA)"),
         ),
+        target(
+            "pipelined: LOCK.GUARD … SET ÷ Lua guard".into(),
+            Want::AtLeast(1.5),
+            "×",
+            ratio("guard", true, "Lua guard (EVALSHA)"),
+        ),
+        target(
+            "pipelined: LOCK.FENCED … SET ÷ Lua mark check".into(),
+            Want::AtLeast(1.5),
+            "×",
+            ratio("fenced", true, "Lua mark check (EVALSHA)"),
+        ),
     ]);
     for (mode, pipelined) in [("pipelined", true), ("unpipelined", false)] {
         targets.push(target(

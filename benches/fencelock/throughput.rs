@@ -30,7 +30,7 @@ pub const DELEX_IFEQ: &str = "DELEX IFEQ";
 pub const SET_IFEQ: &str = "SET IFEQ PX";
 pub const NATIVE_CYCLE: &str = "SET NX PX + INCR + DELIFEQ";
 
-const GROUPS: [Group; 5] = [
+const GROUPS: [Group; 7] = [
     Group {
         id: "acquire",
         title: "acquire on fresh keys",
@@ -67,6 +67,24 @@ const GROUPS: [Group; 5] = [
         title: "read the fence",
         unit: "reads/s",
         variants: &[("LOCK.FENCE", Command::LockFence), ("GET", Command::Get)],
+    },
+    Group {
+        id: "guard",
+        title: "guarded write (SET), hit path",
+        unit: "writes/s",
+        variants: &[
+            ("LOCK.GUARD … SET", Command::LockGuard),
+            ("Lua guard (EVALSHA)", Command::LuaGuard),
+        ],
+    },
+    Group {
+        id: "fenced",
+        title: "fenced write (SET), fence admitted",
+        unit: "writes/s",
+        variants: &[
+            ("LOCK.FENCED … SET", Command::LockFenced),
+            ("Lua mark check (EVALSHA)", Command::LuaFenced),
+        ],
     },
     Group {
         id: "cycle",

@@ -27,9 +27,10 @@ pub struct Holding([u8]);
 impl Holding {
     /// Packs `token` and `fence`. `None` if the token is longer than `MAX_TOKEN_BYTES`.
     pub fn pack(token: &[u8], fence: u64) -> Option<Box<Holding>> {
-        let (stored, flag): (Cow<[u8]>, u16) = match token::compact(token) {
-            Some(raw) => (Cow::Owned(raw.to_vec()), COMPACT),
-            None => (Cow::Borrowed(token), 0),
+        let compact = token::compact(token);
+        let (stored, flag): (&[u8], u16) = match &compact {
+            Some(raw) => (raw, COMPACT),
+            None => (token, 0),
         };
         let len = u16::try_from(stored.len())
             .ok()
@@ -37,7 +38,7 @@ impl Holding {
         let mut bytes = Vec::with_capacity(HEADER_BYTES + stored.len());
         bytes.extend_from_slice(&fence.to_le_bytes());
         bytes.extend_from_slice(&(len | flag).to_le_bytes());
-        bytes.extend_from_slice(&stored);
+        bytes.extend_from_slice(stored);
         Some(Self::from_boxed_bytes(bytes.into_boxed_slice()))
     }
 

@@ -7,6 +7,7 @@ use std::ffi::c_int;
 use std::mem::ManuallyDrop;
 
 use redis_module::{raw, Context, RedisResult, RedisString};
+use smallvec::SmallVec;
 
 use super::guard;
 
@@ -35,7 +36,8 @@ pub unsafe extern "C" fn entry<C: Command>(
         unsafe { std::slice::from_raw_parts(argv, count) }
     };
     // Views without a reference of their own: never freed, as Redis owns the strings.
-    let views: Vec<ManuallyDrop<RedisString>> = raw_args
+    // Up to eight live on the stack: no allocation for the commands' usual argv.
+    let views: SmallVec<[ManuallyDrop<RedisString>; 8]> = raw_args
         .iter()
         .map(|&arg| ManuallyDrop::new(RedisString::from_redis_module_string(ctx, arg)))
         .collect();
