@@ -7,6 +7,49 @@ use redis_module::{raw, Context, RedisString};
 
 use super::data_type::LOCK_TYPE;
 
+/// Opens `name` for reading, or for reading and writing (null when a key opened only
+/// for reading does not exist).
+pub(super) fn open_raw(
+    ctx: &Context,
+    name: &RedisString,
+    writable: bool,
+) -> *mut raw::RedisModuleKey {
+    let mode = if writable {
+        raw::KeyMode::READ | raw::KeyMode::WRITE
+    } else {
+        raw::KeyMode::READ
+    };
+    raw::open_key(ctx.ctx, name.inner, mode)
+}
+
+/// The value of an open key if it holds the module type `of`, `None` when it is empty,
+/// `WrongType` when it holds anything else.
+///
+/// # Safety
+/// `key` must be null or an open key handle.
+pub(super) unsafe fn module_value(
+    key: *mut raw::RedisModuleKey,
+    of: *mut raw::RedisModuleType,
+) -> Result<Option<*mut std::ffi::c_void>, CommandError> {
+    if key.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: an open key handle (the caller's contract).
+    unsafe {
+        let key_type = api!(RedisModule_KeyType)(key);
+        if key_type == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
+            return Ok(None);
+        }
+        if key_type != raw::REDISMODULE_KEYTYPE_MODULE as i32
+            || api!(RedisModule_ModuleTypeGetType)(key) != of
+        {
+            return Err(CommandError::WrongType);
+        }
+        let value = api!(RedisModule_ModuleTypeGetValue)(key);
+        Ok((!value.is_null()).then_some(value))
+    }
+}
+
 /// An open lock key, closed on drop. Redis gives no handle when a key opened only for
 /// reading does not exist; that reads as a free lock.
 pub struct LockKey {
@@ -17,13 +60,8 @@ impl LockKey {
     /// Opens `name` for reading, or for reading and writing. Opening for write also makes
     /// Redis drop the key first if its lease (expiry) has passed.
     pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
-        let mode = if writable {
-            raw::KeyMode::READ | raw::KeyMode::WRITE
-        } else {
-            raw::KeyMode::READ
-        };
         Self {
-            key: raw::open_key(ctx.ctx, name.inner, mode),
+            key: open_raw(ctx, name, writable),
         }
     }
 
@@ -34,24 +72,10 @@ impl LockKey {
     /// The current holding, `None` when the lock is free, or `WrongType` when the key
     /// holds another type.
     pub fn holding(&self) -> Result<Option<&Holding>, CommandError> {
-        if self.key.is_null() {
-            return Ok(None);
-        }
-        // SAFETY: the key handle is open for the lifetime of `self`.
-        unsafe {
-            let key_type = api!(RedisModule_KeyType)(self.raw());
-            if key_type == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
-                return Ok(None);
-            }
-            if key_type != raw::REDISMODULE_KEYTYPE_MODULE as i32
-                || api!(RedisModule_ModuleTypeGetType)(self.raw()) != *LOCK_TYPE.raw_type.borrow()
-            {
-                return Err(CommandError::WrongType);
-            }
-            let value = api!(RedisModule_ModuleTypeGetValue)(self.raw()).cast::<u8>();
-            // SAFETY: values of our type are always made by `Holding::into_raw`.
-            Ok((!value.is_null()).then(|| Holding::from_raw(value)))
-        }
+        // SAFETY: the key handle is open (or null) for the lifetime of `self`.
+        let value = unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) }?;
+        // SAFETY: values of our type are always made by `Holding::into_raw`.
+        Ok(value.map(|value| unsafe { Holding::from_raw(value.cast::<u8>()) }))
     }
 
     /// Stores `holding` as the key's value (replacing any previous one) and sets the lease

@@ -3,6 +3,7 @@
 use fencelock_core::error::CommandError;
 use redis_module::{raw, Context, RedisString};
 
+use super::key::{module_value, open_raw};
 use super::mark_type::{fence_of, new_value, MARK_TYPE};
 
 /// An open mark key, closed on drop.
@@ -14,34 +15,18 @@ impl MarkKey {
     /// Opens `name` for reading, or for reading and writing. Redis tells `WATCH`ers a
     /// key opened for writing changed, so a check that may change nothing reads first.
     pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
-        let mode = if writable {
-            raw::KeyMode::READ | raw::KeyMode::WRITE
-        } else {
-            raw::KeyMode::READ
-        };
         Self {
-            key: raw::open_key(ctx.ctx, name.inner, mode),
+            key: open_raw(ctx, name, writable),
         }
     }
 
     /// The highest admitted fence, `None` when there is no mark yet, or `WrongType`.
     pub fn highest(&self) -> Result<Option<u64>, CommandError> {
-        if self.key.is_null() {
-            return Ok(None);
-        }
-        // SAFETY: the key handle is open for the lifetime of `self`.
+        // SAFETY: the key handle is open (or null) for the lifetime of `self`; values of
+        // this type are made by `new_value`.
         unsafe {
-            let key_type = api!(RedisModule_KeyType)(self.key);
-            if key_type == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
-                return Ok(None);
-            }
-            if key_type != raw::REDISMODULE_KEYTYPE_MODULE as i32
-                || api!(RedisModule_ModuleTypeGetType)(self.key) != *MARK_TYPE.raw_type.borrow()
-            {
-                return Err(CommandError::WrongType);
-            }
-            let value = api!(RedisModule_ModuleTypeGetValue)(self.key);
-            Ok(fence_of(value).map(|fence| *fence))
+            let value = module_value(self.key, *MARK_TYPE.raw_type.borrow())?;
+            Ok(value.and_then(|value| fence_of(value).map(|fence| *fence)))
         }
     }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use testkit::*;
 
+use crate::persistence::aof_always;
+
 /// Guarded and fenced writes, a refused one of each, and clock-dependent inner
 /// commands (their relative expiry must reach replicas and the AOF as absolute).
 fn guarded_writes(con: &mut Connection) {
@@ -72,14 +74,7 @@ fn a_replica_has_exactly_the_primarys_guarded_data_and_marks() {
 }
 
 fn aof_restart_keeps_marks(preamble: &str) {
-    let mut server = Server::with_args(&[
-        "appendonly",
-        "yes",
-        "appendfsync",
-        "always",
-        "aof-use-rdb-preamble",
-        preamble,
-    ]);
+    let mut server = Server::with_args(&aof_always(preamble));
     let mut con = server.connect();
     guarded_writes(&mut con);
     let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();

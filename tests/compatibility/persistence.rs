@@ -61,7 +61,7 @@ fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
 }
 
 /// AOF on, fsync on every write, with or without the RDB preamble.
-fn aof_always(preamble: &str) -> [&str; 6] {
+pub fn aof_always(preamble: &str) -> [&str; 6] {
     [
         "appendonly",
         "yes",
