@@ -143,6 +143,7 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
     let lock::Acquire::Granted { fence } = grant else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
+        stop_abandoned_checks(ctx);
         return false;
     };
     let deadline = clock::now_ms().saturating_add(waiter.ttl_ms);
