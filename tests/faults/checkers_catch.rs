@@ -116,3 +116,22 @@ fn durability_checker_catches_a_lost_grant_and_a_lost_refresh() {
     let late = durability::losses(&ops, 1_000 * MS, &found(None), 20_000 * MS);
     assert!(late.losses.is_empty());
 }
+
+#[test]
+fn guarded_counter_check_catches_a_lost_update_and_an_unexplained_one() {
+    use crate::reliability::guarded::GuardedCounts;
+    let counts = GuardedCounts::default();
+    for _ in 0..5 {
+        counts.record(&Ok(redis::Value::Okay));
+    }
+    counts.record(&Err(redis::RedisError::from(std::io::Error::other(
+        "timed out",
+    ))));
+    assert!(
+        counts.check(5).is_empty(),
+        "all acknowledged writes counted"
+    );
+    assert!(counts.check(6).is_empty(), "the unknown write applied");
+    assert_eq!(counts.check(4).len(), 1, "a stale write lost an update");
+    assert_eq!(counts.check(7).len(), 1, "more writes than were sent");
+}

@@ -97,6 +97,7 @@ fn unreplicated_grants_so_far(load: &Load, node: usize) -> usize {
         ops: load.history.snapshot(),
         fenced: load.fenced.counts(),
         control: load.control.counts(),
+        guarded: load.guarded.clone(),
     };
     unreplicated_grants(&finished, node)
 }

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::reliability::checker;
+use crate::reliability::guarded;
 use crate::reliability::report::{assert_none, Summary};
 use crate::reliability::resource::Resource;
 use crate::reliability::scale::seconds;
@@ -64,12 +65,16 @@ fn clients_paused_past_their_leases_under_load() {
         overrun_fraction: 0.3,
         overrun_ms: (30, 300),
         block_fraction: 0.5,
+        guarded_counter: true,
         ..LoadSpec::standard("paused-client:")
     };
     let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
     thread::sleep(seconds(5, 40));
     let finished = load.finish();
-    let anomalies = checker::fenced_run(&finished);
+    let mut anomalies = checker::fenced_run(&finished);
+    let mut con = server.connect();
+    let total = guarded::final_total(&mut con, spec.key_prefix, spec.keys);
+    anomalies.extend(finished.guarded.check(total));
     Summary {
         scenario: "client pauses",
         fault: format!(
@@ -85,6 +90,10 @@ fn clients_paused_past_their_leases_under_load() {
     assert_none("client pauses", &anomalies);
     assert!(finished.fenced.rejected > 0, "no paused writer was refused");
     assert!(finished.control.stale > 0, "control run saw no overlap");
+    assert!(
+        finished.guarded.refused() > 0,
+        "no paused guarded writer was refused"
+    );
 }
 
 /// Freezes the server for `pause`, alternately by `DEBUG SLEEP` and by SIGSTOP/SIGCONT.
@@ -113,6 +122,7 @@ fn server_paused_past_leases_under_load() {
         block_fraction: 0.5,
         block_ms: (200, 2_500),
         read_timeout: Duration::from_secs(6),
+        guarded_counter: true,
         ..LoadSpec::standard("paused-server:")
     };
     let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
@@ -129,7 +139,9 @@ fn server_paused_past_leases_under_load() {
     }
     thread::sleep(Duration::from_millis(500));
     let finished = load.finish();
-    let anomalies = checker::fenced_run(&finished);
+    let mut anomalies = checker::fenced_run(&finished);
+    let total = guarded::final_total(&mut con, spec.key_prefix, spec.keys);
+    anomalies.extend(finished.guarded.check(total));
     let handoffs = info_field(&mut con, "fencelock", "fencelock_handoffs").unwrap_or_default();
     Summary {
         scenario: "server pauses",

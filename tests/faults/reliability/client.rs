@@ -115,6 +115,23 @@ impl LockClient {
         Some((outcome, confirmed))
     }
 
+    /// Sends `command` on this client's connection, outside the recorded history (the
+    /// guarded counter's reads and writes); `None` when not sent.
+    pub fn query(&mut self, command: &redis::Cmd) -> Option<redis::RedisResult<Value>> {
+        if !self.target.pass() {
+            return None;
+        }
+        self.connect()?;
+        let (con, _, _) = self.con.as_mut()?;
+        let reply = command.query::<Value>(con);
+        if reply.as_ref().is_err_and(|error| {
+            !matches!(error.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
+        }) {
+            self.con = None;
+        }
+        Some(reply)
+    }
+
     /// Connects to the current target if not connected to it; returns its generation.
     fn connect(&mut self) -> Option<usize> {
         let (port, node) = self.target.current();

@@ -9,6 +9,7 @@
 pub mod checker;
 pub mod client;
 pub mod durability;
+pub mod guarded;
 pub mod history;
 pub mod report;
 pub mod resource;

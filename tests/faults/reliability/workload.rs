@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use redis::Value;
 
 use super::client::LockClient;
+use super::guarded::{counter_key, guard, GuardedCounts};
 use super::history::{History, Op, Outcome};
 use super::resource::{Counts, Resource};
 use super::target::Target;
@@ -32,6 +34,8 @@ pub struct LoadSpec {
     pub read_timeout: Duration,
     /// Count an answer as acknowledged only once `WAIT 1` confirms it.
     pub confirm_with_wait: bool,
+    /// Holders also increment a counter in Redis through `LOCK.GUARD` (`guarded`).
+    pub guarded_counter: bool,
     pub seed: u64,
 }
 
@@ -50,6 +54,7 @@ impl LoadSpec {
             refresh_fraction: 0.3,
             read_timeout: Duration::from_secs(3),
             confirm_with_wait: false,
+            guarded_counter: false,
             seed: 0x00fe_11ce,
         }
     }
@@ -73,6 +78,7 @@ pub struct Load {
     pub history: History,
     pub fenced: Arc<Resource>,
     pub control: Arc<Resource>,
+    pub guarded: Arc<GuardedCounts>,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -81,6 +87,7 @@ pub struct Finished {
     pub ops: Vec<Op>,
     pub fenced: Counts,
     pub control: Counts,
+    pub guarded: Arc<GuardedCounts>,
 }
 
 impl Load {
@@ -88,6 +95,7 @@ impl Load {
         let history = History::default();
         let fenced = Arc::new(Resource::fenced());
         let control = Arc::new(Resource::unfenced_control());
+        let guarded = Arc::new(GuardedCounts::default());
         let workers = (0..spec.clients)
             .map(|id| {
                 let worker = Worker {
@@ -103,6 +111,7 @@ impl Load {
                     target: target.clone(),
                     fenced: fenced.clone(),
                     control: control.clone(),
+                    guarded: guarded.clone(),
                 };
                 thread::spawn(move || worker.run())
             })
@@ -113,6 +122,7 @@ impl Load {
             history,
             fenced,
             control,
+            guarded,
             workers,
         }
     }
@@ -126,6 +136,7 @@ impl Load {
             ops: self.history.snapshot(),
             fenced: self.fenced.counts(),
             control: self.control.counts(),
+            guarded: self.guarded,
         }
     }
 }
@@ -137,6 +148,7 @@ struct Worker {
     target: Arc<Target>,
     fenced: Arc<Resource>,
     control: Arc<Resource>,
+    guarded: Arc<GuardedCounts>,
 }
 
 impl Worker {
@@ -164,6 +176,16 @@ impl Worker {
     fn hold(&mut self, key: &str, token: &str, fence: i64, ttl: i64) {
         let fenced_seen = self.fenced.read(key, fence);
         let control_seen = self.control.read(key, fence);
+        let counter = counter_key(key);
+        let counted = if self.spec.guarded_counter {
+            match self.client.query(&guard(key, token, &["GET", &counter])) {
+                Some(Ok(Value::Nil)) => Some(0),
+                Some(Ok(value)) => redis::from_redis_value::<i64>(value).ok(),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let hold = if self.rng.gen_bool(self.spec.overrun_fraction) {
             ttl + self
                 .rng
@@ -184,6 +206,15 @@ impl Worker {
         }
         if let Some(seen) = control_seen {
             self.control.write(key, fence, seen);
+        }
+        if let Some(seen) = counted {
+            let next = (seen + 1).to_string();
+            if let Some(reply) = self
+                .client
+                .query(&guard(key, token, &["SET", &counter, &next]))
+            {
+                self.guarded.record(&reply);
+            }
         }
         let _ = self.client.release(key, token);
     }
