@@ -38,7 +38,7 @@ impl Command for Fenced {
             return Ok(RedisValue::NoReply);
         }
         let raise = admit_fence(ctx, mark, fence, &args[INNER..]).map_err(to_redis)?;
-        let called = call(ctx, &args[INNER..], true)?;
+        let called = call(ctx, &args[INNER..])?;
         if let (Some(fence), false) = (raise, called.is_error()) {
             // The mark is opened for writing only now: a WATCH on it is not disturbed
             // by a check that changes nothing.

@@ -36,7 +36,7 @@ impl Command for Guard {
         }
         check(ctx, name, token, &args[INNER..]).map_err(to_redis)?;
         stats::GUARDED.bump();
-        call_and_forward(ctx, &args[INNER..], true)
+        call_and_forward(ctx, &args[INNER..])
     }
 }
 

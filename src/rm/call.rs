@@ -51,22 +51,27 @@ impl Drop for Called {
 }
 
 /// Runs `argv` (command name first) and sends its reply as this command's reply.
-pub fn call_and_forward(ctx: &Context, argv: &[RedisString], replicate: bool) -> RedisResult {
-    call(ctx, argv, replicate)?.forward(ctx)
+pub fn call_and_forward(ctx: &Context, argv: &[RedisString]) -> RedisResult {
+    call(ctx, argv)?.forward(ctx)
 }
 
-/// Runs `argv` (command name first); a refusal is this command's error.
-pub fn call(ctx: &Context, argv: &[RedisString], replicate: bool) -> Result<Called, RedisError> {
+/// Runs `argv` (command name first), replicating its effects; a refusal is this
+/// command's error.
+pub fn call(ctx: &Context, argv: &[RedisString]) -> Result<Called, RedisError> {
     let [command, args @ ..] = argv else {
         return Err(RedisError::WrongArity);
     };
+    // The name goes to Redis as a C string: one with a NUL inside would name another
+    // command, so it is unknown, as it is to Redis.
+    if command.as_slice().contains(&0) {
+        return Err(RedisError::String(refusal(ctx, ENOENT, command, args)));
+    }
     let mut name = command.as_slice().to_vec();
     name.push(0);
-    let format: &[u8] = match (replicate, errors_as_replies()) {
-        (true, true) => b"vCSME!\0",
-        (true, false) => b"vCSM!\0",
-        (false, true) => b"vCSME\0",
-        (false, false) => b"vCSM\0",
+    let format: &[u8] = if errors_as_replies() {
+        b"vCSME!\0"
+    } else {
+        b"vCSM!\0"
     };
     let mut raw_args: Vec<*mut raw::RedisModuleString> = args.iter().map(|arg| arg.inner).collect();
     // SAFETY: the format's `v` takes an argument vector and its length; the strings are
@@ -87,12 +92,15 @@ pub fn call(ctx: &Context, argv: &[RedisString], replicate: bool) -> Result<Call
     Ok(Called(reply))
 }
 
+/// `errno` of an unknown command.
+const ENOENT: i32 = 2;
+
 /// Redis's wording of a refused call (servers before 7.2 give only `errno`).
 fn refusal(ctx: &Context, errno: i32, command: &RedisString, args: &[RedisString]) -> String {
     let spelled = String::from_utf8_lossy(command.as_slice());
     let name = spelled.to_lowercase();
     match errno {
-        libc_errno::ENOENT => {
+        ENOENT => {
             let shown: String = args
                 .iter()
                 .map(|arg| format!("'{}' ", String::from_utf8_lossy(arg.as_slice())))
@@ -123,7 +131,6 @@ fn refusal(ctx: &Context, errno: i32, command: &RedisString, args: &[RedisString
 
 /// The `errno` values RM_Call sets (Linux numbering, the servers' platform).
 mod libc_errno {
-    pub const ENOENT: i32 = 2;
     pub const EACCES: i32 = 13;
     pub const EINVAL: i32 = 22;
     pub const ENOSPC: i32 = 28;

@@ -396,3 +396,14 @@ fn a_check_that_changes_nothing_leaves_a_watch_alone() {
         );
     }
 }
+
+#[test]
+fn a_command_name_with_a_nul_inside_is_unknown() {
+    let (_server, mut raw) = held();
+    let reply = raw.call(&[b"LOCK.GUARD", b"lock:a", b"t", b"SET\0x", b"k", b"v"]);
+    assert!(
+        matches!(&reply, Reply::Error(e) if e.starts_with("ERR unknown command")),
+        "{reply:?}"
+    );
+    assert_eq!(raw.call_str(&["EXISTS", "k"]), Reply::Integer(0));
+}
