@@ -18,7 +18,6 @@ use redis_module::Context;
 
 use super::callbacks::LockWaiting;
 use super::with_registry;
-use crate::fault;
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::timers::{self, Timer, TimerId};
@@ -72,11 +71,15 @@ impl Timer for BlockTimeout {
 
     /// A still-queued waiter is answered nil; a long timeout not over yet re-arms.
     fn fire(self, ctx: &Context) {
-        let token = with_registry(|r| {
-            r.get_mut(self.client, self.ticket)
-                .and_then(|waiter| waiter.token.clone())
-        });
-        fault::inject("timer", token.as_deref());
+        // Only a test build looks up the waiter's token (and copies it) here.
+        #[cfg(feature = "panic-injection")]
+        {
+            let token = with_registry(|r| {
+                r.get_mut(self.client, self.ticket)
+                    .and_then(|waiter| waiter.token.clone())
+            });
+            crate::fault::inject("timer", token.as_deref());
+        }
         if self.ends_at_ms > clock::now_ms() {
             if with_registry(|r| r.is_queued(self.client, self.ticket)) {
                 arm(ctx, self);
