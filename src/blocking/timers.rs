@@ -123,24 +123,15 @@ fn settle(ctx: &Context, id: &KeyId) {
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
     let key = LockKey::open(ctx, &name, true);
-    match key.holding() {
-        Ok(None) => {
-            hand_off(ctx, &key, &name);
-        }
-        // Held: hand off when its lease ends. A key without expiry (someone ran
-        // PERSIST on it) is only handed off on release or deletion.
-        Ok(Some(_)) => {
-            if let Some(remaining) = key.remaining_ms() {
-                arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
-            }
-        }
-        // Another type took the name: waiters wait for it to go (their BLOCK timeout
-        // still applies); if it has an expiry, the queue is looked at again then.
-        Err(_) => {
-            if let Some(remaining) = key.remaining_ms() {
-                arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
-            }
-        }
+    if matches!(key.holding(), Ok(None)) {
+        hand_off(ctx, &key, &name);
+        return;
+    }
+    // Held, or another type took the name: look again when it expires. A key without
+    // expiry (PERSIST, or a value set without one) is only handed off on release or
+    // deletion, or at the waiters' own BLOCK timeouts.
+    if let Some(remaining) = key.remaining_ms() {
+        arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
     }
 }
 
