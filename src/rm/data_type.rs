@@ -23,11 +23,33 @@ use crate::stats;
 /// Bumped when the RDB layout changes; older encodings stay loadable.
 const ENCODING_VERSION: i32 = 0;
 
+/// A data type's callbacks, none set: each type fills in the ones it has.
+pub(super) const NO_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
+    version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+    rdb_load: None,
+    rdb_save: None,
+    aof_rewrite: None,
+    mem_usage: None,
+    digest: None,
+    free: None,
+    aux_load: None,
+    aux_save: None,
+    aux_save2: None,
+    aux_save_triggers: 0,
+    free_effort: None,
+    unlink: None,
+    copy: None,
+    defrag: None,
+    copy2: None,
+    free_effort2: None,
+    mem_usage2: None,
+    unlink2: None,
+};
+
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "fencelock",
     ENCODING_VERSION,
     raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
         rdb_load: Some(rdb_load),
         rdb_save: Some(rdb_save),
         aof_rewrite: Some(aof_rewrite),
@@ -36,16 +58,9 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
-        aux_save2: None,
         aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        copy2: None,
-        free_effort2: None,
-        mem_usage2: None,
         unlink2: Some(unlink2),
+        ..NO_METHODS
     },
 );
 

@@ -11,6 +11,7 @@ use std::os::raw::c_char;
 use fencelock_core::fence::MAX_FENCE;
 use redis_module::{native_types::RedisType, raw};
 
+use super::data_type::NO_METHODS;
 use super::guard;
 
 const ENCODING_VERSION: i32 = 0;
@@ -19,25 +20,13 @@ pub static MARK_TYPE: RedisType = RedisType::new(
     "fencemark",
     ENCODING_VERSION,
     raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
         rdb_load: Some(rdb_load),
         rdb_save: Some(rdb_save),
         aof_rewrite: Some(aof_rewrite),
         mem_usage: Some(mem_usage),
         digest: Some(digest),
         free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        copy2: None,
-        free_effort2: None,
-        mem_usage2: None,
-        unlink2: None,
+        ..NO_METHODS
     },
 );
 
