@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use fencelock_core::args::parse_integer;
 use fencelock_core::limits::{
-    Limits, DEFAULT_MAX_TOKEN_LENGTH, DEFAULT_MAX_TTL_MS, DEFAULT_MAX_WAITERS,
+    Limits, DEFAULT_MAX_HOLDERS, DEFAULT_MAX_TOKEN_LENGTH, DEFAULT_MAX_TTL_MS, DEFAULT_MAX_WAITERS,
 };
 use redis_module::{Context, RedisString};
 
@@ -19,6 +19,7 @@ use crate::rm;
 pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL_MS);
 pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WAITERS);
 pub static MAX_TOKEN_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TOKEN_LENGTH);
+pub static MAX_HOLDERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_HOLDERS);
 
 /// The limits in force now.
 pub fn limits() -> Limits {
@@ -26,6 +27,7 @@ pub fn limits() -> Limits {
         MAX_TTL_MS.load(Ordering::Relaxed),
         MAX_WAITERS.load(Ordering::Relaxed),
         MAX_TOKEN_LENGTH.load(Ordering::Relaxed),
+        MAX_HOLDERS.load(Ordering::Relaxed),
     )
 }
 

@@ -35,10 +35,10 @@ pub mod keyspace;
 pub mod node_fence;
 pub mod stats;
 
-use fencelock_core::limits::{MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
+use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
-use crate::commands::{acquire, apply, fence, fenced, guard, info, mark, refresh, release};
+use crate::commands::{acquire, apply, drop, fence, fenced, guard, info, mark, refresh, release};
 use crate::config::Setting;
 use crate::rm::argv::entry;
 use crate::rm::command_table::{CommandSpec, ACCESS, DELETE, OW, RO, RW, UPDATE};
@@ -48,7 +48,7 @@ use crate::rm::mark_type::MARK_TYPE;
 
 /// The commands. The key is always argument 1 (first = last = 1, step 1), which also
 /// routes them in a cluster.
-const COMMANDS: [CommandSpec; 9] = [
+const COMMANDS: [CommandSpec; 10] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -104,6 +104,15 @@ const COMMANDS: [CommandSpec; 9] = [
         arity: -4,
         key_flags: Some(OW.with(UPDATE)),
     },
+    CommandSpec {
+        name: "lock.drop",
+        entry: Some(entry::<drop::Drop>),
+        flags: c"write fast",
+        categories: "write fast",
+        summary: "Removes one holder whatever its lease (the replicated form of a shared release).",
+        arity: 3,
+        key_flags: Some(RW.with(DELETE)),
+    },
     // The next two run another command; they declare its keys when Redis asks.
     CommandSpec {
         name: "lock.guard",
@@ -135,7 +144,7 @@ const COMMANDS: [CommandSpec; 9] = [
 ];
 
 /// The configs, `fencelock.<name>`.
-const CONFIGS: [Setting; 3] = [
+const CONFIGS: [Setting; 4] = [
     Setting {
         name: "max-ttl",
         value: &config::MAX_TTL_MS,
@@ -156,6 +165,13 @@ const CONFIGS: [Setting; 3] = [
         default: fencelock_core::limits::DEFAULT_MAX_TOKEN_LENGTH,
         min: 1,
         max: MAX_TOKEN_LENGTH_LIMIT,
+    },
+    Setting {
+        name: "max-holders",
+        value: &config::MAX_HOLDERS,
+        default: fencelock_core::limits::DEFAULT_MAX_HOLDERS,
+        min: 1,
+        max: MAX_HOLDERS_LIMIT,
     },
 ];
 

@@ -2,6 +2,7 @@
 //! ttls and option lists. Pure functions over byte slices, limits passed in.
 
 use crate::error::CommandError;
+use crate::mode::Mode;
 use crate::token;
 
 /// Parses a signed 64-bit integer exactly as Redis's `string2ll` does: optional `-`,
@@ -82,13 +83,33 @@ pub fn parse_options<'a, const N: usize>(
     args: &[&'a [u8]],
     known: [&str; N],
 ) -> Result<[Option<&'a [u8]>; N], CommandError> {
+    parse_options_and_flags(args, known, []).map(|(values, [])| values)
+}
+
+/// Each option's value (in the order asked for), and whether each flag was given.
+pub type OptionsAndFlags<'a, const N: usize, const F: usize> = ([Option<&'a [u8]>; N], [bool; F]);
+
+/// As `parse_options`, where some options are flags without a value (`SHARED`). Read
+/// left to right, so a value that spells a flag's name (`TOKEN SHARED`) is a value.
+pub fn parse_options_and_flags<'a, const N: usize, const F: usize>(
+    args: &[&'a [u8]],
+    known: [&str; N],
+    flags: [&str; F],
+) -> Result<OptionsAndFlags<'a, N, F>, CommandError> {
     let mut values = [None; N];
+    let mut set = [false; F];
     let mut rest = args;
     while let [name, tail @ ..] = rest {
-        let slot = known
-            .iter()
-            .position(|option| name.eq_ignore_ascii_case(option.as_bytes()))
-            .ok_or(CommandError::Syntax)?;
+        let matches = |option: &&str| name.eq_ignore_ascii_case(option.as_bytes());
+        if let Some(flag) = flags.iter().position(matches) {
+            let entry = set.get_mut(flag).ok_or(CommandError::Syntax)?;
+            if std::mem::replace(entry, true) {
+                return Err(CommandError::Syntax);
+            }
+            rest = tail;
+            continue;
+        }
+        let slot = known.iter().position(matches).ok_or(CommandError::Syntax)?;
         let [value, tail @ ..] = tail else {
             return Err(CommandError::Syntax);
         };
@@ -98,7 +119,30 @@ pub fn parse_options<'a, const N: usize>(
         }
         rest = tail;
     }
-    Ok(values)
+    Ok((values, set))
+}
+
+/// The mode `LOCK.ACQUIRE` asks for: `LIMIT n` (a semaphore, implying `SHARED`), else
+/// `SHARED`, else exclusive. `n` must be an integer (else not-an-integer) from 1 to
+/// `max_holders` (else invalid-limit).
+pub fn parse_mode(
+    shared: bool,
+    limit: Option<&[u8]>,
+    max_holders: usize,
+) -> Result<Mode, CommandError> {
+    let Some(limit) = limit else {
+        return Ok(if shared {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        });
+    };
+    let limit = parse_integer(limit)?;
+    let within = usize::try_from(limit).is_ok_and(|n| (1..=max_holders).contains(&n));
+    match u32::try_from(limit) {
+        Ok(limit) if within => Ok(Mode::Semaphore(limit)),
+        _ => Err(CommandError::InvalidLimit),
+    }
 }
 
 #[cfg(test)]
@@ -159,5 +203,37 @@ mod tests {
         );
         let none: [&[u8]; 0] = [];
         assert_eq!(parse_options(&none, ["TOKEN"]), Ok([None]));
+    }
+
+    #[test]
+    fn flags_take_no_value_and_values_may_spell_a_flag() {
+        let args: [&[u8]; 5] = [b"shared", b"TOKEN", b"SHARED", b"LIMIT", b"3"];
+        assert_eq!(
+            parse_options_and_flags(&args, ["TOKEN", "LIMIT"], ["SHARED"]),
+            Ok(([Some(&b"SHARED"[..]), Some(&b"3"[..])], [true]))
+        );
+        let twice: [&[u8]; 2] = [b"SHARED", b"shared"];
+        assert_eq!(
+            parse_options_and_flags(&twice, ["TOKEN"], ["SHARED"]),
+            Err(CommandError::Syntax)
+        );
+    }
+
+    #[test]
+    fn modes_follow_shared_and_limit() {
+        assert_eq!(parse_mode(false, None, 10), Ok(Mode::Exclusive));
+        assert_eq!(parse_mode(true, None, 10), Ok(Mode::Shared));
+        assert_eq!(parse_mode(false, Some(b"3"), 10), Ok(Mode::Semaphore(3)));
+        assert_eq!(parse_mode(true, Some(b"10"), 10), Ok(Mode::Semaphore(10)));
+        for bad in [&b"0"[..], b"-1", b"11"] {
+            assert_eq!(
+                parse_mode(false, Some(bad), 10),
+                Err(CommandError::InvalidLimit)
+            );
+        }
+        assert_eq!(
+            parse_mode(false, Some(b"x"), 10),
+            Err(CommandError::NotAnInteger)
+        );
     }
 }

@@ -3,8 +3,8 @@
 //! store; comparing needs no limit beyond what any holding can carry.
 
 use crate::error::CommandError;
-use crate::holding::{Holding, MAX_TOKEN_BYTES};
-use crate::lock;
+use crate::holding::MAX_TOKEN_BYTES;
+use crate::lock::{self, LockRef};
 use crate::token;
 
 /// A token a command compares with the holder's. The length limit bounds what a *new*
@@ -37,14 +37,16 @@ impl ComparedToken<'_> {
         !self.within_limit
     }
 
-    /// Whether this token holds the lock (`holding` as read from the key). A token over
-    /// the limit that does not hold it is `InvalidToken`, whatever the key holds.
+    /// Whether this token is a live holder of the lock (`current` as read from the key,
+    /// at `now_ms`). A token over the limit that does not hold it is `InvalidToken`,
+    /// whatever the key holds.
     pub fn holds(
         &self,
-        holding: Result<Option<&Holding>, CommandError>,
+        current: Result<Option<LockRef>, CommandError>,
+        now_ms: i64,
     ) -> Result<bool, CommandError> {
-        match holding {
-            Ok(current) if lock::is_holder(current, self.bytes) => Ok(true),
+        match current {
+            Ok(current) if lock::is_holder(current, self.bytes, now_ms) => Ok(true),
             _ if !self.within_limit => Err(CommandError::InvalidToken),
             Ok(_) => Ok(false),
             Err(error) => Err(error),
@@ -55,6 +57,11 @@ impl ComparedToken<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::holding::Holding;
+
+    fn held(holding: &Holding) -> Result<Option<LockRef<'_>>, CommandError> {
+        Ok(Some(LockRef::Exclusive(holding)))
+    }
 
     #[test]
     fn a_holder_keeps_a_token_over_a_lowered_limit() {
@@ -62,15 +69,15 @@ mod tests {
         let holding = Holding::pack(&long, 7).unwrap();
         let token = parse_compared_token(&long, 256).unwrap();
         assert!(token.over_limit());
-        assert_eq!(token.holds(Ok(Some(&holding))), Ok(true));
+        assert_eq!(token.holds(held(&holding), 0), Ok(true));
         let other = Holding::pack(b"other", 8).unwrap();
         assert_eq!(
-            token.holds(Ok(Some(&other))),
+            token.holds(held(&other), 0),
             Err(CommandError::InvalidToken)
         );
-        assert_eq!(token.holds(Ok(None)), Err(CommandError::InvalidToken));
+        assert_eq!(token.holds(Ok(None), 0), Err(CommandError::InvalidToken));
         assert_eq!(
-            token.holds(Err(CommandError::WrongType)),
+            token.holds(Err(CommandError::WrongType), 0),
             Err(CommandError::InvalidToken),
             "a token no holder could have is refused before the key's type"
         );
@@ -80,11 +87,11 @@ mod tests {
     fn tokens_within_the_limit_compare_as_usual() {
         let holding = Holding::pack(b"mine", 7).unwrap();
         let token = parse_compared_token(b"mine", 256).unwrap();
-        assert_eq!(token.holds(Ok(Some(&holding))), Ok(true));
+        assert_eq!(token.holds(held(&holding), 0), Ok(true));
         let token = parse_compared_token(b"yours", 256).unwrap();
-        assert_eq!(token.holds(Ok(Some(&holding))), Ok(false));
+        assert_eq!(token.holds(held(&holding), 0), Ok(false));
         assert_eq!(
-            token.holds(Err(CommandError::WrongType)),
+            token.holds(Err(CommandError::WrongType), 0),
             Err(CommandError::WrongType)
         );
         assert_eq!(

@@ -3,6 +3,8 @@
 
 use std::borrow::Cow;
 
+use crate::mode::Mode;
+
 /// A reason to refuse a command. Each maps to exactly one reply text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandError {
@@ -28,6 +30,11 @@ pub enum CommandError {
     NotAllowedInside,
     /// In a cluster, keys that do not hash to one slot.
     CrossSlot,
+    /// `LIMIT` below 1 or above `fencelock.max-holders`.
+    InvalidLimit,
+    /// The mode or limit asked for differs from the lock's (carries the lock's); the
+    /// reply names the key, so the command layer words it (`wrong_mode`).
+    WrongMode(Mode),
 }
 
 impl CommandError {
@@ -64,6 +71,41 @@ impl CommandError {
             CommandError::CrossSlot => {
                 "CROSSSLOT Keys in request don't hash to the same slot".into()
             }
+            CommandError::InvalidLimit => "ERR invalid limit".into(),
+            CommandError::WrongMode(mode) => format!("WRONGMODE the lock {mode}").into(),
         }
+    }
+
+    /// The error reply for a command on `key`: as `message`, except that `WRONGMODE`
+    /// names the key (`WRONGMODE lock:x is a semaphore with limit 5`).
+    pub fn message_for_key(&self, key: &[u8]) -> Cow<'static, str> {
+        match self {
+            CommandError::WrongMode(mode) => {
+                format!("WRONGMODE {} {mode}", String::from_utf8_lossy(key)).into()
+            }
+            _ => self.message(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrongmode_names_the_key_and_what_it_is() {
+        let error = CommandError::WrongMode(Mode::Semaphore(5));
+        assert_eq!(
+            error.message_for_key(b"lock:x"),
+            "WRONGMODE lock:x is a semaphore with limit 5"
+        );
+        assert_eq!(
+            CommandError::WrongMode(Mode::Shared).message_for_key(b"k"),
+            "WRONGMODE k is held shared"
+        );
+        assert_eq!(
+            CommandError::Syntax.message_for_key(b"k"),
+            "ERR syntax error"
+        );
     }
 }

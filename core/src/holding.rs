@@ -25,8 +25,13 @@ pub const MAX_TOKEN_BYTES: usize = 0x7fff;
 pub struct Holding([u8]);
 
 impl Holding {
-    /// Packs `token` and `fence`. `None` if the token is longer than `MAX_TOKEN_BYTES`.
+    /// Packs `token` and `fence`. `None` if the token is longer than `MAX_TOKEN_BYTES`,
+    /// or the fence is 0: no grant has fence 0, and a lock value whose first eight bytes
+    /// are zero is a set of shared holders (`value`).
     pub fn pack(token: &[u8], fence: u64) -> Option<Box<Holding>> {
+        if fence == 0 {
+            return None;
+        }
         let compact = token::compact(token);
         let (stored, flag): (&[u8], u16) = match &compact {
             Some(raw) => (raw, COMPACT),
@@ -137,6 +142,38 @@ impl Holding {
     }
 }
 
+/// A holding owned through a thin pointer (8 bytes instead of a `Box`'s 16): what a
+/// set of shared holders keeps per holder, where every byte counts per holder.
+#[derive(Debug)]
+pub struct OwnedHolding(std::ptr::NonNull<u8>);
+
+// SAFETY: an `OwnedHolding` owns its allocation exclusively, like a `Box`.
+unsafe impl Send for OwnedHolding {}
+
+impl OwnedHolding {
+    pub fn new(holding: Box<Holding>) -> Self {
+        let ptr = Holding::into_raw(holding);
+        // SAFETY: `into_raw` never returns null (it comes from a `Box`).
+        Self(unsafe { std::ptr::NonNull::new_unchecked(ptr) })
+    }
+}
+
+impl std::ops::Deref for OwnedHolding {
+    type Target = Holding;
+
+    fn deref(&self) -> &Holding {
+        // SAFETY: the pointer came from `into_raw` and is freed only on drop.
+        unsafe { Holding::from_raw(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for OwnedHolding {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `into_raw` and is freed exactly once, here.
+        unsafe { Holding::free_raw(self.0.as_ptr()) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +237,19 @@ mod tests {
             assert_eq!(view.token().as_ref(), b"abc");
             Holding::free_raw(ptr);
         }
+    }
+
+    #[test]
+    fn fence_zero_is_never_packed() {
+        assert!(Holding::pack(b"t", 0).is_none());
+    }
+
+    #[test]
+    fn owned_holdings_are_thin_and_read_back() {
+        assert_eq!(std::mem::size_of::<OwnedHolding>(), 8);
+        let owned = OwnedHolding::new(Holding::pack(b"reader", 9).unwrap());
+        assert_eq!(owned.fence(), 9);
+        assert!(owned.is_token(b"reader"));
     }
 
     #[test]

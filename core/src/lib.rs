@@ -2,10 +2,12 @@
 //! injected clock and property tests, linked into the module (`src/`).
 //!
 //! - `fence`: the node's hybrid fence clock;
-//! - `holding`: a holder's token and fence packed into one allocation (the only
-//!   `unsafe` here, documented in that file);
+//! - `holding`: a holder's token and fence packed into one allocation, and `value`: a
+//!   lock key's value, one exclusive holding or a set of `shared` holders behind one
+//!   thin pointer (the only `unsafe` here, documented in those files);
+//! - `mode`: exclusive, shared, or a semaphore of n;
 //! - `token`: generation, validation, constant-time comparison;
-//! - `lock`: what a command does to a lock (the decisions); `fencing`: the checks of
+//! - `lock`: what a command does to a lock (the decisions, every mode); `fencing`: the checks of
 //!   `LOCK.GUARD` and `LOCK.FENCED`;
 //! - `compared_token`: tokens that commands compare with the holder's;
 //! - `wait_queue`: the FIFO queue of waiters, and `waiters`: the bookkeeping of every
@@ -28,7 +30,11 @@ pub mod fencing;
 pub mod holding;
 pub mod limits;
 pub mod lock;
+pub mod mode;
+pub mod shared;
 pub mod slot;
 pub mod token;
+#[allow(unsafe_code)]
+pub mod value;
 pub mod wait_queue;
 pub mod waiters;

@@ -1,57 +1,119 @@
 //! The pure lock state machine: what a command does to a lock, decided without Redis.
 //!
-//! A lock exists only while held; Redis's key expiry is the lease, so a `Holding` here
-//! is always a live one (Redis removes expired keys before we look). The functions take
+//! A lock exists only while held; Redis's key expiry is the (latest) lease, so an
+//! exclusive `Holding` here is always a live one (Redis removes expired keys before we
+//! look). Shared holders carry their own leases, and one whose lease ended no longer
+//! counts, even before it is removed. The functions take
 //! the current holding (or none) and return *what happens*; the command layer applies
 //! that to the key, replicates it and replies. Time comes in as arguments so the rules
 //! are unit-tested with a fake clock.
 
 use crate::fence::FenceClock;
 pub use crate::holding::Holding;
+use crate::mode::Mode;
+pub use crate::value::LockRef;
 
 /// The outcome of `LOCK.ACQUIRE`.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Acquire {
-    /// The lock was free: the caller holds it now, under a fresh fence.
+    /// The caller holds the lock now (alone, or with other shared holders), under a
+    /// fresh fence.
     Granted { fence: u64 },
-    /// The same token asked again: the lease restarts, the fence stays.
+    /// The same token asked again in the same mode: its lease restarts, its fence stays.
     Renewed { fence: u64 },
-    /// Someone else holds it.
+    /// Held in a way that excludes the caller, full, or others queued first.
     Busy,
-    /// The lock is free, but the fence clock has no fence left to issue.
+    /// The request's mode or limit differs from the lock's; carries what the lock is.
+    WrongMode(Mode),
+    /// The lock would be granted, but the fence clock has no fence left to issue.
     FencesExhausted,
 }
 
-/// Decides an acquire. `token` is the caller's chosen token, or the freshly generated one.
+/// Whether a lock admits one more holder in some mode.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    Admit,
+    Busy,
+    /// Shared holders in another shared mode (or limit) hold it: never admitted.
+    WrongMode(Mode),
+}
+
+/// What `LOCK.ACQUIRE` asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct AcquireRequest<'a> {
+    /// The caller's chosen token, or the freshly generated one.
+    pub token: &'a [u8],
+    pub mode: Mode,
+    /// `fencelock.max-holders`: the most holders a plain `SHARED` lock admits.
+    pub max_holders: usize,
+    /// Clients are queued for the lock: nobody may overtake them, whatever would fit.
+    pub queued_before: bool,
+}
+
+/// Whether a lock in state `current` admits a new holder (another token) in `mode`.
+/// An exclusive holder excludes everyone; shared holders admit shared holders of their
+/// own mode up to their limit (`max_holders` for plain `SHARED`).
+pub fn admits(current: Option<LockRef>, mode: Mode, max_holders: usize, now_ms: i64) -> Admission {
+    let Some(current) = current else {
+        return Admission::Admit;
+    };
+    let LockRef::Shared(set) = current else {
+        return Admission::Busy;
+    };
+    let held = set.mode();
+    if mode == Mode::Exclusive {
+        return Admission::Busy;
+    }
+    if mode != held {
+        return Admission::WrongMode(held);
+    }
+    let capacity = match held {
+        Mode::Semaphore(limit) => usize::try_from(limit).unwrap_or(usize::MAX),
+        _ => max_holders,
+    };
+    if set.live_count(now_ms) >= capacity {
+        Admission::Busy
+    } else {
+        Admission::Admit
+    }
+}
+
+/// Decides an acquire. The same token renews in its own mode and is refused in another
+/// (no upgrade or downgrade); a mode mismatch is reported before contention.
 pub fn acquire(
-    current: Option<&Holding>,
-    token: &[u8],
+    current: Option<LockRef>,
+    request: &AcquireRequest,
     clock: &mut FenceClock,
     now_micros: u64,
+    now_ms: i64,
 ) -> Acquire {
-    match current {
-        None => clock
-            .issue(now_micros)
-            .map_or(Acquire::FencesExhausted, |fence| Acquire::Granted { fence }),
-        Some(held) if held.is_token(token) => Acquire::Renewed {
-            fence: held.fence(),
-        },
-        Some(_) => Acquire::Busy,
+    if let Some(held) = current {
+        if let Some(fence) = held.fence_of(request.token, now_ms) {
+            return if held.mode() == request.mode {
+                Acquire::Renewed { fence }
+            } else {
+                Acquire::WrongMode(held.mode())
+            };
+        }
+    }
+    match admits(current, request.mode, request.max_holders, now_ms) {
+        Admission::Admit if request.queued_before => Acquire::Busy,
+        Admission::Admit => issue(clock, now_micros),
+        Admission::Busy => Acquire::Busy,
+        Admission::WrongMode(held) => Acquire::WrongMode(held),
     }
 }
 
-/// True when `token` is the live holder: the test behind REFRESH, RELEASE and FENCE.
-pub fn is_holder(current: Option<&Holding>, token: &[u8]) -> bool {
-    current.is_some_and(|held| held.is_token(token))
+/// A grant's fresh fence.
+pub fn issue(clock: &mut FenceClock, now_micros: u64) -> Acquire {
+    clock
+        .issue(now_micros)
+        .map_or(Acquire::FencesExhausted, |fence| Acquire::Granted { fence })
 }
 
-/// The fence `LOCK.FENCE` reports: the holder's, or only if `token` holds it.
-pub fn visible_fence(current: Option<&Holding>, token: Option<&[u8]>) -> Option<u64> {
-    let held = current?;
-    match token {
-        Some(token) if !held.is_token(token) => None,
-        _ => Some(held.fence()),
-    }
+/// True when `token` is a live holder: the test behind REFRESH, RELEASE and GUARD.
+pub fn is_holder(current: Option<LockRef>, token: &[u8], now_ms: i64) -> bool {
+    current.is_some_and(|held| held.fence_of(token, now_ms).is_some())
 }
 
 /// The absolute deadline (Unix ms) of a lease of `ttl_ms` starting at `now_ms`, or
@@ -66,15 +128,35 @@ pub fn lease_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> Option<i64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::SharedHolders;
+
+    const MAX: usize = 10_000;
 
     fn holding(token: &str, fence: u64) -> Box<Holding> {
         Holding::pack(token.as_bytes(), fence).unwrap()
     }
 
+    fn request(token: &str, mode: Mode) -> AcquireRequest<'_> {
+        AcquireRequest {
+            token: token.as_bytes(),
+            mode,
+            max_holders: MAX,
+            queued_before: false,
+        }
+    }
+
+    fn shared(mode: Mode, holders: &[(&str, u64, i64)]) -> Box<SharedHolders> {
+        let mut set = SharedHolders::new(mode);
+        for (token, fence, deadline) in holders {
+            set.put(holding(token, *fence), *deadline);
+        }
+        set
+    }
+
     #[test]
     fn a_free_lock_is_granted_with_the_clock_fence() {
         let mut clock = FenceClock::new();
-        let outcome = acquire(None, b"a", &mut clock, 1_000);
+        let outcome = acquire(None, &request("a", Mode::Exclusive), &mut clock, 1_000, 0);
         assert_eq!(outcome, Acquire::Granted { fence: 1_000 });
     }
 
@@ -82,7 +164,13 @@ mod tests {
     fn a_held_lock_is_busy_for_another_token_and_changes_nothing() {
         let mut clock = FenceClock::new();
         let held = holding("a", 7);
-        assert_eq!(acquire(Some(&held), b"b", &mut clock, 1_000), Acquire::Busy);
+        let current = Some(LockRef::Exclusive(&held));
+        for mode in [Mode::Exclusive, Mode::Shared, Mode::Semaphore(3)] {
+            assert_eq!(
+                acquire(current, &request("b", mode), &mut clock, 1_000, 0),
+                Acquire::Busy
+            );
+        }
         assert_eq!(clock.last(), 0);
     }
 
@@ -91,10 +179,124 @@ mod tests {
         let mut clock = FenceClock::new();
         let held = holding("a", 7);
         assert_eq!(
-            acquire(Some(&held), b"a", &mut clock, 1_000),
+            acquire(
+                Some(LockRef::Exclusive(&held)),
+                &request("a", Mode::Exclusive),
+                &mut clock,
+                1_000,
+                0
+            ),
             Acquire::Renewed { fence: 7 }
         );
         assert_eq!(clock.last(), 0, "a renewal issues no fence");
+    }
+
+    #[test]
+    fn the_same_token_in_another_mode_is_refused_with_what_it_holds() {
+        let mut clock = FenceClock::new();
+        let held = holding("a", 7);
+        assert_eq!(
+            acquire(
+                Some(LockRef::Exclusive(&held)),
+                &request("a", Mode::Shared),
+                &mut clock,
+                1,
+                0
+            ),
+            Acquire::WrongMode(Mode::Exclusive)
+        );
+        let set = shared(Mode::Semaphore(2), &[("a", 3, 100)]);
+        let current = Some(LockRef::Shared(&set));
+        assert_eq!(
+            acquire(current, &request("a", Mode::Exclusive), &mut clock, 1, 0),
+            Acquire::WrongMode(Mode::Semaphore(2))
+        );
+        assert_eq!(
+            acquire(current, &request("a", Mode::Semaphore(2)), &mut clock, 1, 0),
+            Acquire::Renewed { fence: 3 }
+        );
+    }
+
+    #[test]
+    fn a_semaphore_admits_up_to_its_limit_of_live_holders() {
+        let mut clock = FenceClock::new();
+        let set = shared(Mode::Semaphore(2), &[("a", 1, 100), ("b", 2, 200)]);
+        let current = Some(LockRef::Shared(&set));
+        let ask = request("c", Mode::Semaphore(2));
+        assert_eq!(acquire(current, &ask, &mut clock, 10, 100), Acquire::Busy);
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 10, 101),
+            Acquire::Granted { fence: 10 },
+            "a's lease ended: its permit is free"
+        );
+    }
+
+    #[test]
+    fn modes_and_limits_belong_to_the_lock_while_held() {
+        let mut clock = FenceClock::new();
+        let semaphore = shared(Mode::Semaphore(5), &[("a", 1, 100)]);
+        let readers = shared(Mode::Shared, &[("a", 1, 100)]);
+        let cases = [
+            (
+                &semaphore,
+                Mode::Shared,
+                Acquire::WrongMode(Mode::Semaphore(5)),
+            ),
+            (
+                &semaphore,
+                Mode::Semaphore(4),
+                Acquire::WrongMode(Mode::Semaphore(5)),
+            ),
+            (&semaphore, Mode::Exclusive, Acquire::Busy),
+            (
+                &readers,
+                Mode::Semaphore(5),
+                Acquire::WrongMode(Mode::Shared),
+            ),
+            (&readers, Mode::Exclusive, Acquire::Busy),
+            (&readers, Mode::Shared, Acquire::Granted { fence: 50 }),
+        ];
+        for (set, mode, expected) in cases {
+            let outcome = acquire(
+                Some(LockRef::Shared(set)),
+                &request("b", mode),
+                &mut clock,
+                50,
+                0,
+            );
+            assert_eq!(outcome, expected, "{mode:?} on {:?}", set.mode());
+        }
+    }
+
+    #[test]
+    fn nobody_overtakes_the_queue_but_a_mode_mismatch_is_still_reported() {
+        let mut clock = FenceClock::new();
+        let readers = shared(Mode::Shared, &[("a", 1, 100)]);
+        let current = Some(LockRef::Shared(&readers));
+        let mut ask = request("b", Mode::Shared);
+        ask.queued_before = true;
+        assert_eq!(acquire(current, &ask, &mut clock, 5, 0), Acquire::Busy);
+        assert_eq!(acquire(None, &ask, &mut clock, 5, 0), Acquire::Busy);
+        ask.mode = Mode::Semaphore(2);
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 5, 0),
+            Acquire::WrongMode(Mode::Shared)
+        );
+        let mut renew = request("a", Mode::Shared);
+        renew.queued_before = true;
+        assert_eq!(
+            acquire(current, &renew, &mut clock, 5, 0),
+            Acquire::Renewed { fence: 1 },
+            "a holder's own retry is not an overtake"
+        );
+    }
+
+    #[test]
+    fn plain_shared_locks_are_capped_at_max_holders() {
+        let set = shared(Mode::Shared, &[("a", 1, 100), ("b", 2, 100)]);
+        let current = Some(LockRef::Shared(&set));
+        assert_eq!(admits(current, Mode::Shared, 2, 0), Admission::Busy);
+        assert_eq!(admits(current, Mode::Shared, 3, 0), Admission::Admit);
     }
 
     #[test]
@@ -102,7 +304,9 @@ mod tests {
         let mut clock = FenceClock::new();
         let mut fences = Vec::new();
         for _ in 0..5 {
-            if let Acquire::Granted { fence } = acquire(None, b"t", &mut clock, 42) {
+            if let Acquire::Granted { fence } =
+                acquire(None, &request("t", Mode::Shared), &mut clock, 42, 0)
+            {
                 fences.push(fence);
             }
         }
@@ -114,27 +318,22 @@ mod tests {
         let mut clock = FenceClock::new();
         clock.observe(crate::fence::MAX_FENCE);
         assert_eq!(
-            acquire(None, b"a", &mut clock, 1_000),
+            acquire(None, &request("a", Mode::Exclusive), &mut clock, 1_000, 0),
             Acquire::FencesExhausted
         );
     }
 
     #[test]
-    fn holder_checks_compare_whole_tokens() {
+    fn holder_checks_compare_whole_tokens_and_skip_ended_leases() {
         let held = holding("abc", 3);
-        assert!(is_holder(Some(&held), b"abc"));
-        assert!(!is_holder(Some(&held), b"ab"));
-        assert!(!is_holder(Some(&held), b"abcd"));
-        assert!(!is_holder(None, b"abc"));
-    }
-
-    #[test]
-    fn fence_is_visible_to_anyone_or_only_to_the_holder() {
-        let held = holding("abc", 3);
-        assert_eq!(visible_fence(Some(&held), None), Some(3));
-        assert_eq!(visible_fence(Some(&held), Some(b"abc")), Some(3));
-        assert_eq!(visible_fence(Some(&held), Some(b"xyz")), None);
-        assert_eq!(visible_fence(None, None), None);
+        let current = Some(LockRef::Exclusive(&held));
+        assert!(is_holder(current, b"abc", 0));
+        assert!(!is_holder(current, b"ab", 0));
+        assert!(!is_holder(current, b"abcd", 0));
+        assert!(!is_holder(None, b"abc", 0));
+        let set = shared(Mode::Shared, &[("r", 1, 100)]);
+        assert!(is_holder(Some(LockRef::Shared(&set)), b"r", 100));
+        assert!(!is_holder(Some(LockRef::Shared(&set)), b"r", 101));
     }
 
     #[test]

@@ -52,6 +52,22 @@ impl<T> WaitQueue<T> {
         self.entries.get_mut(&ticket)
     }
 
+    /// The oldest live entry, left in place (dead slots before it are swept).
+    pub fn front(&mut self) -> Option<&T> {
+        while let Some(ticket) = self.order.front() {
+            if self.entries.contains_key(ticket) {
+                return self.entries.get(ticket);
+            }
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// Every live entry, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &T> {
+        self.entries.values()
+    }
+
     /// Takes the oldest live entry.
     pub fn pop_front(&mut self) -> Option<(Ticket, T)> {
         while let Some(ticket) = self.order.pop_front() {
@@ -74,6 +90,18 @@ impl<T> WaitQueue<T> {
 #[cfg(test)]
 mod tests {
     use super::WaitQueue;
+
+    #[test]
+    fn the_front_is_the_oldest_live_entry_and_stays() {
+        let mut queue = WaitQueue::default();
+        queue.push(1, "a");
+        queue.push(2, "b");
+        assert_eq!(queue.remove(1), Some("a"));
+        assert_eq!(queue.front(), Some(&"b"));
+        assert_eq!(queue.front(), Some(&"b"));
+        assert_eq!(queue.pop_front(), Some((2, "b")));
+        assert_eq!(queue.front(), None);
+    }
 
     #[test]
     fn pops_in_arrival_order_skipping_removed_entries() {

@@ -122,6 +122,25 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         }
     }
 
+    /// The first waiter of `key`, left in its place.
+    pub fn first(&mut self, key: &K) -> Option<&W> {
+        self.keys
+            .get_mut(key)?
+            .queue
+            .front()
+            .map(|(_, waiter)| waiter)
+    }
+
+    /// Waiters for `key` that `matches` picks.
+    pub fn count_where(&self, key: &K, matches: impl Fn(&W) -> bool) -> usize {
+        self.keys.get(key).map_or(0, |k| {
+            k.queue
+                .entries()
+                .filter(|(_, waiter)| matches(waiter))
+                .count()
+        })
+    }
+
     /// Takes the first waiter of `key`.
     pub fn pop_first(&mut self, key: &K) -> Option<(C, W)> {
         let waiting = self.keys.get_mut(key)?;
@@ -268,6 +287,18 @@ mod tests {
     }
 
     type Book = Waiters<&'static str, u32, &'static str, u8>;
+
+    #[test]
+    fn the_first_waiter_can_be_looked_at_before_it_is_taken() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "a");
+        book.enqueue("k", 2, "b:x");
+        assert_eq!(book.first(&"k"), Some(&"a"));
+        assert_eq!(book.count_where(&"k", |w| w.contains(':')), 1);
+        assert_eq!(book.pop_first(&"k"), Some((1, "a")));
+        assert_eq!(book.first(&"k"), Some(&"b:x"));
+        assert_eq!(book.first(&"other"), None);
+    }
 
     #[test]
     fn first_come_first_served_per_key() {

@@ -12,6 +12,7 @@ use super::{dequeue, hand_off, reply_settled, KeyId};
 use crate::fault;
 use crate::keyspace::effects;
 use crate::rm::blocked::{self, BlockedClient, Waiting};
+use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::reply;
 use crate::rm::server::{select_db, writes, Writes};
@@ -38,6 +39,8 @@ pub(super) enum Delivery {
     /// The key moved to another node (`MIGRATE` during resharding): the client must
     /// retry there, as for any key of a slot being moved.
     Moved,
+    /// Its turn came, but the holders' mode refuses it: this error reply (`WRONGMODE`).
+    Refused(String),
 }
 
 /// The reply of a waiter whose key moved; cluster clients retry on `TRYAGAIN`.
@@ -76,6 +79,9 @@ impl Waiting for LockWaiting {
             }
             Some(Delivery::Moved) => {
                 ctx.reply(Err(RedisError::Str(MOVED_REPLY)));
+            }
+            Some(Delivery::Refused(error)) => {
+                ctx.reply(Err(RedisError::String(error.clone())));
             }
             None => {
                 ctx.reply(Ok(RedisValue::Null));
@@ -150,11 +156,12 @@ impl Timer for GiveBack {
             return;
         }
         let name = RedisString::create_from_slice(ctx.ctx, name);
-        let key = LockKey::open(ctx, &name, true);
-        let still_held = matches!(key.holding(), Ok(Some(held))
-            if held.fence() == self.fence && held.is_token(&self.token));
-        if still_held && effects::release(ctx, &key, &name).is_ok() {
-            hand_off(ctx, &key, &name);
+        let mut key = LockKey::open(ctx, &name, true);
+        let now_ms = clock::now_ms();
+        let still_held = matches!(key.lock(), Ok(Some(held))
+            if held.fence_of(&self.token, now_ms) == Some(self.fence));
+        if still_held && effects::release(ctx, &mut key, &name, &self.token).is_ok() {
+            hand_off(ctx, &mut key, &name);
         }
     }
 }

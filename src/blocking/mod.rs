@@ -25,11 +25,14 @@ mod timers;
 
 use std::cell::RefCell;
 
-use fencelock_core::lock;
+use fencelock_core::error::CommandError;
+use fencelock_core::lock::{self, Admission};
+use fencelock_core::mode::Mode;
 use fencelock_core::token;
 use fencelock_core::waiters::{self, Waiters};
 use redis_module::{Context, RedisString};
 
+use crate::config;
 use crate::keyspace::{effects, events};
 use crate::node_fence;
 use crate::rm::blocked::{self, BlockedClient};
@@ -47,19 +50,25 @@ pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
 
+/// What a blocked `LOCK.ACQUIRE` asked for.
+pub struct Wanted {
+    pub ttl_ms: i64,
+    pub token: Option<Vec<u8>>,
+    pub mode: Mode,
+}
+
 /// One blocked `LOCK.ACQUIRE`.
 struct Waiter {
     /// The blocked connection's `CLIENT ID`.
     client_id: u64,
-    ttl_ms: i64,
-    token: Option<Vec<u8>>,
+    wanted: Wanted,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
 }
 
 impl waiters::Waiter for Waiter {
     fn token(&self) -> Option<&[u8]> {
-        self.token.as_deref()
+        self.wanted.token.as_deref()
     }
 }
 
@@ -79,6 +88,15 @@ pub fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
     with_registry(|r| r.count(&id))
 }
 
+/// Clients waiting for `key` in the selected database: (exclusive, shared).
+pub fn waiter_counts(ctx: &Context, name: &[u8]) -> (usize, usize) {
+    let id = (selected_db(ctx), name.to_vec());
+    with_registry(|r| {
+        let exclusive = r.count_where(&id, |w| !w.wanted.mode.is_shared());
+        (exclusive, r.count(&id).saturating_sub(exclusive))
+    })
+}
+
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
     with_registry(|r| !r.is_empty())
@@ -95,13 +113,13 @@ pub fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
 }
 
 /// Blocks the calling client in `key`'s queue. The caller replies nothing more.
+/// `next_change_ms` is when the lock next changes by itself (a lease's end), if ever.
 pub fn enqueue(
     ctx: &Context,
     name: &[u8],
-    ttl_ms: i64,
-    token: Option<Vec<u8>>,
+    wanted: Wanted,
     timeout_ms: i64,
-    holder_remaining_ms: Option<i64>,
+    next_change_ms: Option<i64>,
 ) -> bool {
     let client_id = client_id(ctx);
     let Some(client) = blocked::block::<LockWaiting>(ctx) else {
@@ -110,8 +128,7 @@ pub fn enqueue(
     let id: KeyId = (selected_db(ctx), name.to_vec());
     let waiter = Waiter {
         client_id,
-        ttl_ms,
-        token,
+        wanted,
         timeout_timer: None,
     };
     let ticket = with_registry(|r| r.enqueue(id.clone(), client, waiter));
@@ -119,49 +136,75 @@ pub fn enqueue(
         let ends_at_ms = clock::now_ms().saturating_add(timeout_ms);
         block_timeouts::arm(ctx, BlockTimeout::new(client, ticket, ends_at_ms));
     }
-    if let Some(remaining) = holder_remaining_ms {
-        arm_expiry_check(ctx, &id, clock::now_ms().saturating_add(remaining));
+    if let Some(at) = next_change_ms {
+        arm_expiry_check(ctx, &id, at);
     }
     true
 }
 
-/// Called with the key open for writing and found free: if anyone waits for it, the
-/// first live waiter becomes the holder now. Returns whether the lock was handed off.
-pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
+/// Called with the key open for writing (and its ended shared holders dropped): while
+/// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
+/// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
+/// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
+pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
     if !anyone_waiting() {
         return false;
     }
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
-    let Some((client, waiter)) = with_registry(|r| r.pop_first(&id)) else {
+    let max_holders = config::limits().max_holders;
+    let mut handed = false;
+    while let Some(mode) = with_registry(|r| r.first(&id).map(|w| w.wanted.mode)) {
+        let admission = key.lock().map_or(Admission::Busy, |current| {
+            lock::admits(current, mode, max_holders, clock::now_ms())
+        });
+        match admission {
+            Admission::Admit => handed |= grant_first(ctx, key, name, &id),
+            Admission::WrongMode(held) => refuse_first(ctx, &id, name, held),
+            Admission::Busy => break,
+        }
+    }
+    stop_abandoned_checks(ctx);
+    if has_waiters(&id) {
+        if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
+            arm_expiry_check(ctx, &id, at);
+        }
+    }
+    handed
+}
+
+/// Makes the first waiter of `id` a holder and unblocks it with the grant (or with nil
+/// when the grant cannot be made). Returns whether it was granted.
+fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId) -> bool {
+    let Some((client, waiter)) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
-    let chosen_token = waiter.token.is_some();
-    let token = waiter.token.unwrap_or_else(token::generate);
-    let grant =
-        node_fence::with_clock(|clock| lock::acquire(None, &token, clock, clock::now_micros()));
-    let lock::Acquire::Granted { fence } = grant else {
+    let Wanted {
+        ttl_ms,
+        token,
+        mode,
+    } = waiter.wanted;
+    let chosen_token = token.is_some();
+    let token = token.unwrap_or_else(token::generate);
+    let issued = node_fence::with_clock(|clock| lock::issue(clock, clock::now_micros()));
+    let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
-        stop_abandoned_checks(ctx);
         return false;
     };
-    let deadline = clock::now_ms().saturating_add(waiter.ttl_ms);
-    if effects::grant(ctx, key, name, &token, fence, deadline).is_err() {
+    let deadline = clock::now_ms().saturating_add(ttl_ms);
+    if effects::grant(ctx, key, name, &token, fence, deadline, mode).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);
-        stop_abandoned_checks(ctx);
         return false;
     }
     events::notify(ctx, events::HANDOFF, name);
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
-    let deadline = if chosen_token {
-        answer_same_token(ctx, key, name, &id, &token, fence).unwrap_or(deadline)
-    } else {
-        deadline
-    };
+    if chosen_token {
+        answer_same_token(ctx, key, name, id, &token, fence, mode);
+    }
     with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {
         client_id: waiter.client_id,
@@ -171,31 +214,42 @@ pub fn hand_off(ctx: &Context, key: &LockKey, name: &RedisString) -> bool {
         delivered: false,
     };
     blocked::unblock::<LockWaiting>(client, Some(delivery));
-    stop_abandoned_checks(ctx);
-    if has_waiters(&id) {
-        arm_expiry_check(ctx, &id, deadline);
-    }
     true
 }
 
+/// The first waiter of `id` asked for a mode the holders refuse: it gets `WRONGMODE`.
+fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
+    let Some((client, waiter)) = with_registry(|r| r.pop_first(id)) else {
+        return;
+    };
+    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    let refusal = CommandError::WrongMode(held).message_for_key(name.as_slice());
+    blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
+}
+
 /// Other waiters that asked with the token just granted are the same client again (a
-/// retry on a new connection): each gets the same grant, as a same-token acquire would,
-/// and its lease restarts. Returns the lease's last deadline, if any was answered.
+/// retry on a new connection): each in the same mode gets the same grant, as a
+/// same-token acquire would, and its lease restarts; one in another mode is refused, as
+/// a same-token acquire would be.
 fn answer_same_token(
     ctx: &Context,
-    key: &LockKey,
+    key: &mut LockKey,
     name: &RedisString,
     id: &KeyId,
     token: &[u8],
     fence: u64,
-) -> Option<i64> {
-    let mut last_deadline = None;
+    mode: Mode,
+) {
     for (client, waiter) in with_registry(|r| r.take_same_token(id, token)) {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
-        let deadline = clock::now_ms().saturating_add(waiter.ttl_ms);
-        if effects::extend(ctx, key, name, deadline).is_ok() {
-            last_deadline = Some(deadline);
+        if waiter.wanted.mode != mode {
+            let refusal = CommandError::WrongMode(mode).message_for_key(name.as_slice());
+            blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
+            continue;
         }
+        let deadline = clock::now_ms().saturating_add(waiter.wanted.ttl_ms);
+        // The grant's own reply follows; a failed renewal leaves the earlier lease.
+        let _ = effects::extend(ctx, key, name, token, deadline);
         with_registry(|r| r.reply_pending(waiter.client_id));
         let renewed = Delivery::Renewed {
             client_id: waiter.client_id,
@@ -204,7 +258,6 @@ fn answer_same_token(
         };
         blocked::unblock::<LockWaiting>(client, Some(renewed));
     }
-    last_deadline
 }
 
 /// Redis changed `name` where no context was at hand (a lock key overwritten by another

@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis_module::{Context, RedisString};
 
 use super::{anyone_waiting, hand_off, has_waiters, with_registry, KeyId};
+use crate::keyspace::effects;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db, writes, Writes};
@@ -49,12 +50,13 @@ pub fn settle_all_queues(ctx: &Context) {
     }
 }
 
-/// A command of ours moved the lease of `name` (in the selected database) to end at
-/// `deadline_ms`: its waiters' handoff timer must not fire later than that.
-pub fn lease_changed(ctx: &Context, name: &[u8], deadline_ms: i64) {
-    if !anyone_waiting() {
+/// A command of ours moved a lease of `name` (in the selected database); the lock next
+/// changes by itself at `next_change_ms`: its waiters' handoff timer must not fire later
+/// than that.
+pub fn lease_changed(ctx: &Context, name: &[u8], next_change_ms: Option<i64>) {
+    let Some(deadline_ms) = next_change_ms.filter(|_| anyone_waiting()) else {
         return;
-    }
+    };
     let id: KeyId = (selected_db(ctx), name.to_vec());
     if has_waiters(&id) {
         arm_expiry_check(ctx, &id, deadline_ms);
@@ -104,8 +106,11 @@ impl Timer for LeaseEnd {
     }
 }
 
-/// Opens the key: Redis drops it if its lease has passed. A free lock goes to the first
-/// waiter; a held one gets an expiry timer for its current deadline.
+/// Opens the key: Redis drops it if its (latest) lease has passed, and shared holders
+/// whose own lease ended are dropped. Whatever room that made goes to the queue; if
+/// waiters remain, the queue is looked at again when the lock next changes by itself. A
+/// key without expiry (PERSIST, or another value set without one) is only handed off on
+/// release or deletion, or at the waiters' own BLOCK timeouts.
 fn settle(ctx: &Context, id: &KeyId) {
     if !has_waiters(id) {
         return;
@@ -122,17 +127,10 @@ fn settle(ctx: &Context, id: &KeyId) {
         return;
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
-    let key = LockKey::open(ctx, &name, true);
-    if matches!(key.holding(), Ok(None)) {
-        hand_off(ctx, &key, &name);
-        return;
-    }
-    // Held, or another type took the name: look again when it expires. A key without
-    // expiry (PERSIST, or a value set without one) is only handed off on release or
-    // deletion, or at the waiters' own BLOCK timeouts.
-    if let Some(remaining) = key.remaining_ms() {
-        arm_expiry_check(ctx, id, clock::now_ms().saturating_add(remaining));
-    }
+    let mut key = LockKey::open(ctx, &name, true);
+    // A failed drop leaves the ended holders counted as gone by every decision anyway.
+    let _ = effects::drop_ended(ctx, &mut key, &name, clock::now_ms());
+    hand_off(ctx, &mut key, &name);
 }
 
 /// Settles the queues of keys Redis changed where no context was at hand (a lock

@@ -1,16 +1,19 @@
-//! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [BLOCK timeout-ms]` → `[token, fence]` or nil.
+//! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [BLOCK timeout-ms] [SHARED] [LIMIT n]` →
+//! `[token, fence]` or nil. Exclusive by default; `SHARED` for a read-write lock's
+//! reader, `LIMIT n` for one of a semaphore's n permits.
 
 use std::borrow::Cow;
 
-use fencelock_core::args::{parse_options, parse_timeout, parse_ttl};
+use fencelock_core::args::{parse_mode, parse_options_and_flags, parse_timeout, parse_ttl};
 use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
 use fencelock_core::error::CommandError;
 use fencelock_core::limits::Limits;
-use fencelock_core::lock::{self, Acquire as Decision};
+use fencelock_core::lock::{self, Acquire as Decision, AcquireRequest};
+use fencelock_core::mode::Mode;
 use fencelock_core::token;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::errors::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
@@ -34,7 +37,7 @@ impl Command for Acquire {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
         fault::inject("command", request.token.map(|token| token.bytes));
-        acquire(ctx, &request, &limits).map_err(to_redis)
+        acquire(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
     }
 }
 
@@ -43,6 +46,7 @@ struct Request<'a> {
     ttl_ms: i64,
     token: Option<ComparedToken<'a>>,
     block_ms: Option<i64>,
+    mode: Mode,
 }
 
 fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
@@ -50,58 +54,67 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let [token, block] = parse_options(&options, ["TOKEN", "BLOCK"])?;
+    let ([token, block, limit], [shared]) =
+        parse_options_and_flags(&options, ["TOKEN", "BLOCK", "LIMIT"], ["SHARED"])?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
         .transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
+    let mode = parse_mode(shared, limit, limits.max_holders)?;
     Ok(Request {
         key,
         ttl_ms,
         token,
         block_ms,
+        mode,
     })
 }
 
 fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
     let name = request.key;
-    let key = LockKey::open(ctx, name, true);
-    // Waiters come first: if the lock is free because its holder's deletion has not been
-    // settled yet, the head of the queue takes it before this caller is considered.
-    if key.holding()?.is_none() {
-        blocking::hand_off(ctx, &key, name);
-    }
+    let mut key = LockKey::open(ctx, name, true);
+    let now_ms = clock::now_ms();
+    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    // Waiters come first: if the lock has room because a holder's leaving has not been
+    // settled yet, the queue takes it before this caller is considered.
+    blocking::hand_off(ctx, &mut key, name);
     let token = match request.token {
         // A token over the length limit may only renew the holding it already has.
         Some(token) => {
             if token.over_limit() {
-                token.holds(key.holding())?;
+                token.holds(key.lock(), now_ms)?;
             }
             Cow::Borrowed(token.bytes)
         }
         None => Cow::Owned(token::generate()),
     };
-    let now_ms = clock::now_ms();
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
-    let current = key.holding()?;
+    let asked = AcquireRequest {
+        token: &token,
+        mode: request.mode,
+        max_holders: limits.max_holders,
+        queued_before: blocking::waiter_count(ctx, name.as_slice()) > 0,
+    };
+    let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
-        lock::acquire(current, &token, fences, clock::now_micros())
+        lock::acquire(current, &asked, fences, clock::now_micros(), now_ms)
     });
     match decision {
         Decision::Granted { fence } => {
-            effects::grant(ctx, &key, name, &token, fence, deadline)?;
+            effects::grant(ctx, &mut key, name, &token, fence, deadline, request.mode)?;
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Renewed { fence } => {
-            effects::extend(ctx, &key, name, deadline)?;
-            blocking::lease_changed(ctx, name.as_slice(), deadline);
+            effects::extend(ctx, &mut key, name, &token, deadline)?;
+            blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Busy => wait_or_give_up(ctx, &key, request, limits),
+        Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
         Decision::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
@@ -121,15 +134,13 @@ fn wait_or_give_up(
     if blocking::queue_is_full(ctx, name, limits.max_waiters) {
         return Err(CommandError::TooManyWaiters);
     }
-    let remaining = key.remaining_ms();
-    if blocking::enqueue(
-        ctx,
-        name,
-        request.ttl_ms,
-        request.token.map(|token| token.bytes.to_vec()),
-        timeout_ms,
-        remaining,
-    ) {
+    let wanted = blocking::Wanted {
+        ttl_ms: request.ttl_ms,
+        token: request.token.map(|token| token.bytes.to_vec()),
+        mode: request.mode,
+    };
+    let next_change = effects::next_lease_end(key, clock::now_ms());
+    if blocking::enqueue(ctx, name, wanted, timeout_ms, next_change) {
         Ok(RedisValue::NoReply)
     } else {
         stats::CONTENDED.bump();

@@ -1,14 +1,21 @@
-//! `LOCK.APPLY key token fence [PXAT unix-ms]` → OK. The effect form of a grant: what
-//! the primary writes to replicas and the AOF (and what AOF rewrite emits), with the
-//! token, fence and absolute deadline spelled out so replay is exact. It also raises
-//! this node's fence clock past `fence`. Applications do not need to call it.
+//! `LOCK.APPLY key token fence [PXAT unix-ms] [SHARED | LIMIT n]` → OK. The effect form
+//! of a grant: what the primary writes to replicas and the AOF (and what AOF rewrite
+//! emits), with the token, fence and absolute deadline spelled out so replay is exact.
+//! Exclusive, it replaces the key's value; with `SHARED` or `LIMIT n` (and `PXAT`, the
+//! holder's own deadline) it adds that shared holder, or moves its deadline if the token
+//! holds already, the key's expiry following the latest lease (a lock in another mode is
+//! replaced). It also raises this node's fence clock past `fence`. Applications do not
+//! need to call it.
 //!
 //! A deadline already in the past (AOF replayed after a long downtime, a replica whose
 //! clock runs ahead) leaves the key already expired: it never comes back alive.
 
-use fencelock_core::args::{parse_integer, parse_options};
+use fencelock_core::args::{parse_integer, parse_mode, parse_options_and_flags};
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Holding, MAX_TOKEN_BYTES};
+use fencelock_core::mode::Mode;
+use fencelock_core::shared::SharedHolders;
+use fencelock_core::value::LockValue;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
@@ -34,7 +41,10 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let [deadline] = parse_options(&options, ["PXAT"])?;
+    let ([deadline, limit], [shared]) =
+        parse_options_and_flags(&options, ["PXAT", "LIMIT"], ["SHARED"])?;
+    // Any limit the primary could have allowed.
+    let mode = parse_mode(shared, limit, usize::MAX)?;
     // Any token a holding can carry: a primary with a larger `max-token-length` than
     // this replica must still be followed.
     let token = token.as_slice();
@@ -51,14 +61,17 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::InvalidExpire("lock.apply"));
     }
     node_fence::observe(fence);
-    let key = LockKey::open(ctx, name, true);
+    let mut key = LockKey::open(ctx, name, true);
     // Only a free name or a lock key may be overwritten; other types are WRONGTYPE.
-    key.holding()?;
+    key.lock()?;
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
-    let stored = match deadline {
-        Some(deadline) => key.store(holding, deadline),
-        None => key.store_without_deadline(holding),
+    let stored = match (mode, deadline) {
+        // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
+        (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
+        (Mode::Exclusive, Some(deadline)) => key.store(LockValue::Exclusive(holding), deadline),
+        // A shared holder's lease is its own: it must be spelled out.
+        (_, None) => return Err(CommandError::Syntax),
+        (_, Some(deadline)) => put_shared(&mut key, holding, deadline, mode),
     };
     if !stored {
         return Err(CommandError::WriteFailed);
@@ -69,4 +82,21 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     // with an AOF, or a user restoring a lock on a primary).
     replicate::verbatim(ctx);
     Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+/// Adds (or re-times) a shared holder in a set of `mode`, starting a new set when the
+/// key is free or held in another mode; the key expires with the latest lease.
+fn put_shared(key: &mut LockKey, holding: Box<Holding>, deadline: i64, mode: Mode) -> bool {
+    match key.shared_mut().filter(|set| set.mode() == mode) {
+        Some(set) => {
+            set.put(holding, deadline);
+            let latest = set.latest_deadline().unwrap_or(deadline);
+            key.set_deadline(latest)
+        }
+        None => {
+            let mut set = SharedHolders::new(mode);
+            set.put(holding, deadline);
+            key.store(LockValue::Shared(set), deadline)
+        }
+    }
 }

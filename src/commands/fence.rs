@@ -1,14 +1,15 @@
-//! `LOCK.FENCE key [token]` → the fence of the current holding (with `token`: only if
-//! that token holds it), else nil. Read-only, so it also answers on replicas.
+//! `LOCK.FENCE key [token]` → with `token`, that holder's fence if it holds the lock (in
+//! any mode); without, the exclusive holder's fence or the highest among shared holders;
+//! else nil. Read-only, so it also answers on replicas.
 
 use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
-use fencelock_core::lock;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use crate::config;
 use crate::rm::argv::Command;
+use crate::rm::clock;
 use crate::rm::key::LockKey;
 
 pub struct Fence;
@@ -31,9 +32,13 @@ fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         _ => return Err(CommandError::WrongArity),
     };
     let key = LockKey::open(ctx, name, false);
+    let now_ms = clock::now_ms();
     let fence = match token {
-        Some(token) if !token.holds(key.holding())? => None,
-        _ => lock::visible_fence(key.holding()?, None),
+        Some(token) if !token.holds(key.lock(), now_ms)? => None,
+        Some(token) => key
+            .lock()?
+            .and_then(|held| held.fence_of(token.bytes, now_ms)),
+        None => key.lock()?.and_then(|held| held.visible_fence(now_ms)),
     };
     Ok(fence.map_or(RedisValue::Null, |fence| {
         RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))

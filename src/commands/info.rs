@@ -1,12 +1,17 @@
-//! `LOCK.INFO key` → `held`, `fence`, `ttl-ms`, `waiters` as field/value pairs; nil when
-//! the lock is free and nobody waits. Never shows the token. Read-only.
+//! `LOCK.INFO key` → `held`, `fence`, `ttl-ms`, `waiters`, `mode`, `holders`, `limit`
+//! (semaphores only), `waiters-exclusive`, `waiters-shared` as field/value pairs; nil
+//! when the lock is free and nobody waits. `fence` is the highest live one, `ttl-ms` the
+//! key's (the latest lease). Never shows a token. Read-only.
 
 use fencelock_core::error::CommandError;
+use fencelock_core::mode::Mode;
+use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use crate::blocking;
 use crate::rm::argv::Command;
+use crate::rm::clock;
 use crate::rm::key::LockKey;
 
 pub struct Info;
@@ -23,32 +28,54 @@ fn field(name: &'static str, value: RedisValue) -> [RedisValue; 2] {
     [RedisValue::SimpleStringStatic(name), value]
 }
 
+fn integer(value: usize) -> RedisValue {
+    RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
 fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name] = args else {
         return Err(CommandError::WrongArity);
     };
     let key = LockKey::open(ctx, name, false);
-    let holding = key.holding()?;
-    let waiters = blocking::waiter_count(ctx, name.as_slice());
-    if holding.is_none() && waiters == 0 {
+    let now_ms = clock::now_ms();
+    // Shared holders whose lease ended do not count, even before they are dropped.
+    let lock = key.lock()?.filter(|held| held.live_holders(now_ms) > 0);
+    let (waiting_exclusive, waiting_shared) = blocking::waiter_counts(ctx, name.as_slice());
+    let waiters = waiting_exclusive + waiting_shared;
+    if lock.is_none() && waiters == 0 {
         return Ok(RedisValue::Null);
     }
-    let fence = holding.map_or(RedisValue::Null, |h| {
-        RedisValue::Integer(i64::try_from(h.fence()).unwrap_or(i64::MAX))
-    });
-    let ttl = match (holding, key.remaining_ms()) {
+    let fence = lock
+        .and_then(|held| held.visible_fence(now_ms))
+        .map_or(RedisValue::Null, |fence| {
+            RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
+        });
+    let ttl = match (lock, key.remaining_ms()) {
         (Some(_), Some(ms)) => RedisValue::Integer(ms),
         (Some(_), None) => RedisValue::Integer(-1),
         (None, _) => RedisValue::Null,
     };
-    let fields = [
-        field("held", RedisValue::Integer(i64::from(holding.is_some()))),
+    let mode = lock.map(LockRef::mode);
+    let mut fields = vec![
+        field("held", RedisValue::Integer(i64::from(lock.is_some()))),
         field("fence", fence),
         field("ttl-ms", ttl),
+        field("waiters", integer(waiters)),
         field(
-            "waiters",
-            RedisValue::Integer(i64::try_from(waiters).unwrap_or(i64::MAX)),
+            "mode",
+            mode.map_or(RedisValue::Null, |mode| {
+                RedisValue::SimpleStringStatic(mode.name())
+            }),
+        ),
+        field(
+            "holders",
+            integer(lock.map_or(0, |held| held.live_holders(now_ms))),
         ),
     ];
+    if let Some(Mode::Semaphore(limit)) = mode {
+        fields.push(field("limit", RedisValue::Integer(i64::from(limit))));
+    }
+    fields.push(field("waiters-exclusive", integer(waiting_exclusive)));
+    fields.push(field("waiters-shared", integer(waiting_shared)));
     Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
 }

@@ -1,11 +1,11 @@
-//! `LOCK.REFRESH key token ttl-ms [ADD]` → 1 if `token` holds the lock, else 0. The lease
-//! now ends `ttl-ms` from now, or with `ADD` `ttl-ms` after its current end (redis-py's
-//! `Lock.extend`, atomic). An expired lease is gone and is never revived.
+//! `LOCK.REFRESH key token ttl-ms [ADD]` → 1 if `token` holds the lock (in any mode),
+//! else 0. Its lease now ends `ttl-ms` from now, or with `ADD` `ttl-ms` after its current
+//! end (redis-py's `Lock.extend`, atomic). An expired lease is gone and is never revived.
 
 use fencelock_core::args::parse_ttl;
 use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
-use fencelock_core::lock;
+use fencelock_core::lock::{self, LockRef};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
@@ -40,13 +40,15 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let limits = config::limits();
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     let token = parse_compared_token(token.as_slice(), limits.max_token_length)?;
-    let key = LockKey::open(ctx, name, true);
-    if !token.holds(key.holding())? {
+    let mut key = LockKey::open(ctx, name, true);
+    let now_ms = clock::now_ms();
+    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));
     }
     let lease_ms = if add {
         // A lock made permanent (PERSIST) has no end to add to: it stays permanent.
-        let Some(remaining) = key.remaining_ms() else {
+        let Some(remaining) = remaining_lease(&key, token.bytes, now_ms) else {
             return Ok(RedisValue::Integer(1));
         };
         remaining
@@ -55,9 +57,20 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     } else {
         ttl_ms
     };
-    let deadline = lock::lease_deadline(clock::now_ms(), lease_ms, limits.max_ttl_ms)
+    let deadline = lock::lease_deadline(now_ms, lease_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
-    effects::extend(ctx, &key, name, deadline)?;
-    blocking::lease_changed(ctx, name.as_slice(), deadline);
+    effects::extend(ctx, &mut key, name, token.bytes, deadline)?;
+    blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
     Ok(RedisValue::Integer(1))
+}
+
+/// What is left of holder `token`'s lease: the key's for an exclusive lock (`None`
+/// once made permanent), the holder's own for a shared one.
+fn remaining_lease(key: &LockKey, token: &[u8], now_ms: i64) -> Option<i64> {
+    match key.lock() {
+        Ok(Some(LockRef::Shared(set))) => set
+            .holder(token)
+            .map(|holder| holder.deadline_ms().saturating_sub(now_ms)),
+        _ => key.remaining_ms(),
+    }
 }

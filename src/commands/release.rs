@@ -1,5 +1,5 @@
-//! `LOCK.RELEASE key token` → 1 if `token` held the lock (the key is gone, or already
-//! handed to the first waiter), else 0.
+//! `LOCK.RELEASE key token` → 1 if `token` held the lock (in any mode: the holder is
+//! gone, and its room already handed to the queue), else 0.
 
 use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
@@ -10,6 +10,7 @@ use crate::blocking;
 use crate::config;
 use crate::keyspace::effects;
 use crate::rm::argv::Command;
+use crate::rm::clock;
 use crate::rm::key::LockKey;
 
 pub struct Release;
@@ -27,11 +28,13 @@ fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
         return Err(CommandError::WrongArity);
     };
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
-    let key = LockKey::open(ctx, name, true);
-    if !token.holds(key.holding())? {
+    let mut key = LockKey::open(ctx, name, true);
+    let now_ms = clock::now_ms();
+    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));
     }
-    effects::release(ctx, &key, name)?;
-    blocking::hand_off(ctx, &key, name);
+    effects::release(ctx, &mut key, name, token.bytes)?;
+    blocking::hand_off(ctx, &mut key, name);
     Ok(RedisValue::Integer(1))
 }

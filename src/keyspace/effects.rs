@@ -6,6 +6,9 @@
 
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::Holding;
+use fencelock_core::mode::Mode;
+use fencelock_core::shared::SharedHolders;
+use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
 use super::{events, propagation, unlinked};
@@ -14,54 +17,174 @@ use crate::rm::mark_key::MarkKey;
 use crate::rm::replicate;
 use crate::stats;
 
-/// Stores a new holding (`token` under `fence`) until `deadline_ms` and propagates it as
-/// `LOCK.APPLY key token fence PXAT deadline`.
+/// Makes `token` a holder under `fence` until `deadline_ms`, in `mode`: the key's value
+/// for an exclusive grant or the first shared holder, one more holder otherwise (the
+/// caller decided it fits). Propagated as `LOCK.APPLY key token fence PXAT deadline`,
+/// with `SHARED` or `LIMIT n` for a shared holder.
 pub fn grant(
     ctx: &Context,
-    key: &LockKey,
+    key: &mut LockKey,
     name: &RedisString,
     token: &[u8],
     fence: u64,
     deadline_ms: i64,
+    mode: Mode,
 ) -> Result<(), CommandError> {
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    if !key.store(holding, deadline_ms) {
+    let stored = match (mode, key.shared_mut()) {
+        (Mode::Exclusive, _) => key.store(LockValue::Exclusive(holding), deadline_ms),
+        (_, Some(set)) => {
+            set.put(holding, deadline_ms);
+            let latest = set.latest_deadline().unwrap_or(deadline_ms);
+            key.set_deadline(latest)
+        }
+        (_, None) => {
+            let mut set = SharedHolders::new(mode);
+            set.put(holding, deadline_ms);
+            key.store(LockValue::Shared(set), deadline_ms)
+        }
+    };
+    if !stored {
         return Err(CommandError::WriteFailed);
     }
     propagate(ctx, || {
-        replicate::grant(ctx, name, token, fence, deadline_ms)
+        replicate::grant(ctx, name, token, fence, deadline_ms, mode)
     });
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
     Ok(())
 }
 
-/// Moves the lease's end to `deadline_ms`, propagated as `PEXPIREAT key deadline`.
+/// Moves the lease of holder `token` to end at `deadline_ms`: the key's expiry for an
+/// exclusive lock (propagated as `PEXPIREAT key deadline`), the holder's own for a shared
+/// one (propagated as its `LOCK.APPLY`), the key's then following the latest lease.
 pub fn extend(
     ctx: &Context,
-    key: &LockKey,
+    key: &mut LockKey,
     name: &RedisString,
+    token: &[u8],
     deadline_ms: i64,
 ) -> Result<(), CommandError> {
-    if !key.set_deadline(deadline_ms) {
+    let Some(set) = key.shared_mut() else {
+        if !key.set_deadline(deadline_ms) {
+            return Err(CommandError::WriteFailed);
+        }
+        propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
+        return announce_extended(ctx, name);
+    };
+    let fence = set
+        .holder(token)
+        .map(|holder| holder.holding().fence())
+        .ok_or(CommandError::WriteFailed)?;
+    set.set_deadline(token, deadline_ms);
+    let (mode, latest) = (set.mode(), set.latest_deadline().unwrap_or(deadline_ms));
+    if !key.set_deadline(latest) {
         return Err(CommandError::WriteFailed);
     }
-    propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
+    propagate(ctx, || {
+        replicate::grant(ctx, name, token, fence, deadline_ms, mode)
+    });
+    announce_extended(ctx, name)
+}
+
+fn announce_extended(ctx: &Context, name: &RedisString) -> Result<(), CommandError> {
     events::notify(ctx, events::REFRESHED, name);
     stats::REFRESHED.bump();
     Ok(())
 }
 
-/// Deletes the key (the lock is free), propagated as `DEL key`.
-pub fn release(ctx: &Context, key: &LockKey, name: &RedisString) -> Result<(), CommandError> {
-    if !key.delete() {
+/// Holder `token` leaves: an exclusive lock's key is deleted (propagated as `DEL key`);
+/// a shared holder is removed (`LOCK.DROP key token`), and the key with the last one.
+pub fn release(
+    ctx: &Context,
+    key: &mut LockKey,
+    name: &RedisString,
+    token: &[u8],
+) -> Result<(), CommandError> {
+    let shared = key.shared_mut().is_some();
+    if !remove_holder(key, token)? {
         return Err(CommandError::WriteFailed);
     }
-    unlinked::forget();
-    propagate(ctx, || replicate::delete(ctx, name));
+    if shared {
+        propagate(ctx, || replicate::drop_holder(ctx, name, token));
+    } else {
+        propagate(ctx, || replicate::delete(ctx, name));
+    }
     events::notify(ctx, events::RELEASED, name);
     stats::RELEASED.bump();
     Ok(())
+}
+
+/// Removes holder `token` whatever its lease, and the key with the last holder; only
+/// the write (the caller propagates). False when `token` holds nothing here.
+pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
+    if let Some(set) = key.shared_mut() {
+        if set.remove(token).is_none() {
+            return Ok(false);
+        }
+        let latest = set.latest_deadline();
+        follow_latest_lease(key, latest)?;
+        return Ok(true);
+    }
+    match key.lock()? {
+        Some(LockRef::Exclusive(held)) if held.is_token(token) => {
+            follow_latest_lease(key, None)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// After shared holders left: the key expires with the latest lease left, or goes with
+/// the last holder.
+fn follow_latest_lease(key: &LockKey, latest: Option<i64>) -> Result<(), CommandError> {
+    let written = match latest {
+        Some(latest) => key.set_deadline(latest),
+        None => {
+            let deleted = key.delete();
+            unlinked::forget();
+            deleted
+        }
+    };
+    written.then_some(()).ok_or(CommandError::WriteFailed)
+}
+
+/// Removes the shared holders whose lease ended by `now_ms`, each announced as
+/// `lock.expired` and propagated as its `LOCK.DROP`. Every write path runs this first,
+/// so decisions see live holders only.
+pub fn drop_ended(
+    ctx: &Context,
+    key: &mut LockKey,
+    name: &RedisString,
+    now_ms: i64,
+) -> Result<(), CommandError> {
+    let Some(set) = key.shared_mut() else {
+        return Ok(());
+    };
+    let ended = set.take_ended(now_ms);
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let latest = set.latest_deadline();
+    follow_latest_lease(key, latest)?;
+    for holder in &ended {
+        let token = holder.holding().token();
+        propagate(ctx, || replicate::drop_holder(ctx, name, &token));
+        events::notify(ctx, events::EXPIRED, name);
+        stats::EXPIRED.bump();
+    }
+    Ok(())
+}
+
+/// When the lock next changes by itself: the end of an exclusive lock's lease (the key's
+/// expiry), or the earliest end among shared holders. `None` without an end.
+pub fn next_lease_end(key: &LockKey, now_ms: i64) -> Option<i64> {
+    match key.lock() {
+        Ok(Some(LockRef::Shared(set))) => set.earliest_deadline(),
+        _ => key
+            .remaining_ms()
+            .map(|remaining| now_ms.saturating_add(remaining)),
+    }
 }
 
 /// Propagates `effect`, or the command itself while nothing reads the stream.

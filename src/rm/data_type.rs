@@ -1,19 +1,26 @@
 //! The `fencelock` module data type: how a held lock is saved, loaded, rewritten into
 //! the AOF, digested, measured and freed, plus the fence clock's RDB aux field.
 //!
-//! RDB layout (encver 0): token as a string buffer, fence as an unsigned. Aux field
-//! (before the keyspace): the node's last fence. Loading validates everything and, as
-//! the module handles IO errors itself, a truncated or corrupt payload fails the load
+//! RDB layout, encver 1: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
+//! lock its token (string buffer) and fence (unsigned); for shared holders the limit
+//! (unsigned, 0 for plain `SHARED`), the number of holders, and per holder its token,
+//! fence and deadline (Unix ms, signed). Encver 0 (the release before shared holders)
+//! is an exclusive lock's token and fence alone, and still loads. Aux field (before the
+//! keyspace): the node's last fence, the same in both. Loading validates everything and,
+//! as the module handles IO errors itself, a truncated or corrupt payload fails the load
 //! instead of aborting the server.
 //!
 //! Every callback runs inside the guard. `free` may run on Redis's lazy-free thread: it
 //! touches nothing but the value, the allocator and an atomic gauge.
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, c_void};
 use std::os::raw::c_char;
 use std::sync::OnceLock;
 
 use fencelock_core::holding::Holding;
+use fencelock_core::mode::Mode;
+use fencelock_core::shared::SharedHolders;
+use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
 use super::guard;
@@ -21,7 +28,12 @@ use crate::node_fence;
 use crate::stats;
 
 /// Bumped when the RDB layout changes; older encodings stay loadable.
-const ENCODING_VERSION: i32 = 0;
+const ENCODING_VERSION: i32 = 1;
+/// The layout before shared holders: an exclusive holding only.
+const EXCLUSIVE_ONLY_VERSION: i32 = 0;
+/// The kinds of value in encver 1.
+const KIND_EXCLUSIVE: u64 = 0;
+const KIND_SHARED: u64 = 1;
 
 /// A data type's callbacks, none set: each type fills in the ones it has.
 pub(super) const NO_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
@@ -102,112 +114,243 @@ fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::callback("RDB load", std::ptr::null_mut(), || {
-        load_holding(rdb, encver)
+        let value = match encver {
+            EXCLUSIVE_ONLY_VERSION => load_holding(rdb).map(LockValue::Exclusive),
+            ENCODING_VERSION => load_value(rdb),
+            _ => None,
+        };
+        value.map_or(std::ptr::null_mut(), |value| {
+            stats::LIVE_LOCKS.up();
+            value.into_raw().cast()
+        })
     })
 }
 
-/// A holding read from an RDB (or `RESTORE` payload), validated; null fails the load.
-fn load_holding(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    if encver != ENCODING_VERSION {
-        return std::ptr::null_mut();
+/// A lock value of encver 1; `None` fails the load.
+fn load_value(rdb: *mut raw::RedisModuleIO) -> Option<LockValue> {
+    match load_unsigned(rdb)? {
+        KIND_EXCLUSIVE => load_holding(rdb).map(LockValue::Exclusive),
+        KIND_SHARED => load_shared(rdb).map(LockValue::Shared),
+        _ => None,
     }
-    let Some(token) = load_token(rdb).filter(|_| !io_failed(rdb)) else {
-        return std::ptr::null_mut();
-    };
-    let Some(fence) = load_unsigned(rdb) else {
-        return std::ptr::null_mut();
-    };
-    let Some(holding) = Holding::from_persisted(&token, fence) else {
-        return std::ptr::null_mut();
-    };
-    node_fence::observe(fence);
-    stats::LIVE_LOCKS.up();
-    Holding::into_raw(holding).cast()
 }
 
-/// The holding behind a value pointer Redis passes to a callback.
+/// One holding (token, fence) read from an RDB (or `RESTORE` payload), validated.
+fn load_holding(rdb: *mut raw::RedisModuleIO) -> Option<Box<Holding>> {
+    let token = load_token(rdb).filter(|_| !io_failed(rdb))?;
+    let fence = load_unsigned(rdb)?;
+    let holding = Holding::from_persisted(&token, fence)?;
+    node_fence::observe(fence);
+    Some(holding)
+}
+
+/// A set of shared holders: limit, count, then each holder with its deadline. A set
+/// with no holders, or a limit it exceeds, is corrupt.
+fn load_shared(rdb: *mut raw::RedisModuleIO) -> Option<Box<SharedHolders>> {
+    let limit = u32::try_from(load_unsigned(rdb)?).ok()?;
+    let count = load_unsigned(rdb)?;
+    if count == 0 || (limit != 0 && count > u64::from(limit)) {
+        return None;
+    }
+    let mut set = SharedHolders::new(Mode::from_stored_limit(limit));
+    for _ in 0..count {
+        let holding = load_holding(rdb)?;
+        let deadline = load_signed(rdb)?;
+        set.put(holding, deadline);
+    }
+    // Two holders with one token would have been stored as one.
+    (u64::try_from(set.all().len()).ok() == Some(count)).then_some(set)
+}
+
+fn load_signed(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
+    // SAFETY: reads from the IO handle Redis passed in; checked for IO errors below.
+    let value = unsafe { api!(RedisModule_LoadSigned)(rdb) };
+    (!io_failed(rdb)).then_some(value)
+}
+
+/// The lock behind a value pointer Redis passes to a callback.
 ///
 /// # Safety
 /// `value` must be null or a value of this type.
-unsafe fn holding<'a>(value: *const c_void) -> Option<&'a Holding> {
-    // SAFETY: the caller passes a value of this type, made by `Holding::into_raw`.
-    (!value.is_null()).then(|| unsafe { Holding::from_raw(value.cast()) })
+unsafe fn lock<'a>(value: *const c_void) -> Option<LockRef<'a>> {
+    // SAFETY: the caller passes a value of this type, made by `LockValue::into_raw`.
+    (!value.is_null()).then(|| unsafe { LockValue::from_raw(value.cast()) })
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     // SAFETY: Redis passes a value of this type.
-    let Some(holding) = (unsafe { holding(value) }) else {
+    let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("RDB save", (), || {
-        let token = holding.token();
-        // SAFETY: the IO handle Redis passed in and a buffer with its length.
-        unsafe {
-            api!(RedisModule_SaveStringBuffer)(rdb, token.as_ptr().cast(), token.len());
-            api!(RedisModule_SaveUnsigned)(rdb, holding.fence());
+    guard::callback("RDB save", (), || match lock {
+        LockRef::Exclusive(holding) => {
+            save_unsigned(rdb, KIND_EXCLUSIVE);
+            save_holding(rdb, holding);
+        }
+        LockRef::Shared(set) => {
+            save_unsigned(rdb, KIND_SHARED);
+            save_unsigned(rdb, u64::from(set.mode().stored_limit()));
+            save_unsigned(rdb, u64::try_from(set.all().len()).unwrap_or(0));
+            for holder in set.all() {
+                save_holding(rdb, holder.holding());
+                // SAFETY: the IO handle Redis passed in.
+                unsafe { api!(RedisModule_SaveSigned)(rdb, holder.deadline_ms()) };
+            }
         }
     });
 }
 
-/// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses; Redis
-/// appends the key's `PEXPIREAT` itself.
+fn save_unsigned(rdb: *mut raw::RedisModuleIO, value: u64) {
+    // SAFETY: the IO handle Redis passed in.
+    unsafe { api!(RedisModule_SaveUnsigned)(rdb, value) };
+}
+
+fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
+    let token = holding.token();
+    // SAFETY: the IO handle Redis passed in and a buffer with its length.
+    unsafe { api!(RedisModule_SaveStringBuffer)(rdb, token.as_ptr().cast(), token.len()) };
+    save_unsigned(rdb, holding.fence());
+}
+
+/// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses: an
+/// exclusive holding without a deadline (Redis appends the key's `PEXPIREAT` itself),
+/// each shared holder with its own.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
     // SAFETY: Redis passes a value of this type.
-    let Some(holding) = (unsafe { holding(value) }) else {
+    let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("AOF rewrite", (), || {
-        let fence = holding.fence().to_string();
-        let token = holding.token();
-        let (Ok(command), Ok(format)) = (CString::new("LOCK.APPLY"), CString::new("sbb")) else {
-            return;
-        };
-        // SAFETY: the format "sbb" matches a module string and two buffers with lengths.
-        unsafe {
-            api!(RedisModule_EmitAOF)(
-                aof,
-                command.as_ptr(),
-                format.as_ptr(),
-                key,
-                token.as_ptr().cast::<c_char>(),
-                token.len(),
-                fence.as_ptr().cast::<c_char>(),
-                fence.len(),
-            );
+    guard::callback("AOF rewrite", (), || match lock {
+        LockRef::Exclusive(holding) => emit_apply(aof, key, holding, None),
+        LockRef::Shared(set) => {
+            for holder in set.all() {
+                let shared = (holder.deadline_ms(), set.mode());
+                emit_apply(aof, key, holder.holding(), Some(shared));
+            }
         }
     });
+}
+
+/// `LOCK.APPLY key token fence`, and for a shared holder `PXAT deadline` and its mode
+/// (`SHARED` or `LIMIT n`).
+fn emit_apply(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    holding: &Holding,
+    shared: Option<(i64, Mode)>,
+) {
+    let emit = api!(RedisModule_EmitAOF);
+    let token = holding.token();
+    let (token, token_len) = (token.as_ptr().cast::<c_char>(), token.len());
+    let fence = holding.fence().to_string();
+    let (fence, fence_len) = (fence.as_ptr().cast::<c_char>(), fence.len());
+    let Some((deadline, mode)) = shared else {
+        // SAFETY: "sbb": a module string and two buffers with their lengths.
+        unsafe {
+            emit(
+                aof,
+                c"LOCK.APPLY".as_ptr(),
+                c"sbb".as_ptr(),
+                key,
+                token,
+                token_len,
+                fence,
+                fence_len,
+            )
+        };
+        return;
+    };
+    let deadline = deadline.to_string();
+    let (deadline, deadline_len) = (deadline.as_ptr().cast::<c_char>(), deadline.len());
+    match mode {
+        Mode::Semaphore(limit) => {
+            let limit = limit.to_string();
+            // SAFETY: "sbbcbcb": a module string, two buffers, "PXAT", a buffer,
+            // "LIMIT", a buffer; each buffer with its length.
+            unsafe {
+                emit(
+                    aof,
+                    c"LOCK.APPLY".as_ptr(),
+                    c"sbbcbcb".as_ptr(),
+                    key,
+                    token,
+                    token_len,
+                    fence,
+                    fence_len,
+                    c"PXAT".as_ptr(),
+                    deadline,
+                    deadline_len,
+                    c"LIMIT".as_ptr(),
+                    limit.as_ptr().cast::<c_char>(),
+                    limit.len(),
+                );
+            }
+        }
+        _ => {
+            // SAFETY: "sbbcbc": a module string, two buffers, "PXAT", a buffer and
+            // "SHARED"; each buffer with its length.
+            unsafe {
+                emit(
+                    aof,
+                    c"LOCK.APPLY".as_ptr(),
+                    c"sbbcbc".as_ptr(),
+                    key,
+                    token,
+                    token_len,
+                    fence,
+                    fence_len,
+                    c"PXAT".as_ptr(),
+                    deadline,
+                    deadline_len,
+                    c"SHARED".as_ptr(),
+                );
+            }
+        }
+    }
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: Redis passes a value of this type.
-    unsafe { holding(value) }.map_or(0, Holding::allocated_bytes)
+    unsafe { lock(value) }.map_or(0, LockRef::allocated_bytes)
 }
 
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
     // SAFETY: Redis passes a value of this type.
-    let Some(holding) = (unsafe { holding(value) }) else {
+    let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
     guard::callback("DEBUG DIGEST", (), || {
-        let token = holding.token();
-        // SAFETY: the digest Redis passed in and a buffer with its length.
-        unsafe {
-            api!(RedisModule_DigestAddStringBuffer)(
-                md,
-                token.as_ptr().cast_mut().cast(),
-                token.len(),
-            );
-            api!(RedisModule_DigestAddLongLong)(
-                md,
-                i64::try_from(holding.fence()).unwrap_or(i64::MAX),
-            );
-            api!(RedisModule_DigestEndSequence)(md);
+        match lock {
+            LockRef::Exclusive(holding) => digest_holding(md, holding),
+            LockRef::Shared(set) => {
+                digest_number(md, i64::from(set.mode().stored_limit()));
+                for holder in set.all() {
+                    digest_holding(md, holder.holding());
+                    digest_number(md, holder.deadline_ms());
+                }
+            }
         }
+        // SAFETY: the digest Redis passed in.
+        unsafe { api!(RedisModule_DigestEndSequence)(md) };
     });
+}
+
+fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
+    let token = holding.token();
+    // SAFETY: the digest Redis passed in and a buffer with its length.
+    unsafe {
+        api!(RedisModule_DigestAddStringBuffer)(md, token.as_ptr().cast_mut().cast(), token.len());
+    }
+    digest_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
+}
+
+fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
+    // SAFETY: the digest Redis passed in.
+    unsafe { api!(RedisModule_DigestAddLongLong)(md, number) };
 }
 
 /// Frees a value; may run on the lazy-free thread (no guard: nothing here can panic,
@@ -216,7 +359,7 @@ unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
         stats::LIVE_LOCKS.down();
         // SAFETY: a value of this type, freed once by Redis.
-        unsafe { Holding::free_raw(value.cast()) };
+        unsafe { LockValue::free_raw(value.cast()) };
     }
 }
 
@@ -254,7 +397,8 @@ unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
-    if encver != ENCODING_VERSION || when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+    let known = encver == ENCODING_VERSION || encver == EXCLUSIVE_ONLY_VERSION;
+    if !known || when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
         return raw::REDISMODULE_ERR as c_int;
     }
     match load_unsigned(rdb) {

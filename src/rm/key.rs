@@ -1,8 +1,10 @@
-//! Access to one lock key in the keyspace: open it, read the holding, write, expire,
-//! delete. Everything above it works with `Holding` values.
+//! Access to one lock key in the keyspace: open it, read its value (an exclusive
+//! holding or a set of shared holders), write, change shared holders in place, expire,
+//! delete. Everything above it works with the core's `LockValue`/`LockRef`.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Holding;
+use fencelock_core::shared::SharedHolders;
+use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{raw, Context, RedisString};
 
 use super::data_type::LOCK_TYPE;
@@ -69,28 +71,42 @@ impl LockKey {
         self.key
     }
 
-    /// The current holding, `None` when the lock is free, or `WrongType` when the key
-    /// holds another type.
-    pub fn holding(&self) -> Result<Option<&Holding>, CommandError> {
+    fn value_ptr(&self) -> Result<Option<*mut std::ffi::c_void>, CommandError> {
         // SAFETY: the key handle is open (or null) for the lifetime of `self`.
-        let value = unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) }?;
-        // SAFETY: values of our type are always made by `Holding::into_raw`.
-        Ok(value.map(|value| unsafe { Holding::from_raw(value.cast::<u8>()) }))
+        unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) }
     }
 
-    /// Stores `holding` as the key's value (replacing any previous one) and sets the lease
+    /// The lock, `None` when it is free, or `WrongType` when the key holds another type.
+    pub fn lock(&self) -> Result<Option<LockRef<'_>>, CommandError> {
+        // SAFETY: values of our type are always made by `LockValue::into_raw`, and live
+        // while the key is open and unchanged.
+        Ok(self
+            .value_ptr()?
+            .map(|value| unsafe { LockValue::from_raw(value.cast::<u8>()) }))
+    }
+
+    /// The shared holders, to change them in place (`None` when the lock is free, held
+    /// exclusively, or the key holds another type). The caller keeps the key's expiry
+    /// in step (`set_deadline`).
+    pub fn shared_mut(&mut self) -> Option<&mut SharedHolders> {
+        let value = self.value_ptr().ok().flatten()?;
+        // SAFETY: a value of our type; `&mut self` keeps every other borrow of it out.
+        unsafe { LockValue::shared_mut(value.cast::<u8>()) }
+    }
+
+    /// Stores `value` as the key's value (replacing any previous one) and sets the lease
     /// to end at `deadline_ms` (Unix milliseconds).
-    pub fn store(&self, holding: Box<Holding>, deadline_ms: i64) -> bool {
-        self.store_without_deadline(holding) && self.set_deadline(deadline_ms)
+    pub fn store(&self, value: LockValue, deadline_ms: i64) -> bool {
+        self.store_without_deadline(value) && self.set_deadline(deadline_ms)
     }
 
-    /// Stores `holding` with no expiry; the caller sets one right after.
-    pub fn store_without_deadline(&self, holding: Box<Holding>) -> bool {
+    /// Stores `value` with no expiry; the caller sets one right after.
+    pub fn store_without_deadline(&self, value: LockValue) -> bool {
         if self.key.is_null() {
             return false;
         }
         let set_value = api!(RedisModule_ModuleTypeSetValue);
-        let value = Holding::into_raw(holding);
+        let value = value.into_raw();
         // SAFETY: ownership of `value` passes to Redis, which frees it with our `free`.
         let stored = unsafe { set_value(self.raw(), *LOCK_TYPE.raw_type.borrow(), value.cast()) }
             == raw::REDISMODULE_OK as i32;
@@ -98,7 +114,7 @@ impl LockKey {
             crate::stats::LIVE_LOCKS.up();
         } else {
             // SAFETY: Redis refused the value, so it is still ours to free.
-            unsafe { Holding::free_raw(value) };
+            unsafe { LockValue::free_raw(value) };
         }
         stored
     }

@@ -1,0 +1,154 @@
+//! The value Redis keeps for a lock key: one thin pointer that is either a packed
+//! exclusive `Holding` (as before shared holders existed, so an exclusive lock costs no
+//! more than it did) or a `SharedHolders` set.
+//!
+//! The two are told apart by the first eight bytes behind the pointer: a holding starts
+//! with its fence, which is never 0 (`Holding::pack` refuses it), and a shared set starts
+//! with a tag that is always 0. This file and `holding` are the only `unsafe` in the
+//! core; every function below states what its pointer must be.
+
+use crate::holding::Holding;
+use crate::mode::Mode;
+use crate::shared::{SharedHolders, SHARED_TAG};
+
+/// An owned lock value, before it is handed to Redis.
+#[derive(Debug)]
+pub enum LockValue {
+    Exclusive(Box<Holding>),
+    Shared(Box<SharedHolders>),
+}
+
+/// A borrowed lock value.
+#[derive(Clone, Copy, Debug)]
+pub enum LockRef<'a> {
+    Exclusive(&'a Holding),
+    Shared(&'a SharedHolders),
+}
+
+impl LockValue {
+    /// Hands the value over as the thin pointer Redis stores.
+    pub fn into_raw(self) -> *mut u8 {
+        match self {
+            LockValue::Exclusive(holding) => Holding::into_raw(holding),
+            LockValue::Shared(set) => Box::into_raw(set).cast::<u8>(),
+        }
+    }
+
+    /// Borrows the value behind a pointer made by `into_raw`.
+    ///
+    /// # Safety
+    /// `ptr` must come from `into_raw` and not have been freed.
+    pub unsafe fn from_raw<'a>(ptr: *const u8) -> LockRef<'a> {
+        // SAFETY: the caller's contract; both layouts are at least eight bytes long.
+        unsafe {
+            if Self::is_shared(ptr) {
+                LockRef::Shared(&*ptr.cast::<SharedHolders>())
+            } else {
+                LockRef::Exclusive(Holding::from_raw(ptr))
+            }
+        }
+    }
+
+    /// The shared set behind a pointer made by `into_raw`, to change it in place; `None`
+    /// for an exclusive holding.
+    ///
+    /// # Safety
+    /// `ptr` must come from `into_raw`, not have been freed, and not be borrowed elsewhere
+    /// while the returned reference lives.
+    pub unsafe fn shared_mut<'a>(ptr: *mut u8) -> Option<&'a mut SharedHolders> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::is_shared(ptr).then(|| &mut *ptr.cast::<SharedHolders>()) }
+    }
+
+    /// Frees a value made by `into_raw`.
+    ///
+    /// # Safety
+    /// `ptr` must come from `into_raw` and is invalid afterwards.
+    pub unsafe fn free_raw(ptr: *mut u8) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if Self::is_shared(ptr) {
+                drop(Box::from_raw(ptr.cast::<SharedHolders>()));
+            } else {
+                Holding::free_raw(ptr);
+            }
+        }
+    }
+
+    /// Whether the first eight bytes are the shared tag (read unaligned: a holding is a
+    /// byte buffer).
+    unsafe fn is_shared(ptr: *const u8) -> bool {
+        // SAFETY: both layouts start with eight readable bytes.
+        unsafe { std::ptr::read_unaligned(ptr.cast::<u64>()) == SHARED_TAG }
+    }
+}
+
+impl<'a> LockRef<'a> {
+    pub fn mode(self) -> Mode {
+        match self {
+            LockRef::Exclusive(_) => Mode::Exclusive,
+            LockRef::Shared(set) => set.mode(),
+        }
+    }
+
+    /// The fence of the live holder with `token`, if it holds.
+    pub fn fence_of(self, token: &[u8], now_ms: i64) -> Option<u64> {
+        match self {
+            LockRef::Exclusive(held) => held.is_token(token).then(|| held.fence()),
+            LockRef::Shared(set) => set.live_holder(token, now_ms).map(|h| h.holding().fence()),
+        }
+    }
+
+    /// The fence `LOCK.FENCE key` reports: the exclusive holder's, or the highest among
+    /// live shared holders.
+    pub fn visible_fence(self, now_ms: i64) -> Option<u64> {
+        match self {
+            LockRef::Exclusive(held) => Some(held.fence()),
+            LockRef::Shared(set) => set.highest_fence(now_ms),
+        }
+    }
+
+    /// Holders whose lease has not ended.
+    pub fn live_holders(self, now_ms: i64) -> usize {
+        match self {
+            LockRef::Exclusive(_) => 1,
+            LockRef::Shared(set) => set.live_count(now_ms),
+        }
+    }
+
+    /// Bytes allocated for the value (for `MEMORY USAGE`).
+    pub fn allocated_bytes(self) -> usize {
+        match self {
+            LockRef::Exclusive(held) => held.allocated_bytes(),
+            LockRef::Shared(set) => set.allocated_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_kinds_round_trip_through_one_pointer() {
+        let exclusive = LockValue::Exclusive(Holding::pack(b"w", 5).unwrap()).into_raw();
+        let mut set = SharedHolders::new(Mode::Semaphore(2));
+        set.put(Holding::pack(b"r", 6).unwrap(), 100);
+        let shared = LockValue::Shared(set).into_raw();
+        // SAFETY: both pointers come from `into_raw` and are freed once below.
+        unsafe {
+            assert_eq!(LockValue::from_raw(exclusive).mode(), Mode::Exclusive);
+            assert_eq!(LockValue::from_raw(exclusive).fence_of(b"w", 0), Some(5));
+            assert!(LockValue::shared_mut(exclusive).is_none());
+            assert_eq!(LockValue::from_raw(shared).mode(), Mode::Semaphore(2));
+            assert_eq!(LockValue::from_raw(shared).fence_of(b"r", 100), Some(6));
+            assert_eq!(LockValue::from_raw(shared).fence_of(b"r", 101), None);
+            let set = LockValue::shared_mut(shared).unwrap();
+            set.put(Holding::pack(b"s", 7).unwrap(), 200);
+            assert_eq!(LockValue::from_raw(shared).visible_fence(150), Some(7));
+            assert_eq!(LockValue::from_raw(shared).live_holders(150), 1);
+            LockValue::free_raw(exclusive);
+            LockValue::free_raw(shared);
+        }
+    }
+}

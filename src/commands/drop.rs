@@ -1,0 +1,44 @@
+//! `LOCK.DROP key token` → 1 if `token` was a holder (removed whatever its lease; the key
+//! goes with its last holder), else 0. The effect form of a shared holder's release or
+//! lease end: what the primary writes to replicas and the AOF, so they remove exactly
+//! the holder the primary removed. Applications do not need to call it.
+
+use fencelock_core::args::parse_token;
+use fencelock_core::error::CommandError;
+use fencelock_core::holding::MAX_TOKEN_BYTES;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use crate::blocking;
+use crate::keyspace::effects;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
+use crate::rm::replicate;
+use crate::rm::server::selected_db;
+
+pub struct Drop;
+
+impl Command for Drop {
+    const NAME: &'static str = "lock.drop";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        drop_holder(ctx, args).map_err(to_redis)
+    }
+}
+
+fn drop_holder(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, token] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    // Any token a holding can carry, as for `LOCK.APPLY`.
+    let token = parse_token(token.as_slice(), MAX_TOKEN_BYTES)?;
+    let mut key = LockKey::open(ctx, name, true);
+    if !effects::remove_holder(&mut key, token)? {
+        return Ok(RedisValue::Integer(0));
+    }
+    // Waiters for this name (on a primary) may fit now.
+    blocking::key_changed(ctx, selected_db(ctx), name.as_slice());
+    // Deterministic: propagated as it came.
+    replicate::verbatim(ctx);
+    Ok(RedisValue::Integer(1))
+}
