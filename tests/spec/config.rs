@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 3] = [
+const DEFAULTS: [(&str, &str); 4] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
+    ("fencelock.max-holders", "10000"),
 ];
 
 fn config_get(con: &mut Connection, name: &str) -> String {
@@ -42,7 +43,7 @@ fn defaults_are_listed_by_config_get() {
         .arg("fencelock.*")
         .query(&mut con)
         .unwrap();
-    assert_eq!(all.len(), 6, "{all:?}");
+    assert_eq!(all.len(), 2 * DEFAULTS.len(), "{all:?}");
     for (name, default) in DEFAULTS {
         assert_eq!(config_get(&mut con, name), default);
     }
