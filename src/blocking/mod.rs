@@ -21,6 +21,7 @@
 
 mod block_timeouts;
 mod callbacks;
+mod holder_leases;
 mod timers;
 
 use std::cell::RefCell;
@@ -45,6 +46,7 @@ use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
 use timers::{arm_expiry_check, stop_abandoned_checks};
 
+pub use holder_leases::watch as watch_holder_leases;
 pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.
@@ -168,6 +170,9 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
         if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
             arm_expiry_check(ctx, &id, at);
         }
+    }
+    if handed {
+        holder_leases::watch(ctx, name.as_slice(), key);
     }
     handed
 }

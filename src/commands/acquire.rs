@@ -104,12 +104,14 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     match decision {
         Decision::Granted { fence } => {
             effects::grant(ctx, &mut key, name, &token, fence, deadline, request.mode)?;
+            blocking::watch_holder_leases(ctx, name.as_slice(), &key);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Renewed { fence } => {
             effects::extend(ctx, &mut key, name, &token, deadline)?;
             blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
+            blocking::watch_holder_leases(ctx, name.as_slice(), &key);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }

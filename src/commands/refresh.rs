@@ -61,6 +61,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &mut key, name, token.bytes, deadline)?;
     blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
+    blocking::watch_holder_leases(ctx, name.as_slice(), &key);
     Ok(RedisValue::Integer(1))
 }
 
