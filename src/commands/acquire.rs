@@ -95,7 +95,8 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         token: &token,
         mode: request.mode,
         max_holders: limits.max_holders,
-        queued_before: blocking::waiter_count(ctx, name.as_slice()) > 0,
+        queued_before: blocking::anyone_waiting()
+            && blocking::waiter_count(ctx, name.as_slice()) > 0,
     };
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {

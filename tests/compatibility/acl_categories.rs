@@ -8,11 +8,12 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 5] = [
+const WRITE_COMMANDS: [&str; 6] = [
     "lock.acquire",
     "lock.refresh",
     "lock.release",
     "lock.apply",
+    "lock.drop",
     "lock.mark",
 ];
 /// Writes that run another command: not `@fast`, whatever that command costs.
@@ -191,6 +192,7 @@ fn naming_the_commands_works_on_every_server() {
         None
     );
     assert!(denied(&mut con, "app", &["LOCK.APPLY", "lock:a", "t", "5"]).is_some());
+    assert!(denied(&mut con, "app", &["LOCK.DROP", "lock:a", "t"]).is_some());
     assert!(denied(&mut con, "app", &["LOCK.ACQUIRE", "other", "1000"]).is_some());
 
     // And for real, over a connection authenticated as that user.

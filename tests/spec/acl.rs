@@ -33,14 +33,16 @@ fn outcome(con: &mut Connection, argv: &[&str]) -> String {
     }
 }
 
-fn all_commands<'a>(key: &'a str, token: &'a str) -> [Vec<&'a str>; 6] {
+fn all_commands<'a>(key: &'a str, token: &'a str) -> [Vec<&'a str>; 8] {
     [
         vec!["LOCK.ACQUIRE", key, "10000"],
         vec!["LOCK.REFRESH", key, token, "10000"],
         vec!["LOCK.RELEASE", key, token],
         vec!["LOCK.FENCE", key],
         vec!["LOCK.INFO", key],
+        vec!["LOCK.ACQUIRE", key, "10000", "LIMIT", "3"],
         vec!["LOCK.APPLY", key, token, "5"],
+        vec!["LOCK.DROP", key, token],
     ]
 }
 
@@ -67,7 +69,9 @@ fn a_read_only_key_pattern_reads_locks_but_cannot_change_them() {
     let mut admin = server.connect();
     let (token, fence_before) = acquire(&mut admin, "lock:x", 60_000, &[]).unwrap();
     let mut reader = user(&server, "reader", &["%R~lock:*"]);
-    let expected = ["NOPERM", "NOPERM", "NOPERM", "OK", "OK", "NOPERM"];
+    let expected = [
+        "NOPERM", "NOPERM", "NOPERM", "OK", "OK", "NOPERM", "NOPERM", "NOPERM",
+    ];
     for (argv, want) in all_commands("lock:x", &token).iter().zip(expected) {
         assert_eq!(outcome(&mut reader, argv), want, "{argv:?}");
     }
