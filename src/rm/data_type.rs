@@ -14,7 +14,6 @@
 //! touches nothing but the value, the allocator and an atomic gauge.
 
 use std::ffi::{c_int, c_void};
-use std::os::raw::c_char;
 use std::sync::OnceLock;
 
 use fencelock_core::holding::Holding;
@@ -243,74 +242,20 @@ fn emit_apply(
     holding: &Holding,
     shared: Option<(i64, Mode)>,
 ) {
-    let emit = api!(RedisModule_EmitAOF);
     let token = holding.token();
-    let (token, token_len) = (token.as_ptr().cast::<c_char>(), token.len());
     let fence = holding.fence().to_string();
-    let (fence, fence_len) = (fence.as_ptr().cast::<c_char>(), fence.len());
-    let Some((deadline, mode)) = shared else {
-        // SAFETY: "sbb": a module string and two buffers with their lengths.
-        unsafe {
-            emit(
-                aof,
-                c"LOCK.APPLY".as_ptr(),
-                c"sbb".as_ptr(),
-                key,
-                token,
-                token_len,
-                fence,
-                fence_len,
-            )
-        };
-        return;
-    };
-    let deadline = deadline.to_string();
-    let (deadline, deadline_len) = (deadline.as_ptr().cast::<c_char>(), deadline.len());
-    match mode {
-        Mode::Semaphore(limit) => {
-            let limit = limit.to_string();
-            // SAFETY: "sbbcbcb": a module string, two buffers, "PXAT", a buffer,
-            // "LIMIT", a buffer; each buffer with its length.
-            unsafe {
-                emit(
-                    aof,
-                    c"LOCK.APPLY".as_ptr(),
-                    c"sbbcbcb".as_ptr(),
-                    key,
-                    token,
-                    token_len,
-                    fence,
-                    fence_len,
-                    c"PXAT".as_ptr(),
-                    deadline,
-                    deadline_len,
-                    c"LIMIT".as_ptr(),
-                    limit.as_ptr().cast::<c_char>(),
-                    limit.len(),
-                );
-            }
-        }
-        _ => {
-            // SAFETY: "sbbcbc": a module string, two buffers, "PXAT", a buffer and
-            // "SHARED"; each buffer with its length.
-            unsafe {
-                emit(
-                    aof,
-                    c"LOCK.APPLY".as_ptr(),
-                    c"sbbcbc".as_ptr(),
-                    key,
-                    token,
-                    token_len,
-                    fence,
-                    fence_len,
-                    c"PXAT".as_ptr(),
-                    deadline,
-                    deadline_len,
-                    c"SHARED".as_ptr(),
-                );
-            }
-        }
-    }
+    let deadline = shared.map(|(deadline, _)| deadline.to_string());
+    let mode = shared.map_or(Mode::Exclusive, |(_, mode)| mode);
+    let emit = api!(RedisModule_EmitAOF);
+    emit_lock_apply!(
+        emit,
+        aof,
+        key,
+        &token,
+        fence.as_bytes(),
+        deadline.as_deref().map(str::as_bytes),
+        mode
+    );
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {

@@ -31,6 +31,8 @@ macro_rules! optional_api {
 }
 
 pub mod api;
+#[macro_use]
+mod apply_form;
 pub mod argv;
 pub mod blocked;
 pub mod call;

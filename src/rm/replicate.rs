@@ -20,75 +20,19 @@ pub fn grant(
     deadline_ms: i64,
     mode: Mode,
 ) {
-    let replicate = api!(RedisModule_Replicate);
     let (mut fence_digits, mut deadline_digits) = ([0u8; DIGITS], [0u8; DIGITS]);
     let fence = digits(i64::try_from(fence).unwrap_or(i64::MAX), &mut fence_digits);
     let deadline = digits(deadline_ms, &mut deadline_digits);
-    let (command, key) = (c"LOCK.APPLY".as_ptr(), key.inner);
-    let (token, token_len) = (token.as_ptr().cast::<c_char>(), token.len());
-    let (fence, fence_len) = (fence.as_ptr().cast::<c_char>(), fence.len());
-    let (deadline, deadline_len) = (deadline.as_ptr().cast::<c_char>(), deadline.len());
-    let pxat = c"PXAT".as_ptr();
-    // Each format below names exactly the arguments that follow it: "s" a module
-    // string, "b" a buffer and its length, "c" a C string.
-    match mode {
-        // SAFETY: "sbbcb" matches key, token, fence, PXAT, deadline.
-        Mode::Exclusive => unsafe {
-            replicate(
-                ctx.ctx,
-                command,
-                c"sbbcb".as_ptr(),
-                key,
-                token,
-                token_len,
-                fence,
-                fence_len,
-                pxat,
-                deadline,
-                deadline_len,
-            );
-        },
-        // SAFETY: "sbbcbc" matches key, token, fence, PXAT, deadline, SHARED.
-        Mode::Shared => unsafe {
-            replicate(
-                ctx.ctx,
-                command,
-                c"sbbcbc".as_ptr(),
-                key,
-                token,
-                token_len,
-                fence,
-                fence_len,
-                pxat,
-                deadline,
-                deadline_len,
-                c"SHARED".as_ptr(),
-            );
-        },
-        Mode::Semaphore(limit) => {
-            let mut limit_digits = [0u8; DIGITS];
-            let limit = digits(i64::from(limit), &mut limit_digits);
-            // SAFETY: "sbbcbcb" matches key, token, fence, PXAT, deadline, LIMIT, limit.
-            unsafe {
-                replicate(
-                    ctx.ctx,
-                    command,
-                    c"sbbcbcb".as_ptr(),
-                    key,
-                    token,
-                    token_len,
-                    fence,
-                    fence_len,
-                    pxat,
-                    deadline,
-                    deadline_len,
-                    c"LIMIT".as_ptr(),
-                    limit.as_ptr().cast::<c_char>(),
-                    limit.len(),
-                );
-            }
-        }
-    }
+    let replicate = api!(RedisModule_Replicate);
+    emit_lock_apply!(
+        replicate,
+        ctx.ctx,
+        key.inner,
+        token,
+        fence,
+        Some(deadline),
+        mode
+    );
 }
 
 /// `LOCK.DROP key token`: one shared holder gone (released, or its lease ended).
