@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use crate::reliability::checker;
 use crate::reliability::durability;
-use crate::reliability::history::{Op, Outcome, Request};
+use crate::reliability::durability::Found;
+use crate::reliability::history::{Mode, Op, Outcome, Request};
 
 const MS: i64 = 1_000;
 
@@ -17,6 +18,7 @@ fn grant(client: usize, token: &str, fence: i64, from_ms: i64, to_ms: i64, ttl_m
         request: Request::Acquire {
             ttl_ms,
             block_ms: None,
+            mode: Mode::Exclusive,
         },
         invoked_us: from_ms * MS,
         completed_us: to_ms * MS,
@@ -27,6 +29,14 @@ fn grant(client: usize, token: &str, fence: i64, from_ms: i64, to_ms: i64, ttl_m
         node: 0,
         confirmed: true,
     }
+}
+
+/// `op` (a grant) asked for in `mode`.
+fn in_mode(mode: Mode, mut op: Op) -> Op {
+    if let Request::Acquire { mode: asked, .. } = &mut op.request {
+        *asked = mode;
+    }
+    op
 }
 
 fn refresh(client: usize, token: &str, at_ms: i64, ttl_ms: i64, ok: bool) -> Op {
@@ -59,20 +69,20 @@ fn fence_checker_catches_a_fence_that_went_down() {
 fn mutual_exclusion_checker_catches_two_live_leases() {
     // B is granted 50 ms into A's 100 ms lease.
     let bad = [grant(1, "a", 10, 0, 1, 100), grant(2, "b", 20, 50, 51, 100)];
-    assert_eq!(checker::mutual_exclusion(&bad).len(), 1);
+    assert_eq!(checker::holder_limits(&bad).len(), 1);
     // After A's lease ran out it is fine.
     let good = [
         grant(1, "a", 10, 0, 1, 100),
         grant(2, "b", 20, 150, 151, 100),
     ];
-    assert!(checker::mutual_exclusion(&good).is_empty());
+    assert!(checker::holder_limits(&good).is_empty());
     // A refresh stretches A's lease over B's grant.
     let refreshed = [
         grant(1, "a", 10, 0, 1, 100),
         refresh(1, "a", 90, 100, true),
         grant(2, "b", 20, 150, 151, 100),
     ];
-    assert_eq!(checker::mutual_exclusion(&refreshed).len(), 1);
+    assert_eq!(checker::holder_limits(&refreshed).len(), 1);
     // A release sent (even one whose outcome is unknown) ends the holder's claim.
     let mut released = refresh(1, "a", 120, 0, true);
     released.request = Request::Release { token: "a".into() };
@@ -83,7 +93,77 @@ fn mutual_exclusion_checker_catches_two_live_leases() {
         released,
         grant(2, "b", 20, 150, 151, 100),
     ];
-    assert!(checker::mutual_exclusion(&handed_over).is_empty());
+    assert!(checker::holder_limits(&handed_over).is_empty());
+}
+
+#[test]
+fn semaphore_checker_catches_one_holder_too_many() {
+    let permit = |client, token, fence, from_ms| {
+        in_mode(
+            Mode::Limit(3),
+            grant(client, token, fence, from_ms, from_ms + 1, 100),
+        )
+    };
+    let full = [
+        permit(1, "a", 10, 0),
+        permit(2, "b", 20, 10),
+        permit(3, "c", 30, 20),
+    ];
+    assert!(checker::holder_limits(&full).is_empty(), "3 of 3 is fine");
+    // A fourth holder 30 ms in, while the three leases of 100 ms are all live.
+    let mut over = full.to_vec();
+    over.push(permit(4, "d", 40, 30));
+    let anomalies = checker::holder_limits(&over);
+    assert_eq!(anomalies.len(), 1, "{anomalies:?}");
+    assert!(anomalies[0].contains("4 holders at once where 3 may hold"));
+    let tally = checker::tally(&over);
+    assert_eq!(tally.peaks.get(&Mode::Limit(3)), Some(&4));
+    // After A's lease ran out the fourth takes its permit.
+    let mut after = full.to_vec();
+    after.push(permit(4, "d", 40, 150));
+    assert!(checker::holder_limits(&after).is_empty());
+    // A fourth whose grant was never acknowledged is not relied on.
+    let mut unknown = permit(4, "d", 40, 30);
+    unknown.outcome = Outcome::Unknown("connection lost".into());
+    let mut maybe = full.to_vec();
+    maybe.push(unknown);
+    assert!(checker::holder_limits(&maybe).is_empty());
+    // A semaphore that never filled up did not test its limit.
+    assert!(checker::tally(&full).limits_untested().is_empty());
+    assert_eq!(checker::tally(&full[..2]).limits_untested().len(), 1);
+}
+
+#[test]
+fn read_write_checker_catches_a_writer_overlapping_a_reader() {
+    let reader = |client, token, fence, from_ms| {
+        in_mode(
+            Mode::Shared,
+            grant(client, token, fence, from_ms, from_ms + 1, 100),
+        )
+    };
+    let readers = [reader(1, "r1", 10, 0), reader(2, "r2", 20, 10)];
+    assert!(checker::holder_limits(&readers).is_empty(), "readers share");
+    // A writer granted while the readers' leases are live.
+    let mut writer_in = readers.to_vec();
+    writer_in.push(grant(3, "w", 30, 50, 51, 100));
+    assert_eq!(checker::holder_limits(&writer_in).len(), 1);
+    // A reader granted during a writer's lease.
+    let reader_in = [grant(3, "w", 10, 0, 1, 100), reader(1, "r1", 20, 50)];
+    assert_eq!(checker::holder_limits(&reader_in).len(), 1);
+    // The writer after both readers' leases ended.
+    let mut writer_after = readers.to_vec();
+    writer_after.push(grant(3, "w", 30, 150, 151, 100));
+    assert!(checker::holder_limits(&writer_after).is_empty());
+}
+
+#[test]
+fn request_checker_catches_a_wrong_mode_refusal() {
+    let mut refused = grant(1, "a", 10, 0, 1, 100);
+    refused.outcome = Outcome::Failed("WRONGMODE: k is a semaphore with limit 3".into());
+    assert_eq!(checker::refused_requests(&[refused]).len(), 1);
+    let mut readonly = grant(1, "a", 10, 0, 1, 100);
+    readonly.outcome = Outcome::Failed("READONLY: You can't write against a replica".into());
+    assert!(checker::refused_requests(&[readonly]).is_empty());
 }
 
 #[test]
@@ -100,21 +180,69 @@ fn revival_checker_catches_a_refresh_after_the_deadline() {
     assert!(checker::no_revival(&refused).is_empty());
 }
 
+/// What a restart showed of key "k": its fence and deadline, and the fence each token
+/// holds.
+fn found(key: (Option<i64>, i64), holders: &[(&str, Option<i64>)]) -> Found {
+    Found {
+        keys: HashMap::from([("k".to_string(), key)]),
+        holders: holders
+            .iter()
+            .map(|(token, fence)| (("k".to_string(), token.to_string()), *fence))
+            .collect(),
+    }
+}
+
+/// The durability verdict on `ops` for a crash at 1 s and `found` read at `read_ms`.
+fn after_crash(ops: &[Op], found: &Found, read_ms: i64) -> durability::Judged {
+    durability::losses(ops, 1_000 * MS, found, read_ms * MS)
+}
+
 #[test]
 fn durability_checker_catches_a_lost_grant_and_a_lost_refresh() {
     // A lease acknowledged until at least 10 s, crash at 1 s, read back at 1.1 s.
     let ops = [grant(1, "a", 10, 0, 1, 10_000)];
-    let found = |state| HashMap::from([("k".to_string(), state)]);
-    let judged = durability::losses(&ops, 1_000 * MS, &found(Some((10, 10_000))), 1_100 * MS);
+    let read = |key, held| after_crash(&ops, &found(key, &[("a", held)]), 1_100);
+    let judged = read((Some(10), 10_000), Some(10));
     assert!(judged.losses.is_empty());
     assert_eq!(judged.verified, 1);
-    let missing = durability::losses(&ops, 1_000 * MS, &found(None), 1_100 * MS);
-    assert_eq!(missing.losses.len(), 1);
-    let short = durability::losses(&ops, 1_000 * MS, &found(Some((10, 5_000))), 1_100 * MS);
-    assert_eq!(short.losses.len(), 1);
+    assert_eq!(read((None, -2), None).losses.len(), 1, "missing");
+    assert_eq!(read((Some(10), 5_000), Some(10)).losses.len(), 1, "short");
     // Read back after the lease ended: absence is fine.
-    let late = durability::losses(&ops, 1_000 * MS, &found(None), 20_000 * MS);
+    let late = after_crash(&ops, &found((None, -2), &[("a", None)]), 20_000);
     assert!(late.losses.is_empty());
+}
+
+#[test]
+fn durability_checker_catches_a_lost_shared_holder_and_an_old_one_back() {
+    let permit = |client, token, fence, from_ms| {
+        in_mode(
+            Mode::Limit(3),
+            grant(client, token, fence, from_ms, from_ms + 1, 10_000),
+        )
+    };
+    let ops = [permit(1, "a", 10, 0), permit(2, "b", 20, 5)];
+    let both = [("a", Some(10)), ("b", Some(20))];
+    let judged = after_crash(&ops, &found((Some(20), 10_005), &both), 1_100);
+    assert!(judged.losses.is_empty(), "{:?}", judged.losses);
+    assert_eq!(judged.verified, 2);
+    // The older holder kept, the newer one lost.
+    let lost = [("a", Some(10)), ("b", None)];
+    let judged = after_crash(&ops, &found((Some(10), 10_000), &lost), 1_100);
+    assert_eq!(judged.losses.len(), 1, "{:?}", judged.losses);
+    // The key's deadline must cover the latest holder's lease.
+    let judged = after_crash(&ops, &found((Some(20), 10_000), &both), 1_100);
+    assert_eq!(judged.losses.len(), 1, "{:?}", judged.losses);
+    // A released reader back, older than a writer granted after it, and that writer lost.
+    let mut released = refresh(1, "a", 100, 0, true);
+    released.request = Request::Release { token: "a".into() };
+    let ops = [
+        in_mode(Mode::Shared, grant(1, "a", 10, 0, 1, 10_000)),
+        released,
+        grant(2, "w", 20, 200, 201, 10_000),
+    ];
+    let back = [("a", Some(10)), ("w", None)];
+    let judged = after_crash(&ops, &found((Some(10), 10_000), &back), 1_100);
+    assert_eq!(judged.losses.len(), 3, "{:?}", judged.losses);
 }
 
 #[test]

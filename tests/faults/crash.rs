@@ -1,8 +1,8 @@
-//! Crash faults: `kill -9` of redis-server every few seconds under load (50 clients,
-//! several keys, BLOCK and plain acquires mixed), restarted from its AOF, first with
-//! `appendfsync always` (nothing acknowledged may be lost), then with `everysec` (the
-//! loss window is measured and reported); and a restart after a downtime longer than
-//! every lease (no lease may come back alive).
+//! Crash faults: `kill -9` of redis-server every few seconds under load (50 clients on
+//! mutexes, read-write locks and semaphores, BLOCK and plain acquires mixed), restarted
+//! from its AOF, first with `appendfsync always` (nothing acknowledged may be lost), then
+//! with `everysec` (the loss window is measured and reported); and a restart after a
+//! downtime longer than every lease (no lease may come back alive).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,18 +24,17 @@ struct CrashRun {
     finished: Finished,
     crashes: usize,
     losses: Vec<Loss>,
-    /// Key states checked in full after a restart (held, unexpired, acknowledged).
+    /// Holdings checked in full after a restart (held, unexpired, acknowledged).
     verified: usize,
 }
 
-/// Runs the standard load against an AOF server with `fsync`, killing it with SIGKILL
-/// every `every` for `duration`. Before load resumes on each restarted server, the
-/// state of every key is read and compared with what was acknowledged before the kill.
+/// Runs the standard load with shared holders against an AOF server with `fsync`,
+/// killing it with SIGKILL every `every` for `duration`. Before load resumes on each
+/// restarted server, the state of every key and of every holder acknowledged before the
+/// kill is read and compared with what was acknowledged.
 fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
-    let spec = LoadSpec::standard("crash:");
-    let keys: Vec<String> = (0..spec.keys)
-        .map(|i| format!("{}{i}", spec.key_prefix))
-        .collect();
+    let spec = LoadSpec::with_shared_holders("crash:");
+    let keys = spec.key_names();
     let mut server = Server::with_args(&["appendonly", "yes", "appendfsync", fsync]);
     let target = Arc::new(Target::new(server.port));
     let load = Load::start(spec.clone(), target.clone());
@@ -49,7 +48,8 @@ fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
         let crash_us = now_us();
         server.kill();
         server.restart();
-        let (found, observed_us) = durability::observe(&mut server.connect(), &keys);
+        let holders = durability::holders_to_read(&load.history.snapshot(), crash_us);
+        let (found, observed_us) = durability::observe(&mut server.connect(), &keys, &holders);
         let ops = load.history.snapshot();
         let judged = durability::losses(&ops, crash_us, &found, observed_us);
         verified += judged.verified;
@@ -82,19 +82,21 @@ fn kill_9_under_load_with_appendfsync_always_loses_nothing_acknowledged() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants, {} unknown outcomes, lost acknowledged effects {} (0 required) over {} fully checked key states; stale writes refused by fence {}; control (no fence check) stale writes {}",
+            "{} grants, {} unknown outcomes, lost acknowledged effects {} (0 required) over {} fully checked holdings; stale writes refused by fence {}; control (no fence check) stale writes {}; {}",
             tally.grants,
             tally.unknown,
             run.losses.len(),
             run.verified,
             run.finished.fenced.rejected,
-            run.finished.control.stale
+            run.finished.control.stale,
+            tally.modes()
         ),
     }
     .emit();
     assert_none("crash with appendfsync always", &anomalies);
     assert!(run.crashes >= 3, "only {} kills", run.crashes);
-    assert!(run.verified > 0, "no key state was checked after a restart");
+    assert!(run.verified > 0, "no holding was checked after a restart");
+    tally.assert_limits_tested();
     assert!(
         tally.grants > 100,
         "the load barely ran: {} grants",
@@ -128,15 +130,17 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; lost acknowledged effects {} (loss window {window_ms} ms), holder overlaps from them {overlaps}; stale writes refused by fence {}; control stale writes {}",
+            "{} grants; lost acknowledged effects {} (loss window {window_ms} ms), holder overlaps from them {overlaps}; stale writes refused by fence {}; control stale writes {}; {}",
             tally.grants,
             run.losses.len(),
             run.finished.fenced.rejected,
-            run.finished.control.stale
+            run.finished.control.stale,
+            tally.modes()
         ),
     }
     .emit();
     assert_none("crash with appendfsync everysec", &anomalies);
+    tally.assert_limits_tested();
     // Redis bounds everysec loss at about two seconds (a delayed background fsync).
     assert!(
         window_ms <= 2_500,

@@ -1,10 +1,11 @@
-//! Failover under load. A primary with a replica serves the load; the primary is killed
-//! with SIGKILL, the replica promoted with `REPLICAOF NO ONE`, and the clients move to
-//! it. Just before the kill the replica is frozen, so the old primary goes on granting
-//! what the replica never receives. The new primary's fences must exceed every fence
-//! the old one issued. Clients count a grant only once `WAIT 1` confirms a replica has
-//! it (async replication otherwise loses grants by design). Then a graceful `FAILOVER`,
-//! where nothing acknowledged may be lost even without `WAIT`.
+//! Failover under load. A primary with a replica serves the load (mutexes, read-write
+//! locks and semaphores); the primary is killed with SIGKILL, the replica promoted with
+//! `REPLICAOF NO ONE`, and the clients move to it. Just before the kill the replica is
+//! frozen, so the old primary goes on granting what the replica never receives. The new
+//! primary's fences must exceed every fence the old one issued. Clients count a grant
+//! only once `WAIT 1` confirms a replica has it (async replication otherwise loses grants
+//! by design). Then a graceful `FAILOVER`, where nothing acknowledged may be lost even
+//! without `WAIT`. Neither may ever show more holders at once than their modes admit.
 
 use std::sync::Arc;
 use std::thread;
@@ -38,7 +39,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     let spec = LoadSpec {
         clients: 30,
         confirm_with_wait: true,
-        ..LoadSpec::standard("failover:")
+        ..LoadSpec::with_shared_holders("failover:")
     };
     let rounds = pick(1, 4);
     let phase = seconds(3, 10);
@@ -79,8 +80,11 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; {missed} grants the promoted replica never received, all below its fences; stale accesses refused by fence {}; control stale writes {}",
-            tally.grants, finished.fenced.rejected, finished.control.stale
+            "{} grants; {missed} grants the promoted replica never received, all below its fences; stale accesses refused by fence {}; control stale writes {}; {}",
+            tally.grants,
+            finished.fenced.rejected,
+            finished.control.stale,
+            tally.modes()
         ),
     }
     .emit();
@@ -90,6 +94,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
         "the old primary granted nothing the replica missed"
     );
     assert!(finished.control.stale > 0, "control run saw no overlap");
+    tally.assert_limits_tested();
 }
 
 fn unreplicated_grants_so_far(load: &Load, node: usize) -> usize {
@@ -110,7 +115,7 @@ fn role(con: &mut Connection) -> String {
 fn graceful_failover_loses_no_acknowledged_grant() {
     let spec = LoadSpec {
         clients: 30,
-        ..LoadSpec::standard("graceful:")
+        ..LoadSpec::with_shared_holders("graceful:")
     };
     let rounds = pick(1, 4);
     let phase = seconds(3, 10);
@@ -149,11 +154,15 @@ fn graceful_failover_loses_no_acknowledged_grant() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; stale accesses refused by fence {}; control stale writes {}",
-            tally.grants, finished.fenced.rejected, finished.control.stale
+            "{} grants; stale accesses refused by fence {}; control stale writes {}; {}",
+            tally.grants,
+            finished.fenced.rejected,
+            finished.control.stale,
+            tally.modes()
         ),
     }
     .emit();
     assert_none("graceful failover", &anomalies);
     assert!(finished.control.stale > 0, "control run saw no overlap");
+    tally.assert_limits_tested();
 }

@@ -1,7 +1,9 @@
 //! Pause faults. A client paused past its lease (a sleep in the holder, like a GC pause)
 //! that then resumes and writes must be refused by the fence. The server paused past
 //! leases (`DEBUG SLEEP`, SIGSTOP/SIGCONT): after it resumes no refresh succeeds past
-//! its deadline, waiters are handed the lock, and fences keep increasing.
+//! its deadline, waiters are handed the lock, and fences keep increasing. Under load,
+//! mutexes, read-write locks and semaphores never have more certainly-live holders at
+//! once than their modes admit.
 
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -19,8 +21,11 @@ use testkit::*;
 fn notes(finished: &Finished) -> String {
     let tally = checker::tally(&finished.ops);
     format!(
-        "{} grants; stale accesses refused by fence {}; control (no fence check) stale writes {}",
-        tally.grants, finished.fenced.rejected, finished.control.stale
+        "{} grants; stale accesses refused by fence {}; control (no fence check) stale writes {}; {}",
+        tally.grants,
+        finished.fenced.rejected,
+        finished.control.stale,
+        tally.modes()
     )
 }
 
@@ -66,14 +71,14 @@ fn clients_paused_past_their_leases_under_load() {
         overrun_ms: (30, 300),
         block_fraction: 0.5,
         guarded_counter: true,
-        ..LoadSpec::standard("paused-client:")
+        ..LoadSpec::with_shared_holders("paused-client:")
     };
     let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
     thread::sleep(seconds(5, 40));
     let finished = load.finish();
     let mut anomalies = checker::fenced_run(&finished);
     let mut con = server.connect();
-    let total = guarded::final_total(&mut con, spec.key_prefix, spec.keys);
+    let total = guarded::final_total(&mut con, &spec.key_names());
     anomalies.extend(finished.guarded.check(total));
     Summary {
         scenario: "client pauses",
@@ -94,6 +99,7 @@ fn clients_paused_past_their_leases_under_load() {
         finished.guarded.refused() > 0,
         "no paused guarded writer was refused"
     );
+    checker::tally(&finished.ops).assert_limits_tested();
 }
 
 /// Freezes the server for `pause`, alternately by `DEBUG SLEEP` and by SIGSTOP/SIGCONT.
@@ -123,7 +129,7 @@ fn server_paused_past_leases_under_load() {
         block_ms: (200, 2_500),
         read_timeout: Duration::from_secs(6),
         guarded_counter: true,
-        ..LoadSpec::standard("paused-server:")
+        ..LoadSpec::with_shared_holders("paused-server:")
     };
     let load = Load::start(spec.clone(), Arc::new(Target::new(server.port)));
     let mut con = server.connect();
@@ -140,7 +146,7 @@ fn server_paused_past_leases_under_load() {
     thread::sleep(Duration::from_millis(500));
     let finished = load.finish();
     let mut anomalies = checker::fenced_run(&finished);
-    let total = guarded::final_total(&mut con, spec.key_prefix, spec.keys);
+    let total = guarded::final_total(&mut con, &spec.key_names());
     anomalies.extend(finished.guarded.check(total));
     let handoffs = info_field(&mut con, "fencelock", "fencelock_handoffs").unwrap_or_default();
     Summary {
@@ -158,6 +164,7 @@ fn server_paused_past_leases_under_load() {
     assert_none("server pauses", &anomalies);
     assert!(pauses >= 4);
     assert!(finished.control.stale > 0, "control run saw no overlap");
+    checker::tally(&finished.ops).assert_limits_tested();
 }
 
 #[test]

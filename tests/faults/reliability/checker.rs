@@ -1,14 +1,11 @@
 //! Checks over a recorded history. Each returns the anomalies it found, as sentences
-//! naming the operations involved; an empty list means the property held.
-//!
-//! Bounds are conservative in the direction that cannot invent an anomaly: the server
-//! granted somewhere between invoke and completion, so a lease certainly lasted until
-//! `invoke + ttl` and certainly ended by `completion + ttl` (Redis keeps a key alive
-//! while `now <= deadline`, deadlines in whole milliseconds of the same wall clock).
+//! naming the operations involved; an empty list means the property held. How long a
+//! holding certainly lasted, and why the bounds cannot invent an anomaly: `holding`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::history::{Op, Outcome, Request};
+use super::history::{Mode, Op, Outcome, Request};
+use super::holding::Holding;
 use super::workload::Finished;
 
 /// Slack for millisecond rounding between the two sides' clocks readings.
@@ -20,23 +17,6 @@ fn by_key(ops: &[Op]) -> HashMap<&str, Vec<&Op>> {
         keys.entry(op.key.as_str()).or_default().push(op);
     }
     keys
-}
-
-/// The refreshes and releases of the holding `grant` started, in the order sent.
-fn follow_ups<'a>(grant: &Op, ops_of_key: &[&'a Op]) -> Vec<&'a Op> {
-    let token = grant.token();
-    let mut later: Vec<&Op> = ops_of_key
-        .iter()
-        .copied()
-        .filter(|op| {
-            op.client == grant.client
-                && (op.is_refresh() || op.is_release())
-                && op.token() == token
-                && op.invoked_us >= grant.invoked_us
-        })
-        .collect();
-    later.sort_by_key(|op| op.invoked_us);
-    later
 }
 
 fn describe(op: &Op) -> String {
@@ -51,6 +31,26 @@ pub fn malformed_replies(ops: &[Op]) -> Vec<String> {
     ops.iter()
         .filter(|op| matches!(&op.outcome, Outcome::Failed(text) if text.starts_with("unexpected")))
         .map(|op| format!("malformed reply: {}", describe(op)))
+        .collect()
+}
+
+/// Error replies that blame the request itself. The loads ask only well-formed acquires,
+/// and every holder of a key asks the same way (readers and writers of a read-write lock
+/// differ only by `SHARED`, which makes them wait, not fail): a `WRONGMODE`, a syntax
+/// error or a refused limit is a defect.
+pub fn refused_requests(ops: &[Op]) -> Vec<String> {
+    const BLAMING: [&str; 4] = [
+        "WRONGMODE",
+        "syntax error",
+        "invalid limit",
+        "not an integer",
+    ];
+    ops.iter()
+        .filter(|op| {
+            matches!(&op.outcome, Outcome::Failed(text)
+                if BLAMING.iter().any(|blame| text.contains(blame)))
+        })
+        .map(|op| format!("request refused: {}", describe(op)))
         .collect()
 }
 
@@ -96,73 +96,79 @@ pub fn fences_increase(ops: &[Op]) -> Vec<String> {
     anomalies
 }
 
-/// The interval during which an acknowledged grant was certainly held and relied on:
-/// from its reply until its holder sent a release (whatever came back: from then on
-/// the holder claims nothing, and the release may have freed the lock), or until its
-/// latest certain deadline.
-fn certainly_held(grant: &Op, follow_ups: &[&Op]) -> (i64, i64) {
-    let ttl = grant.ttl_ms().unwrap_or(0);
-    let mut deadline_ms = grant.invoked_us / 1_000 + ttl;
-    let mut proven_until = grant.completed_us;
-    for op in follow_ups {
-        if op.is_release() {
-            // An acknowledged release proves the lease lasted until it was sent.
-            let end = if op.acked_yes() {
-                op.invoked_us
-            } else {
-                op.invoked_us.min(proven_until.max(deadline_ms * 1_000))
-            };
-            return (grant.completed_us, end);
-        }
-        if op.acked_yes() {
-            // A successful refresh proves the lease never lapsed until then: nothing
-            // revives a lapsed lease.
-            proven_until = proven_until.max(op.invoked_us);
-            if let Some(ttl) = op.ttl_ms() {
-                deadline_ms = deadline_ms.max(op.invoked_us / 1_000 + ttl);
-            }
-        }
-    }
-    (grant.completed_us, proven_until.max(deadline_ms * 1_000))
+fn mode_of(grant: &Op) -> Mode {
+    grant.mode().unwrap_or(Mode::Exclusive)
 }
 
-/// No two acknowledged holders of one key with certainly-unexpired leases overlap.
-pub fn mutual_exclusion(ops: &[Op]) -> Vec<String> {
-    let mut anomalies = Vec::new();
+/// Holders of each key that were certainly live at the same time, judged against what
+/// their modes admit; and the most that were seen together, per mode.
+pub struct Holds {
+    pub anomalies: Vec<String>,
+    /// For each mode, the most holders in it certainly live together on one key.
+    pub peaks: BTreeMap<Mode, usize>,
+}
+
+/// Sweeps the certainly-held intervals of each key in order of their start: when a
+/// holding starts, the holdings still live with it (ending more than the slack after)
+/// may not outnumber what the most demanding of them admits: an exclusive holder nobody
+/// else, a semaphore holder `n` in all, a shared holder any number.
+pub fn holds(ops: &[Op]) -> Holds {
+    let mut holds = Holds {
+        anomalies: Vec::new(),
+        peaks: BTreeMap::new(),
+    };
     for (key, ops) in by_key(ops) {
         let mut held: Vec<(i64, i64, &Op)> = ops
             .iter()
             .filter(|op| op.fence().is_some() && op.acked_yes())
             .map(|grant| {
-                let (start, end) = certainly_held(grant, &follow_ups(grant, &ops));
+                let (start, end) = Holding::new(grant, &ops).certainly_held();
                 (start, end, *grant)
             })
             .filter(|(start, end, _)| start < end)
             .collect();
         held.sort_by_key(|(start, _, _)| *start);
-        let mut latest: Option<(i64, &Op)> = None;
+        let mut live: Vec<(i64, &Op)> = Vec::new();
         for (start, end, grant) in held {
-            if let Some((until, other)) = latest {
-                if start + SLACK_US < until {
-                    anomalies.push(format!(
-                        "{key}: two holders: {} held until {until} us, {} held from {start} us",
-                        describe(other),
-                        describe(grant)
-                    ));
-                }
-            }
-            if latest.is_none_or(|(until, _)| end > until) {
-                latest = Some((end, grant));
+            live.retain(|(until, _)| until - SLACK_US > start);
+            live.push((end, grant));
+            let mode = mode_of(grant);
+            let same_mode = live.iter().filter(|(_, g)| mode_of(g) == mode).count();
+            let peak = holds.peaks.entry(mode).or_default();
+            *peak = (*peak).max(same_mode);
+            let admitted = live
+                .iter()
+                .map(|(_, g)| mode_of(g).admits())
+                .min()
+                .unwrap_or(usize::MAX);
+            if live.len() > admitted {
+                let others: Vec<String> = live
+                    .iter()
+                    .filter(|(_, other)| !std::ptr::eq(*other, grant))
+                    .map(|(until, other)| format!("{} held until {until} us", describe(other)))
+                    .collect();
+                holds.anomalies.push(format!(
+                    "{key}: {} holders at once where {admitted} may hold: {} held from {start} us while {}",
+                    live.len(),
+                    describe(grant),
+                    others.join("; ")
+                ));
             }
         }
     }
-    anomalies
+    holds
 }
 
-/// Overlaps that `mutual_exclusion` reports, counted (for scenarios where acknowledged
+/// No key ever had more certainly-live holders than their modes admit: no exclusive
+/// holder overlapping any other holder, no more than `n` holders of a semaphore.
+pub fn holder_limits(ops: &[Op]) -> Vec<String> {
+    holds(ops).anomalies
+}
+
+/// Overlaps that `holder_limits` reports, counted (for scenarios where acknowledged
 /// writes may be lost by design and overlaps are a measured figure, not a failure).
 pub fn overlap_count(ops: &[Op]) -> usize {
-    mutual_exclusion(ops).len()
+    holder_limits(ops).len()
 }
 
 /// No refresh or release succeeds once the lease it names has certainly ended.
@@ -172,7 +178,7 @@ pub fn no_revival(ops: &[Op]) -> Vec<String> {
         for grant in ops.iter().filter(|op| op.fence().is_some()) {
             let ttl = grant.ttl_ms().unwrap_or(0);
             let mut ends_by_ms = Some(grant.completed_us / 1_000 + ttl);
-            for op in follow_ups(grant, &ops) {
+            for op in Holding::new(grant, &ops).follow_ups {
                 let succeeded = matches!(op.outcome, Outcome::Done(true));
                 if let (true, Some(end)) = (succeeded, ends_by_ms) {
                     if op.invoked_us > (end + 1) * 1_000 {
@@ -233,20 +239,78 @@ pub struct Tally {
     pub ops: usize,
     pub grants: usize,
     pub unknown: usize,
+    pub grants_by_mode: BTreeMap<Mode, usize>,
+    /// The most certainly-live holders of one key at once, per mode.
+    pub peaks: BTreeMap<Mode, usize>,
 }
 
 pub fn tally(ops: &[Op]) -> Tally {
+    let mut grants_by_mode: BTreeMap<Mode, usize> = BTreeMap::new();
+    for grant in ops.iter().filter(|op| op.fence().is_some()) {
+        *grants_by_mode.entry(mode_of(grant)).or_default() += 1;
+    }
     Tally {
         ops: ops.len(),
-        grants: ops.iter().filter(|op| op.fence().is_some()).count(),
+        grants: grants_by_mode.values().sum(),
         unknown: ops.iter().filter(|op| op.maybe()).count(),
+        grants_by_mode,
+        peaks: holds(ops).peaks,
     }
 }
 
-/// The checks every scenario must pass whatever its fault: well-formed replies, fences
-/// increasing in real-time order, no lease revived after it ended.
+impl Tally {
+    /// Grants per mode and the most holders certainly live together, for the notes.
+    pub fn modes(&self) -> String {
+        let list = |counts: &BTreeMap<Mode, usize>| {
+            counts
+                .iter()
+                .map(|(mode, n)| format!("{mode} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "grants by mode: {}; most holders certainly live at once: {}",
+            list(&self.grants_by_mode),
+            list(&self.peaks)
+        )
+    }
+
+    /// Why the holder limits were not put to the test, if they were not: a semaphore
+    /// that never had as many certainly-live holders as it admits, shared holders that
+    /// never held together, an exclusive mode that was never granted.
+    pub fn limits_untested(&self) -> Vec<String> {
+        self.grants_by_mode
+            .keys()
+            .filter_map(|&mode| {
+                let wanted = match mode {
+                    Mode::Limit(n) => usize::try_from(n).unwrap_or(0),
+                    Mode::Shared => 2,
+                    Mode::Exclusive => 1,
+                };
+                let peak = self.peaks.get(&mode).copied().unwrap_or(0);
+                (peak < wanted).then(|| {
+                    format!("{mode}: at most {peak} holders certainly live at once, never {wanted}")
+                })
+            })
+            .collect()
+    }
+
+    /// Fails the test if `limits_untested` names a mode (after the summary is emitted).
+    pub fn assert_limits_tested(&self) {
+        let untested = self.limits_untested();
+        assert!(
+            untested.is_empty(),
+            "the load never reached the holder limits it checks: {untested:?}"
+        );
+    }
+}
+
+/// The checks every scenario must pass whatever its fault: well-formed replies, no
+/// request refused as wrong, fences increasing in real-time order, no lease revived
+/// after it ended.
 pub fn always_required(ops: &[Op]) -> Vec<String> {
     let mut anomalies = malformed_replies(ops);
+    anomalies.extend(refused_requests(ops));
     anomalies.extend(fences_increase(ops));
     anomalies.extend(no_revival(ops));
     anomalies
@@ -264,10 +328,11 @@ pub fn stale_writes(finished: &Finished) -> Option<String> {
 }
 
 /// What a load run whose acknowledged grants all survive must show: the checks above,
-/// mutual exclusion, and no stale write accepted by the fenced resource.
+/// no more holders at once than their modes admit, and no stale write accepted by the
+/// fenced resource.
 pub fn fenced_run(finished: &Finished) -> Vec<String> {
     let mut anomalies = always_required(&finished.ops);
-    anomalies.extend(mutual_exclusion(&finished.ops));
+    anomalies.extend(holder_limits(&finished.ops));
     anomalies.extend(stale_writes(finished));
     anomalies
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::{Connection, ErrorKind, Value};
 
-use super::history::{now_us, History, Op, Outcome, Request};
+use super::history::{now_us, History, Mode, Op, Outcome, Request};
 use super::target::Target;
 
 pub struct LockClient {
@@ -39,10 +39,20 @@ impl LockClient {
         }
     }
 
-    /// `LOCK.ACQUIRE`; `None` when not sent. A grant a replica did not confirm is given
-    /// back and reported as unknown: the caller must not rely on it.
-    pub fn acquire(&mut self, key: &str, ttl_ms: i64, block_ms: Option<i64>) -> Option<Outcome> {
-        let request = Request::Acquire { ttl_ms, block_ms };
+    /// `LOCK.ACQUIRE` in `mode`; `None` when not sent. A grant a replica did not confirm
+    /// is given back and reported as unknown: the caller must not rely on it.
+    pub fn acquire(
+        &mut self,
+        key: &str,
+        ttl_ms: i64,
+        block_ms: Option<i64>,
+        mode: Mode,
+    ) -> Option<Outcome> {
+        let request = Request::Acquire {
+            ttl_ms,
+            block_ms,
+            mode,
+        };
         let (outcome, confirmed) = self.run(key, request)?;
         if let (Outcome::Granted { token, .. }, false) = (&outcome, confirmed) {
             let token = token.clone();
@@ -159,12 +169,17 @@ impl LockClient {
 
 fn command_for(key: &str, request: &Request) -> redis::Cmd {
     match request {
-        Request::Acquire { ttl_ms, block_ms } => {
+        Request::Acquire {
+            ttl_ms,
+            block_ms,
+            mode,
+        } => {
             let mut c = redis::cmd("LOCK.ACQUIRE");
             c.arg(key).arg(*ttl_ms);
             if let Some(block) = block_ms {
                 c.arg("BLOCK").arg(*block);
             }
+            c.arg(mode.args());
             c
         }
         Request::Refresh { token, ttl_ms } => {

@@ -1,20 +1,30 @@
 //! What must survive a crash: after a restart, every key's state is compared with what
-//! was acknowledged before the crash. The latest acknowledged grant of a key must still
-//! be there, with its fence and a deadline no earlier than its acknowledged lease
-//! (unless that lease may have run out by now, or a release of it was in flight); an
-//! acknowledged release must not come back.
+//! was acknowledged before the crash. Every acknowledged holding, exclusive, shared or
+//! semaphore, must still be there with its fence (unless its lease may have run out by
+//! now, or a release of it was in flight), and the key's deadline may be no earlier than
+//! any of their acknowledged leases; an acknowledged release must not come back; and no
+//! holding older than an acknowledged exclusive grant may be back (it had to be gone for
+//! that grant).
 //!
 //! A difference is a *loss*. Under `appendfsync always` every loss is an anomaly; under
 //! `everysec` losses are the measured price, and `window_us` how far back they reach.
 
 use std::collections::HashMap;
 
-use redis::Connection;
+use redis::{Connection, Value};
 
-use super::history::{now_us, Op};
+use super::history::{now_us, Mode, Op};
+use super::holding::Holding;
 
-/// One key's state as found after the restart: `(fence, absolute deadline ms)`.
-pub type Found = Option<(i64, i64)>;
+/// What the restarted server shows.
+#[derive(Debug, Default, Clone)]
+pub struct Found {
+    /// Per key: its fence (`LOCK.FENCE key`: the highest live one) and `PEXPIRETIME`
+    /// (-2 when the key is missing).
+    pub keys: HashMap<String, (Option<i64>, i64)>,
+    /// Per holder read: `LOCK.FENCE key token`, its fence if the token holds the key.
+    pub holders: HashMap<(String, String), Option<i64>>,
+}
 
 /// An acknowledged effect the restarted server does not show.
 #[derive(Debug, Clone)]
@@ -24,51 +34,66 @@ pub struct Loss {
     pub window_us: i64,
 }
 
-/// Reads `LOCK.FENCE` and `PEXPIRETIME` of every key in one round trip; returns the
-/// states and the time the reading finished.
-pub fn observe(con: &mut Connection, keys: &[String]) -> (HashMap<String, Found>, i64) {
+/// The holders to read back: (key, token) of every acknowledged grant sent before the
+/// crash.
+pub fn holders_to_read(ops: &[Op], crash_us: i64) -> Vec<(String, String)> {
+    ops.iter()
+        .filter(|op| op.invoked_us < crash_us && op.acked_yes())
+        .filter_map(|op| Some((op.key.clone(), op.fence().and(op.token())?.to_string())))
+        .collect()
+}
+
+/// Reads `LOCK.FENCE` and `PEXPIRETIME` of every key and `LOCK.FENCE key token` of every
+/// holder in one round trip; returns what was found and the time the reading finished.
+pub fn observe(
+    con: &mut Connection,
+    keys: &[String],
+    holders: &[(String, String)],
+) -> (Found, i64) {
     let mut pipe = redis::pipe();
     for key in keys {
         pipe.cmd("LOCK.FENCE").arg(key).cmd("PEXPIRETIME").arg(key);
     }
-    let replies: Vec<redis::Value> = pipe.query(con).expect("read state after restart");
+    for (key, token) in holders {
+        pipe.cmd("LOCK.FENCE").arg(key).arg(token);
+    }
+    let replies: Vec<Value> = pipe.query(con).expect("read state after restart");
     let at = now_us();
-    let states = keys
-        .iter()
-        .zip(replies.chunks(2))
-        .map(|(key, pair)| {
-            let state = match pair {
-                [redis::Value::Int(fence), redis::Value::Int(deadline)] => {
-                    Some((*fence, *deadline))
-                }
-                _ => None,
-            };
-            (key.clone(), state)
-        })
-        .collect();
-    (states, at)
+    let int = |reply: &Value| match reply {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    };
+    let (of_keys, of_holders) = replies.split_at(keys.len() * 2);
+    let found = Found {
+        keys: keys
+            .iter()
+            .zip(of_keys.chunks(2))
+            .map(|(key, pair)| (key.clone(), (int(&pair[0]), int(&pair[1]).unwrap_or(-2))))
+            .collect(),
+        holders: holders
+            .iter()
+            .cloned()
+            .zip(of_holders.iter().map(int))
+            .collect(),
+    };
+    (found, at)
 }
 
 /// The verdict over all keys after one restart.
 pub struct Judged {
     pub losses: Vec<Loss>,
-    /// Keys whose acknowledged holding had to be there, and was, with fence and deadline.
+    /// Acknowledged holdings that had to be there, and were, with their fence.
     pub verified: usize,
 }
 
 /// Compares `found` (read at `observed_us`) with the acknowledged history before
 /// `crash_us`. Keys touched by an operation sent after the crash are skipped.
-pub fn losses(
-    ops: &[Op],
-    crash_us: i64,
-    found: &HashMap<String, Found>,
-    observed_us: i64,
-) -> Judged {
+pub fn losses(ops: &[Op], crash_us: i64, found: &Found, observed_us: i64) -> Judged {
     let mut judged = Judged {
         losses: Vec::new(),
         verified: 0,
     };
-    for (key, state) in found {
+    for (key, &(key_fence, key_deadline)) in &found.keys {
         let of_key: Vec<&Op> = ops.iter().filter(|op| &op.key == key).collect();
         if of_key
             .iter()
@@ -80,89 +105,103 @@ pub fn losses(
             .into_iter()
             .filter(|op| op.invoked_us < crash_us)
             .collect();
-        let Some(last) = before
+        let grants: Vec<&Op> = before
             .iter()
+            .copied()
             .filter(|op| op.acked_yes() && op.fence().is_some())
-            .max_by_key(|op| op.fence())
-        else {
-            continue;
+            .collect();
+        let loss = |what: String, acked_us: i64| Loss {
+            what: format!("{key}: {what}"),
+            window_us: crash_us - acked_us,
         };
-        match judge(last, &before, *state, crash_us, observed_us) {
-            Verdict::Lost(loss) => judged.losses.push(loss),
-            Verdict::Verified => judged.verified += 1,
-            Verdict::Allowed => {}
+        let exclusive = grants
+            .iter()
+            .filter(|op| op.mode() == Some(Mode::Exclusive))
+            .max_by_key(|op| op.fence());
+        if let (Some(found), Some(grant)) = (key_fence, exclusive) {
+            if Some(found) < grant.fence() {
+                judged.losses.push(loss(
+                    format!(
+                        "older fence {found} restored after the exclusive grant of {:?}",
+                        grant.fence()
+                    ),
+                    grant.completed_us,
+                ));
+            }
+        }
+        // The latest acknowledged deadline among the holdings found, and its holder's
+        // latest acknowledgement.
+        let mut required: Option<(i64, i64)> = None;
+        for grant in grants {
+            let Some(held) = grant
+                .token()
+                .and_then(|token| found.holders.get(&(key.clone(), token.to_string())))
+            else {
+                continue;
+            };
+            let holding = Holding::new(grant, &before);
+            match judge(&holding, *held, observed_us) {
+                Verdict::Lost(what, acked_us) => judged.losses.push(loss(
+                    format!("{what} (the key's fence is now {key_fence:?})"),
+                    acked_us,
+                )),
+                Verdict::Verified(deadline_ms) => {
+                    judged.verified += 1;
+                    if required.is_none_or(|(latest, _)| deadline_ms > latest) {
+                        required = Some((deadline_ms, holding.last_ack_us()));
+                    }
+                }
+                Verdict::Allowed => {}
+            }
+        }
+        if let Some((deadline_ms, acked_us)) = required {
+            // -1: no expiry at all, which outlasts any lease.
+            if key_deadline != -1 && key_deadline < deadline_ms {
+                judged.losses.push(loss(
+                    format!("deadline {key_deadline} earlier than acknowledged {deadline_ms}"),
+                    acked_us,
+                ));
+            }
         }
     }
     judged
 }
 
 enum Verdict {
-    Lost(Loss),
-    /// The holding had to survive and did.
-    Verified,
+    /// What was lost, and when it had been acknowledged.
+    Lost(String, i64),
+    /// The holding had to survive and did; its acknowledged deadline (ms).
+    Verified(i64),
     /// Consistent, though the history allowed more than one state.
     Allowed,
 }
 
-fn judge(last: &Op, before: &[&Op], state: Found, crash_us: i64, observed_us: i64) -> Verdict {
-    let Some(fence) = last.fence() else {
+/// One acknowledged holding against `held`, the fence its token holds after the restart.
+fn judge(holding: &Holding, held: Option<i64>, observed_us: i64) -> Verdict {
+    let fence = holding.grant.fence().unwrap_or(0);
+    match holding.release() {
+        Some(release) if release.acked_yes() => {
+            return match held {
+                Some(_) => Verdict::Lost(
+                    format!("released holding with fence {fence} is back"),
+                    release.completed_us,
+                ),
+                None => Verdict::Allowed,
+            };
+        }
+        Some(release) if release.maybe() => return Verdict::Allowed,
+        _ => {}
+    }
+    let deadline_ms = holding.certain_deadline_ms();
+    if deadline_ms * 1_000 <= observed_us {
         return Verdict::Allowed;
-    };
-    let token = last.token();
-    let follow: Vec<&&Op> = before
-        .iter()
-        .filter(|op| op.client == last.client && op.token() == token && op.fence().is_none())
-        .collect();
-    let acked_release = follow.iter().find(|op| op.is_release() && op.acked_yes());
-    let release_in_flight = follow.iter().any(|op| op.is_release() && op.maybe());
-    let mut deadline_ms = last.invoked_us / 1_000 + last.ttl_ms().unwrap_or(0);
-    let mut last_ack_us = last.completed_us;
-    for op in follow.iter().filter(|op| op.is_refresh() && op.acked_yes()) {
-        deadline_ms = deadline_ms.max(op.invoked_us / 1_000 + op.ttl_ms().unwrap_or(0));
-        last_ack_us = last_ack_us.max(op.completed_us);
     }
-    let loss = |what: String, acked_us: i64| Loss {
-        what: format!("{}: {what}", last.key),
-        window_us: crash_us - acked_us,
-    };
-    if let Some(release) = acked_release {
-        return match state {
-            Some((found, _)) if found <= fence => Verdict::Lost(loss(
-                format!("released fence {fence} is back (found {found})"),
-                release.completed_us,
-            )),
-            _ => Verdict::Allowed,
-        };
-    }
-    let may_have_ended = deadline_ms * 1_000 <= observed_us || release_in_flight;
-    let verdict = match state {
-        None if !may_have_ended => Some(loss(
-            format!("grant with fence {fence} and deadline >= {deadline_ms} missing"),
-            last_ack_us,
-        )),
-        Some((found, _)) if found < fence => Some(loss(
-            format!("older fence {found} restored instead of {fence}"),
-            last_ack_us,
-        )),
-        Some((found, deadline)) if found == fence && deadline < deadline_ms => Some(loss(
-            format!("deadline {deadline} earlier than acknowledged {deadline_ms}"),
-            last_ack_us,
-        )),
-        Some((found, _))
-            if found > fence && deadline_ms * 1_000 > crash_us && !release_in_flight =>
-        {
-            Some(loss(
-                format!("fence {fence} superseded by {found} while its lease was live"),
-                last_ack_us,
-            ))
-        }
-        _ => None,
-    };
-    match verdict {
-        Some(lost) => Verdict::Lost(lost),
-        None if !may_have_ended && state.is_some_and(|(found, _)| found == fence) => {
-            Verdict::Verified
-        }
-        None => Verdict::Allowed,
+    if held == Some(fence) {
+        Verdict::Verified(deadline_ms)
+    } else {
+        Verdict::Lost(
+            format!("holding with fence {fence} and deadline >= {deadline_ms} missing (its token holds {held:?})"),
+            holding.last_ack_us(),
+        )
     }
 }

@@ -70,11 +70,11 @@ impl GuardedCounts {
 }
 
 /// The counters' values summed over the run's keys.
-pub fn final_total(con: &mut Connection, key_prefix: &str, keys: usize) -> i64 {
-    (0..keys)
-        .map(|n| {
+pub fn final_total(con: &mut Connection, keys: &[String]) -> i64 {
+    keys.iter()
+        .map(|key| {
             redis::cmd("GET")
-                .arg(counter_key(&format!("{key_prefix}{n}")))
+                .arg(counter_key(key))
                 .query::<Option<i64>>(con)
                 .expect("GET counter")
                 .unwrap_or(0)

@@ -16,12 +16,60 @@ pub fn now_us() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
+/// How an acquire asks to hold: alone, shared with other `Shared` holders, or as one of
+/// at most `n` holders of a semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+    Limit(i64),
+}
+
+impl Mode {
+    /// How many holders, this one included, may hold the key while this one does.
+    pub fn admits(self) -> usize {
+        match self {
+            Mode::Exclusive => 1,
+            Mode::Shared => usize::MAX,
+            Mode::Limit(n) => usize::try_from(n).unwrap_or(0),
+        }
+    }
+
+    /// The `LOCK.ACQUIRE` options that ask for it.
+    pub fn args(self) -> Vec<String> {
+        match self {
+            Mode::Exclusive => Vec::new(),
+            Mode::Shared => vec!["SHARED".into()],
+            Mode::Limit(n) => vec!["LIMIT".into(), n.to_string()],
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Exclusive => f.write_str("exclusive"),
+            Mode::Shared => f.write_str("shared"),
+            Mode::Limit(n) => write!(f, "limit {n}"),
+        }
+    }
+}
+
 /// What was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    Acquire { ttl_ms: i64, block_ms: Option<i64> },
-    Refresh { token: String, ttl_ms: i64 },
-    Release { token: String },
+    Acquire {
+        ttl_ms: i64,
+        block_ms: Option<i64>,
+        mode: Mode,
+    },
+    Refresh {
+        token: String,
+        ttl_ms: i64,
+    },
+    Release {
+        token: String,
+    },
 }
 
 /// What came back.
@@ -86,6 +134,14 @@ impl Op {
         matches!(self.outcome, Outcome::Unknown(_))
             || (!self.confirmed
                 && matches!(self.outcome, Outcome::Granted { .. } | Outcome::Done(true)))
+    }
+
+    /// The mode an acquire asked for.
+    pub fn mode(&self) -> Option<Mode> {
+        match self.request {
+            Request::Acquire { mode, .. } => Some(mode),
+            _ => None,
+        }
     }
 
     pub fn is_refresh(&self) -> bool {

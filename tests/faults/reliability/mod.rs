@@ -1,8 +1,9 @@
 //! The reliability suite's shared machinery: every scenario drives many clients against
 //! a real server (`workload`), records each operation with its timestamps (`history`),
 //! lets holders touch a fenced resource and an unfenced control (`resource`), injects
-//! its faults, then judges the whole history (`checker`, `durability`) and reports the
-//! figures (`report`). `scale` picks the short CI or the long soak durations.
+//! its faults, then judges the whole history (`checker`, `durability`, both built on
+//! what the history proves of each holding: `holding`) and reports the figures
+//! (`report`). `scale` picks the short CI or the long soak durations.
 
 #![allow(dead_code)]
 
@@ -11,6 +12,7 @@ pub mod client;
 pub mod durability;
 pub mod guarded;
 pub mod history;
+pub mod holding;
 pub mod report;
 pub mod resource;
 pub mod scale;

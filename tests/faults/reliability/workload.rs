@@ -1,6 +1,11 @@
 //! The load: many client threads contending for a few keys, mixing plain and BLOCK
-//! acquires. Each holder reads the protected resources, holds for a while (sometimes,
-//! like a GC pause, well past its lease), sometimes refreshes, writes back and releases.
+//! acquires. Each holder holds for a while (sometimes, like a GC pause, well past its
+//! lease), sometimes refreshes, and releases. Exclusive holders also read the protected
+//! resources when their hold starts and write them back before releasing.
+//!
+//! Keys come in three kinds: mutexes (every holder exclusive), read-write locks (readers
+//! `SHARED`, writers exclusive) and semaphores (every holder `LIMIT n`). Every holder of a
+//! key asks the same way, so no acquire is ever refused for its mode.
 
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -12,14 +17,22 @@ use redis::Value;
 
 use super::client::LockClient;
 use super::guarded::{counter_key, guard, GuardedCounts};
-use super::history::{History, Op, Outcome};
+use super::history::{History, Mode, Op, Outcome};
 use super::resource::{Counts, Resource};
 use super::target::Target;
 
 #[derive(Clone, Debug)]
 pub struct LoadSpec {
     pub clients: usize,
+    /// Mutexes: keys `0..keys`.
     pub keys: usize,
+    /// Read-write locks, the keys after the mutexes; `readers` is the share of their
+    /// acquires that are `SHARED`.
+    pub read_write_keys: usize,
+    pub readers: f64,
+    /// Semaphores of `permits`, the keys after the read-write locks.
+    pub semaphore_keys: usize,
+    pub permits: i64,
     pub key_prefix: &'static str,
     /// Lease lengths, inclusive range in ms.
     pub ttl_ms: (i64, i64),
@@ -45,6 +58,10 @@ impl LoadSpec {
         LoadSpec {
             clients: 50,
             keys: 6,
+            read_write_keys: 0,
+            readers: 0.7,
+            semaphore_keys: 0,
+            permits: 3,
             key_prefix,
             ttl_ms: (150, 600),
             block_fraction: 0.35,
@@ -59,11 +76,52 @@ impl LoadSpec {
         }
     }
 
+    /// The standard load on its mutexes, plus two read-write locks and two semaphores.
+    pub fn with_shared_holders(key_prefix: &'static str) -> Self {
+        LoadSpec {
+            read_write_keys: 2,
+            semaphore_keys: 2,
+            ..Self::standard(key_prefix)
+        }
+    }
+
+    /// Every key of the load: mutexes, then read-write locks, then semaphores.
+    pub fn key_names(&self) -> Vec<String> {
+        (0..self.keys + self.read_write_keys + self.semaphore_keys)
+            .map(|n| format!("{}{n}", self.key_prefix))
+            .collect()
+    }
+
+    /// How a holder of key `n` asks for it.
+    fn mode(&self, n: usize, rng: &mut StdRng) -> Mode {
+        if n < self.keys {
+            Mode::Exclusive
+        } else if n < self.keys + self.read_write_keys {
+            if rng.gen_bool(self.readers) {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            }
+        } else {
+            Mode::Limit(self.permits)
+        }
+    }
+
     pub fn describe(&self) -> String {
+        let mut keys = format!("{} keys", self.keys);
+        if self.read_write_keys > 0 {
+            keys += &format!(
+                " + {} read-write ({:.0}% readers)",
+                self.read_write_keys,
+                self.readers * 100.0
+            );
+        }
+        if self.semaphore_keys > 0 {
+            keys += &format!(" + {} semaphores of {}", self.semaphore_keys, self.permits);
+        }
         format!(
-            "{} clients, {} keys, ttl {}-{} ms, {:.0}% BLOCK",
+            "{} clients, {keys}, ttl {}-{} ms, {:.0}% BLOCK",
             self.clients,
-            self.keys,
             self.ttl_ms.0,
             self.ttl_ms.1,
             self.block_fraction * 100.0
@@ -153,19 +211,19 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) {
+        let keys = self.spec.key_names();
         while !self.target.stopping() {
-            let key = format!(
-                "{}{}",
-                self.spec.key_prefix,
-                self.rng.gen_range(0..self.spec.keys)
-            );
+            let n = self.rng.gen_range(0..keys.len());
+            let mode = self.spec.mode(n, &mut self.rng);
             let ttl = self.rng.gen_range(self.spec.ttl_ms.0..=self.spec.ttl_ms.1);
             let block = self.rng.gen_bool(self.spec.block_fraction).then(|| {
                 self.rng
                     .gen_range(self.spec.block_ms.0..=self.spec.block_ms.1)
             });
-            match self.client.acquire(&key, ttl, block) {
-                Some(Outcome::Granted { token, fence }) => self.hold(&key, &token, fence, ttl),
+            match self.client.acquire(&keys[n], ttl, block, mode) {
+                Some(Outcome::Granted { token, fence }) => {
+                    self.hold(&keys[n], &token, fence, ttl, mode);
+                }
                 // Busy: a real client would back off before polling again.
                 Some(Outcome::Busy) => pause_ms(self.rng.gen_range(1..=5)),
                 _ => pause_ms(5),
@@ -173,11 +231,14 @@ impl Worker {
         }
     }
 
-    fn hold(&mut self, key: &str, token: &str, fence: i64, ttl: i64) {
-        let fenced_seen = self.fenced.read(key, fence);
-        let control_seen = self.control.read(key, fence);
+    /// Holds a grant until releasing it. Only an exclusive holder touches the resources:
+    /// shared holders may overlap by design, and would make each other's writes stale.
+    fn hold(&mut self, key: &str, token: &str, fence: i64, ttl: i64, mode: Mode) {
+        let writer = mode == Mode::Exclusive;
+        let fenced_seen = writer.then(|| self.fenced.read(key, fence)).flatten();
+        let control_seen = writer.then(|| self.control.read(key, fence)).flatten();
         let counter = counter_key(key);
-        let counted = if self.spec.guarded_counter {
+        let counted = if writer && self.spec.guarded_counter {
             match self.client.query(&guard(key, token, &["GET", &counter])) {
                 Some(Ok(Value::Nil)) => Some(0),
                 Some(Ok(value)) => redis::from_redis_value::<i64>(value).ok(),
