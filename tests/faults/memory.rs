@@ -294,3 +294,95 @@ fn valgrind_finds_no_module_leak_or_invalid_access() {
     .emit();
     assert_none("valgrind", &anomalies);
 }
+
+/// `holders` grants of one shared lock `key` in `mode` (`SHARED` or `LIMIT n`),
+/// pipelined; their tokens.
+fn grant_shared(con: &mut Connection, key: &str, holders: usize, mode: &[&str]) -> Vec<String> {
+    let mut pipe = redis::pipe();
+    for _ in 0..holders {
+        pipe.cmd("LOCK.ACQUIRE").arg(key).arg(60_000).arg(mode);
+    }
+    let grants: Vec<Option<(String, i64)>> = pipe.query(con).unwrap();
+    grants
+        .into_iter()
+        .map(|grant| grant.expect("room for every holder").0)
+        .collect()
+}
+
+#[test]
+fn each_additional_shared_holder_costs_at_most_64_bytes() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let usage =
+        |con: &mut Connection, key: &str| int(con, &["MEMORY", "USAGE", key, "SAMPLES", "0"]);
+    for mode in [&["SHARED"][..], &["LIMIT", "5000"][..]] {
+        let key = format!("mem:{}", mode[0]);
+        grant_shared(&mut con, &key, 1, mode);
+        let one = usage(&mut con, &key);
+        // Holders are kept in an array that doubles: 1,025 holders is its emptiest
+        // (a holder's share of the array is largest), 4,096 its fullest.
+        grant_shared(&mut con, &key, 1_023, mode);
+        let before = used_memory(&mut con);
+        grant_shared(&mut con, &key, 1, mode);
+        let reported = (usage(&mut con, &key) - one) / 1_024;
+        assert!(
+            reported <= 64,
+            "{mode:?}: MEMORY USAGE {reported} B a holder at 1,025"
+        );
+        grant_shared(&mut con, &key, 3_071, mode);
+        let reported = (usage(&mut con, &key) - one) / 4_095;
+        assert!(
+            reported <= 64,
+            "{mode:?}: MEMORY USAGE {reported} B a holder at 4,096"
+        );
+        // What the server allocated for the holders from 1,025 to 4,096 (a doubling
+        // of the array included).
+        let allocated = (used_memory(&mut con) - before) / 3_072;
+        assert!(
+            allocated <= 64,
+            "{mode:?}: used_memory grows {allocated} B a holder"
+        );
+    }
+}
+
+#[test]
+fn used_memory_returns_to_baseline_after_shared_cycles() {
+    let rounds = pick(200, 2_000);
+    let server = Server::start();
+    let mut con = server.connect();
+    let cycle = |con: &mut Connection| {
+        for (key, mode) in [("sem", &["LIMIT", "50"][..]), ("rw", &["SHARED"][..])] {
+            let tokens = grant_shared(con, key, 50, mode);
+            let mut release = redis::pipe();
+            for (i, token) in tokens.iter().enumerate() {
+                if i % 5 == 0 {
+                    release
+                        .cmd("LOCK.REFRESH")
+                        .arg(key)
+                        .arg(token)
+                        .arg(30_000)
+                        .ignore();
+                }
+                release.cmd("LOCK.RELEASE").arg(key).arg(token).ignore();
+            }
+            let _: () = release.query(con).unwrap();
+        }
+    };
+    for _ in 0..20 {
+        cycle(&mut con);
+    }
+    let baseline = used_memory(&mut con);
+    for _ in 0..rounds {
+        cycle(&mut con);
+    }
+    let grown = used_memory(&mut con) - baseline;
+    assert_eq!(
+        int(&mut con, &["DBSIZE"]),
+        0,
+        "no key left after the last holder"
+    );
+    assert!(
+        grown <= 64 * 1024,
+        "used_memory grew by {grown} bytes over {rounds} rounds of 100 holders"
+    );
+}
