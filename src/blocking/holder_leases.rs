@@ -1,0 +1,115 @@
+//! Shared holders leave when their own lease ends, even when nobody touches the lock:
+//! each shared lock whose earliest holder lease ends before the key's own expiry (the
+//! latest lease, which Redis handles) gets one timer at that earliest end. It drops the
+//! ended holders (`lock.expired` for each, `LOCK.DROP` to replicas), hands the room to
+//! the queue, and arms itself for the next earliest end. A lock has at most one such
+//! timer; one that fires after the lock changed simply finds nothing to drop.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fencelock_core::value::LockRef;
+use redis_module::{Context, RedisString};
+
+use super::timers::PAUSED_RETRY_MS;
+use super::{hand_off, KeyId};
+use crate::keyspace::effects;
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::server::{select_db, selected_db, writes, Writes};
+use crate::rm::timers::{self, Timer, TimerId};
+
+thread_local! {
+    /// The armed timer of each watched lock: when it fires, and its id.
+    static ARMED: RefCell<HashMap<KeyId, (i64, TimerId)>> = RefCell::new(HashMap::new());
+}
+
+/// A shared lock `name` (in the selected database) was written: make sure a timer fires
+/// when its earliest holder's lease ends, unless the key's own expiry covers it.
+pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
+    let Ok(Some(LockRef::Shared(set))) = key.lock() else {
+        return;
+    };
+    let (Some(earliest), Some(latest)) = (set.earliest_deadline(), set.latest_deadline()) else {
+        return;
+    };
+    if earliest >= latest {
+        return;
+    }
+    // A holder holds through its deadline's millisecond; it has ended one later.
+    arm(
+        ctx,
+        (selected_db(ctx), name.to_vec()),
+        earliest.saturating_add(1),
+    );
+}
+
+fn arm(ctx: &Context, id: KeyId, fires_at: i64) {
+    let armed_earlier = ARMED.with(|armed| {
+        armed
+            .borrow()
+            .get(&id)
+            .is_some_and(|(at, _)| *at <= fires_at)
+    });
+    if armed_earlier {
+        return;
+    }
+    let delay = u64::try_from(fires_at.saturating_sub(clock::now_ms())).unwrap_or(0);
+    let check = HolderLeaseEnd {
+        id: id.clone(),
+        fires_at,
+    };
+    let timer = timers::start(ctx, Duration::from_millis(delay), check);
+    let replaced = ARMED.with(|armed| armed.borrow_mut().insert(id, (fires_at, timer)));
+    if let Some((_, old)) = replaced {
+        drop(timers::stop::<HolderLeaseEnd>(ctx, old));
+    }
+}
+
+/// The end of a shared holder's lease.
+struct HolderLeaseEnd {
+    id: KeyId,
+    fires_at: i64,
+}
+
+impl Timer for HolderLeaseEnd {
+    const NAME: &'static str = "a shared holder's lease end";
+
+    fn fire(self, ctx: &Context) {
+        let current = ARMED.with(|armed| {
+            let mut armed = armed.borrow_mut();
+            let current = armed
+                .get(&self.id)
+                .is_some_and(|(at, _)| *at == self.fires_at);
+            if current {
+                armed.remove(&self.id);
+            }
+            current
+        });
+        if !current {
+            return;
+        }
+        match writes(ctx) {
+            Writes::Allowed => {}
+            Writes::Paused => {
+                let retry = clock::now_ms().saturating_add(PAUSED_RETRY_MS);
+                arm(ctx, self.id, retry);
+                return;
+            }
+            // A replica follows its primary's `LOCK.DROP`s; after a promotion the next
+            // write to the lock drops what ended.
+            Writes::Replica => return,
+        }
+        let (db, name) = &self.id;
+        if !select_db(ctx, *db) {
+            return;
+        }
+        let name = RedisString::create_from_slice(ctx.ctx, name);
+        let mut key = LockKey::open(ctx, &name, true);
+        // A failed drop leaves the ended holders counted as gone by every decision.
+        let _ = effects::drop_ended(ctx, &mut key, &name, clock::now_ms());
+        hand_off(ctx, &mut key, &name);
+        watch(ctx, name.as_slice(), &key);
+    }
+}
