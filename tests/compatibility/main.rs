@@ -8,3 +8,4 @@ mod guard;
 mod persistence;
 mod redlock;
 mod replication;
+mod shared;

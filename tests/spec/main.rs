@@ -10,3 +10,4 @@ mod errors;
 mod guard;
 mod hardening;
 mod readme_transcript;
+mod shared;
