@@ -151,8 +151,9 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         Some((client, waiter))
     }
 
-    /// Takes a queued client out (with `ticket`: only if it is still that very wait).
-    pub fn take(&mut self, client: C, ticket: Option<Ticket>) -> Option<W> {
+    /// Takes a queued client out (with `ticket`: only if it is still that very wait);
+    /// with the key it waited for, whose next waiters may fit now.
+    pub fn take(&mut self, client: C, ticket: Option<Ticket>) -> Option<(K, W)> {
         let (key, queued_ticket) = self.queued.get(&client)?.clone();
         if ticket.is_some_and(|ticket| ticket != queued_ticket) {
             return None;
@@ -164,7 +165,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             waiting.unindex(queued_ticket, waiter);
         }
         self.drop_if_empty(&key);
-        removed.map(|(_, waiter)| waiter)
+        removed.map(|(_, waiter)| (key, waiter))
     }
 
     /// Takes every waiter of `key` that asked with `token`, in queue order: the same
@@ -323,7 +324,7 @@ mod tests {
             None,
             "another wait of a reused handle"
         );
-        assert_eq!(book.take(1, Some(ticket)), Some("a"));
+        assert_eq!(book.take(1, Some(ticket)), Some(("k", "a")));
         assert_eq!(book.take(1, None), None);
         assert_eq!(book.pop_first(&"k"), None);
         assert!(book.is_empty());
@@ -372,7 +373,7 @@ mod tests {
         assert_eq!(book.take_same_token(&"k", b"w"), vec![(3, "t:w")]);
         assert_eq!(book.take_same_token(&"k", b"w"), vec![]);
         assert_eq!(book.total(), 1);
-        assert_eq!(book.take(2, None), Some("t:x"));
+        assert_eq!(book.take(2, None).map(|(_, w)| w), Some("t:x"));
         assert!(book.keys().is_empty());
     }
 
@@ -387,7 +388,7 @@ mod tests {
             });
         }
         assert_eq!(book.take_abandoned_timers(), vec![]);
-        assert_eq!(book.take(1, None), Some("a"));
+        assert_eq!(book.take(1, None).map(|(_, w)| w), Some("a"));
         assert_eq!(book.take_abandoned_timers(), vec![7]);
         book.enqueue("j", 2, "b");
         if let Some(queue) = book.key_mut(&"j") {

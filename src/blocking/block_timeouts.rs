@@ -86,11 +86,12 @@ impl Timer for BlockTimeout {
             }
             return;
         }
-        if with_registry(|r| r.take(self.client, Some(self.ticket))).is_some() {
+        if let Some((key, _)) = with_registry(|r| r.take(self.client, Some(self.ticket))) {
             stats::BLOCK_TIMEOUTS.bump();
             // No delivery: the reply callback answers nil.
             blocked::unblock::<LockWaiting>(self.client, None);
             super::timers::stop_abandoned_checks(ctx);
+            super::left_queue(ctx, key);
         }
     }
 }

@@ -291,12 +291,22 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
 /// granted or gone.
 fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
-    let Some(waiter) = with_registry(|r| r.take(client, None)) else {
+    let Some((key, waiter)) = with_registry(|r| r.take(client, None)) else {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
     stop_abandoned_checks(ctx);
+    left_queue(ctx, key);
     true
+}
+
+/// A waiter of `key` left without being granted (timeout, `CLIENT UNBLOCK`, disconnect):
+/// if it stood first, the waiters behind it may fit now (shared waiters behind an
+/// exclusive one), so the queue is settled right after.
+fn left_queue(ctx: &Context, key: KeyId) {
+    if has_waiters(&key) {
+        key_changed(ctx, key.0, &key.1);
+    }
 }
 
 /// Whether the client with this `CLIENT ID` was handed a lock that Redis has not yet
