@@ -43,6 +43,13 @@ def test_public_names() -> None:
     assert issubclass(fencelock.LockLost, redis.exceptions.LockNotOwnedError)
     assert issubclass(fencelock.StaleFence, redis.exceptions.LockError)
     assert fencelock.asyncio.StaleFence is fencelock.StaleFence
+    # A refused mode is a lock error and the server's error reply it is.
+    assert issubclass(fencelock.WrongMode, redis.exceptions.LockError)
+    assert issubclass(fencelock.WrongMode, redis.exceptions.ResponseError)
+    assert fencelock.asyncio.WrongMode is fencelock.WrongMode
+    # Semaphores and read-write locks are the package's locks underneath.
+    assert issubclass(fencelock.Semaphore, fencelock.Lock)
+    assert issubclass(fencelock.asyncio.Semaphore, fencelock.asyncio.Lock)
 
 
 def test_supported_python() -> None:

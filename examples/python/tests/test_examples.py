@@ -1,6 +1,6 @@
-"""The three examples against a real server: a cron job runs once, a double-clicked
-checkout charges once, and a stalled stock writer is refused by its fence. Each script
-also runs from the command line."""
+"""The examples against a real server: a cron job runs once, a double-clicked checkout
+charges once, a stalled stock writer is refused by its fence, and no more than N calls
+reach the payment API at once. Each script also runs from the command line."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import redis.asyncio as redis
 from checkout import checkout
 from cron_once import run_once
 from fencelock.asyncio import Locks
+from payment_api import call_limited
 from stock_update import Inventory, StaleFence, adjust_stock
 
 EXAMPLES = Path(__file__).resolve().parents[1]
@@ -149,12 +150,50 @@ def test_a_writer_stalled_past_its_lease_is_refused_by_the_fence(server_url, tmp
     assert inventory.quantity("apple") == 7, "the stale write (9) was refused"
 
 
+def test_at_most_three_payment_calls_at_once_across_workers(server_url):
+    running = []
+    most = []
+
+    async def call(lease):
+        running.append(lease.fence)
+        most.append(len(running))
+        await asyncio.sleep(0.1)
+        running.remove(lease.fence)
+        return lease.fence
+
+    async def scenario():
+        workers = [redis.Redis.from_url(server_url) for _ in range(4)]
+        try:
+            # A worker that died holding a permit: it comes back after its lease.
+            dead = await Locks(workers[0]).acquire("payments-api", ttl=0.5, limit=3)
+            calls = [
+                call_limited(Locks(workers[i % 4]), call, limit=3, wait=10)
+                for i in range(12)
+            ]
+            start = asyncio.get_running_loop().time()
+            fences = await asyncio.gather(*calls)
+            elapsed = asyncio.get_running_loop().time() - start
+            left = await workers[0].exists("lock:payments-api")
+        finally:
+            for client in workers:
+                await client.aclose()
+        return dead, fences, elapsed, left
+
+    dead, fences, elapsed, left = asyncio.run(scenario())
+    assert max(most) == 3
+    assert len(set(fences)) == 12 and min(fences) > dead.fence
+    # 12 calls of 0.1 s: two permits for the first 0.5 s, then three.
+    assert 0.4 < elapsed < 3
+    assert left == 0, "every permit was given back"
+
+
 @pytest.mark.parametrize(
     "script, args, expected",
     [
         ("cron_once.py", [], "ran here"),
         ("checkout.py", ["--order", "7"], "'charged'"),
         ("stock_update.py", ["--sku", "pear", "--delta", "-2"], "pear: 98 in stock"),
+        ("payment_api.py", ["--calls", "6", "--limit", "2"], "at most 2 at once"),
     ],
 )
 def test_the_scripts_run_from_the_command_line(

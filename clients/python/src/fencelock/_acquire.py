@@ -14,7 +14,7 @@ from redis.exceptions import RedisError, ResponseError
 from . import _pinned
 from ._plan import Plan
 from ._protocol import Key, Token, parse_grant, persist_args, release_args, wait_args
-from .errors import NotReplicated
+from .errors import NotReplicated, WrongMode
 
 if TYPE_CHECKING:
     from ._types import SyncClient
@@ -29,15 +29,28 @@ def acquire(
     wait: Optional[float],
     wait_replicas: int = 0,
     replicas_timeout: float = 1.0,
+    shared: bool = False,
+    limit: Optional[int] = None,
 ) -> Optional[int]:
     """Asks for the lock at ``key`` for ``token``; returns the fence, or None if busy.
 
     ``ttl_ms=None`` makes a lock without expiry. ``wait``: 0 tries once, None waits
-    forever, else seconds in the server's FIFO queue. Error replies (``WRONGTYPE`` too)
-    are raised; nothing was granted then. Any failure after the request may have been
+    forever, else seconds in the server's FIFO queue. ``shared`` asks for a shared
+    holding (a reader), ``limit=n`` for one of a semaphore's n permits; a shared
+    holding needs a ttl. Error replies (``WRONGTYPE`` too) are raised, ``WRONGMODE`` as
+    ``WrongMode``; nothing was granted then. Any failure after the request may have been
     granted (lost connection, interrupt, failed ``WAIT``) releases ``token``'s holding
     before the error propagates."""
-    plan = Plan.make(key, token, ttl_ms, wait, wait_replicas, replicas_timeout)
+    plan = Plan.make(
+        key,
+        token,
+        ttl_ms,
+        wait,
+        wait_replicas,
+        replicas_timeout,
+        shared=shared,
+        limit=limit,
+    )
     try:
         socket_timeout = _pinned.socket_timeout(client, key)
         if plan.pinned(socket_timeout):
@@ -50,8 +63,13 @@ def acquire(
         else:
             fence = parse_grant(client.execute_command(*plan.args()))
             acknowledged = None
-    except ResponseError:
-        raise
+    except ResponseError as error:
+        # Refused: nothing was granted (and a token that holds in another mode keeps
+        # that holding), so there is nothing to release.
+        wrong = WrongMode.from_reply(key, error)
+        if wrong is None:
+            raise
+        raise wrong from error
     except BaseException:
         release_quietly(client, key, token)
         raise

@@ -29,6 +29,17 @@ def ttl_ms(timeout: Optional[Number]) -> Optional[int]:
     return to_ms(timeout) if timeout else None
 
 
+def check_shared_timeout(timeout: Optional[Number]) -> None:
+    """A shared holder (a reader, a semaphore's permit) always has a lease: each one
+    ends on its own on the server, and ``PERSIST``, which makes an exclusive lock
+    permanent, cannot keep one. Nor should it: a permit of a client that died would
+    be lost for good."""
+    if not timeout:
+        raise ValueError(
+            "a shared lock or a semaphore needs a timeout: every holder has a lease"
+        )
+
+
 def deadline(
     blocking: bool, blocking_timeout: Optional[Number], now: float
 ) -> Optional[float]:

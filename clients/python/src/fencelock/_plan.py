@@ -8,7 +8,15 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from ._protocol import PROVISIONAL_TTL_MS, Args, Key, Token, acquire_args, block_ms
+from ._protocol import (
+    PROVISIONAL_TTL_MS,
+    Args,
+    Key,
+    Token,
+    acquire_args,
+    block_ms,
+    check_limit,
+)
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,9 @@ class Plan:
     deadline: Optional[float]
     wait_replicas: int
     replicas_timeout: float
+    # The mode asked for: SHARED, or LIMIT n (a semaphore; shared implied).
+    shared: bool = False
+    limit: Optional[int] = None
 
     @classmethod
     def make(
@@ -32,11 +43,27 @@ class Plan:
         wait: Optional[float],
         wait_replicas: int,
         replicas_timeout: float,
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
     ) -> Plan:
+        limit = check_limit(limit)
+        if ttl_ms is None and (shared or limit is not None):
+            # Each shared holder's lease ends on its own on the server; PERSIST,
+            # which makes an exclusive lock permanent, cannot keep one.
+            raise ValueError("a shared holder (reader, semaphore permit) needs a ttl")
         deadline = None if wait is None else time.monotonic() + max(wait, 0)
         lease_ms = PROVISIONAL_TTL_MS if ttl_ms is None else ttl_ms
         return cls(
-            key, token, lease_ms, wait, deadline, wait_replicas, replicas_timeout
+            key,
+            token,
+            lease_ms,
+            wait,
+            deadline,
+            wait_replicas,
+            replicas_timeout,
+            shared=shared or limit is not None,
+            limit=limit,
         )
 
     @property
@@ -48,7 +75,14 @@ class Plan:
         wait = self.wait
         if self.deadline is not None and now is not None:
             wait = self.deadline - now
-        return acquire_args(self.key, self.lease_ms, self.token, block_ms(wait))
+        return acquire_args(
+            self.key,
+            self.lease_ms,
+            self.token,
+            block_ms(wait),
+            shared=self.shared,
+            limit=self.limit,
+        )
 
     def pinned(self, socket_timeout: Optional[float]) -> bool:
         """Whether the client's pooled connections cannot carry this acquire: ``WAIT``

@@ -7,13 +7,16 @@ from __future__ import annotations
 import math
 import re
 import secrets
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from redis.exceptions import ResponseError
 
 Token = Union[str, bytes]
 Key = Union[str, bytes, memoryview]
 Args = tuple[Any, ...]
+# How a lock is held, as ``LOCK.INFO`` names it: one holder, any number of shared
+# holders (readers), or at most ``limit`` of them (a semaphore's permits).
+Mode = Literal["exclusive", "shared", "semaphore"]
 
 ACQUIRE = "LOCK.ACQUIRE"
 REFRESH = "LOCK.REFRESH"
@@ -27,6 +30,14 @@ FENCED = "LOCK.FENCED"
 # mark's highest, whose text ends with that highest: "STALE ... admitted (41)".
 NOTHELD = "NOTHELD"
 STALE = re.compile(r"^STALE .*\((\d+)\)\s*$")
+# An acquire in another mode than the key's holders (or than the token's own holding):
+# "WRONGMODE <key> is a semaphore with limit 5", "... is held shared", "... is held
+# exclusively". The key may contain anything, so the reply is read from its end.
+WRONGMODE = re.compile(
+    r"^WRONGMODE .* is (?:a semaphore with limit (?P<limit>\d+)|held (?P<held>shared"
+    r"|exclusively))\s*$",
+    re.DOTALL,
+)
 
 # A lock without a timeout (redis-py's ``timeout=None``) is granted with this lease and
 # then made permanent by PERSIST_IF_HELD: if the client dies in between, the key still
@@ -70,10 +81,42 @@ def block_ms(wait: Optional[float]) -> Optional[int]:
     return max(1, math.ceil(wait * 1000))
 
 
-def acquire_args(key: Key, ttl_ms: int, token: Token, block: Optional[int]) -> Args:
+def check_limit(limit: Optional[int]) -> Optional[int]:
+    """A semaphore's limit as given, if it is one (an int >= 1); the server checks the
+    upper bound (``fencelock.max-holders``)."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+    return limit
+
+
+def mode_of(shared: bool, limit: Optional[int]) -> Mode:
+    """The mode an acquire asks for: ``limit`` makes a semaphore (shared implied)."""
+    if limit is not None:
+        return "semaphore"
+    return "shared" if shared else "exclusive"
+
+
+def acquire_args(
+    key: Key,
+    ttl_ms: int,
+    token: Token,
+    block: Optional[int],
+    *,
+    shared: bool = False,
+    limit: Optional[int] = None,
+) -> Args:
+    """``LIMIT n`` implies ``SHARED``, so only one of them is sent."""
     args: Args = (ACQUIRE, key, ttl_ms, "TOKEN", token)
     if block is not None:
         args += ("BLOCK", block)
+    if limit is not None:
+        args += ("LIMIT", limit)
+    elif shared:
+        args += ("SHARED",)
     return args
 
 
@@ -140,6 +183,23 @@ def is_wrongtype(error: ResponseError) -> bool:
 def is_notheld(error: ResponseError) -> bool:
     """``LOCK.GUARD`` refused: the token does not hold the lock, nothing ran."""
     return str(error).startswith(NOTHELD)
+
+
+def wrong_mode(
+    error: ResponseError,
+) -> Optional[tuple[Optional[Mode], Optional[int]]]:
+    """From a ``WRONGMODE`` refusal (nothing changed on the server): the mode the key,
+    or the token's own holding, is in, and the semaphore's limit; None for any other
+    error. A wording this client does not know gives ``(None, None)``."""
+    text = str(error)
+    if text.split(" ", 1)[0] != "WRONGMODE":
+        return None
+    match = WRONGMODE.match(text)
+    if match is None:
+        return None, None
+    if match.group("limit") is not None:
+        return "semaphore", int(match.group("limit"))
+    return ("shared" if match.group("held") == "shared" else "exclusive"), None
 
 
 def stale_highest(error: ResponseError) -> Optional[int]:

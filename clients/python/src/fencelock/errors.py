@@ -1,14 +1,14 @@
-"""Exceptions of the lock managers and of guarded and fenced calls. Each derives from
-redis-py's ``LockError``, so code that already catches lock errors from
+"""Exceptions of the locks, the lock managers and of guarded and fenced calls. Each
+derives from redis-py's ``LockError``, so code that already catches lock errors from
 ``redis.lock.Lock`` keeps catching these."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
-from ._protocol import Key
+from ._protocol import Key, Mode, wrong_mode
 
 
 def lock_error(cls: type[LockError], message: str, name: Key) -> LockError:
@@ -71,3 +71,34 @@ class NotReplicated(LockError):
         self.key = key
         self.wanted = wanted
         self.acknowledged = acknowledged
+
+
+class WrongMode(LockError, ResponseError):
+    """The server refused an acquire in another mode than the lock is held in
+    (``-WRONGMODE``); nothing changed, and waiting would not help. ``mode`` is how the
+    key (or, for a token that already holds it, that holding) is held: ``"exclusive"``,
+    ``"shared"`` or ``"semaphore"``, with ``limit`` for a semaphore; the message is the
+    server's.
+
+    For example a semaphore asked for with another ``limit`` than its holders', a
+    reader (``shared``) on a semaphore, or a token that holds a read lock asking for
+    the write lock (there is no upgrade: release first). A ``LockError`` like every
+    error of this package, and also a ``ResponseError``, as the error reply it is."""
+
+    def __init__(
+        self, key: Key, message: str, mode: Optional[Mode], limit: Optional[int]
+    ) -> None:
+        super().__init__(message)
+        self.key = key
+        self.mode = mode
+        self.limit = limit
+        self.lock_name = key  # type: ignore[assignment]
+        self.status_code = "WRONGMODE"
+
+    @classmethod
+    def from_reply(cls, key: Key, error: ResponseError) -> Optional[WrongMode]:
+        """The error for a ``WRONGMODE`` reply; None for any other error."""
+        parsed = wrong_mode(error)
+        if parsed is None:
+            return None
+        return cls(key, str(error), *parsed)

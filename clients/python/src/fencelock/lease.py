@@ -1,7 +1,8 @@
-"""A held lock as the lock managers hand it out: key, token, fence, lease length,
-whether it was lost, and ``guard`` for commands that must only run while it is held.
-``LeaseBase`` is what the sync and asyncio leases share; they differ in the kind of
-event that signals loss and of client that ``guard`` uses."""
+"""A held lock as the lock managers hand it out: key, token, fence, lease length, mode
+(exclusive, shared, semaphore), whether it was lost, and ``guard`` for commands that
+must only run while it is held. ``LeaseBase`` is what the sync and asyncio leases
+share; they differ in the kind of event that signals loss and of client that
+``guard`` uses."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from redis.exceptions import LockError
 
 from . import guarded
-from ._protocol import Key, Token
+from ._protocol import Key, Mode, Token, mode_of
 from .errors import LockLost, lock_error
 
 if TYPE_CHECKING:
@@ -32,6 +33,14 @@ class LeaseBase:
     acquired_at: float
     # Set on leaving: True if this holder still had the lock and released it.
     released: bool = False
+    # A shared holder (a reader, or a permit of a semaphore of ``limit``).
+    shared: bool = False
+    limit: Optional[int] = None
+
+    @property
+    def mode(self) -> Mode:
+        """``"exclusive"``, ``"shared"`` or ``"semaphore"``, as ``LOCK.INFO`` says."""
+        return mode_of(self.shared, self.limit)
 
     def hold_left_ms(self, min_hold: Optional[float], now: float) -> int:
         """What is left of ``min_hold`` at ``now`` in whole ms (rounded up, so the lock

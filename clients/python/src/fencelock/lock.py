@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
@@ -25,9 +25,11 @@ from . import guarded
 from ._acquire import acquire as acquire_once
 from ._protocol import (
     Key,
+    Mode,
     Token,
     fence_args,
     is_wrongtype,
+    mode_of,
     parse_flag,
     refresh_args,
     release_args,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
+L = TypeVar("L", bound="Lock")
 
 
 class Lock:
@@ -50,7 +53,11 @@ class Lock:
     the server's queue, so it is only used while the key holds another type (a plain
     ``SET`` lock of a not yet migrated client), which the server cannot queue on.
     ``wait_replicas`` (keyword only) makes ``acquire`` also wait until that many
-    replicas have the grant (``WAIT``), else release it and raise ``NotReplicated``."""
+    replicas have the grant (``WAIT``), else release it and raise ``NotReplicated``.
+    ``shared=True`` (keyword only) makes it a reader: any number of shared holders hold
+    the key together while no exclusive holder does (``ReadWriteLock.read()`` is one);
+    a shared lock needs a ``timeout``. An acquire in another mode than the key's
+    holders raises ``WrongMode``."""
 
     def __init__(
         self,
@@ -65,6 +72,7 @@ class Lock:
         *,
         wait_replicas: int = 0,
         wait_replicas_timeout: Number = 1.0,
+        shared: bool = False,
     ) -> None:
         self.redis = redis
         self.name = name
@@ -79,6 +87,17 @@ class Lock:
         self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
         self.local.token = None
         self.local.fence = None
+        self.shared = shared
+        # A semaphore's number of permits (``Semaphore``); None: no limit.
+        self.limit: Optional[int] = None
+        if shared:
+            state.check_shared_timeout(timeout)
+
+    @property
+    def mode(self) -> Mode:
+        """How this lock holds its key: ``"exclusive"``, ``"shared"`` (a reader) or
+        ``"semaphore"`` (one permit of ``limit``), as ``LOCK.INFO`` names it."""
+        return mode_of(self.shared, self.limit)
 
     @property
     def fence(self) -> Optional[int]:
@@ -86,7 +105,7 @@ class Lock:
         the resource you write so that it refuses a holder whose lease has ended."""
         return getattr(self.local, "fence", None)
 
-    def __enter__(self) -> Lock:
+    def __enter__(self: L) -> L:
         if self.acquire():
             return self
         raise lock_error(
@@ -135,6 +154,8 @@ class Lock:
                     wait=wait,
                     wait_replicas=self.wait_replicas,
                     replicas_timeout=self.wait_replicas_timeout,
+                    shared=self.shared,
+                    limit=self.limit,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):

@@ -14,6 +14,17 @@ refreshing stops, ``lease.lost`` is set and ``on_lost(lease)`` is called. On lea
 ``min_hold`` seconds have not passed since the grant: then the lease is cut to what is
 left of ``min_hold``, so that a second server whose clock runs late does not run the
 same scheduled job again.
+
+``shared=True`` holds the lock as one of any number of readers (while no exclusive
+holder has it), ``limit=n`` as one of at most n holders (a semaphore):
+
+    with locks.lock("payment-api", ttl=30, limit=5, wait=10) as lease:
+        ...  # one of 5 permits; its own token, fence, lease, refresher and lost event
+
+Each holder has its own lease, refreshed and reported lost on its own. Waiting is one
+FIFO queue across modes: a reader never overtakes a queued writer. Asking in another
+mode than the lock's holders (another ``limit``, ``shared`` on a semaphore) raises
+``WrongMode``.
 """
 
 from __future__ import annotations
@@ -52,6 +63,8 @@ class Locks:
         ttl: float,
         *,
         wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
         auto_refresh: bool = True,
         min_hold: Optional[float] = None,
         on_lost: Optional[OnLost] = None,
@@ -64,6 +77,8 @@ class Locks:
             name,
             ttl,
             wait=wait,
+            shared=shared,
+            limit=limit,
             token=token,
             wait_replicas=wait_replicas,
             wait_replicas_timeout=wait_replicas_timeout,
@@ -85,6 +100,8 @@ class Locks:
         ttl: float,
         *,
         wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
         token: Optional[Token] = None,
         wait_replicas: int = 0,
         wait_replicas_timeout: float = 1.0,
@@ -92,7 +109,9 @@ class Locks:
         """Takes the lock (no refresher: see ``lock``); ``LockNotAcquired`` if busy for
         the whole ``wait``. ``wait_replicas=n`` also waits until n replicas have the
         grant, else releases it and raises ``NotReplicated``: a grant that only the
-        primary knows is lost if it fails over, and granted again to someone else."""
+        primary knows is lost if it fails over, and granted again to someone else.
+        ``shared=True`` takes it as a reader, ``limit=n`` one of a semaphore's n
+        permits; ``WrongMode`` if the lock is held in another mode."""
         key = self.key(name)
         token = new_token() if token is None else token
         fence = _acquire.acquire(
@@ -103,11 +122,20 @@ class Locks:
             wait=wait,
             wait_replicas=wait_replicas,
             replicas_timeout=wait_replicas_timeout,
+            shared=shared,
+            limit=limit,
         )
         if fence is None:
             raise LockNotAcquired(key)
         return Lease(
-            key, token, fence, ttl, acquired_at=time.monotonic(), client=self.client
+            key,
+            token,
+            fence,
+            ttl,
+            acquired_at=time.monotonic(),
+            shared=shared or limit is not None,
+            limit=limit,
+            client=self.client,
         )
 
     def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool:

@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 
 from .._plan import Plan
 from .._protocol import Key, Token, parse_grant, persist_args, wait_args
-from ..errors import NotReplicated
+from ..errors import NotReplicated, WrongMode
 from . import _pinned
 from ._cleanup import (
     cancellations,
@@ -34,10 +34,21 @@ async def acquire(
     wait: Optional[float],
     wait_replicas: int = 0,
     replicas_timeout: float = 1.0,
+    shared: bool = False,
+    limit: Optional[int] = None,
 ) -> Optional[int]:
     """Asks for the lock at ``key`` for ``token``; returns the fence, or None if busy.
     Arguments and errors as ``fencelock._acquire.acquire``."""
-    plan = Plan.make(key, token, ttl_ms, wait, wait_replicas, replicas_timeout)
+    plan = Plan.make(
+        key,
+        token,
+        ttl_ms,
+        wait,
+        wait_replicas,
+        replicas_timeout,
+        shared=shared,
+        limit=limit,
+    )
     pending = cancellations()
     try:
         socket_timeout = await _pinned.socket_timeout(client, key)
@@ -52,8 +63,13 @@ async def acquire(
             fence = parse_grant(await client.execute_command(*plan.args()))
             acknowledged = None
         raise_if_cancel_swallowed(pending)
-    except ResponseError:
-        raise
+    except ResponseError as error:
+        # Refused: nothing was granted (and a token that holds in another mode keeps
+        # that holding), so there is nothing to release.
+        wrong = WrongMode.from_reply(key, error)
+        if wrong is None:
+            raise
+        raise wrong from error
     except BaseException:
         await shielded(release_quietly(client, key, token))
         raise

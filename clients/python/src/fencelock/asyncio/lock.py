@@ -16,16 +16,18 @@ import logging
 import threading
 import time
 from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
 from .. import _lockstate as state
 from .._protocol import (
     Key,
+    Mode,
     Token,
     fence_args,
     is_wrongtype,
+    mode_of,
     parse_flag,
     refresh_args,
     release_args,
@@ -34,6 +36,7 @@ from .._protocol import (
 from ..errors import lock_error
 from . import guarded
 from ._acquire import acquire as acquire_once
+from ._tasklocal import TaskLocal
 
 if TYPE_CHECKING:
     from .._types import AsyncClient
@@ -41,11 +44,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
+L = TypeVar("L", bound="Lock")
 
 
 class Lock:
     """A distributed lock on the fencelock module, shaped like
-    ``redis.asyncio.lock.Lock``; arguments and extras as ``fencelock.Lock``."""
+    ``redis.asyncio.lock.Lock``; arguments and extras (``shared`` too) as
+    ``fencelock.Lock``.
+
+    A shared lock (and a ``Semaphore``) keeps its token per asyncio task with
+    ``thread_local=True`` (the default), not per thread, so that tasks holding it at
+    the same time can share the object: acquire and release it in the same task, as
+    ``async with`` does. ``thread_local=False``: one token for the object."""
 
     def __init__(
         self,
@@ -60,6 +70,7 @@ class Lock:
         *,
         wait_replicas: int = 0,
         wait_replicas_timeout: Number = 1.0,
+        shared: bool = False,
     ) -> None:
         self.redis = redis
         self.name = name
@@ -71,16 +82,34 @@ class Lock:
         self.raise_on_release_error = raise_on_release_error
         self.wait_replicas = wait_replicas
         self.wait_replicas_timeout = wait_replicas_timeout
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any
+        if not self.thread_local:
+            self.local = SimpleNamespace()
+        elif shared:
+            # Shared holders in concurrent tasks of one thread: a token per task.
+            self.local = TaskLocal()
+        else:
+            self.local = threading.local()
         self.local.token = None
         self.local.fence = None
+        self.shared = shared
+        # A semaphore's number of permits (``Semaphore``); None: no limit.
+        self.limit: Optional[int] = None
+        if shared:
+            state.check_shared_timeout(timeout)
+
+    @property
+    def mode(self) -> Mode:
+        """How this lock holds its key: ``"exclusive"``, ``"shared"`` (a reader) or
+        ``"semaphore"`` (one permit of ``limit``), as ``LOCK.INFO`` names it."""
+        return mode_of(self.shared, self.limit)
 
     @property
     def fence(self) -> Optional[int]:
         """The fence of the last grant (None before the first)."""
         return getattr(self.local, "fence", None)
 
-    async def __aenter__(self) -> Lock:
+    async def __aenter__(self: L) -> L:
         if await self.acquire():
             return self
         raise lock_error(
@@ -125,6 +154,8 @@ class Lock:
                     wait=wait,
                     wait_replicas=self.wait_replicas,
                     replicas_timeout=self.wait_replicas_timeout,
+                    shared=self.shared,
+                    limit=self.limit,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):

@@ -6,10 +6,10 @@ refresher task), without the polling.
     async with locks.lock("daily-notif", ttl=60, wait=0, auto_refresh=True) as lease:
         ...  # lease.token, lease.fence, lease.lost (asyncio.Event), lease.ensure_held()
 
-Behaviour as ``fencelock.Locks`` (see ``fencelock.locks``), with a task instead of a
-thread refreshing every ttl/3. Cancelling the block (a timeout, a ``TaskGroup`` being
-cancelled) still stops the refresher and releases the lock; the release runs to its
-end even if the caller is cancelled again meanwhile.
+Behaviour as ``fencelock.Locks`` (see ``fencelock.locks``; ``shared`` and ``limit``
+too), with a task instead of a thread refreshing every ttl/3. Cancelling the block (a
+timeout, a ``TaskGroup`` being cancelled) still stops the refresher and releases the
+lock; the release runs to its end even if the caller is cancelled again meanwhile.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class Locks:
         ttl: float,
         *,
         wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
         auto_refresh: bool = True,
         min_hold: Optional[float] = None,
         on_lost: Optional[OnLost] = None,
@@ -62,6 +64,8 @@ class Locks:
             name,
             ttl,
             wait=wait,
+            shared=shared,
+            limit=limit,
             token=token,
             wait_replicas=wait_replicas,
             wait_replicas_timeout=wait_replicas_timeout,
@@ -81,12 +85,15 @@ class Locks:
         ttl: float,
         *,
         wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
         token: Optional[Token] = None,
         wait_replicas: int = 0,
         wait_replicas_timeout: float = 1.0,
     ) -> Lease:
         """Takes the lock (no refresher: see ``lock``); ``LockNotAcquired`` if busy for
-        the whole ``wait``; ``wait_replicas`` as for ``fencelock.Locks.acquire``."""
+        the whole ``wait``; ``shared``, ``limit`` and ``wait_replicas`` as for
+        ``fencelock.Locks.acquire``."""
         key = self.key(name)
         token = new_token() if token is None else token
         fence = await _acquire.acquire(
@@ -97,11 +104,20 @@ class Locks:
             wait=wait,
             wait_replicas=wait_replicas,
             replicas_timeout=wait_replicas_timeout,
+            shared=shared,
+            limit=limit,
         )
         if fence is None:
             raise LockNotAcquired(key)
         return Lease(
-            key, token, fence, ttl, acquired_at=time.monotonic(), client=self.client
+            key,
+            token,
+            fence,
+            ttl,
+            acquired_at=time.monotonic(),
+            shared=shared or limit is not None,
+            limit=limit,
+            client=self.client,
         )
 
     async def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool:
