@@ -26,15 +26,19 @@ thread_local! {
 }
 
 /// A shared lock `name` (in the selected database) was written: make sure a timer fires
-/// when its earliest holder's lease ends, unless the key's own expiry covers it.
+/// when its earliest holder's lease ends, unless the key's own expiry comes first (it
+/// takes every holder with it). A key without expiry (`PERSIST`) is always watched, so
+/// it still goes with its last holder.
 pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
     let Ok(Some(LockRef::Shared(set))) = key.lock() else {
         return;
     };
-    let (Some(earliest), Some(latest)) = (set.earliest_deadline(), set.latest_deadline()) else {
+    let Some(earliest) = set.earliest_deadline() else {
         return;
     };
-    if earliest >= latest {
+    let now = clock::now_ms();
+    let key_expires_at = key.remaining_ms().map(|left| now.saturating_add(left));
+    if key_expires_at.is_some_and(|at| at <= earliest) {
         return;
     }
     // A holder holds through its deadline's millisecond; it has ended one later.
@@ -43,6 +47,14 @@ pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
         (selected_db(ctx), name.to_vec()),
         earliest.saturating_add(1),
     );
+}
+
+/// Redis moved the expiry of `name` (`PERSIST`, `PEXPIRE`, …): if it is a shared lock,
+/// its holders' own lease ends must still be kept.
+pub fn expiry_changed(ctx: &Context, name: &[u8]) {
+    let name = RedisString::create_from_slice(ctx.ctx, name);
+    let key = LockKey::open(ctx, &name, false);
+    watch(ctx, name.as_slice(), &key);
 }
 
 fn arm(ctx: &Context, id: KeyId, fires_at: i64) {

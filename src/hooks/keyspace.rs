@@ -25,6 +25,10 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             &RedisString::create_from_slice(ctx.ctx, name),
         );
     }
+    // A shared lock keeps its holders' own lease ends whatever its key's expiry says.
+    if matches!(event, "persist" | "expire") {
+        blocking::expiry_changed(ctx, name);
+    }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
         return;

@@ -1504,3 +1504,28 @@ fn unlinking_or_flushing_a_read_locked_key_hands_it_to_the_queued_writer() {
         assert_eq!(release(&mut con, "rw", "w"), 1, "{wipe}");
     }
 }
+
+#[test]
+fn a_shared_lock_goes_with_its_last_holder_after_persist_or_a_longer_pexpire() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "persisted", 300, &["SHARED"]);
+    assert_eq!(int(&mut con, &["PERSIST", "persisted"]), 1);
+    hold(&mut con, "stretched", 300, &["LIMIT", "2"]);
+    let (late, _) = hold(&mut con, "stretched", 700, &["LIMIT", "2"]);
+    assert_eq!(int(&mut con, &["PEXPIRE", "stretched", "100000"]), 1);
+    // The first holder of "stretched" ends on its own; the key then follows the
+    // latest lease again.
+    eventually(
+        Duration::from_secs(2),
+        "expiry back to the latest lease",
+        || int(&mut con, &["PTTL", "stretched"]) <= 700,
+    );
+    assert_eq!(holders(&mut con, "stretched"), 1);
+    assert_eq!(refresh(&mut con, "stretched", &late, 700), 1);
+    eventually(
+        Duration::from_secs(3),
+        "no key left after the last holder",
+        || int(&mut con, &["EXISTS", "persisted", "stretched"]) == 0,
+    );
+}
