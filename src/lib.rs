@@ -8,7 +8,7 @@
 //!
 //! | folder | role |
 //! |---|---|
-//! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
+//! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, shared holders and modes, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
 //! | `src/rm/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
 //! | `src/keyspace/` | effects on a lock key (write, propagate, announce, count) and how to propagate them |
 //! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers |
