@@ -1,12 +1,13 @@
 # fencelock benchmark (benches/fencelock): fencelock against the Lua-and-polling lock
-# pattern and, where the server has them, its native owner checks (DELIFEQ, SET IFEQ),
-# in one run. Included by the Makefile (`-include mk/*.mk`). The server launcher and
-# the RESP codec come from the dev-only `testkit` crate.
+# pattern, the ZSET semaphore recipe and, where the server has them, its native owner
+# checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`-include mk/*.mk`).
+# The server launcher and the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
 #                     and target/bench/bench.svg; README.md and docs/ are left alone
 #   make bench-docs   the same full run, then also rewrites the figures block of README.md
 #                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs
-#   make bench-smoke  the same scenarios, a few seconds each (CI); reports in target/bench/smoke
+#   make bench-smoke  the same scenarios and rows (semaphores included), a few seconds
+#                     each (CI); reports in target/bench/smoke
 #   make bench-all    a full run on each server of BENCH_SERVERS (reports in
 #                     target/bench/<server>/), then one combined table:
 #                     target/bench/all-servers.md

@@ -1,7 +1,10 @@
 //! One contending client of scenario 3, run as its own process (the bench binary
 //! re-executed with `contender …`). It loops on one key: think 0–2 ms, ask, hold
-//! 0.5 ms, release — asking either with `LOCK.ACQUIRE … BLOCK` (the server queues it)
-//! or by polling `SET NX PX` every `retry` ms, releasing with the Lua script.
+//! 0.5 ms, release. The key is a lock (one holder at a time) or a semaphore of n
+//! permits. It asks either with `LOCK.ACQUIRE … BLOCK` (with `LIMIT n` for the
+//! semaphore; the server queues it) or by polling every `retry` ms: `SET NX PX`,
+//! released with the Lua script, for the lock; the ZSET semaphore script, released
+//! with `ZREM`, for the semaphore.
 //!
 //! Protocol with the parent: the child connects, prints `ready`, waits for a
 //! `go <duration-ms>` line on stdin, runs, and prints one JSON line with its counts
@@ -25,6 +28,44 @@ const BLOCK_TIMEOUT: &[u8] = b"30000";
 const THINK_MAX_US: u64 = 2_000;
 const HOLD: Duration = Duration::from_micros(500);
 
+/// What the clients contend for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lock {
+    /// One holder at a time.
+    Mutex,
+    /// At most `limit` holders at a time.
+    Semaphore { limit: u32 },
+}
+
+impl Lock {
+    pub fn label(self) -> String {
+        match self {
+            Lock::Mutex => "mutex".into(),
+            Lock::Semaphore { limit } => format!("semaphore of {limit}"),
+        }
+    }
+
+    fn arg(self) -> String {
+        match self {
+            Lock::Mutex => "mutex".into(),
+            Lock::Semaphore { limit } => format!("semaphore:{limit}"),
+        }
+    }
+
+    fn parse(arg: &str) -> Option<Self> {
+        match arg.split_once(':') {
+            None if arg == "mutex" => Some(Lock::Mutex),
+            Some(("semaphore", limit)) => limit.parse().ok().map(|limit| Lock::Semaphore { limit }),
+            _ => None,
+        }
+    }
+}
+
+/// The contender's arguments after port and client index.
+pub fn args(lock: Lock, mode: Mode) -> Vec<String> {
+    std::iter::once(lock.arg()).chain(mode.args()).collect()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Block,
@@ -39,7 +80,7 @@ impl Mode {
         }
     }
 
-    pub fn args(self) -> Vec<String> {
+    fn args(self) -> Vec<String> {
         match self {
             Mode::Block => vec!["block".into()],
             Mode::Poll { retry_ms } => vec!["poll".into(), retry_ms.to_string()],
@@ -65,12 +106,14 @@ struct Tally {
     waits_us: Vec<u64>,
 }
 
-/// Entry point of `contender <port> <client-index> block|poll <retry-ms>`.
+/// Entry point of `contender <port> <client-index> mutex|semaphore:<n> block|poll
+/// <retry-ms>`.
 pub fn main(args: &[String]) -> io::Result<()> {
-    let (Some(port), Some(index), Some(mode)) = (
+    let (Some(port), Some(index), Some(lock), Some(mode)) = (
         args.first().and_then(|p| p.parse::<u16>().ok()),
         args.get(1).and_then(|i| i.parse::<usize>().ok()),
-        Mode::parse(args.get(2..).unwrap_or_default()),
+        args.get(2).and_then(|l| Lock::parse(l)),
+        Mode::parse(args.get(3..).unwrap_or_default()),
     ) else {
         return Err(io::Error::other(format!(
             "bad contender arguments {args:?}"
@@ -102,15 +145,21 @@ pub fn main(args: &[String]) -> io::Result<()> {
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..=THINK_MAX_US)));
         let asked = Instant::now();
         let held_token = match mode {
-            Mode::Block => ask_blocking(&mut conn, &mut tally)?,
-            Mode::Poll { retry_ms } => ask_polling(&mut conn, &token, retry_ms, &mut tally)?,
+            Mode::Block => ask_blocking(&mut conn, lock, &mut tally)?,
+            Mode::Poll { retry_ms } => {
+                let mut attempt = || try_polled(&mut conn, &scripts, lock, &token);
+                ask_polling(&mut attempt, &token, retry_ms, &mut tally)?
+            }
         };
         let granted = Instant::now();
         std::thread::sleep(HOLD);
-        let released = match mode {
-            Mode::Block => conn.call(&[b"LOCK.RELEASE", KEY, &held_token])?,
-            Mode::Poll { .. } => {
+        let released = match (mode, lock) {
+            (Mode::Block, _) => conn.call(&[b"LOCK.RELEASE", KEY, &held_token])?,
+            (Mode::Poll { .. }, Lock::Mutex) => {
                 conn.call(&[b"EVALSHA", &scripts.release, b"1", KEY, &held_token])?
+            }
+            (Mode::Poll { .. }, Lock::Semaphore { .. }) => {
+                conn.call(&[b"ZREM", KEY, &held_token])?
             }
         };
         if released.integer() != Some(1) {
@@ -135,10 +184,19 @@ pub fn main(args: &[String]) -> io::Result<()> {
     stdout.flush()
 }
 
-/// `LOCK.ACQUIRE key ttl BLOCK timeout` until granted; nil (timed out) is a failure.
-fn ask_blocking(conn: &mut Conn, tally: &mut Tally) -> io::Result<Vec<u8>> {
+/// `LOCK.ACQUIRE key ttl BLOCK timeout` (`… LIMIT n` for a semaphore) until granted;
+/// nil (timed out) is a failure.
+fn ask_blocking(conn: &mut Conn, lock: Lock, tally: &mut Tally) -> io::Result<Vec<u8>> {
+    let limit = match lock {
+        Lock::Mutex => None,
+        Lock::Semaphore { limit } => Some(limit.to_string()),
+    };
+    let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", KEY, TTL, b"BLOCK", BLOCK_TIMEOUT];
+    if let Some(limit) = &limit {
+        argv.extend([&b"LIMIT"[..], limit.as_bytes()]);
+    }
     loop {
-        let reply = conn.call(&[b"LOCK.ACQUIRE", KEY, TTL, b"BLOCK", BLOCK_TIMEOUT])?;
+        let reply = conn.call(&argv)?;
         if !reply.is_nil() {
             return reply
                 .grant()
@@ -149,22 +207,46 @@ fn ask_blocking(conn: &mut Conn, tally: &mut Tally) -> io::Result<Vec<u8>> {
     }
 }
 
-/// `SET key token NX PX ttl`, sleeping `retry_ms` after each refusal.
+/// One polled attempt: `SET key token NX PX ttl` for the lock, the ZSET semaphore
+/// script for a semaphore. Whether it was granted.
+fn try_polled(conn: &mut Conn, scripts: &Scripts, lock: Lock, token: &[u8]) -> io::Result<bool> {
+    let (reply, granted) = match lock {
+        Lock::Mutex => {
+            let reply = conn.call(&[b"SET", KEY, token, b"NX", b"PX", TTL])?;
+            let granted = if reply.is_ok() {
+                Some(true)
+            } else if reply.is_nil() {
+                Some(false)
+            } else {
+                None
+            };
+            (reply, granted)
+        }
+        Lock::Semaphore { limit } => {
+            let limit = limit.to_string();
+            let reply = scripts
+                .semaphore_acquire(KEY, token, TTL, limit.as_bytes(), |argv| conn.call(argv))?;
+            let granted = match reply.integer() {
+                Some(1) => Some(true),
+                Some(0) => Some(false),
+                _ => None,
+            };
+            (reply, granted)
+        }
+    };
+    granted.ok_or_else(|| io::Error::other(format!("{} attempt replied {reply:?}", lock.label())))
+}
+
+/// `attempt` until granted, sleeping `retry_ms` after each refusal.
 fn ask_polling(
-    conn: &mut Conn,
+    attempt: &mut impl FnMut() -> io::Result<bool>,
     token: &[u8],
     retry_ms: u64,
     tally: &mut Tally,
 ) -> io::Result<Vec<u8>> {
-    loop {
-        let reply = conn.call(&[b"SET", KEY, token, b"NX", b"PX", TTL])?;
-        if reply.is_ok() {
-            return Ok(token.to_vec());
-        }
-        if !reply.is_nil() {
-            return Err(io::Error::other(format!("SET NX PX replied {reply:?}")));
-        }
+    while !attempt()? {
         tally.failed += 1;
         std::thread::sleep(Duration::from_millis(retry_ms));
     }
+    Ok(token.to_vec())
 }

@@ -1,15 +1,16 @@
-//! Scenario 3: one key, 4 and 32 clients in separate processes, fencelock `BLOCK`
-//! against polling at 50 ms and 5 ms. Starts the contenders, releases them together,
-//! gathers their counts and waits (into an HdrHistogram), and reduces them to
-//! grants/s, wait p50/p99/max, failed attempts per grant and Jain's index over
-//! per-client grants.
+//! Scenario 3: one key, clients in separate processes, fencelock `BLOCK` against
+//! polling at 50 ms and 5 ms: a lock with 4 and 32 clients (polling `SET NX PX`), and a
+//! semaphore of 4 permits with 32 clients (polling the ZSET semaphore script). Starts
+//! the contenders, releases them together, gathers their counts and waits (into an
+//! HdrHistogram), and reduces them to grants/s, wait p50/p99/max, failed attempts per
+//! grant and Jain's index over per-client grants.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use hdrhistogram::Histogram;
 
-use crate::contender::Mode;
+use crate::contender::{self, Lock, Mode};
 use crate::server::{self, flush, Server};
 use crate::settings::Settings;
 use crate::stats::{jain, percentile_ms, wait_histogram};
@@ -20,7 +21,7 @@ pub const MODES: [Mode; 3] = [
     Mode::Poll { retry_ms: 5 },
 ];
 
-/// One repetition of one (clients, mode) pair.
+/// One repetition of one (lock, clients, mode).
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub grants_per_s: f64,
@@ -39,6 +40,7 @@ pub struct Sample {
 
 #[derive(Debug, Clone)]
 pub struct ContentionResult {
+    pub lock: Lock,
     pub clients: usize,
     pub mode: Mode,
     pub samples: Vec<Sample>,
@@ -50,13 +52,13 @@ struct Contender {
     stdout: BufReader<ChildStdout>,
 }
 
-fn spawn(port: u16, index: usize, mode: Mode) -> io::Result<Contender> {
+fn spawn(port: u16, index: usize, lock: Lock, mode: Mode) -> io::Result<Contender> {
     let exe = std::env::current_exe()?;
     let mut child = Command::new(exe)
         .arg("contender")
         .arg(port.to_string())
         .arg(index.to_string())
-        .args(mode.args())
+        .args(contender::args(lock, mode))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -80,10 +82,16 @@ fn read_line(contender: &mut Contender) -> io::Result<String> {
     Ok(line)
 }
 
-/// Runs one (clients, mode) pair for `duration_ms`.
-fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io::Result<Sample> {
+/// Runs one (lock, clients, mode) for `duration_ms`.
+fn run_once(
+    server: &Server,
+    lock: Lock,
+    clients: usize,
+    mode: Mode,
+    duration_ms: u64,
+) -> io::Result<Sample> {
     let mut contenders = (0..clients)
-        .map(|index| spawn(server.port, index, mode))
+        .map(|index| spawn(server.port, index, lock, mode))
         .collect::<io::Result<Vec<_>>>()?;
     for contender in &mut contenders {
         let line = read_line(contender)?;
@@ -137,14 +145,28 @@ fn run_once(server: &Server, clients: usize, mode: Mode, duration_ms: u64) -> io
     })
 }
 
-/// Every client count × mode, `settings.repetitions` times, modes alternating.
-pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionResult>> {
-    let mut admin = server::connect(server)?;
-    let mut results: Vec<ContentionResult> = settings
+/// What is contended for, with how many clients: the lock with each of
+/// `contention_clients`, then the semaphore with each of `semaphore_clients`.
+pub fn setups(settings: &Settings) -> Vec<(Lock, usize)> {
+    let semaphore = Lock::Semaphore {
+        limit: settings.semaphore_limit,
+    };
+    let locks = settings
         .contention_clients
         .iter()
-        .flat_map(|&clients| {
+        .map(|&c| (Lock::Mutex, c));
+    let semaphores = settings.semaphore_clients.iter().map(|&c| (semaphore, c));
+    locks.chain(semaphores).collect()
+}
+
+/// Every (lock, client count) × mode, `settings.repetitions` times, modes alternating.
+pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionResult>> {
+    let mut admin = server::connect(server)?;
+    let mut results: Vec<ContentionResult> = setups(settings)
+        .into_iter()
+        .flat_map(|(lock, clients)| {
             MODES.iter().map(move |&mode| ContentionResult {
+                lock,
                 clients,
                 mode,
                 samples: Vec::new(),
@@ -160,11 +182,18 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionRes
             for m in order {
                 let entry = &mut result[m];
                 flush(&mut admin)?;
-                let sample = run_once(server, entry.clients, entry.mode, settings.contention_ms)?;
+                let sample = run_once(
+                    server,
+                    entry.lock,
+                    entry.clients,
+                    entry.mode,
+                    settings.contention_ms,
+                )?;
                 eprintln!(
-                    "  [rep {}/{}] {:>2} clients  {:<16} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
+                    "  [rep {}/{}] {:<14} {:>2} clients  {:<16} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
                     rep + 1,
                     settings.repetitions,
+                    entry.lock.label(),
                     entry.clients,
                     entry.mode.label(),
                     sample.grants_per_s,

@@ -61,6 +61,8 @@ pub fn report(results: &Results, targets: &[Target]) -> Value {
             "unpipelined_commands_per_connection": s.unpipelined_commands,
             "contention_ms": s.contention_ms,
             "contention_clients": s.contention_clients,
+            "semaphore_clients": s.semaphore_clients,
+            "semaphore_limit": s.semaphore_limit,
             "memory_locks": results.memory.locks,
         },
         "throughput": results.throughput.iter().map(|g| json!({
@@ -84,6 +86,7 @@ pub fn report(results: &Results, targets: &[Target]) -> Value {
             "ratio": samples(&r.samples),
         })).collect::<Vec<_>>(),
         "contention": results.contention.iter().map(|c| json!({
+            "lock": c.lock.label(),
             "clients": c.clients,
             "mechanism": c.mode.label(),
             "repetitions": c.samples.iter().map(contention_sample).collect::<Vec<_>>(),

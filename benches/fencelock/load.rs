@@ -16,9 +16,10 @@ use testkit::resp::{Conn, Reply};
 
 use crate::recipes::Recipe;
 
-/// One operation in progress: its key number, the step it is at, and the token it
-/// learnt or chose.
+/// One operation in progress: its number on its connection (unique there), its key
+/// number, the step it is at, and the token it learnt or chose.
 pub struct Op {
+    pub id: u64,
     pub key: u64,
     pub step: u8,
     pub token: Vec<u8>,
@@ -188,6 +189,7 @@ impl<'a> Session<'a> {
             } else if self.to_start > 0 {
                 self.to_start -= 1;
                 Op {
+                    id: self.sequence,
                     key: self.next_key(),
                     step: 0,
                     token: Vec::new(),

@@ -1,8 +1,10 @@
 //! The Lua-and-polling pattern fencelock replaces: the owner-checked release and
-//! refresh scripts every Redis lock library ships, loaded once per server, and the
-//! key names the pattern uses (the lock key and its `fence:` counter).
+//! refresh scripts every Redis lock library ships, the ZSET semaphore script, loaded
+//! once per server, and the key names the pattern uses (the lock key and its `fence:`
+//! counter).
 
 use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use testkit::resp::Conn;
 
@@ -21,6 +23,13 @@ pub const GUARD: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return re
 /// Kleppmann's storage check by hand: the mark's highest fence, compare, raise, write.
 pub const MARK_CHECK: &str = "local m = tonumber(redis.call('get', KEYS[1]) or '0') if tonumber(ARGV[1]) < m then return redis.error_reply('STALE') end redis.call('set', KEYS[1], ARGV[1]) return redis.call('set', KEYS[2], ARGV[2])";
 
+/// The "fair semaphore" on a sorted set, as the ZSET recipes write it: one member per
+/// holder, scored by the end of its lease. Drop the holders whose lease ended, add
+/// this one, keep it if it ranks below the limit, else take it out again. `KEYS[1]`
+/// the semaphore, `ARGV` token, now (ms, the client's clock), lease (ms), limit; 1 or
+/// 0. The release is a plain `ZREM key token`.
+pub const SEMAPHORE: &str = "local now = tonumber(ARGV[2]) redis.call('zremrangebyscore', KEYS[1], '-inf', now) redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) if redis.call('zrank', KEYS[1], ARGV[1]) < tonumber(ARGV[4]) then return 1 end redis.call('zrem', KEYS[1], ARGV[1]) return 0";
+
 /// The SHA1s `EVALSHA` calls the scripts by.
 #[derive(Clone, Debug)]
 pub struct Scripts {
@@ -28,18 +37,50 @@ pub struct Scripts {
     pub refresh: Vec<u8>,
     pub guard: Vec<u8>,
     pub mark_check: Vec<u8>,
+    pub semaphore: Vec<u8>,
 }
 
 impl Scripts {
-    /// Loads both scripts (idempotent; `FLUSHALL` does not drop them).
+    /// Loads every script (idempotent; `FLUSHALL` does not drop them).
     pub fn load(conn: &mut Conn) -> io::Result<Self> {
         Ok(Self {
             release: load_script(conn, RELEASE)?,
             refresh: load_script(conn, REFRESH)?,
             guard: load_script(conn, GUARD)?,
             mark_check: load_script(conn, MARK_CHECK)?,
+            semaphore: load_script(conn, SEMAPHORE)?,
         })
     }
+
+    /// Hands `send` the argv of one ZSET-semaphore acquire of `key` by `token`, with
+    /// a lease of `ttl` ms and at most `limit` holders, stamped with the time now.
+    pub fn semaphore_acquire<R>(
+        &self,
+        key: &[u8],
+        token: &[u8],
+        ttl: &[u8],
+        limit: &[u8],
+        send: impl FnOnce(&[&[u8]]) -> R,
+    ) -> R {
+        let now = Name::new(b"", now_ms());
+        send(&[
+            b"EVALSHA",
+            &self.semaphore,
+            b"1",
+            key,
+            token,
+            now.as_bytes(),
+            ttl,
+            limit,
+        ])
+    }
+}
+
+/// The client's wall clock in ms since the Unix epoch, as the ZSET recipe scores by.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A key name built on the stack: `prefix` then the decimal digits of a number.

@@ -12,11 +12,17 @@
 //! the `SET` succeeded, then the `EVALSHA` release; the native pattern the same with
 //! `DELIFEQ` as the release. Each step waits for the reply it depends on; pipelining
 //! overlaps many cycles, never the steps of one.
+//!
+//! The semaphore cycles take and give back one permit of a semaphore shared with the
+//! other cycles in flight (`SEMAPHORES` semaphores of `SEMAPHORE_LIMIT` permits, picked
+//! at random) — fencelock: `LOCK.ACQUIRE key ttl LIMIT n`, then `LOCK.RELEASE` with the
+//! granted token; the ZSET recipe: the semaphore script (`lua::SEMAPHORE`) with a token
+//! unique to the operation, then `ZREM key token`.
 
 use testkit::resp::{encode, Reply};
 
 use crate::load::{client_token, Keys, Op, Outcome};
-use crate::lua::{data_key, fence_key, lock_key, mark_key, Scripts};
+use crate::lua::{data_key, fence_key, lock_key, mark_key, Name, Scripts};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";
@@ -30,6 +36,13 @@ pub const HELD_PER_CONN: u64 = 1_000;
 /// Keyspace the cycles' random keys come from: large enough that two cycles in flight
 /// rarely pick the same key (a collision is counted as busy and retried).
 pub const KEYSPACE: u64 = 10_000_000;
+/// Semaphores the semaphore cycles share: with 50 connections × 32 commands in flight,
+/// each semaphore has several holders at a time in a pipelined run (unpipelined, rarely
+/// more than one).
+pub const SEMAPHORES: u64 = 100;
+/// Permits per semaphore: more than a semaphore ever has holders in these runs, so an
+/// acquire is refused only by chance (counted as busy and retried).
+pub const SEMAPHORE_LIMIT: &[u8] = b"64";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
@@ -63,6 +76,10 @@ pub enum Command {
     LuaCycle,
     /// The native pattern's cycle: `SET NX PX`, `INCR fence:key`, `DELIFEQ`.
     NativeCycle,
+    /// fencelock's semaphore cycle: `LOCK.ACQUIRE key ttl LIMIT n`, `LOCK.RELEASE`.
+    SemaphoreCycle,
+    /// The ZSET semaphore's cycle: `EVALSHA semaphore 1 key token now ttl n`, `ZREM`.
+    LuaSemaphoreCycle,
     /// `LOCK.GUARD key token SET key:data v` on a key the token holds.
     LockGuard,
     /// `EVALSHA guard 2 key key:data token v` on a key the token holds.
@@ -105,6 +122,7 @@ impl Command {
             Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
                 Keys::Random(KEYSPACE)
             }
+            Command::SemaphoreCycle | Command::LuaSemaphoreCycle => Keys::Random(SEMAPHORES),
             _ => Keys::Fresh,
         }
     }
@@ -127,7 +145,10 @@ impl Command {
 
     pub fn commands_per_op(self) -> u64 {
         match self {
-            Command::SetNxPxIncr | Command::FencelockCycle => 2,
+            Command::SetNxPxIncr
+            | Command::FencelockCycle
+            | Command::SemaphoreCycle
+            | Command::LuaSemaphoreCycle => 2,
             Command::LuaCycle | Command::NativeCycle => 3,
             _ => 1,
         }
@@ -138,6 +159,12 @@ impl Command {
 pub struct Recipe {
     pub command: Command,
     pub scripts: Scripts,
+}
+
+/// The ZSET semaphore's token for operation `id` of connection `conn`: the
+/// connection's token and the operation's number, so that no two holders share one.
+fn holder_token(conn: usize, id: u64) -> Name {
+    Name::new(&client_token(conn), id)
 }
 
 fn unexpected(what: &str, reply: &Reply) -> Outcome {
@@ -156,7 +183,22 @@ impl Recipe {
             (Command::LockAcquire | Command::FencelockCycle, 0) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, TTL])
             }
-            (Command::FencelockCycle, _) => encode(out, &[b"LOCK.RELEASE", key, &op.token]),
+            (Command::SemaphoreCycle, 0) => {
+                encode(out, &[b"LOCK.ACQUIRE", key, TTL, b"LIMIT", SEMAPHORE_LIMIT])
+            }
+            (Command::FencelockCycle | Command::SemaphoreCycle, _) => {
+                encode(out, &[b"LOCK.RELEASE", key, &op.token])
+            }
+            (Command::LuaSemaphoreCycle, 0) => self.scripts.semaphore_acquire(
+                key,
+                holder_token(conn, op.id).as_bytes(),
+                TTL,
+                SEMAPHORE_LIMIT,
+                |argv| encode(out, argv),
+            ),
+            (Command::LuaSemaphoreCycle, _) => {
+                encode(out, &[b"ZREM", key, holder_token(conn, op.id).as_bytes()])
+            }
             (
                 Command::SetNxPx | Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle,
                 0,
@@ -240,12 +282,16 @@ impl Recipe {
         let last = u64::from(op.step) + 1 == self.command.commands_per_op();
         let hit = match (self.command, op.step) {
             // Random keys can collide with a cycle in flight: not a miss, a retry.
-            (Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle, 0)
-                if reply.is_nil() =>
-            {
-                return Outcome::Busy
-            }
-            (Command::FencelockCycle, 0) => match reply.grant() {
+            (
+                Command::FencelockCycle
+                | Command::LuaCycle
+                | Command::NativeCycle
+                | Command::SemaphoreCycle,
+                0,
+            ) if reply.is_nil() => return Outcome::Busy,
+            // The semaphore script answers 0 when every permit is taken.
+            (Command::LuaSemaphoreCycle, 0) if reply.integer() == Some(0) => return Outcome::Busy,
+            (Command::FencelockCycle | Command::SemaphoreCycle, 0) => match reply.grant() {
                 Some((token, _fence)) => {
                     op.token = token.to_vec();
                     true
@@ -267,7 +313,7 @@ impl Recipe {
                 _,
             ) => reply.is_ok(),
             // Releases and refreshes, fencelock's, the scripts' and the native ones,
-            // answer 1 on a hit.
+            // answer 1 on a hit; so do the semaphore script's grant and `ZREM`.
             _ => reply.integer() == Some(1),
         };
         match (hit, last) {

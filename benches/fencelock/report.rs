@@ -111,6 +111,7 @@ pub fn target_table(targets: &[Target]) -> Table {
 
 fn contention(results: &Results) -> Table {
     let mut table = Table::new(&[
+        "lock",
         "clients",
         "mechanism",
         "grants/s",
@@ -125,6 +126,7 @@ fn contention(results: &Results) -> Table {
             spread(&entry.samples.iter().map(f).collect::<Vec<_>>())
         };
         table.row(vec![
+            entry.lock.label(),
             entry.clients.to_string(),
             entry.mode.label(),
             spread_with(column(|s| s.grants_per_s), fixed(0)),
@@ -238,7 +240,8 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
     format!(
         "Machine: {}.\n\n{} {} Server has {}.\n\n{}\n\n![throughput ratios and wait-time distribution]({chart})\n\n\
          ### Targets\n\n{}\n### Throughput (median [min–max] over repetitions)\n\n{}\n\
-         ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\n{}\n### Memory\n\n{}\n\
+         ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\nPolling is `SET NX PX` for the mutex, \
+         the ZSET semaphore script for the semaphore.\n\n{}\n### Memory\n\n{}\n\
          ### Per command on the server\n\n{}\n\n{}",
         results.machine.one_line(),
         run_description(results),

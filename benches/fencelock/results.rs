@@ -2,7 +2,7 @@
 //! per repetition (fencelock and its baseline measured back to back), then summarised
 //! as median and min–max.
 
-use crate::contender::Mode;
+use crate::contender::{Lock, Mode};
 use crate::contention::ContentionResult;
 use crate::machine::Machine;
 use crate::memory::MemoryResult;
@@ -81,22 +81,23 @@ impl Results {
             .find(|r| r.group == group && (r.depth > 1) == pipelined && r.baseline == baseline)
     }
 
-    pub fn contention(&self, clients: usize, mode: Mode) -> Option<&ContentionResult> {
+    pub fn contention(&self, lock: Lock, clients: usize, mode: Mode) -> Option<&ContentionResult> {
         self.contention
             .iter()
-            .find(|c| c.clients == clients && c.mode == mode)
+            .find(|c| c.lock == lock && c.clients == clients && c.mode == mode)
     }
 
-    /// Per-repetition `f(fencelock BLOCK) / f(other)` for one client count.
+    /// Per-repetition `f(numerator) / f(denominator)` for one lock and client count.
     pub fn contention_ratio(
         &self,
+        lock: Lock,
         clients: usize,
         numerator: Mode,
         denominator: Mode,
         f: impl Fn(&crate::contention::Sample) -> f64,
     ) -> Option<Vec<f64>> {
-        let top = self.contention(clients, numerator)?;
-        let bottom = self.contention(clients, denominator)?;
+        let top = self.contention(lock, clients, numerator)?;
+        let bottom = self.contention(lock, clients, denominator)?;
         let top: Vec<f64> = top.samples.iter().map(&f).collect();
         let bottom: Vec<f64> = bottom.samples.iter().map(&f).collect();
         Some(paired(&top, &bottom))

@@ -46,7 +46,11 @@ pub struct Settings {
     pub unpipelined_commands: u64,
     /// Length of one contention run.
     pub contention_ms: u64,
+    /// Client counts contending for one lock.
     pub contention_clients: Vec<usize>,
+    /// Client counts contending for one semaphore of `semaphore_limit` permits.
+    pub semaphore_clients: Vec<usize>,
+    pub semaphore_limit: u32,
     pub memory_locks: u64,
     /// Commands per connection in each profile run.
     pub profile_commands: u64,
@@ -80,6 +84,8 @@ impl Settings {
             unpipelined_commands: 1_200,
             contention_ms: 5_000,
             contention_clients: vec![4, 32],
+            semaphore_clients: vec![32],
+            semaphore_limit: 4,
             memory_locks: 100_000,
             profile_commands: 4_000,
             server: testkit::server_binary(),

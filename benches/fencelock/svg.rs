@@ -1,8 +1,8 @@
 //! The chart, drawn with `plotters` into a self-contained SVG: (a) throughput ratios
 //! fencelock ÷ baseline, median bar with min–max whisker and the target marked; (b)
 //! the distribution of the wait from ask to grant, fencelock BLOCK against polling,
-//! one plot per client count (cumulative share over a log time axis, all repetitions
-//! pooled); then the machine the figures came from.
+//! one plot per lock and client count (cumulative share over a log time axis, all
+//! repetitions pooled); then the machine the figures came from.
 
 use std::io;
 
@@ -11,8 +11,8 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::contender::Mode;
-use crate::contention::MODES;
+use crate::contender::{Lock, Mode};
+use crate::contention::{self, MODES};
 use crate::results::{Ratio, Results};
 use crate::stats::wait_histogram;
 use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
@@ -42,6 +42,7 @@ fn target_for(r: &Ratio) -> Option<f64> {
         ("cycle", true, _) => Some(2.0),
         ("cycle", false, NATIVE_CYCLE) => None,
         ("cycle", false, _) => Some(1.4),
+        ("semaphore", true, _) => Some(2.0),
         _ => None,
     }
 }
@@ -159,8 +160,8 @@ fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
     Ok(())
 }
 
-/// One cumulative-distribution plot per client count, every mechanism's waits pooled
-/// over the repetitions.
+/// One cumulative-distribution plot per lock and client count, every mechanism's
+/// waits pooled over the repetitions.
 fn wait_panel(area: &Area, results: &Results) -> Drawn {
     let area = area.titled(
         "Wait from ask to grant (cumulative share of grants; log time axis; all repetitions)",
@@ -181,11 +182,15 @@ fn wait_panel(area: &Area, results: &Results) -> Drawn {
         .ceil()
         .max(lo + 2.0);
     let decades: Vec<f64> = (lo as i32..=hi as i32).map(|d| 10f64.powi(d)).collect();
-    let counts = &results.settings.contention_clients;
-    let panels = area.split_evenly((1, counts.len().max(1)));
-    for (panel, &clients) in panels.iter().zip(counts) {
+    let setups = contention::setups(&results.settings);
+    let panels = area.split_evenly((1, setups.len().max(1)));
+    for (panel, &(lock, clients)) in panels.iter().zip(&setups) {
+        let caption = match lock {
+            Lock::Mutex => format!("{clients} clients"),
+            Lock::Semaphore { .. } => format!("{clients} clients, {}", lock.label()),
+        };
         let mut chart = ChartBuilder::on(panel)
-            .caption(format!("{clients} clients"), ("sans-serif", 13))
+            .caption(caption, ("sans-serif", 13))
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(45)
@@ -205,7 +210,7 @@ fn wait_panel(area: &Area, results: &Results) -> Drawn {
             .label_style(("sans-serif", 10.5))
             .draw()?;
         for mode in MODES {
-            let Some(entry) = results.contention(clients, mode) else {
+            let Some(entry) = results.contention(lock, clients, mode) else {
                 continue;
             };
             let mut waits = wait_histogram();

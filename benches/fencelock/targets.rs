@@ -4,10 +4,10 @@
 //! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
 //! several servers line up.
 
-use crate::contender::Mode;
+use crate::contender::{Lock, Mode};
 use crate::results::Results;
 use crate::stats::{spread, Spread};
-use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
+use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
 
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -163,57 +163,25 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
             "×",
             ratio("cycle", true, NATIVE_CYCLE),
         ),
-    ]);
-    let smallest = results.settings.contention_clients.iter().copied().min();
-    let largest = results.settings.contention_clients.iter().copied().max();
-    if let Some(clients) = smallest {
-        targets.push(target(
-            format!("contention, {clients} clients: wait p99 of polling 50 ms ÷ BLOCK"),
-            Want::AtLeast(10.0),
+        target(
+            "pipelined: semaphore cycle ÷ ZSET-semaphore cycle".into(),
+            Want::AtLeast(2.0),
             "×",
-            results.contention_ratio(clients, POLL_50, Mode::Block, |s| s.p99_ms),
-        ));
-    }
-    if let Some(clients) = largest {
-        for poll in [POLL_5, POLL_50] {
-            targets.push(target(
-                format!(
-                    "contention, {clients} clients: grants/s of BLOCK ÷ {}",
-                    poll.label()
-                ),
-                Want::AtLeast(1.0),
-                "×",
-                results.contention_ratio(clients, Mode::Block, poll, |s| s.grants_per_s),
-            ));
-        }
-    }
-    let block_failures: Vec<f64> = (0..results.settings.repetitions)
-        .map(|rep| {
-            results
-                .contention
-                .iter()
-                .filter(|c| c.mode == Mode::Block)
-                .filter_map(|c| c.samples.get(rep))
-                .map(|s| s.failed as f64)
-                .sum()
-        })
-        .collect();
-    targets.push(target(
-        "contention: failed attempts with BLOCK (all client counts)".into(),
-        Want::Zero,
-        "",
-        (!results.contention.is_empty()).then_some(block_failures),
+            ratio("semaphore", true, ZSET_SEMAPHORE),
+        ),
+    ]);
+    targets.extend(contention_targets(
+        results,
+        Lock::Mutex,
+        &results.settings.contention_clients,
     ));
-    for clients in &results.settings.contention_clients {
-        targets.push(target(
-            format!("contention, {clients} clients: Jain's index with BLOCK"),
-            Want::AtLeast(0.99),
-            "",
-            results
-                .contention(*clients, Mode::Block)
-                .map(|c| c.samples.iter().map(|s| s.jain).collect()),
-        ));
-    }
+    targets.extend(contention_targets(
+        results,
+        Lock::Semaphore {
+            limit: results.settings.semaphore_limit,
+        },
+        &results.settings.semaphore_clients,
+    ));
     targets.push(target(
         "memory: bytes per held fencelock lock".into(),
         Want::AtMost(160.0),
@@ -239,5 +207,68 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         " B",
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
+    targets
+}
+
+/// The contention targets of one kind of lock, the same for each: the wait p99 of
+/// polling 50 ms ÷ BLOCK with the fewest clients, grants/s of BLOCK ÷ polling with the
+/// most, no failed attempt with BLOCK, and Jain's index with BLOCK for each count.
+fn contention_targets(results: &Results, lock: Lock, clients: &[usize]) -> Vec<Target> {
+    let scope = match lock {
+        Lock::Mutex => "contention".to_string(),
+        Lock::Semaphore { .. } => format!("contention on a {}", lock.label()),
+    };
+    let mut targets = Vec::new();
+    if let Some(&fewest) = clients.iter().min() {
+        targets.push(target(
+            format!("{scope}, {fewest} clients: wait p99 of polling 50 ms ÷ BLOCK"),
+            Want::AtLeast(10.0),
+            "×",
+            results.contention_ratio(lock, fewest, POLL_50, Mode::Block, |s| s.p99_ms),
+        ));
+    }
+    if let Some(&most) = clients.iter().max() {
+        for poll in [POLL_5, POLL_50] {
+            targets.push(target(
+                format!(
+                    "{scope}, {most} clients: grants/s of BLOCK ÷ {}",
+                    poll.label()
+                ),
+                Want::AtLeast(1.0),
+                "×",
+                results.contention_ratio(lock, most, Mode::Block, poll, |s| s.grants_per_s),
+            ));
+        }
+    }
+    let blocking = || {
+        results
+            .contention
+            .iter()
+            .filter(move |c| c.lock == lock && c.mode == Mode::Block)
+    };
+    let block_failures: Vec<f64> = (0..results.settings.repetitions)
+        .map(|rep| {
+            blocking()
+                .filter_map(|c| c.samples.get(rep))
+                .map(|s| s.failed as f64)
+                .sum()
+        })
+        .collect();
+    targets.push(target(
+        format!("{scope}: failed attempts with BLOCK (all client counts)"),
+        Want::Zero,
+        "",
+        blocking().next().is_some().then_some(block_failures),
+    ));
+    for &count in clients {
+        targets.push(target(
+            format!("{scope}, {count} clients: Jain's index with BLOCK"),
+            Want::AtLeast(0.99),
+            "",
+            results
+                .contention(lock, count, Mode::Block)
+                .map(|c| c.samples.iter().map(|s| s.jain).collect()),
+        ));
+    }
     targets
 }

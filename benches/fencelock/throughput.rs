@@ -1,6 +1,7 @@
-//! Scenarios 1 and 2: per-command throughput and the lock cycle, fencelock against
-//! the Lua pattern and, where the server has them, its native owner checks, pipelined
-//! and unpipelined. Every comparison runs its variants
+//! Scenarios 1 and 2: per-command throughput, the lock cycle and the semaphore cycle,
+//! fencelock against the Lua pattern (the ZSET recipe for the semaphore) and, where
+//! the server has them, its native owner checks, pipelined and unpipelined. Every
+//! comparison runs its variants
 //! back to back within each repetition, in alternating order (ABC, CBA, …), on a
 //! flushed server, with any set-up (keys held by the right token) untimed.
 
@@ -29,8 +30,10 @@ pub const DELIFEQ: &str = "DELIFEQ";
 pub const DELEX_IFEQ: &str = "DELEX IFEQ";
 pub const SET_IFEQ: &str = "SET IFEQ PX";
 pub const NATIVE_CYCLE: &str = "SET NX PX + INCR + DELIFEQ";
+/// Label of the semaphore cycle's baseline.
+pub const ZSET_SEMAPHORE: &str = "ZSET Lua semaphore + ZREM";
 
-const GROUPS: [Group; 7] = [
+const GROUPS: [Group; 8] = [
     Group {
         id: "acquire",
         title: "acquire on fresh keys",
@@ -94,6 +97,19 @@ const GROUPS: [Group; 7] = [
             ("fencelock (2 commands)", Command::FencelockCycle),
             ("Lua pattern (3 commands)", Command::LuaCycle),
             (NATIVE_CYCLE, Command::NativeCycle),
+        ],
+    },
+    // The title spells out recipes::SEMAPHORES and SEMAPHORE_LIMIT.
+    Group {
+        id: "semaphore",
+        title: "semaphore cycle: acquire + release, 100 semaphores of 64 permits",
+        unit: "cycles/s",
+        variants: &[
+            (
+                "LOCK.ACQUIRE … LIMIT + LOCK.RELEASE",
+                Command::SemaphoreCycle,
+            ),
+            (ZSET_SEMAPHORE, Command::LuaSemaphoreCycle),
         ],
     },
 ];
