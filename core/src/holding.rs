@@ -97,12 +97,24 @@ impl Holding {
 
     /// Constant-time comparison against a token offered by a client.
     pub fn is_token(&self, offered: &[u8]) -> bool {
+        self.is_offered(&Offered::new(offered))
+    }
+
+    /// As `is_token`, for a token decoded once to be compared with many holdings.
+    pub fn is_offered(&self, offered: &Offered) -> bool {
         if self.is_compact() {
-            token::compact(offered)
+            offered
+                .compact
                 .is_some_and(|raw| token::tokens_match(self.stored_token(), &raw))
         } else {
-            token::tokens_match(self.stored_token(), offered)
+            token::tokens_match(self.stored_token(), offered.raw)
         }
+    }
+
+    /// Whether two holdings carry the same token (as stored: no decoding).
+    pub fn same_token(&self, other: &Holding) -> bool {
+        self.header() == other.header()
+            && token::tokens_match(self.stored_token(), other.stored_token())
     }
 
     /// Bytes of the packed allocation (for `MEMORY USAGE`).
@@ -139,6 +151,23 @@ impl Holding {
     unsafe fn raw_len(ptr: *const u8) -> usize {
         let header = u16::from_le_bytes([*ptr.add(FENCE_BYTES), *ptr.add(FENCE_BYTES + 1)]);
         HEADER_BYTES + usize::from(header & !COMPACT)
+    }
+}
+
+/// A token offered by a client, with its compact form worked out once: a command
+/// that looks for it among many shared holders compares bytes, not hex, per holder.
+#[derive(Clone, Copy, Debug)]
+pub struct Offered<'a> {
+    raw: &'a [u8],
+    compact: Option<[u8; token::GENERATED_TOKEN_BYTES]>,
+}
+
+impl<'a> Offered<'a> {
+    pub fn new(raw: &'a [u8]) -> Self {
+        Offered {
+            raw,
+            compact: token::compact(raw),
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! a generated token), which an index would double; semaphores are small, and the scan
 //! compares in constant time per holder.
 
-use crate::holding::{Holding, OwnedHolding};
+use crate::holding::{Holding, Offered, OwnedHolding};
 use crate::mode::Mode;
 
 /// One shared holder.
@@ -83,12 +83,20 @@ impl SharedHolders {
 
     /// The live holder with `token`.
     pub fn live_holder(&self, token: &[u8], now_ms: i64) -> Option<&SharedHolder> {
-        self.live(now_ms).find(|h| h.holding.is_token(token))
+        self.holder(token).filter(|h| h.is_live(now_ms))
     }
 
     /// The holder with `token`, whether its lease ended or not.
     pub fn holder(&self, token: &[u8]) -> Option<&SharedHolder> {
-        self.holders.iter().find(|h| h.holding.is_token(token))
+        self.position(token).and_then(|at| self.holders.get(at))
+    }
+
+    /// Where the holder with `token` stands (the token decoded once for the scan).
+    fn position(&self, token: &[u8]) -> Option<usize> {
+        let offered = Offered::new(token);
+        self.holders
+            .iter()
+            .position(|h| h.holding.is_offered(&offered))
     }
 
     /// The highest fence among live holders.
@@ -99,8 +107,11 @@ impl SharedHolders {
     /// Adds a holder, or moves the deadline of the one with the same token (a renewal,
     /// or a replayed effect); its fence stays the one it was granted.
     pub fn put(&mut self, holding: Box<Holding>, deadline_ms: i64) {
-        let token = holding.token();
-        if let Some(existing) = self.holders.iter_mut().find(|h| h.holding.is_token(&token)) {
+        if let Some(existing) = self
+            .holders
+            .iter_mut()
+            .find(|h| h.holding.same_token(&holding))
+        {
             existing.deadline_ms = deadline_ms;
             return;
         }
@@ -112,7 +123,7 @@ impl SharedHolders {
 
     /// Moves the deadline of the holder with `token`; false if there is none.
     pub fn set_deadline(&mut self, token: &[u8], deadline_ms: i64) -> bool {
-        match self.holders.iter_mut().find(|h| h.holding.is_token(token)) {
+        match self.position(token).and_then(|at| self.holders.get_mut(at)) {
             Some(holder) => {
                 holder.deadline_ms = deadline_ms;
                 true

@@ -3,7 +3,7 @@
 use rand::RngCore;
 
 /// Random bytes in a generated token: 128 bits, printed as 32 lowercase hex characters.
-const GENERATED_TOKEN_BYTES: usize = 16;
+pub const GENERATED_TOKEN_BYTES: usize = 16;
 
 /// A fresh unguessable token. `ThreadRng` is a CSPRNG seeded and reseeded from the OS.
 pub fn generate() -> Vec<u8> {

@@ -49,8 +49,8 @@ pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
     );
 }
 
-/// Redis moved the expiry of `name` (`PERSIST`, `PEXPIRE`, …): if it is a shared lock,
-/// its holders' own lease ends must still be kept.
+/// Redis made `name` permanent (`PERSIST`): if it is a shared lock, its holders' own
+/// lease ends must still be kept.
 pub fn expiry_changed(ctx: &Context, name: &[u8]) {
     let name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &name, false);

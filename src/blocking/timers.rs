@@ -50,16 +50,18 @@ pub fn settle_all_queues(ctx: &Context) {
     }
 }
 
-/// A command of ours moved a lease of `name` (in the selected database); the lock next
-/// changes by itself at `next_change_ms`: its waiters' handoff timer must not fire later
-/// than that.
-pub fn lease_changed(ctx: &Context, name: &[u8], next_change_ms: Option<i64>) {
-    let Some(deadline_ms) = next_change_ms.filter(|_| anyone_waiting()) else {
+/// A command of ours moved a lease of `name` (in the selected database, open as `key`):
+/// its waiters' handoff timer must not fire later than the lock's next change by itself.
+pub fn lease_changed(ctx: &Context, name: &[u8], key: &LockKey) {
+    if !anyone_waiting() {
         return;
-    };
+    }
     let id: KeyId = (selected_db(ctx), name.to_vec());
-    if has_waiters(&id) {
-        arm_expiry_check(ctx, &id, deadline_ms);
+    if !has_waiters(&id) {
+        return;
+    }
+    if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
+        arm_expiry_check(ctx, &id, at);
     }
 }
 

@@ -111,7 +111,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Renewed { fence } => {
             effects::extend(ctx, &mut key, name, &token, deadline)?;
-            blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
+            blocking::lease_changed(ctx, name.as_slice(), &key);
             blocking::watch_holder_leases(ctx, name.as_slice(), &key);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)

@@ -60,7 +60,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let deadline = lock::lease_deadline(now_ms, lease_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &mut key, name, token.bytes, deadline)?;
-    blocking::lease_changed(ctx, name.as_slice(), effects::next_lease_end(&key, now_ms));
+    blocking::lease_changed(ctx, name.as_slice(), &key);
     blocking::watch_holder_leases(ctx, name.as_slice(), &key);
     Ok(RedisValue::Integer(1))
 }

@@ -25,8 +25,10 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             &RedisString::create_from_slice(ctx.ctx, name),
         );
     }
-    // A shared lock keeps its holders' own lease ends whatever its key's expiry says.
-    if matches!(event, "persist" | "expire") {
+    // A shared lock made permanent still goes with its last holder's lease. (Only
+    // PERSIST: `expire` comes with every `SET … PX` of any key, too common to look at,
+    // and a later expiry only keeps an emptied key until then.)
+    if event == "persist" {
         blocking::expiry_changed(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.

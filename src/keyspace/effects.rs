@@ -31,18 +31,16 @@ pub fn grant(
     mode: Mode,
 ) -> Result<(), CommandError> {
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    let stored = match (mode, key.shared_mut()) {
-        (Mode::Exclusive, _) => key.store(LockValue::Exclusive(holding), deadline_ms),
-        (_, Some(set)) => {
-            set.put(holding, deadline_ms);
-            let latest = set.latest_deadline().unwrap_or(deadline_ms);
-            key.set_deadline(latest)
-        }
-        (_, None) => {
-            let mut set = SharedHolders::new(mode);
-            set.put(holding, deadline_ms);
-            key.store(LockValue::Shared(set), deadline_ms)
-        }
+    let stored = if mode == Mode::Exclusive {
+        key.store(LockValue::Exclusive(holding), deadline_ms)
+    } else if let Some(set) = key.shared_mut() {
+        set.put(holding, deadline_ms);
+        let latest = set.latest_deadline().unwrap_or(deadline_ms);
+        key.set_deadline(latest)
+    } else {
+        let mut set = SharedHolders::new(mode);
+        set.put(holding, deadline_ms);
+        key.store(LockValue::Shared(set), deadline_ms)
     };
     if !stored {
         return Err(CommandError::WriteFailed);

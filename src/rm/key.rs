@@ -2,6 +2,9 @@
 //! holding or a set of shared holders), write, change shared holders in place, expire,
 //! delete. Everything above it works with the core's `LockValue`/`LockRef`.
 
+use std::cell::Cell;
+use std::ffi::c_void;
+
 use fencelock_core::error::CommandError;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
@@ -32,7 +35,7 @@ pub(super) fn open_raw(
 pub(super) unsafe fn module_value(
     key: *mut raw::RedisModuleKey,
     of: *mut raw::RedisModuleType,
-) -> Result<Option<*mut std::ffi::c_void>, CommandError> {
+) -> Result<Option<*mut c_void>, CommandError> {
     if key.is_null() {
         return Ok(None);
     }
@@ -56,6 +59,10 @@ pub(super) unsafe fn module_value(
 /// reading does not exist; that reads as a free lock.
 pub struct LockKey {
     key: *mut raw::RedisModuleKey,
+    /// The value as last looked up through this handle (a command reads it several
+    /// times); forgotten when this handle stores or deletes, the only changes to the key
+    /// while it is open.
+    value: Cell<Option<Result<Option<*mut c_void>, CommandError>>>,
 }
 
 impl LockKey {
@@ -64,6 +71,7 @@ impl LockKey {
     pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
         Self {
             key: open_raw(ctx, name, writable),
+            value: Cell::new(None),
         }
     }
 
@@ -71,9 +79,14 @@ impl LockKey {
         self.key
     }
 
-    fn value_ptr(&self) -> Result<Option<*mut std::ffi::c_void>, CommandError> {
+    fn value_ptr(&self) -> Result<Option<*mut c_void>, CommandError> {
+        if let Some(known) = self.value.get() {
+            return known;
+        }
         // SAFETY: the key handle is open (or null) for the lifetime of `self`.
-        unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) }
+        let value = unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) };
+        self.value.set(Some(value));
+        value
     }
 
     /// The lock, `None` when it is free, or `WrongType` when the key holds another type.
@@ -105,6 +118,7 @@ impl LockKey {
         if self.key.is_null() {
             return false;
         }
+        self.value.set(None);
         let set_value = api!(RedisModule_ModuleTypeSetValue);
         let value = value.into_raw();
         // SAFETY: ownership of `value` passes to Redis, which frees it with our `free`.
@@ -143,6 +157,7 @@ impl LockKey {
 
     /// Deletes the key (the lock becomes free).
     pub fn delete(&self) -> bool {
+        self.value.set(None);
         // SAFETY: the key is open for writing.
         !self.key.is_null()
             && unsafe { api!(RedisModule_DeleteKey)(self.raw()) } == raw::REDISMODULE_OK as i32
