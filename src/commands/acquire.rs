@@ -105,7 +105,9 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     match decision {
         Decision::Granted { fence } => {
             effects::grant(ctx, &mut key, name, &token, fence, deadline, request.mode)?;
-            blocking::watch_holder_leases(ctx, name.as_slice(), &key);
+            if request.mode.is_shared() {
+                blocking::watch_holder_leases(ctx, name.as_slice(), &key);
+            }
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }

@@ -9,7 +9,6 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::errors::to_redis;
 use crate::config;
 use crate::rm::argv::Command;
-use crate::rm::clock;
 use crate::rm::key::LockKey;
 
 pub struct Fence;
@@ -32,7 +31,7 @@ fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         _ => return Err(CommandError::WrongArity),
     };
     let key = LockKey::open(ctx, name, false);
-    let now_ms = clock::now_ms();
+    let now_ms = key.holders_clock_ms();
     let fence = match token {
         Some(token) if !token.holds(key.lock(), now_ms)? => None,
         Some(token) => key

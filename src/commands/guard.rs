@@ -13,7 +13,6 @@ use super::inner;
 use crate::config;
 use crate::rm::argv::Command;
 use crate::rm::call::call_and_forward;
-use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::keys;
 use crate::stats;
@@ -52,7 +51,7 @@ fn check(
     inner::check(ctx, name, inner)?;
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let key = LockKey::open(ctx, name, false);
-    if token.holds(key.lock(), clock::now_ms())? {
+    if token.holds(key.lock(), key.holders_clock_ms())? {
         Ok(())
     } else {
         stats::GUARD_REFUSED.bump();

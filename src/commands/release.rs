@@ -10,7 +10,6 @@ use crate::blocking;
 use crate::config;
 use crate::keyspace::effects;
 use crate::rm::argv::Command;
-use crate::rm::clock;
 use crate::rm::key::LockKey;
 
 pub struct Release;
@@ -29,7 +28,7 @@ fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     };
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::now_ms();
+    let now_ms = key.holders_clock_ms();
     effects::drop_ended(ctx, &mut key, name, now_ms)?;
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));

@@ -91,21 +91,22 @@ fn announce_extended(ctx: &Context, name: &RedisString) -> Result<(), CommandErr
     Ok(())
 }
 
-/// Holder `token` leaves: an exclusive lock's key is deleted (propagated as `DEL key`);
-/// a shared holder is removed (`LOCK.DROP key token`), and the key with the last one.
+/// Holder `token` (which the caller found holding) leaves: an exclusive lock's key is
+/// deleted (propagated as `DEL key`); a shared holder is removed (`LOCK.DROP key
+/// token`), and the key with the last one.
 pub fn release(
     ctx: &Context,
     key: &mut LockKey,
     name: &RedisString,
     token: &[u8],
 ) -> Result<(), CommandError> {
-    let shared = key.shared_mut().is_some();
-    if !remove_holder(key, token)? {
-        return Err(CommandError::WriteFailed);
-    }
-    if shared {
+    if let Some(set) = key.shared_mut() {
+        set.remove(token).ok_or(CommandError::WriteFailed)?;
+        let latest = set.latest_deadline();
+        follow_latest_lease(key, latest)?;
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
+        follow_latest_lease(key, None)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
     events::notify(ctx, events::RELEASED, name);

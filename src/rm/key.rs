@@ -98,6 +98,16 @@ impl LockKey {
             .map(|value| unsafe { LockValue::from_raw(value.cast::<u8>()) }))
     }
 
+    /// Now, to judge shared holders' own leases by. An exclusive lock's lease is its
+    /// key's expiry, which Redis applied before the key was opened, so no clock is read
+    /// for one (0: a time no lease is compared with).
+    pub fn holders_clock_ms(&self) -> i64 {
+        match self.lock() {
+            Ok(Some(LockRef::Shared(_))) => super::clock::now_ms(),
+            _ => 0,
+        }
+    }
+
     /// The shared holders, to change them in place (`None` when the lock is free, held
     /// exclusively, or the key holds another type). The caller keeps the key's expiry
     /// in step (`set_deadline`).
