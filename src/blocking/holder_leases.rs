@@ -20,9 +20,25 @@ use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db, writes, Writes};
 use crate::rm::timers::{self, Timer, TimerId};
 
+/// The armed timers of one database's watched locks, by name: when each fires, and its
+/// id.
+type ArmedInDb = HashMap<Vec<u8>, (i64, TimerId)>;
+
 thread_local! {
-    /// The armed timer of each watched lock: when it fires, and its id.
-    static ARMED: RefCell<HashMap<KeyId, (i64, TimerId)>> = RefCell::new(HashMap::new());
+    /// Armed timers by database, then name (two levels, so that a grant looks its name
+    /// up without copying it).
+    static ARMED: RefCell<HashMap<i32, ArmedInDb>> = RefCell::new(HashMap::new());
+}
+
+/// When the armed timer of `name` in `db` fires, if one is armed.
+fn armed_at(db: i32, name: &[u8]) -> Option<i64> {
+    ARMED.with(|armed| {
+        armed
+            .borrow()
+            .get(&db)
+            .and_then(|names| names.get(name))
+            .map(|(at, _)| *at)
+    })
 }
 
 /// A shared lock `name` (in the selected database) was written: make sure a timer fires
@@ -42,11 +58,7 @@ pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
         return;
     }
     // A holder holds through its deadline's millisecond; it has ended one later.
-    arm(
-        ctx,
-        (selected_db(ctx), name.to_vec()),
-        earliest.saturating_add(1),
-    );
+    arm(ctx, selected_db(ctx), name, earliest.saturating_add(1));
 }
 
 /// Redis made `name` permanent (`PERSIST`): if it is a shared lock, its holders' own
@@ -57,23 +69,23 @@ pub fn expiry_changed(ctx: &Context, name: &[u8]) {
     watch(ctx, name.as_slice(), &key);
 }
 
-fn arm(ctx: &Context, id: KeyId, fires_at: i64) {
-    let armed_earlier = ARMED.with(|armed| {
-        armed
-            .borrow()
-            .get(&id)
-            .is_some_and(|(at, _)| *at <= fires_at)
-    });
-    if armed_earlier {
+fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) {
+    if armed_at(db, name).is_some_and(|at| at <= fires_at) {
         return;
     }
     let delay = u64::try_from(fires_at.saturating_sub(clock::now_ms())).unwrap_or(0);
     let check = HolderLeaseEnd {
-        id: id.clone(),
+        id: (db, name.to_vec()),
         fires_at,
     };
     let timer = timers::start(ctx, Duration::from_millis(delay), check);
-    let replaced = ARMED.with(|armed| armed.borrow_mut().insert(id, (fires_at, timer)));
+    let replaced = ARMED.with(|armed| {
+        let mut armed = armed.borrow_mut();
+        armed
+            .entry(db)
+            .or_default()
+            .insert(name.to_vec(), (fires_at, timer))
+    });
     if let Some((_, old)) = replaced {
         drop(timers::stop::<HolderLeaseEnd>(ctx, old));
     }
@@ -89,31 +101,30 @@ impl Timer for HolderLeaseEnd {
     const NAME: &'static str = "a shared holder's lease end";
 
     fn fire(self, ctx: &Context) {
-        let current = ARMED.with(|armed| {
-            let mut armed = armed.borrow_mut();
-            let current = armed
-                .get(&self.id)
-                .is_some_and(|(at, _)| *at == self.fires_at);
-            if current {
-                armed.remove(&self.id);
-            }
-            current
-        });
-        if !current {
+        let (db, name) = &self.id;
+        if armed_at(*db, name) != Some(self.fires_at) {
             return;
         }
+        ARMED.with(|armed| {
+            let mut armed = armed.borrow_mut();
+            if let Some(names) = armed.get_mut(db) {
+                names.remove(name.as_slice());
+                if names.is_empty() {
+                    armed.remove(db);
+                }
+            }
+        });
         match writes(ctx) {
             Writes::Allowed => {}
             Writes::Paused => {
                 let retry = clock::now_ms().saturating_add(PAUSED_RETRY_MS);
-                arm(ctx, self.id, retry);
+                arm(ctx, *db, name, retry);
                 return;
             }
             // A replica follows its primary's `LOCK.DROP`s; after a promotion the next
             // write to the lock drops what ended.
             Writes::Replica => return,
         }
-        let (db, name) = &self.id;
         if !select_db(ctx, *db) {
             return;
         }
