@@ -37,6 +37,15 @@ const KINDS: &[(&str, Command)] = &[
     (SET_IFEQ, Command::SetIfEq),
     ("LOCK.FENCE", Command::LockFence),
     ("GET", Command::Get),
+    // Cycles: one acquire and its release (two commands) a row.
+    (
+        "semaphore cycle (LOCK.ACQUIRE LIMIT + LOCK.RELEASE)",
+        Command::SemaphoreCycle,
+    ),
+    (
+        "ZSET semaphore cycle (EVALSHA + ZREM)",
+        Command::LuaSemaphoreCycle,
+    ),
 ];
 
 /// Commands per connection under callgrind, which runs the server ~50× slower:

@@ -48,6 +48,8 @@ pub struct AcquireRequest<'a> {
     pub max_holders: usize,
     /// Clients are queued for the lock: nobody may overtake them, whatever would fit.
     pub queued_before: bool,
+    /// The token was generated for this request, so it holds nothing yet (no lookup).
+    pub fresh_token: bool,
 }
 
 /// Whether a lock in state `current` admits a new holder (another token) in `mode`.
@@ -87,7 +89,7 @@ pub fn acquire(
     now_micros: u64,
     now_ms: i64,
 ) -> Acquire {
-    if let Some(held) = current {
+    if let Some(held) = current.filter(|_| !request.fresh_token) {
         if let Some(fence) = held.fence_of(request.token, now_ms) {
             return if held.mode() == request.mode {
                 Acquire::Renewed { fence }
@@ -142,6 +144,7 @@ mod tests {
             mode,
             max_holders: MAX,
             queued_before: false,
+            fresh_token: false,
         }
     }
 

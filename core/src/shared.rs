@@ -43,6 +43,10 @@ pub struct SharedHolders {
     tag: u64,
     /// 0: plain `SHARED`; n: a semaphore of n.
     limit: u32,
+    /// When the module's lease-end timer for this set fires (0: none armed). Kept at or
+    /// before the earliest holder's end (+1 ms): a deadline set earlier forgets it. So
+    /// until then no holder has ended, which spares the write paths a scan. Not saved.
+    watched_at: i64,
     holders: Vec<SharedHolder>,
 }
 
@@ -55,6 +59,7 @@ impl SharedHolders {
         Box::new(SharedHolders {
             tag: SHARED_TAG,
             limit: mode.stored_limit(),
+            watched_at: 0,
             holders: Vec::new(),
         })
     }
@@ -113,12 +118,37 @@ impl SharedHolders {
             .find(|h| h.holding.same_token(&holding))
         {
             existing.deadline_ms = deadline_ms;
+            self.deadline_set(deadline_ms);
             return;
         }
+        self.push_new(holding, deadline_ms);
+    }
+
+    /// Adds a holder whose token holds nothing here (a freshly generated one): no scan.
+    pub fn push_new(&mut self, holding: Box<Holding>, deadline_ms: i64) {
         self.holders.push(SharedHolder {
             holding: OwnedHolding::new(holding),
             deadline_ms,
         });
+        self.deadline_set(deadline_ms);
+    }
+
+    /// When the lease-end timer fires, if one is armed (see `watched_at`).
+    pub fn watched_at(&self) -> Option<i64> {
+        (self.watched_at != 0).then_some(self.watched_at)
+    }
+
+    /// A lease-end timer fires at `at` (at most the earliest end + 1), or none (`None`).
+    pub fn set_watched_at(&mut self, at: Option<i64>) {
+        self.watched_at = at.unwrap_or(0);
+    }
+
+    /// A holder's lease now ends at `deadline_ms`: a timer armed for later no longer
+    /// fires before every end.
+    fn deadline_set(&mut self, deadline_ms: i64) {
+        if self.watched_at > deadline_ms.saturating_add(1) {
+            self.watched_at = 0;
+        }
     }
 
     /// Moves the deadline of the holder with `token`; false if there is none.
@@ -126,6 +156,7 @@ impl SharedHolders {
         match self.position(token).and_then(|at| self.holders.get_mut(at)) {
             Some(holder) => {
                 holder.deadline_ms = deadline_ms;
+                self.deadline_set(deadline_ms);
                 true
             }
             None => false,
@@ -145,7 +176,8 @@ impl SharedHolders {
 
     /// Removes every holder whose lease ended before `now_ms`, in grant order.
     pub fn take_ended(&mut self, now_ms: i64) -> Vec<SharedHolder> {
-        if self.holders.iter().all(|h| h.is_live(now_ms)) {
+        let none_ended_yet = self.watched_at().is_some_and(|at| now_ms < at);
+        if none_ended_yet || self.holders.iter().all(|h| h.is_live(now_ms)) {
             return Vec::new();
         }
         let (live, ended) = std::mem::take(&mut self.holders)
@@ -224,6 +256,31 @@ mod tests {
         );
         assert_eq!(set.highest_fence(4_000), Some(1));
         assert_eq!(set.highest_fence(900), Some(2));
+    }
+
+    #[test]
+    fn a_watch_is_forgotten_when_a_lease_would_end_before_it() {
+        let mut set = SharedHolders::new(Mode::Shared);
+        set.put(holding("a", 1), 1_000);
+        set.set_watched_at(Some(1_001));
+        set.push_new(holding("b", 2), 5_000);
+        assert_eq!(
+            set.watched_at(),
+            Some(1_001),
+            "a later lease keeps the watch"
+        );
+        assert!(set.take_ended(1_000).is_empty());
+        set.set_deadline(b"b", 500);
+        assert_eq!(
+            set.watched_at(),
+            None,
+            "an earlier lease end needs a new timer"
+        );
+        assert_eq!(
+            set.take_ended(600).len(),
+            1,
+            "and is dropped by a scan meanwhile"
+        );
     }
 
     #[test]

@@ -120,7 +120,7 @@ proptest! {
                     let token = [b'a' + token];
                     let held_mode = model.current().map(|held| held.mode());
                     let renewing = model.current().and_then(|held| held.fence_of(&token, now));
-                    let request = AcquireRequest { token: &token, mode, max_holders: MAX_HOLDERS, queued_before: false };
+                    let request = AcquireRequest { token: &token, mode, max_holders: MAX_HOLDERS, queued_before: false, fresh_token: false };
                     let outcome = acquire(model.current(), &request, &mut clock, 0, now);
                     match outcome {
                         Acquire::Granted { fence } => {

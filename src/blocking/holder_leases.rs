@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use super::timers::PAUSED_RETRY_MS;
@@ -44,12 +43,14 @@ fn armed_at(db: i32, name: &[u8]) -> Option<i64> {
 /// A shared lock `name` (in the selected database) was written: make sure a timer fires
 /// when its earliest holder's lease ends, unless the key's own expiry comes first (it
 /// takes every holder with it). A key without expiry (`PERSIST`) is always watched, so
-/// it still goes with its last holder.
-pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
-    let Ok(Some(LockRef::Shared(set))) = key.lock() else {
-        return;
-    };
-    let Some(earliest) = set.earliest_deadline() else {
+/// it still goes with its last holder. The set remembers its timer (`watched_at`), so a
+/// grant to a watched lock looks nothing up.
+pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
+    let Some(earliest) = key
+        .shared_mut()
+        .filter(|set| set.watched_at().is_none())
+        .and_then(|set| set.earliest_deadline())
+    else {
         return;
     };
     let now = clock::now_ms();
@@ -58,20 +59,24 @@ pub fn watch(ctx: &Context, name: &[u8], key: &LockKey) {
         return;
     }
     // A holder holds through its deadline's millisecond; it has ended one later.
-    arm(ctx, selected_db(ctx), name, earliest.saturating_add(1));
+    let fires_at = arm(ctx, selected_db(ctx), name, earliest.saturating_add(1));
+    if let Some(set) = key.shared_mut() {
+        set.set_watched_at(Some(fires_at));
+    }
 }
 
 /// Redis made `name` permanent (`PERSIST`): if it is a shared lock, its holders' own
 /// lease ends must still be kept.
 pub fn expiry_changed(ctx: &Context, name: &[u8]) {
     let name = RedisString::create_from_slice(ctx.ctx, name);
-    let key = LockKey::open(ctx, &name, false);
-    watch(ctx, name.as_slice(), &key);
+    let mut key = LockKey::open(ctx, &name, false);
+    watch(ctx, name.as_slice(), &mut key);
 }
 
-fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) {
-    if armed_at(db, name).is_some_and(|at| at <= fires_at) {
-        return;
+/// Ensures a timer for `name` fires by `fires_at`; returns when the armed one fires.
+fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) -> i64 {
+    if let Some(at) = armed_at(db, name).filter(|at| *at <= fires_at) {
+        return at;
     }
     let delay = u64::try_from(fires_at.saturating_sub(clock::now_ms())).unwrap_or(0);
     let check = HolderLeaseEnd {
@@ -89,6 +94,7 @@ fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) {
     if let Some((_, old)) = replaced {
         drop(timers::stop::<HolderLeaseEnd>(ctx, old));
     }
+    fires_at
 }
 
 /// The end of a shared holder's lease.
@@ -117,6 +123,7 @@ impl Timer for HolderLeaseEnd {
         match writes(ctx) {
             Writes::Allowed => {}
             Writes::Paused => {
+                // The set keeps remembering a timer: this one, a little later.
                 let retry = clock::now_ms().saturating_add(PAUSED_RETRY_MS);
                 arm(ctx, *db, name, retry);
                 return;
@@ -130,9 +137,12 @@ impl Timer for HolderLeaseEnd {
         }
         let name = RedisString::create_from_slice(ctx.ctx, name);
         let mut key = LockKey::open(ctx, &name, true);
+        if let Some(set) = key.shared_mut() {
+            set.set_watched_at(None);
+        }
         // A failed drop leaves the ended holders counted as gone by every decision.
         let _ = effects::drop_ended(ctx, &mut key, &name, clock::now_ms());
         hand_off(ctx, &mut key, &name);
-        watch(ctx, name.as_slice(), &key);
+        watch(ctx, name.as_slice(), &mut key);
     }
 }

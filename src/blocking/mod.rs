@@ -197,8 +197,14 @@ fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId)
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     };
-    let deadline = clock::now_ms().saturating_add(ttl_ms);
-    if effects::grant(ctx, key, name, &token, fence, deadline, mode).is_err() {
+    let new = effects::NewHolder {
+        token: &token,
+        fence,
+        deadline_ms: clock::now_ms().saturating_add(ttl_ms),
+        mode,
+        fresh_token: !chosen_token,
+    };
+    if effects::grant(ctx, key, name, &new).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);

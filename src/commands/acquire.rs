@@ -17,7 +17,7 @@ use super::errors::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
-use crate::keyspace::effects;
+use crate::keyspace::effects::{self, NewHolder};
 use crate::node_fence;
 use crate::rm::argv::Command;
 use crate::rm::clock;
@@ -97,6 +97,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         max_holders: limits.max_holders,
         queued_before: blocking::anyone_waiting()
             && blocking::waiter_count(ctx, name.as_slice()) > 0,
+        fresh_token: request.token.is_none(),
     };
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
@@ -104,9 +105,16 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     });
     match decision {
         Decision::Granted { fence } => {
-            effects::grant(ctx, &mut key, name, &token, fence, deadline, request.mode)?;
+            let new = NewHolder {
+                token: &token,
+                fence,
+                deadline_ms: deadline,
+                mode: request.mode,
+                fresh_token: asked.fresh_token,
+            };
+            effects::grant(ctx, &mut key, name, &new)?;
             if request.mode.is_shared() {
-                blocking::watch_holder_leases(ctx, name.as_slice(), &key);
+                blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
             }
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
@@ -114,7 +122,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         Decision::Renewed { fence } => {
             effects::extend(ctx, &mut key, name, &token, deadline)?;
             blocking::lease_changed(ctx, name.as_slice(), &key);
-            blocking::watch_holder_leases(ctx, name.as_slice(), &key);
+            blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }

@@ -61,7 +61,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
         .ok_or(CommandError::InvalidExpire(NAME))?;
     effects::extend(ctx, &mut key, name, token.bytes, deadline)?;
     blocking::lease_changed(ctx, name.as_slice(), &key);
-    blocking::watch_holder_leases(ctx, name.as_slice(), &key);
+    blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
     Ok(RedisValue::Integer(1))
 }
 

@@ -17,6 +17,17 @@ use crate::rm::mark_key::MarkKey;
 use crate::rm::replicate;
 use crate::stats;
 
+/// A grant about to be made.
+#[derive(Clone, Copy)]
+pub struct NewHolder<'a> {
+    pub token: &'a [u8],
+    pub fence: u64,
+    pub deadline_ms: i64,
+    pub mode: Mode,
+    /// The token was generated for this grant, so it holds nothing here yet.
+    pub fresh_token: bool,
+}
+
 /// Makes `token` a holder under `fence` until `deadline_ms`, in `mode`: the key's value
 /// for an exclusive grant or the first shared holder, one more holder otherwise (the
 /// caller decided it fits). Propagated as `LOCK.APPLY key token fence PXAT deadline`,
@@ -25,16 +36,24 @@ pub fn grant(
     ctx: &Context,
     key: &mut LockKey,
     name: &RedisString,
-    token: &[u8],
-    fence: u64,
-    deadline_ms: i64,
-    mode: Mode,
+    new: &NewHolder,
 ) -> Result<(), CommandError> {
+    let NewHolder {
+        token,
+        fence,
+        deadline_ms,
+        mode,
+        fresh_token,
+    } = *new;
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
     let stored = if mode == Mode::Exclusive {
         key.store(LockValue::Exclusive(holding), deadline_ms)
     } else if let Some(set) = key.shared_mut() {
-        set.put(holding, deadline_ms);
+        if fresh_token {
+            set.push_new(holding, deadline_ms);
+        } else {
+            set.put(holding, deadline_ms);
+        }
         let latest = set.latest_deadline().unwrap_or(deadline_ms);
         key.set_deadline(latest)
     } else {
@@ -176,10 +195,13 @@ pub fn drop_ended(
 }
 
 /// When the lock next changes by itself: the end of an exclusive lock's lease (the key's
-/// expiry), or the earliest end among shared holders. `None` without an end.
+/// expiry), or when the earliest shared holder has ended (a holder holds through its
+/// deadline's millisecond). `None` without an end.
 pub fn next_lease_end(key: &LockKey, now_ms: i64) -> Option<i64> {
     match key.lock() {
-        Ok(Some(LockRef::Shared(set))) => set.earliest_deadline(),
+        Ok(Some(LockRef::Shared(set))) => set
+            .earliest_deadline()
+            .map(|earliest| earliest.saturating_add(1)),
         _ => key
             .remaining_ms()
             .map(|remaining| now_ms.saturating_add(remaining)),
