@@ -12,17 +12,22 @@ use crate::reliability::scale::pick;
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const COMMANDS: [&[u8]; 6] = [
+const COMMANDS: [&[u8]; 7] = [
     b"LOCK.ACQUIRE",
     b"LOCK.REFRESH",
     b"LOCK.RELEASE",
     b"LOCK.FENCE",
     b"LOCK.INFO",
     b"LOCK.APPLY",
+    b"LOCK.DROP",
 ];
 
 fn random_arg(rng: &mut StdRng) -> Vec<u8> {
-    const WORDS: [&str; 28] = [
+    const WORDS: [&str; 32] = [
+        "SHARED",
+        "shared",
+        "LIMIT",
+        "limit",
         "TOKEN",
         "token",
         "ToKeN",
@@ -86,14 +91,17 @@ fn random_argv(rng: &mut StdRng) -> Vec<Vec<u8>> {
 /// A reply of the shape the command documents, or an error.
 fn proper(command: &[u8], reply: &Reply) -> bool {
     match (command, reply) {
-        (_, Reply::Error(text)) => text.starts_with("ERR ") || text.starts_with("WRONGTYPE "),
+        (_, Reply::Error(text)) => ["ERR ", "WRONGTYPE ", "WRONGMODE "]
+            .iter()
+            .any(|code| text.starts_with(code)),
         (b"LOCK.ACQUIRE", Reply::Array(Some(items))) => {
             matches!(items.as_slice(), [Reply::Bulk(Some(_)), Reply::Integer(f)] if *f > 0)
         }
         (b"LOCK.ACQUIRE" | b"LOCK.FENCE" | b"LOCK.INFO", Reply::Bulk(None)) => true,
-        (b"LOCK.REFRESH" | b"LOCK.RELEASE", Reply::Integer(0 | 1)) => true,
+        (b"LOCK.REFRESH" | b"LOCK.RELEASE" | b"LOCK.DROP", Reply::Integer(0 | 1)) => true,
         (b"LOCK.FENCE", Reply::Integer(f)) => *f > 0,
-        (b"LOCK.INFO", Reply::Array(Some(items))) => items.len() == 8,
+        // 9 field/value pairs, with `limit` for a semaphore.
+        (b"LOCK.INFO", Reply::Array(Some(items))) => matches!(items.len(), 16 | 18),
         (b"LOCK.APPLY", Reply::Status(ok)) => ok == "OK",
         _ => false,
     }
@@ -162,7 +170,7 @@ fn random_argv_gets_proper_replies_and_errors_change_nothing() {
     }
     Summary {
         scenario: "random argv",
-        fault: "binary, huge, negative, overflowing, unicode argv on all 6 commands".into(),
+        fault: "binary, huge, negative, overflowing, unicode argv on all 7 commands".into(),
         load: "1 client, pipelines of 50, each call bracketed by DEBUG DIGEST".into(),
         ops: sent,
         anomalies: anomalies.len(),
