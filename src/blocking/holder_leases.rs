@@ -65,8 +65,8 @@ pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
     }
 }
 
-/// Redis made `name` permanent (`PERSIST`): if it is a shared lock, its holders' own
-/// lease ends must still be kept.
+/// Redis made `name` permanent (`PERSIST`) or wrote it anew (`RESTORE`): if it is a
+/// shared lock, its holders' own lease ends must still be kept.
 pub fn expiry_changed(ctx: &Context, name: &[u8]) {
     let name = RedisString::create_from_slice(ctx.ctx, name);
     let mut key = LockKey::open(ctx, &name, false);

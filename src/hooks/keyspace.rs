@@ -25,10 +25,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             &RedisString::create_from_slice(ctx.ctx, name),
         );
     }
-    // A shared lock made permanent still goes with its last holder's lease. (Only
-    // PERSIST: `expire` comes with every `SET … PX` of any key, too common to look at,
-    // and a later expiry only keeps an emptied key until then.)
-    if event == "persist" {
+    // A shared lock made permanent (PERSIST, or RESTORE without a ttl) still goes with
+    // its last holder's lease. (Not on `expire`: it comes with every `SET … PX` of any
+    // key, too common to look at, and a later expiry only keeps an emptied key until
+    // then.)
+    if matches!(event, "persist" | "restore") {
         blocking::expiry_changed(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.

@@ -194,17 +194,22 @@ pub fn drop_ended(
     Ok(())
 }
 
-/// When the lock next changes by itself: the end of an exclusive lock's lease (the key's
-/// expiry), or when the earliest shared holder has ended (a holder holds through its
-/// deadline's millisecond). `None` without an end.
+/// When the lock next changes by itself: the key's expiry (an exclusive lock's lease,
+/// or whatever `PEXPIRE` set), or, sooner, when the earliest shared holder has ended (a
+/// holder holds through its deadline's millisecond). `None` without an end.
 pub fn next_lease_end(key: &LockKey, now_ms: i64) -> Option<i64> {
-    match key.lock() {
+    let key_expires_at = key
+        .remaining_ms()
+        .map(|remaining| now_ms.saturating_add(remaining));
+    let holder_ends_at = match key.lock() {
         Ok(Some(LockRef::Shared(set))) => set
             .earliest_deadline()
             .map(|earliest| earliest.saturating_add(1)),
-        _ => key
-            .remaining_ms()
-            .map(|remaining| now_ms.saturating_add(remaining)),
+        _ => None,
+    };
+    match (key_expires_at, holder_ends_at) {
+        (Some(key_at), Some(holder_at)) => Some(key_at.min(holder_at)),
+        (key_at, holder_at) => key_at.or(holder_at),
     }
 }
 

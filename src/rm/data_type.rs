@@ -213,7 +213,8 @@ fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
 
 /// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses: an
 /// exclusive holding without a deadline (Redis appends the key's `PEXPIREAT` itself),
-/// each shared holder with its own.
+/// each shared holder with its own, then `PERSIST`: the `LOCK.APPLY`s set the key's
+/// expiry to the latest lease, and Redis appends the key's real one only if it has one.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -230,6 +231,8 @@ unsafe extern "C" fn aof_rewrite(
                 let shared = (holder.deadline_ms(), set.mode());
                 emit_apply(aof, key, holder.holding(), Some(shared));
             }
+            // SAFETY: the format "s" matches one module string.
+            unsafe { api!(RedisModule_EmitAOF)(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
         }
     });
 }

@@ -647,3 +647,28 @@ fn a_replica_ignores_a_holder_whose_lease_ended_while_its_primary_is_silent() {
     wait_replicated(&mut p);
     assert_eq!(digest(&mut p), digest(&mut r));
 }
+
+#[test]
+fn a_rewrite_without_rdb_preamble_keeps_a_permanent_shared_lock_permanent() {
+    let args = aof_always("no");
+    let mut server = Server::with_args(&args);
+    let mut con = server.connect();
+    take(&mut con, "forever", "r1", 60_000, &["SHARED"]);
+    take(&mut con, "forever", "r2", 50_000, &["SHARED"]);
+    take(&mut con, "timed", "s1", 60_000, &["LIMIT", "2"]);
+    assert_eq!(int(&mut con, &["PERSIST", "forever"]), 1);
+    let digest =
+        |con: &mut Connection| -> String { cmd("DEBUG").arg("DIGEST").query(con).unwrap() };
+    let before = digest(&mut con);
+    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
+    eventually(Duration::from_secs(10), "AOF rewrite", || {
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    server.kill();
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(int(&mut con, &["PTTL", "forever"]), -1);
+    assert!(int(&mut con, &["PTTL", "timed"]) > 0);
+    assert_eq!(digest(&mut con), before);
+}

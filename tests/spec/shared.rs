@@ -1529,3 +1529,42 @@ fn a_shared_lock_goes_with_its_last_holder_after_persist_or_a_longer_pexpire() {
         || int(&mut con, &["EXISTS", "persisted", "stretched"]) == 0,
     );
 }
+
+#[test]
+fn a_shortened_expiry_of_a_shared_lock_serves_its_waiters_when_it_ends() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for mode in [&["SHARED"][..], &["LIMIT", "1"][..]] {
+        let key = format!("short:{}", mode[0]);
+        hold(&mut con, &key, 30_000, mode);
+        let mut writer = Waiter::queue(&server, &mut con, &key, 30_000, "writer", &[]);
+        assert_eq!(int(&mut con, &["PEXPIRE", &key, "150"]), 1);
+        let asked = Instant::now();
+        granted(&writer.reply(Duration::from_secs(2)));
+        let late = asked.elapsed().saturating_sub(Duration::from_millis(150));
+        assert!(
+            late < Duration::from_millis(25),
+            "{key}: served {late:?} after the key's end"
+        );
+    }
+}
+
+#[test]
+fn a_restored_shared_lock_whose_leases_ended_leaves_no_key() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "src", 200, &["SHARED"]);
+    let dump: Vec<u8> = cmd("DUMP").arg("src").query(&mut con).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let _: () = cmd("RESTORE")
+        .arg("dst")
+        .arg(0)
+        .arg(dump)
+        .query(&mut con)
+        .unwrap();
+    eventually(
+        Duration::from_secs(2),
+        "the restored, emptied lock goes",
+        || int(&mut con, &["EXISTS", "dst"]) == 0,
+    );
+}
