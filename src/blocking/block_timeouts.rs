@@ -76,7 +76,7 @@ impl Timer for BlockTimeout {
         {
             let token = with_registry(|r| {
                 r.get_mut(self.client, self.ticket)
-                    .and_then(|waiter| waiter.token.clone())
+                    .and_then(|waiter| waiter.wanted.token.clone())
             });
             crate::fault::inject("timer", token.as_deref());
         }
