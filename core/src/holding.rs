@@ -111,6 +111,12 @@ impl Holding {
         }
     }
 
+    /// The token as stored, with its header: equal for two holdings exactly when their
+    /// tokens are equal (an order to sort holdings by token, without decoding).
+    pub fn stored_form(&self) -> &[u8] {
+        self.0.get(FENCE_BYTES..).unwrap_or(&[])
+    }
+
     /// Whether two holdings carry the same token (as stored: no decoding).
     pub fn same_token(&self, other: &Holding) -> bool {
         self.header() == other.header()

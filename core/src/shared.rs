@@ -133,6 +133,18 @@ impl SharedHolders {
         self.deadline_set(deadline_ms);
     }
 
+    /// Whether two holders carry one token (only a corrupt payload can say so: every
+    /// write path keeps tokens unique). Sorts, so a load of n holders stays n log n.
+    pub fn has_repeated_token(&self) -> bool {
+        let mut tokens: Vec<&[u8]> = self
+            .holders
+            .iter()
+            .map(|h| h.holding.stored_form())
+            .collect();
+        tokens.sort_unstable();
+        tokens.windows(2).any(|pair| pair[0] == pair[1])
+    }
+
     /// When the lease-end timer fires, if one is armed (see `watched_at`).
     pub fn watched_at(&self) -> Option<i64> {
         (self.watched_at != 0).then_some(self.watched_at)
@@ -256,6 +268,16 @@ mod tests {
         );
         assert_eq!(set.highest_fence(4_000), Some(1));
         assert_eq!(set.highest_fence(900), Some(2));
+    }
+
+    #[test]
+    fn repeated_tokens_are_found() {
+        let mut set = SharedHolders::new(Mode::Shared);
+        set.push_new(holding("a", 1), 1);
+        set.push_new(holding("b", 2), 1);
+        assert!(!set.has_repeated_token());
+        set.push_new(holding("a", 3), 1);
+        assert!(set.has_repeated_token());
     }
 
     #[test]

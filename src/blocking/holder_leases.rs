@@ -19,6 +19,9 @@ use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db, writes, Writes};
 use crate::rm::timers::{self, Timer, TimerId};
 
+/// How often a replica looks again at a shared lock whose holder's lease ended.
+const REPLICA_RETRY_MS: i64 = 1_000;
+
 /// The armed timers of one database's watched locks, by name: when each fires, and its
 /// id.
 type ArmedInDb = HashMap<Vec<u8>, (i64, TimerId)>;
@@ -65,12 +68,25 @@ pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
     }
 }
 
-/// Redis made `name` permanent (`PERSIST`) or wrote it anew (`RESTORE`): if it is a
-/// shared lock, its holders' own lease ends must still be kept.
+/// Redis made `name` permanent (`PERSIST`), wrote it anew (`RESTORE`) or moved it
+/// here (`RENAME`): if it is a shared lock, its holders' own lease ends must be kept,
+/// under this name (a timer the set remembers may be armed under the old one).
 pub fn expiry_changed(ctx: &Context, name: &[u8]) {
     let name = RedisString::create_from_slice(ctx.ctx, name);
     let mut key = LockKey::open(ctx, &name, false);
+    if let Some(set) = key.shared_mut() {
+        set.set_watched_at(None);
+    }
     watch(ctx, name.as_slice(), &mut key);
+}
+
+/// A load brought these shared locks: follow their holders' lease ends.
+pub fn follow_loaded(ctx: &Context, loaded: Vec<KeyId>) {
+    for (db, name) in loaded {
+        if select_db(ctx, db) {
+            expiry_changed(ctx, &name);
+        }
+    }
 }
 
 /// Ensures a timer for `name` fires by `fires_at`; returns when the armed one fires.
@@ -128,9 +144,13 @@ impl Timer for HolderLeaseEnd {
                 arm(ctx, *db, name, retry);
                 return;
             }
-            // A replica follows its primary's `LOCK.DROP`s; after a promotion the next
-            // write to the lock drops what ended.
-            Writes::Replica => return,
+            // A replica follows its primary's `LOCK.DROP`s; it looks again now and then,
+            // so that once promoted it drops what ended by itself.
+            Writes::Replica => {
+                let later = clock::now_ms().saturating_add(REPLICA_RETRY_MS);
+                arm(ctx, *db, name, later);
+                return;
+            }
         }
         if !select_db(ctx, *db) {
             return;

@@ -16,20 +16,21 @@ use crate::stats;
 /// Subscriber for Redis's generic, expired and evicted keyspace events.
 pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let db = selected_db(ctx);
-    let was_lock = unlinked::was_lock(db, name);
-    if event == "expired" && was_lock {
-        stats::EXPIRED.bump();
-        events::notify(
-            ctx,
-            events::EXPIRED,
-            &RedisString::create_from_slice(ctx.ctx, name),
-        );
+    // A lock key expires with its last lease, and with it every holder whose lease
+    // ended at the same time and was not dropped yet: one `lock.expired` each.
+    let holders = unlinked::unlinked_holders(db, name);
+    if let Some(holders) = holders.filter(|_| event == "expired") {
+        let key = RedisString::create_from_slice(ctx.ctx, name);
+        for _ in 0..holders {
+            stats::EXPIRED.bump();
+            events::notify(ctx, events::EXPIRED, &key);
+        }
     }
-    // A shared lock made permanent (PERSIST, or RESTORE without a ttl) still goes with
-    // its last holder's lease. (Not on `expire`: it comes with every `SET … PX` of any
-    // key, too common to look at, and a later expiry only keeps an emptied key until
-    // then.)
-    if matches!(event, "persist" | "restore") {
+    // A shared lock made permanent (PERSIST, or RESTORE without a ttl) or renamed still
+    // goes with its last holder's lease. (Not on `expire`: it comes with every
+    // `SET … PX` of any key, too common to look at, and a later expiry only keeps an
+    // emptied key until then.)
+    if matches!(event, "persist" | "restore" | "rename_to") {
         blocking::expiry_changed(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
@@ -47,7 +48,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 
 /// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context
 /// is at hand here: the queue, if any, is settled at the next chance.
-pub fn on_unlink(db: i32, name: &[u8]) {
-    unlinked::note(db, name);
+pub fn on_unlink(db: i32, name: &[u8], holders: usize) {
+    unlinked::note(db, name, holders);
     blocking::note_changed(db, name);
 }

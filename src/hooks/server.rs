@@ -7,7 +7,8 @@ use redis_module::Context;
 
 use crate::blocking;
 use crate::keyspace::{propagation, unlinked};
-use crate::rm::events::{BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED};
+use crate::rm::data_type;
+use crate::rm::events::{BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED};
 
 pub fn flushed(ctx: &Context, subevent: u64) {
     if subevent == FLUSH_ENDED {
@@ -15,12 +16,18 @@ pub fn flushed(ctx: &Context, subevent: u64) {
     }
 }
 
-/// Loading an RDB or AOF can leave a replication backlog behind, and replaces every
-/// key a client may be waiting for (`DEBUG RELOAD`).
+/// Loading an RDB or AOF can leave a replication backlog behind, replaces every key a
+/// client may be waiting for (`DEBUG RELOAD`), and brings shared locks whose holders'
+/// lease ends nothing follows yet.
 pub fn loaded(ctx: &Context, subevent: u64) {
-    if subevent == LOADING_ENDED {
-        propagation::check_server(ctx);
-        blocking::settle_all_queues(ctx);
+    match subevent {
+        LOADING_ENDED => {
+            propagation::check_server(ctx);
+            blocking::settle_all_queues(ctx);
+            blocking::follow_loaded(ctx, data_type::take_loaded_shared());
+        }
+        LOADING_FAILED => drop(data_type::take_loaded_shared()),
+        _ => data_type::loading_started(),
     }
 }
 

@@ -10,26 +10,29 @@
 
 use std::cell::RefCell;
 
-/// The lock key most recently unlinked, as (db, name). The buffer is reused so that
+/// The lock key most recently unlinked, as (db, name), and how many holders it had
+/// (each one's lease ends with the key's when it expires). The buffer is reused so that
 /// noting a deletion does not allocate on every release.
 struct Unlinked {
     noted: bool,
     db: i32,
     name: Vec<u8>,
+    holders: usize,
 }
 
 thread_local! {
     static LAST_UNLINKED: RefCell<Unlinked> = const {
-        RefCell::new(Unlinked { noted: false, db: 0, name: Vec::new() })
+        RefCell::new(Unlinked { noted: false, db: 0, name: Vec::new(), holders: 0 })
     };
 }
 
 /// A lock key is going away (the data type's unlink callback).
-pub fn note(db: i32, name: &[u8]) {
+pub fn note(db: i32, name: &[u8], holders: usize) {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
         last.noted = true;
         last.db = db;
+        last.holders = holders;
         last.name.clear();
         last.name.extend_from_slice(name);
     });
@@ -40,13 +43,13 @@ pub fn forget() {
     LAST_UNLINKED.with(|last| last.borrow_mut().noted = false);
 }
 
-/// True when the key Redis just announced is the lock key it just unlinked; the note
-/// is used up either way.
-pub fn was_lock(db: i32, name: &[u8]) -> bool {
+/// When the key Redis just announced is the lock key it just unlinked, how many
+/// holders it had; the note is used up either way.
+pub fn unlinked_holders(db: i32, name: &[u8]) -> Option<usize> {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
         let matched = last.noted && last.db == db && last.name == name;
         last.noted = false;
-        matched
+        matched.then_some(last.holders)
     })
 }

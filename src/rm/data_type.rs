@@ -13,6 +13,7 @@
 //! Every callback runs inside the guard. `free` may run on Redis's lazy-free thread: it
 //! touches nothing but the value, the allocator and an atomic gauge.
 
+use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -75,11 +76,59 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
     },
 );
 
-/// Called with the name and database of every lock key Redis unlinks (deletion,
-/// expiry, eviction, overwrite), before it announces why.
-pub type UnlinkObserver = fn(i32, &[u8]);
+/// Called with the database, name and number of holders of every lock key Redis
+/// unlinks (deletion, expiry, eviction, overwrite), before it announces why.
+pub type UnlinkObserver = fn(i32, &[u8], usize);
 
 static UNLINK_OBSERVER: OnceLock<UnlinkObserver> = OnceLock::new();
+
+/// Lock keys as (db, name).
+pub type LockNames = Vec<(i32, Vec<u8>)>;
+
+thread_local! {
+    /// While the server loads a file or a full sync: the shared locks loaded, whose
+    /// holders' lease ends the module must start to follow.
+    static LOADED_SHARED: RefCell<Option<LockNames>> = const { RefCell::new(None) };
+}
+
+/// A load begins: note the shared locks it brings (`RESTORE`, outside a load, is
+/// followed through its keyspace event instead).
+pub fn loading_started() {
+    LOADED_SHARED.with(|loaded| *loaded.borrow_mut() = Some(Vec::new()));
+}
+
+/// The load is over: the shared locks it brought.
+pub fn take_loaded_shared() -> LockNames {
+    LOADED_SHARED.with(|loaded| loaded.borrow_mut().take().unwrap_or_default())
+}
+
+/// Notes the key being loaded, if a load is noting.
+fn note_loaded_shared(rdb: *mut raw::RedisModuleIO) {
+    let (Some(key_name), Some(db_id)) = (
+        optional_api!(RedisModule_GetKeyNameFromIO),
+        optional_api!(RedisModule_GetDbIdFromIO),
+    ) else {
+        return;
+    };
+    // SAFETY: the IO handle Redis passed to the load; the name lives for the call.
+    let (name, db) = unsafe { (key_name(rdb), db_id(rdb)) };
+    if name.is_null() {
+        return;
+    }
+    let mut len = 0usize;
+    // SAFETY: a live key string for the call.
+    let ptr = unsafe { api!(RedisModule_StringPtrLen)(name, &mut len) };
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: `len` bytes owned by the key string for the call.
+    let name = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    LOADED_SHARED.with(|loaded| {
+        if let Some(noted) = loaded.borrow_mut().as_mut() {
+            noted.push((db, name.to_vec()));
+        }
+    });
+}
 
 /// Sets the observer of unlinked lock keys (once, at load).
 pub fn observe_unlinks(observer: UnlinkObserver) {
@@ -119,6 +168,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
             _ => None,
         };
         value.map_or(std::ptr::null_mut(), |value| {
+            if matches!(value, LockValue::Shared(_)) {
+                note_loaded_shared(rdb);
+            }
             stats::LIVE_LOCKS.up();
             value.into_raw().cast()
         })
@@ -155,10 +207,10 @@ fn load_shared(rdb: *mut raw::RedisModuleIO) -> Option<Box<SharedHolders>> {
     for _ in 0..count {
         let holding = load_holding(rdb)?;
         let deadline = load_signed(rdb)?;
-        set.put(holding, deadline);
+        set.push_new(holding, deadline);
     }
-    // Two holders with one token would have been stored as one.
-    (u64::try_from(set.all().len()).ok() == Some(count)).then_some(set)
+    // Two holders with one token are never saved; a payload that has them is corrupt.
+    (!set.has_repeated_token()).then_some(set)
 }
 
 fn load_signed(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
@@ -311,9 +363,14 @@ unsafe extern "C" fn free(value: *mut c_void) {
     }
 }
 
-unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
     let Some(observer) = UNLINK_OBSERVER.get() else {
         return;
+    };
+    // SAFETY: Redis passes a value of this type.
+    let holders = match unsafe { lock(value) } {
+        Some(LockRef::Shared(set)) => set.all().len(),
+        _ => 1,
     };
     // SAFETY: the key-operation context Redis passed to unlink2.
     let (name, db) = unsafe {
@@ -333,7 +390,7 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const
     }
     // SAFETY: `len` bytes owned by the key string for the call.
     let name = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-    guard::callback("unlink", (), || observer(db, name));
+    guard::callback("unlink", (), || observer(db, name, holders));
 }
 
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {

@@ -672,3 +672,21 @@ fn a_rewrite_without_rdb_preamble_keeps_a_permanent_shared_lock_permanent() {
     assert!(int(&mut con, &["PTTL", "timed"]) > 0);
     assert_eq!(digest(&mut con), before);
 }
+
+#[test]
+fn a_persisted_shared_lock_loaded_from_rdb_goes_with_its_last_holder() {
+    let mut server = Server::with_args(&["save", "3600 1"]);
+    let mut con = server.connect();
+    take(&mut con, "p", "a", 800, &["SHARED"]);
+    take(&mut con, "p", "b", 600, &["SHARED"]);
+    assert_eq!(int(&mut con, &["PERSIST", "p"]), 1);
+    let _: () = cmd("SAVE").query(&mut con).unwrap();
+    server.shutdown();
+    server.restart();
+    let mut con = server.connect();
+    eventually(
+        Duration::from_secs(3),
+        "no key left after the last holder",
+        || int(&mut con, &["EXISTS", "p"]) == 0,
+    );
+}

@@ -1568,3 +1568,87 @@ fn a_restored_shared_lock_whose_leases_ended_leaves_no_key() {
         || int(&mut con, &["EXISTS", "dst"]) == 0,
     );
 }
+
+#[test]
+fn holders_ending_with_the_key_each_get_their_lock_expired() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut subscriber =
+        keyspace_subscriber(&server, &mut con, &["PSUBSCRIBE", "__keyspace@0__:lock:*"]);
+    let expired_before = info_field(&mut con, "fencelock", "fencelock_expired")
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap();
+    // One transaction: the three leases end in the same millisecond as the key.
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for token in ["a", "b", "c"] {
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg("lock:same")
+            .arg(200)
+            .arg("TOKEN")
+            .arg(token)
+            .arg("SHARED")
+            .ignore();
+    }
+    let _: () = pipe.query(&mut con).unwrap();
+    let events = next_events(&mut subscriber, 6);
+    let expired = events.iter().filter(|(_, e)| e == "lock.expired").count();
+    assert_eq!(expired, 3, "{events:?}");
+    let expired_after = info_field(&mut con, "fencelock", "fencelock_expired")
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap();
+    assert_eq!(expired_after - expired_before, 3);
+}
+
+#[test]
+fn a_persisted_then_renamed_shared_lock_goes_with_its_last_holder() {
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "r", 300, &["TOKEN", "a", "SHARED"]);
+    hold(&mut con, "r", 600, &["TOKEN", "b", "SHARED"]);
+    assert_eq!(int(&mut con, &["PERSIST", "r"]), 1);
+    let _: () = cmd("RENAME").arg("r").arg("r2").query(&mut con).unwrap();
+    eventually(
+        Duration::from_secs(3),
+        "no key left after the last holder",
+        || int(&mut con, &["EXISTS", "r2"]) == 0,
+    );
+}
+
+#[test]
+fn restoring_a_lock_with_many_holders_is_not_quadratic() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-holders")
+        .arg(40_000)
+        .query(&mut con)
+        .unwrap();
+    for _ in 0..8 {
+        let mut pipe = redis::pipe();
+        for _ in 0..5_000 {
+            pipe.cmd("LOCK.ACQUIRE")
+                .arg("big")
+                .arg(600_000)
+                .arg("SHARED")
+                .ignore();
+        }
+        let _: () = pipe.query(&mut con).unwrap();
+    }
+    let dump: Vec<u8> = cmd("DUMP").arg("big").query(&mut con).unwrap();
+    let started = Instant::now();
+    let _: () = cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(dump)
+        .query(&mut con)
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(holders(&mut con, "copy"), 40_000);
+    // Checking 40,000 holders pairwise took ~2 s; sorted, a few ms.
+    assert!(
+        took < Duration::from_millis(400),
+        "RESTORE of 40,000 holders took {took:?}"
+    );
+}
