@@ -113,6 +113,27 @@ fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) -> i64 {
     fires_at
 }
 
+/// On a replica: while `name` is a shared lock, look at it again at its next lease end,
+/// at most once a second; a key that went (the primary's `LOCK.DROP`s and `DEL`) is no
+/// longer followed.
+fn follow_on_replica(ctx: &Context, db: i32, name: &[u8]) {
+    if !select_db(ctx, db) {
+        return;
+    }
+    let key_name = RedisString::create_from_slice(ctx.ctx, name);
+    let mut key = LockKey::open(ctx, &key_name, false);
+    let Some(set) = key.shared_mut() else {
+        return;
+    };
+    // Remembered as unwatched: the timer below may fire after a holder's end, which a
+    // remembered one never does (see `SharedHolders::watched_at`).
+    set.set_watched_at(None);
+    if let Some(earliest) = set.earliest_deadline() {
+        let next = clock::now_ms().saturating_add(REPLICA_RETRY_MS);
+        arm(ctx, db, name, next.max(earliest.saturating_add(1)));
+    }
+}
+
 /// The end of a shared holder's lease.
 struct HolderLeaseEnd {
     id: KeyId,
@@ -147,8 +168,7 @@ impl Timer for HolderLeaseEnd {
             // A replica follows its primary's `LOCK.DROP`s; it looks again now and then,
             // so that once promoted it drops what ended by itself.
             Writes::Replica => {
-                let later = clock::now_ms().saturating_add(REPLICA_RETRY_MS);
-                arm(ctx, *db, name, later);
+                follow_on_replica(ctx, *db, name);
                 return;
             }
         }

@@ -690,3 +690,21 @@ fn a_persisted_shared_lock_loaded_from_rdb_goes_with_its_last_holder() {
         || int(&mut con, &["EXISTS", "p"]) == 0,
     );
 }
+
+#[test]
+fn a_promoted_replica_removes_a_permanent_shared_lock_with_its_last_holder() {
+    let (mut primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    take(&mut p, "kept", "a", 400, &["SHARED"]);
+    take(&mut p, "kept", "b", 600, &["SHARED"]);
+    assert_eq!(int(&mut p, &["PERSIST", "kept"]), 1);
+    wait_replicated(&mut p);
+    primary.kill();
+    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    eventually(
+        Duration::from_secs(4),
+        "no key left after the last holder",
+        || int(&mut r, &["EXISTS", "kept"]) == 0,
+    );
+}
