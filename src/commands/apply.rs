@@ -78,6 +78,11 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     }
     // Waiters for this name (on a primary) follow the new holding's deadline.
     blocking::key_changed(ctx, selected_db(ctx), name.as_slice());
+    // A shared holder's own lease end is followed from here (AOF replay, a replica
+    // that may be promoted, a lock restored by hand).
+    if mode.is_shared() {
+        blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
+    }
     // Deterministic: it carries every value, so it is propagated as it came (a replica
     // with an AOF, or a user restoring a lock on a primary).
     replicate::verbatim(ctx);

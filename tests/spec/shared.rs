@@ -1652,3 +1652,34 @@ fn restoring_a_lock_with_many_holders_is_not_quadratic() {
         "RESTORE of 40,000 holders took {took:?}"
     );
 }
+
+#[test]
+fn holders_written_by_lock_apply_are_announced_at_their_own_lease_end() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut subscriber =
+        keyspace_subscriber(&server, &mut con, &["PSUBSCRIBE", "__keyspace@0__:lock:*"]);
+    let now = now_ms();
+    for (token, fence, lease) in [("a", "1", 300), ("b", "2", 3_000)] {
+        let deadline = (now + lease).to_string();
+        let argv = [
+            "LOCK.APPLY",
+            "lock:applied",
+            token,
+            fence,
+            "PXAT",
+            &deadline,
+            "SHARED",
+        ];
+        let _: () = cmd(argv[0]).arg(&argv[1..]).query(&mut con).unwrap();
+    }
+    let started = Instant::now();
+    let events = next_events(&mut subscriber, 1);
+    assert_eq!(events[0].1, "lock.expired");
+    assert!(
+        started.elapsed() < Duration::from_millis(1_000),
+        "a's end announced after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(holders(&mut con, "lock:applied"), 1);
+}
