@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use testkit::*;
 
-/// Three masters, 16384 slots split between them, module loaded on each.
-struct Cluster {
-    nodes: Vec<Server>,
+/// Three masters, 16384 slots split between them, module loaded on each (also used by
+/// the shared-holder tests).
+pub(crate) struct Cluster {
+    pub(crate) nodes: Vec<Server>,
 }
 
 impl Cluster {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let nodes: Vec<Server> = (0..3).map(|_| start_node()).collect();
         let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
         let mut create = Command::new(cli)
@@ -64,7 +65,7 @@ impl Cluster {
         }
     }
 
-    fn client(&self) -> ClusterConnection {
+    pub(crate) fn client(&self) -> ClusterConnection {
         ClusterClient::builder(self.nodes.iter().map(Server::url))
             .response_timeout(Duration::from_secs(15))
             .build()
@@ -73,7 +74,7 @@ impl Cluster {
     }
 
     /// The node serving `key`, found by asking each node which one owns its slot.
-    fn owner_of(&self, key: &str) -> usize {
+    pub(crate) fn owner_of(&self, key: &str) -> usize {
         let mut con = self.nodes[0].connect();
         let slot: i64 = cmd("CLUSTER")
             .arg("KEYSLOT")

@@ -8,14 +8,14 @@
 //! master of a cluster, through a cluster client.
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster::ClusterConnection;
 use testkit::resp::RawClient;
 use testkit::*;
 
+use crate::cluster::Cluster;
 use crate::persistence::aof_always;
 
 /// One holder as granted: its key, token and fence, its own deadline (Unix ms), and
@@ -416,104 +416,7 @@ fn after_promotion_an_ended_holder_no_longer_counts_and_the_others_still_do() {
 }
 
 // ---------------------------------------------------------------------------------
-// Cluster (started as in cluster.rs)
-
-/// Three masters, 16384 slots split between them, module loaded on each.
-struct Cluster {
-    nodes: Vec<Server>,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let nodes: Vec<Server> = (0..3).map(|_| start_node()).collect();
-        let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-        let mut create = Command::new(cli)
-            .arg("--cluster")
-            .arg("create")
-            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-            .arg("--cluster-yes")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run redis-cli --cluster create");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while create.try_wait().expect("redis-cli status").is_none() {
-            if Instant::now() > deadline {
-                let _ = create.kill();
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-        let output = create.wait_with_output().expect("redis-cli output");
-        assert!(
-            output.status.success(),
-            "redis-cli --cluster create failed:\n{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        for node in &nodes {
-            let mut con = node.connect();
-            eventually(Duration::from_secs(30), "cluster_state:ok", || {
-                let info: String = cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
-                info.contains("cluster_state:ok")
-            });
-        }
-        Cluster { nodes }
-    }
-
-    fn client(&self) -> ClusterConnection {
-        ClusterClient::builder(self.nodes.iter().map(Server::url))
-            .response_timeout(Duration::from_secs(15))
-            .build()
-            .and_then(|client| client.get_connection())
-            .expect("cluster connection")
-    }
-
-    /// The index of the node serving `key`.
-    fn owner_of(&self, key: &str) -> usize {
-        let mut con = self.nodes[0].connect();
-        let slot: i64 = cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut con)
-            .unwrap();
-        let slots: Vec<Value> = cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
-        let owner = slots
-            .into_iter()
-            .find_map(|entry| {
-                let (start, end, master): (i64, i64, Vec<Value>) =
-                    redis::from_redis_value(entry).expect("slot entry");
-                (start..=end)
-                    .contains(&slot)
-                    .then(|| redis::from_redis_value::<String>(master[2].clone()).unwrap())
-            })
-            .expect("slot has an owner");
-        self.nodes
-            .iter()
-            .position(|node| {
-                cmd("CLUSTER")
-                    .arg("MYID")
-                    .query::<String>(&mut node.connect())
-                    .unwrap()
-                    == owner
-            })
-            .expect("owner is ours")
-    }
-}
-
-/// The cluster bus gets its own free port (port + 10000 may be out of range).
-fn start_node() -> Server {
-    let bus_port = free_port().to_string();
-    Server::with_args(&[
-        "cluster-enabled",
-        "yes",
-        "cluster-port",
-        &bus_port,
-        "cluster-config-file",
-        "nodes.conf",
-        "cluster-node-timeout",
-        "5000",
-    ])
-}
+// Cluster (the launcher of cluster.rs)
 
 fn on_cluster<T: redis::FromRedisValue>(con: &mut ClusterConnection, args: &[&str]) -> T {
     let (name, rest) = args.split_first().expect("a command");
