@@ -119,10 +119,10 @@ pub fn release(
     name: &RedisString,
     token: &[u8],
 ) -> Result<(), CommandError> {
-    if let Some(set) = key.shared_mut() {
-        set.remove(token).ok_or(CommandError::WriteFailed)?;
-        let latest = set.latest_deadline();
-        follow_latest_lease(key, latest)?;
+    if let Some(removed) = remove_shared(key, token) {
+        if !removed? {
+            return Err(CommandError::WriteFailed);
+        }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
         follow_latest_lease(key, None)?;
@@ -136,13 +136,8 @@ pub fn release(
 /// Removes holder `token` whatever its lease, and the key with the last holder; only
 /// the write (the caller propagates). False when `token` holds nothing here.
 pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
-    if let Some(set) = key.shared_mut() {
-        if set.remove(token).is_none() {
-            return Ok(false);
-        }
-        let latest = set.latest_deadline();
-        follow_latest_lease(key, latest)?;
-        return Ok(true);
+    if let Some(removed) = remove_shared(key, token) {
+        return removed;
     }
     match key.lock()? {
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
@@ -151,6 +146,17 @@ pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandErr
         }
         _ => Ok(false),
     }
+}
+
+/// Removes shared holder `token` (whether it was one), the key following the latest
+/// lease left or going with the last holder; `None` when the lock is not held shared.
+fn remove_shared(key: &mut LockKey, token: &[u8]) -> Option<Result<bool, CommandError>> {
+    let set = key.shared_mut()?;
+    if set.remove(token).is_none() {
+        return Some(Ok(false));
+    }
+    let latest = set.latest_deadline();
+    Some(follow_latest_lease(key, latest).map(|()| true))
 }
 
 /// After shared holders left: the key expires with the latest lease left, or goes with
