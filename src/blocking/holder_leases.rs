@@ -71,7 +71,7 @@ pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
 /// Redis made `name` permanent (`PERSIST`), wrote it anew (`RESTORE`) or moved it
 /// here (`RENAME`): if it is a shared lock, its holders' own lease ends must be kept,
 /// under this name (a timer the set remembers may be armed under the old one).
-pub fn expiry_changed(ctx: &Context, name: &[u8]) {
+pub fn follow_anew(ctx: &Context, name: &[u8]) {
     let name = RedisString::create_from_slice(ctx.ctx, name);
     let mut key = LockKey::open(ctx, &name, false);
     if let Some(set) = key.shared_mut() {
@@ -84,7 +84,7 @@ pub fn expiry_changed(ctx: &Context, name: &[u8]) {
 pub fn follow_loaded(ctx: &Context, loaded: Vec<KeyId>) {
     for (db, name) in loaded {
         if select_db(ctx, db) {
-            expiry_changed(ctx, &name);
+            follow_anew(ctx, &name);
         }
     }
 }

@@ -46,7 +46,7 @@ use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
 use timers::{arm_expiry_check, stop_abandoned_checks};
 
-pub use holder_leases::{expiry_changed, follow_loaded, watch as watch_holder_leases};
+pub use holder_leases::{follow_anew, follow_loaded, watch as watch_holder_leases};
 pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.

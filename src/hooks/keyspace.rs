@@ -31,7 +31,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     // `SET … PX` of any key, too common to look at, and a later expiry only keeps an
     // emptied key until then.)
     if matches!(event, "persist" | "restore" | "rename_to") {
-        blocking::expiry_changed(ctx, name);
+        blocking::follow_anew(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
