@@ -16,11 +16,13 @@
 //! - `error`: every error reply, worded exactly;
 //! - `digits`: numbers as ready-made decimal digits;
 //! - `slot`: Redis Cluster's hash slot of a key;
+//! - `capacity`: tables give back their room once mostly empty;
 //! - holdings read back from RDB payloads are validated in `holding`.
 
 #![deny(unsafe_code)]
 
 pub mod args;
+pub mod capacity;
 pub mod compared_token;
 pub mod digits;
 pub mod error;

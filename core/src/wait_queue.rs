@@ -3,6 +3,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::capacity::trim;
+
 /// Identifies one queued entry for removal (timeouts, disconnects).
 pub type Ticket = u64;
 
@@ -39,11 +41,9 @@ impl<T> WaitQueue<T> {
         } else if self.order.len() > 2 * self.entries.len() + 32 {
             let entries = &self.entries;
             self.order.retain(|ticket| entries.contains_key(ticket));
-            self.order.shrink_to(2 * self.order.len() + 32);
         }
-        if self.entries.capacity() > 4 * self.entries.len() + 64 {
-            self.entries.shrink_to(2 * self.entries.len() + 32);
-        }
+        trim(&mut self.order);
+        trim(&mut self.entries);
         removed
     }
 
@@ -72,6 +72,8 @@ impl<T> WaitQueue<T> {
     pub fn pop_front(&mut self) -> Option<(Ticket, T)> {
         while let Some(ticket) = self.order.pop_front() {
             if let Some(entry) = self.entries.remove(&ticket) {
+                trim(&mut self.entries);
+                trim(&mut self.order);
                 return Some((ticket, entry));
             }
         }

@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
+use crate::capacity::trim;
 use crate::wait_queue::{Ticket, WaitQueue};
 
 /// What a waiter tells the bookkeeping about itself.
@@ -62,6 +63,7 @@ impl<C, W: Waiter, T> KeyQueue<C, W, T> {
             tickets.retain(|t| *t != ticket);
             if tickets.is_empty() {
                 self.by_token.remove(token);
+                trim(&mut self.by_token);
             }
         }
     }
@@ -113,12 +115,19 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         ticket
     }
 
+    /// Forgets where `client` stood (it left its queue).
+    fn unqueue(&mut self, client: &C) {
+        self.queued.remove(client);
+        trim(&mut self.queued);
+    }
+
     /// Drops `key`'s queue if it is empty, keeping its timer for `abandoned_timers`.
     fn drop_if_empty(&mut self, key: &K) {
         if self.keys.get(key).is_some_and(|k| k.queue.is_empty()) {
             if let Some(check) = self.keys.remove(key).and_then(|k| k.expiry_check) {
                 self.abandoned_timers.push(check.timer);
             }
+            trim(&mut self.keys);
         }
     }
 
@@ -147,7 +156,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         let (ticket, (client, waiter)) = waiting.queue.pop_front()?;
         waiting.unindex(ticket, &waiter);
         self.drop_if_empty(key);
-        self.queued.remove(&client);
+        self.unqueue(&client);
         Some((client, waiter))
     }
 
@@ -158,7 +167,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         if ticket.is_some_and(|ticket| ticket != queued_ticket) {
             return None;
         }
-        self.queued.remove(&client);
+        self.unqueue(&client);
         let waiting = self.keys.get_mut(&key)?;
         let removed = waiting.queue.remove(queued_ticket);
         if let Some((_, waiter)) = &removed {
@@ -175,12 +184,13 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             return Vec::new();
         };
         let tickets = waiting.by_token.remove(token).unwrap_or_default();
-        let mut taken = Vec::with_capacity(tickets.len());
-        for ticket in tickets {
-            if let Some((client, waiter)) = waiting.queue.remove(ticket) {
-                self.queued.remove(&client);
-                taken.push((client, waiter));
-            }
+        trim(&mut waiting.by_token);
+        let taken: Vec<(C, W)> = tickets
+            .into_iter()
+            .filter_map(|ticket| waiting.queue.remove(ticket))
+            .collect();
+        for (client, _) in &taken {
+            self.unqueue(client);
         }
         self.drop_if_empty(key);
         taken
@@ -191,12 +201,13 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         let Some(mut waiting) = self.keys.remove(key) else {
             return Vec::new();
         };
+        trim(&mut self.keys);
         if let Some(check) = waiting.expiry_check {
             self.abandoned_timers.push(check.timer);
         }
         let mut all = Vec::with_capacity(waiting.queue.len());
         while let Some((_, (client, waiter))) = waiting.queue.pop_front() {
-            self.queued.remove(&client);
+            self.unqueue(&client);
             all.push((client, waiter));
         }
         all
@@ -269,6 +280,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
     /// The reply was sent, or will never be.
     pub fn reply_settled(&mut self, client_id: u64) {
         self.replies_pending.remove(&client_id);
+        trim(&mut self.replies_pending);
     }
 
     pub fn is_reply_pending(&self, client_id: u64) -> bool {

@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use fencelock_core::capacity::trim;
 use redis_module::{Context, RedisString};
 
 use super::timers::PAUSED_RETRY_MS;
@@ -152,6 +153,7 @@ impl Timer for HolderLeaseEnd {
             let mut armed = armed.borrow_mut();
             if let Some(names) = armed.get_mut(db) {
                 names.remove(name.as_slice());
+                trim(names);
                 if names.is_empty() {
                     armed.remove(db);
                 }
