@@ -198,7 +198,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let loaded = rm::api::check(ctx)
         && config::register(ctx, args, &CONFIGS)
         && {
-            rm::config::handle_io_errors(ctx);
+            rm::config::set_options(ctx);
             rm::command_table::register(ctx, &COMMANDS)
         }
         && subscribe(ctx);

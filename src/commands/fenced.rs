@@ -40,8 +40,7 @@ impl Command for Fenced {
         let raise = admit_fence(ctx, mark, fence, &args[INNER..]).map_err(to_redis)?;
         let called = call(ctx, &args[INNER..])?;
         if let (Some(fence), false) = (raise, called.is_error()) {
-            // The mark is opened for writing only now: a WATCH on it is not disturbed
-            // by a check that changes nothing.
+            // The mark is opened for writing only to raise it.
             let key = MarkKey::open(ctx, mark, true);
             effects::raise_mark(ctx, &key, mark, fence).map_err(to_redis)?;
         }

@@ -76,6 +76,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_SetCommandInfo,
         RedisModule_SetDisconnectCallback,
         RedisModule_SetModuleOptions,
+        RedisModule_SignalModifiedKey,
         RedisModule_StopTimer,
         RedisModule_StringPtrLen,
         RedisModule_SubscribeToKeyspaceEvents,

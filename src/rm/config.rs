@@ -36,14 +36,12 @@ pub fn load(ctx: &Context) -> bool {
     status == raw::REDISMODULE_OK as c_int
 }
 
-/// Lets the module handle RDB read errors itself (a corrupt payload fails the load
-/// instead of aborting the server).
-pub fn handle_io_errors(ctx: &Context) {
+/// The module's options: it handles RDB read errors itself (a corrupt payload fails
+/// the load instead of aborting the server), and it tells Redis which keys it changed
+/// (`open_key`) instead of Redis assuming every key it opened for writing changed.
+pub fn set_options(ctx: &Context) {
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     // SAFETY: a plain option setter on the load context.
-    unsafe {
-        api!(RedisModule_SetModuleOptions)(
-            ctx.ctx,
-            raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int,
-        )
-    };
+    unsafe { api!(RedisModule_SetModuleOptions)(ctx.ctx, options as c_int) };
 }

@@ -11,80 +11,37 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{raw, Context, RedisString};
 
 use super::data_type::LOCK_TYPE;
-
-/// Opens `name` for reading, or for reading and writing (null when a key opened only
-/// for reading does not exist).
-pub(super) fn open_raw(
-    ctx: &Context,
-    name: &RedisString,
-    writable: bool,
-) -> *mut raw::RedisModuleKey {
-    let mode = if writable {
-        raw::KeyMode::READ | raw::KeyMode::WRITE
-    } else {
-        raw::KeyMode::READ
-    };
-    raw::open_key(ctx.ctx, name.inner, mode)
-}
-
-/// The value of an open key if it holds the module type `of`, `None` when it is empty,
-/// `WrongType` when it holds anything else.
-///
-/// # Safety
-/// `key` must be null or an open key handle.
-pub(super) unsafe fn module_value(
-    key: *mut raw::RedisModuleKey,
-    of: *mut raw::RedisModuleType,
-) -> Result<Option<*mut c_void>, CommandError> {
-    if key.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: an open key handle (the caller's contract).
-    unsafe {
-        let key_type = api!(RedisModule_KeyType)(key);
-        if key_type == raw::REDISMODULE_KEYTYPE_EMPTY as i32 {
-            return Ok(None);
-        }
-        if key_type != raw::REDISMODULE_KEYTYPE_MODULE as i32
-            || api!(RedisModule_ModuleTypeGetType)(key) != of
-        {
-            return Err(CommandError::WrongType);
-        }
-        let value = api!(RedisModule_ModuleTypeGetValue)(key);
-        Ok((!value.is_null()).then_some(value))
-    }
-}
+use super::open_key::OpenKey;
 
 /// An open lock key, closed on drop. Redis gives no handle when a key opened only for
 /// reading does not exist; that reads as a free lock.
-pub struct LockKey {
-    key: *mut raw::RedisModuleKey,
+pub struct LockKey<'a> {
+    key: OpenKey<'a>,
     /// The value as last looked up through this handle (a command reads it several
     /// times); forgotten when this handle stores or deletes, the only changes to the key
     /// while it is open.
     value: Cell<Option<Result<Option<*mut c_void>, CommandError>>>,
 }
 
-impl LockKey {
+impl<'a> LockKey<'a> {
     /// Opens `name` for reading, or for reading and writing. Opening for write also makes
     /// Redis drop the key first if its lease (expiry) has passed.
-    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
+    pub fn open(ctx: &Context, name: &'a RedisString, writable: bool) -> Self {
         Self {
-            key: open_raw(ctx, name, writable),
+            key: OpenKey::open(ctx, name, writable),
             value: Cell::new(None),
         }
     }
 
     fn raw(&self) -> *mut raw::RedisModuleKey {
-        self.key
+        self.key.raw()
     }
 
     fn value_ptr(&self) -> Result<Option<*mut c_void>, CommandError> {
         if let Some(known) = self.value.get() {
             return known;
         }
-        // SAFETY: the key handle is open (or null) for the lifetime of `self`.
-        let value = unsafe { module_value(self.raw(), *LOCK_TYPE.raw_type.borrow()) };
+        let value = self.key.module_value(*LOCK_TYPE.raw_type.borrow());
         self.value.set(Some(value));
         value
     }
@@ -135,6 +92,7 @@ impl LockKey {
         let stored = unsafe { set_value(self.raw(), *LOCK_TYPE.raw_type.borrow(), value.cast()) }
             == raw::REDISMODULE_OK as i32;
         if stored {
+            self.key.note_changed();
             crate::stats::LIVE_LOCKS.up();
         } else {
             // SAFETY: Redis refused the value, so it is still ours to free.
@@ -150,9 +108,13 @@ impl LockKey {
             return false;
         }
         // SAFETY: the key is open for writing.
-        unsafe {
+        let set = unsafe {
             api!(RedisModule_SetAbsExpire)(self.raw(), deadline_ms) == raw::REDISMODULE_OK as i32
+        };
+        if set {
+            self.key.note_changed();
         }
+        set
     }
 
     /// Milliseconds left on the lease, or `None` when the key has no expiry.
@@ -169,16 +131,11 @@ impl LockKey {
     pub fn delete(&self) -> bool {
         self.value.set(None);
         // SAFETY: the key is open for writing.
-        !self.key.is_null()
-            && unsafe { api!(RedisModule_DeleteKey)(self.raw()) } == raw::REDISMODULE_OK as i32
-    }
-}
-
-impl Drop for LockKey {
-    fn drop(&mut self) {
-        if !self.key.is_null() {
-            // SAFETY: closed exactly once, here.
-            unsafe { api!(RedisModule_CloseKey)(self.raw()) };
+        let deleted = !self.key.is_null()
+            && unsafe { api!(RedisModule_DeleteKey)(self.raw()) } == raw::REDISMODULE_OK as i32;
+        if deleted {
+            self.key.note_changed();
         }
+        deleted
     }
 }

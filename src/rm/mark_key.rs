@@ -3,31 +3,27 @@
 use fencelock_core::error::CommandError;
 use redis_module::{raw, Context, RedisString};
 
-use super::key::{module_value, open_raw};
 use super::mark_type::{fence_of, new_value, MARK_TYPE};
+use super::open_key::OpenKey;
 
 /// An open mark key, closed on drop.
-pub struct MarkKey {
-    key: *mut raw::RedisModuleKey,
+pub struct MarkKey<'a> {
+    key: OpenKey<'a>,
 }
 
-impl MarkKey {
-    /// Opens `name` for reading, or for reading and writing. Redis tells `WATCH`ers a
-    /// key opened for writing changed, so a check that may change nothing reads first.
-    pub fn open(ctx: &Context, name: &RedisString, writable: bool) -> Self {
+impl<'a> MarkKey<'a> {
+    /// Opens `name` for reading, or for reading and writing.
+    pub fn open(ctx: &Context, name: &'a RedisString, writable: bool) -> Self {
         Self {
-            key: open_raw(ctx, name, writable),
+            key: OpenKey::open(ctx, name, writable),
         }
     }
 
     /// The highest admitted fence, `None` when there is no mark yet, or `WrongType`.
     pub fn highest(&self) -> Result<Option<u64>, CommandError> {
-        // SAFETY: the key handle is open (or null) for the lifetime of `self`; values of
-        // this type are made by `new_value`.
-        unsafe {
-            let value = module_value(self.key, *MARK_TYPE.raw_type.borrow())?;
-            Ok(value.and_then(|value| fence_of(value).map(|fence| *fence)))
-        }
+        let value = self.key.module_value(*MARK_TYPE.raw_type.borrow())?;
+        // SAFETY: values of this type are made by `new_value`.
+        Ok(value.and_then(|value| unsafe { fence_of(value) }.map(|fence| *fence)))
     }
 
     /// Makes the mark hold `fence` (the caller checked it is not lower).
@@ -38,32 +34,31 @@ impl MarkKey {
         if self.highest()?.is_some() {
             // SAFETY: a mark value of this key, changed in place.
             unsafe {
-                if let Some(current) = fence_of(api!(RedisModule_ModuleTypeGetValue)(self.key)) {
+                if let Some(current) =
+                    fence_of(api!(RedisModule_ModuleTypeGetValue)(self.key.raw()))
+                {
                     *current = fence;
                 }
             }
+            self.key.note_changed();
             return Ok(());
         }
         let value = new_value(fence);
         // SAFETY: ownership of `value` passes to Redis, which frees it with the type's free.
         let stored = unsafe {
-            api!(RedisModule_ModuleTypeSetValue)(self.key, *MARK_TYPE.raw_type.borrow(), value)
+            api!(RedisModule_ModuleTypeSetValue)(
+                self.key.raw(),
+                *MARK_TYPE.raw_type.borrow(),
+                value,
+            )
         } == raw::REDISMODULE_OK as i32;
         if stored {
+            self.key.note_changed();
             Ok(())
         } else {
             // SAFETY: Redis refused the value, so it is still ours to free.
             drop(unsafe { Box::from_raw(value.cast::<u64>()) });
             Err(CommandError::WriteFailed)
-        }
-    }
-}
-
-impl Drop for MarkKey {
-    fn drop(&mut self) {
-        if !self.key.is_null() {
-            // SAFETY: closed exactly once, here.
-            unsafe { api!(RedisModule_CloseKey)(self.key) };
         }
     }
 }

@@ -49,6 +49,7 @@ pub mod keys;
 pub mod mark_key;
 pub mod mark_type;
 pub mod notify;
+pub mod open_key;
 pub mod replicate;
 pub mod reply;
 pub mod server;

@@ -11,3 +11,4 @@ mod guard;
 mod hardening;
 mod readme_transcript;
 mod shared;
+mod watch;
