@@ -26,41 +26,26 @@ pub trait Table {
     fn shrink_to(&mut self, capacity: usize);
 }
 
-impl<K: Eq + Hash, V> Table for HashMap<K, V> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to(&mut self, capacity: usize) {
-        HashMap::shrink_to(self, capacity);
-    }
+/// `Table` for a std collection, whose methods already have these names.
+macro_rules! std_table {
+    ([$($generics:tt)*] $collection:ty) => {
+        impl<$($generics)*> Table for $collection {
+            fn entries(&self) -> usize {
+                self.len()
+            }
+            fn room(&self) -> usize {
+                self.capacity()
+            }
+            fn shrink_to(&mut self, capacity: usize) {
+                <$collection>::shrink_to(self, capacity);
+            }
+        }
+    };
 }
 
-impl<T: Eq + Hash> Table for HashSet<T> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to(&mut self, capacity: usize) {
-        HashSet::shrink_to(self, capacity);
-    }
-}
-
-impl<T> Table for VecDeque<T> {
-    fn entries(&self) -> usize {
-        self.len()
-    }
-    fn room(&self) -> usize {
-        self.capacity()
-    }
-    fn shrink_to(&mut self, capacity: usize) {
-        VecDeque::shrink_to(self, capacity);
-    }
-}
+std_table!([K: Eq + Hash, V] HashMap<K, V>);
+std_table!([T: Eq + Hash] HashSet<T>);
+std_table!([T] VecDeque<T>);
 
 /// Shrinks `table` if it is sparse.
 pub fn trim(table: &mut impl Table) {
