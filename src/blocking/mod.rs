@@ -14,7 +14,9 @@
 //!
 //! Between a handoff and its reply the client is still blocked as far as Redis knows;
 //! `CLIENT UNBLOCK` in that window would make Redis 7.0 drop the grant unanswered, so the
-//! command filter turns it into a no-op for such clients (`reply_pending`).
+//! command filter turns it into a no-op for such clients (`reply_pending`). Inside
+//! `MULTI`, where the filter sees commands only as they are queued, a handoff waits for
+//! the end of the transaction instead.
 //!
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
@@ -39,7 +41,7 @@ use crate::node_fence;
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
-use crate::rm::server::{client_id, selected_db};
+use crate::rm::server::{client_id, in_transaction, selected_db};
 use crate::rm::timers::TimerId;
 use crate::stats;
 use block_timeouts::BlockTimeout;
@@ -153,6 +155,15 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
         return false;
     }
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
+    if in_transaction(ctx) && has_waiters(&id) {
+        // After the transaction instead: a `CLIENT UNBLOCK` queued in it would otherwise
+        // meet a waiter granted but not yet answered, which the command filter cannot
+        // spare on Redis 7.0 (it sees queued commands only when they are queued), and
+        // the waiter would never be answered. Until then the lock is free with a queue,
+        // which every new acquire finds busy.
+        key_changed(ctx, id.0, &id.1);
+        return false;
+    }
     let max_holders = config::limits().max_holders;
     let mut handed = false;
     while let Some(mode) = with_registry(|r| r.first(&id).map(|w| w.wanted.mode)) {

@@ -12,7 +12,9 @@
 //! - `CLIENT UNBLOCK id` aimed at a waiter that was just handed the lock but not yet
 //!   answered: Redis 7.0 would drop the grant and leave that client without any reply.
 //!   The lock is already its own, so for it the command becomes a no-op (`0`, as for a
-//!   client that is not blocked), with the id replaced by one no client has.
+//!   client that is not blocked), with the id replaced by one no client has. (One
+//!   queued in `MULTI` is seen only when queued; there the handoff waits for the end
+//!   of the transaction instead, see `blocking::hand_off`.)
 //! - The start of each command ends the note of an unlinked lock
 //!   (`keyspace::unlinked`), so an overwrite is never taken for a later expiry.
 

@@ -104,6 +104,11 @@ pub fn writes(ctx: &Context) -> Writes {
     Writes::Allowed
 }
 
+/// Whether the command runs inside `MULTI`/`EXEC`.
+pub fn in_transaction(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MULTI as c_int != 0
+}
+
 /// Clients may block unless they run inside MULTI, a script or a function, or a
 /// context that forbids blocking; there BLOCK behaves as a plain acquire.
 pub fn can_block(ctx: &Context) -> bool {

@@ -98,6 +98,37 @@ fn release_hands_off_promptly() {
 }
 
 #[test]
+fn a_release_inside_a_transaction_hands_off_when_the_transaction_ends() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+    let rx = spawn_waiter(&server, "k", 5_000, &["BLOCK", "10000"]);
+    wait_for_waiters(&mut con, "k", 1);
+    let released_at = Instant::now();
+    let (released, latecomer): (i64, Option<(String, i64)>) = redis::pipe()
+        .atomic()
+        .cmd("LOCK.RELEASE")
+        .arg("k")
+        .arg(&holder)
+        .cmd("LOCK.ACQUIRE")
+        .arg("k")
+        .arg(1_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(released, 1);
+    assert_eq!(latecomer, None, "an acquire overtook the queued waiter");
+    let (grant, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let (token, fence) = grant.expect("the waiter was granted");
+    assert!(at.duration_since(released_at) < Duration::from_millis(50));
+    let held: Option<i64> = cmd("LOCK.FENCE")
+        .arg("k")
+        .arg(&token)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(held, Some(fence));
+}
+
+#[test]
 fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
     let server = Server::start();
     let mut con = server.connect();

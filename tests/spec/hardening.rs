@@ -94,7 +94,12 @@ fn a_handoff_and_an_elapsed_block_timeout_in_one_turn_answer_the_grant() {
 fn client_unblock_in_the_same_turn_as_a_handoff_leaves_one_consistent_reply() {
     let server = Server::start();
     let mut con = server.connect();
-    for mode in ["TIMEOUT", "ERROR"] {
+    for (mode, in_transaction) in [
+        ("TIMEOUT", false),
+        ("ERROR", false),
+        ("TIMEOUT", true),
+        ("ERROR", true),
+    ] {
         acquire(&mut con, "k", 100_000, &["TOKEN", "h"]).unwrap();
         let mut waiter = RawClient::connect(server.port);
         let id = client_id(&mut waiter).to_string();
@@ -109,17 +114,33 @@ fn client_unblock_in_the_same_turn_as_a_handoff_leaves_one_consistent_reply() {
         ]);
         wait_for_waiters(&mut con, "k", 1);
         let mut other = RawClient::connect(server.port);
-        other.send_pipeline(&[
+        let release_and_unblock: [&[&str]; 2] = [
             &["LOCK.RELEASE", "k", "h"],
             &["CLIENT", "UNBLOCK", &id, mode],
-        ]);
-        assert_eq!(other.read_reply(), Reply::Integer(1));
-        let _unblocked = other.read_reply();
+        ];
+        if in_transaction {
+            // Queued commands run under EXEC; the release's handoff and the unblock
+            // still meet in one turn.
+            other.send_pipeline(&[&["MULTI"], release_and_unblock[0], release_and_unblock[1]]);
+            other.send_pipeline(&[&["EXEC"]]);
+            for _ in 0..3 {
+                other.read_reply();
+            }
+            let Reply::Array(Some(results)) = other.read_reply() else {
+                panic!("EXEC ran nothing");
+            };
+            assert_eq!(results[0], Reply::Integer(1));
+        } else {
+            other.send_pipeline(&release_and_unblock);
+            assert_eq!(other.read_reply(), Reply::Integer(1));
+            let _unblocked = other.read_reply();
+        }
         let reply = only_reply(&mut waiter);
         let held: Option<i64> = cmd("LOCK.FENCE").arg("k").arg("w").query(&mut con).unwrap();
+        let case = format!("{mode}, in a transaction: {in_transaction}");
         match grant_of_or_error(&reply) {
-            Ok(Some((_, fence))) => assert_eq!(held, Some(fence), "{mode}"),
-            Ok(None) | Err(_) => assert_eq!(held, None, "{mode}: told no, must not hold"),
+            Ok(Some((_, fence))) => assert_eq!(held, Some(fence), "{case}"),
+            Ok(None) | Err(_) => assert_eq!(held, None, "{case}: told no, must not hold"),
         }
         let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     }
