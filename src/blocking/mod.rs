@@ -155,7 +155,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
         return false;
     }
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
-    if in_transaction(ctx) && has_waiters(&id) {
+    if has_waiters(&id) && in_transaction(ctx) {
         // After the transaction instead: a `CLIENT UNBLOCK` queued in it would otherwise
         // meet a waiter granted but not yet answered, which the command filter cannot
         // spare on Redis 7.0 (it sees queued commands only when they are queued), and
