@@ -222,6 +222,64 @@ fn blocking_workout(server: &Server) {
     }
 }
 
+/// Shared holders: leases ending on their own timers, shared and exclusive waiters,
+/// a waiter refused `WRONGMODE` at its turn, handoffs deferred to the end of a
+/// transaction, `LOCK.DROP`.
+fn shared_workout(server: &Server) {
+    let mut con = server.connect();
+    let waiter = |key: &str, mode: &[&str]| {
+        let mut raw = RawClient::connect(server.port);
+        let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", key.as_bytes(), b"200", b"BLOCK", b"8000"];
+        argv.extend(mode.iter().map(|word| word.as_bytes()));
+        raw.send(&argv);
+        raw
+    };
+    // A full semaphore whose shortest lease ends by itself.
+    acquire(&mut con, "sem", 1_500, &["LIMIT", "3"]).unwrap();
+    let (long, _) = acquire(&mut con, "sem", 60_000, &["LIMIT", "3"]).unwrap();
+    acquire(&mut con, "sem", 60_000, &["LIMIT", "3", "TOKEN", "third"]).unwrap();
+    let mut waiters = vec![
+        waiter("sem", &["LIMIT", "3"]),
+        waiter("sem", &[]),
+        waiter("sem", &["LIMIT", "3"]),
+    ];
+    wait_for_waiters(&mut con, "sem", 3);
+    // An exclusive lock freed in a transaction: a semaphore of 2 takes it, and the
+    // reader queued behind is refused WRONGMODE at its turn.
+    acquire(&mut con, "rw", 60_000, &["TOKEN", "x"]).unwrap();
+    waiters.push(waiter("rw", &["LIMIT", "2"]));
+    wait_for_waiters(&mut con, "rw", 1);
+    waiters.push(waiter("rw", &["SHARED"]));
+    wait_for_waiters(&mut con, "rw", 2);
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("LOCK.RELEASE")
+        .arg("rw")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    assert!(
+        waiters[0].read_reply().grant().is_some(),
+        "a permit freed by its lease"
+    );
+    let _: Value = redis::pipe()
+        .atomic()
+        .cmd("LOCK.RELEASE")
+        .arg("sem")
+        .arg(&long)
+        .cmd("LOCK.DROP")
+        .arg("sem")
+        .arg("third")
+        .query(&mut con)
+        .unwrap();
+    let replies: Vec<Reply> = waiters.iter_mut().skip(1).map(|w| w.read_reply()).collect();
+    assert!(
+        matches!(&replies[..], [Reply::Array(Some(_)), Reply::Array(Some(_)), Reply::Array(Some(_)), Reply::Error(refused)]
+            if refused.starts_with("WRONGMODE")),
+        "{replies:?}"
+    );
+}
+
 /// Persistence paths: RDB save/load, AOF rewrite without preamble, corrupt payloads.
 fn persistence_workout(server: &Server) {
     let mut con = server.connect();
@@ -233,6 +291,11 @@ fn persistence_workout(server: &Server) {
             &["TOKEN", &"t".repeat(i + 1)],
         )
         .unwrap();
+    }
+    for mode in [&["SHARED"][..], &["LIMIT", "4"]] {
+        for _ in 0..3 {
+            acquire(&mut con, &format!("ps{}", mode.len()), 600_000, mode).unwrap();
+        }
     }
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
     let _: () = cmd("CONFIG")
@@ -246,13 +309,15 @@ fn persistence_workout(server: &Server) {
         info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
     });
-    let payload: Vec<u8> = cmd("DUMP").arg("p3").query(&mut con).unwrap();
-    for cut in 1..payload.len() {
-        let _: redis::RedisResult<()> = cmd("RESTORE")
-            .arg("cut")
-            .arg(0)
-            .arg(&payload[..cut])
-            .query(&mut con);
+    for dumped in ["p3", "ps2"] {
+        let payload: Vec<u8> = cmd("DUMP").arg(dumped).query(&mut con).unwrap();
+        for cut in 1..payload.len() {
+            let _: redis::RedisResult<()> = cmd("RESTORE")
+                .arg("cut")
+                .arg(0)
+                .arg(&payload[..cut])
+                .query(&mut con);
+        }
     }
 }
 
@@ -263,6 +328,7 @@ fn valgrind_finds_no_module_leak_or_invalid_access() {
     let mut server = Server::with_args(&["appendonly", "yes"]);
     let pid = server.pid().expect("running");
     blocking_workout(&server);
+    shared_workout(&server);
     persistence_workout(&server);
     server.shutdown();
     let report =
@@ -290,7 +356,7 @@ fn valgrind_finds_no_module_leak_or_invalid_access() {
     Summary {
         scenario: "valgrind",
         fault: "none (leak and memory-error check)".into(),
-        load: "blocking (handoff, timeout, disconnect, CLIENT UNBLOCK) and persistence (DEBUG RELOAD, AOF rewrite, truncated RESTORE)".into(),
+        load: "blocking (handoff, timeout, disconnect, CLIENT UNBLOCK), shared holders (own lease ends, WRONGMODE at a turn, handoff after a transaction, LOCK.DROP) and persistence (DEBUG RELOAD, AOF rewrite, truncated RESTORE) of exclusive and shared locks".into(),
         ops: 1,
         anomalies: anomalies.len(),
         notes: "valgrind memcheck records through libfencelock: 0 required".into(),
