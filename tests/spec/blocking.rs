@@ -76,17 +76,18 @@ fn busy_without_block_stays_nil_while_others_wait() {
     assert_eq!(grant.unwrap().0, "first");
 }
 
-#[test]
-fn release_hands_off_promptly() {
+/// A held key `k` and one blocked waiter; `release` frees it (given the holder's
+/// token); the waiter must be granted within 50 ms and then hold the lock.
+fn released_lock_goes_to_the_waiter(release: impl FnOnce(&mut Connection, &str)) {
     let server = Server::start();
     let mut con = server.connect();
     let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
     let rx = spawn_waiter(&server, "k", 5_000, &["BLOCK", "10000"]);
     wait_for_waiters(&mut con, "k", 1);
     let released_at = Instant::now();
-    assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &holder]), 1);
+    release(&mut con, &holder);
     let (grant, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    let (token, fence) = grant.unwrap();
+    let (token, fence) = grant.expect("the waiter was granted");
     assert!(at.duration_since(released_at) < Duration::from_millis(50));
     assert_eq!(testkit::fence(&mut con, "k"), Some(fence));
     let held: Option<i64> = cmd("LOCK.FENCE")
@@ -98,34 +99,28 @@ fn release_hands_off_promptly() {
 }
 
 #[test]
+fn release_hands_off_promptly() {
+    released_lock_goes_to_the_waiter(|con, holder| {
+        assert_eq!(int(con, &["LOCK.RELEASE", "k", holder]), 1);
+    });
+}
+
+#[test]
 fn a_release_inside_a_transaction_hands_off_when_the_transaction_ends() {
-    let server = Server::start();
-    let mut con = server.connect();
-    let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
-    let rx = spawn_waiter(&server, "k", 5_000, &["BLOCK", "10000"]);
-    wait_for_waiters(&mut con, "k", 1);
-    let released_at = Instant::now();
-    let (released, latecomer): (i64, Option<(String, i64)>) = redis::pipe()
-        .atomic()
-        .cmd("LOCK.RELEASE")
-        .arg("k")
-        .arg(&holder)
-        .cmd("LOCK.ACQUIRE")
-        .arg("k")
-        .arg(1_000)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(released, 1);
-    assert_eq!(latecomer, None, "an acquire overtook the queued waiter");
-    let (grant, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    let (token, fence) = grant.expect("the waiter was granted");
-    assert!(at.duration_since(released_at) < Duration::from_millis(50));
-    let held: Option<i64> = cmd("LOCK.FENCE")
-        .arg("k")
-        .arg(&token)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(held, Some(fence));
+    released_lock_goes_to_the_waiter(|con, holder| {
+        let (released, latecomer): (i64, Option<(String, i64)>) = redis::pipe()
+            .atomic()
+            .cmd("LOCK.RELEASE")
+            .arg("k")
+            .arg(holder)
+            .cmd("LOCK.ACQUIRE")
+            .arg("k")
+            .arg(1_000)
+            .query(con)
+            .unwrap();
+        assert_eq!(released, 1);
+        assert_eq!(latecomer, None, "an acquire overtook the queued waiter");
+    });
 }
 
 #[test]
