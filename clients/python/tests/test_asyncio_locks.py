@@ -100,9 +100,11 @@ def test_auto_refresh_keeps_the_lock_over_three_ttls(url: str) -> None:
 
 def test_without_auto_refresh_the_lease_runs_out(url: str) -> None:
     async def body(client: redis.asyncio.Redis, locks: Locks) -> None:
-        async with locks.lock("short", ttl=0.2, auto_refresh=False) as lease:
-            await asyncio.sleep(0.3)
-            assert not await holds(client, lease)
+        with pytest.raises(LockLost):
+            async with locks.lock("short", ttl=0.2, auto_refresh=False) as lease:
+                await asyncio.sleep(0.3)
+                assert not await holds(client, lease)
+                assert lease.lost.is_set(), "reported at the deadline, no refresher"
         assert not lease.released
 
     scenario(url, body)
@@ -119,7 +121,7 @@ def test_a_deleted_key_is_reported_lost_within_one_interval(
             reported.append(lease)
 
         on_lost = on_lost_async if async_callback else reported.append
-        async with locks.lock("fragile", ttl=0.6, on_lost=on_lost) as lease:
+        async with locks.lock("fragile", ttl=0.6, on_lost=on_lost, lost_ok=True) as lease:
             await client.delete("lock:fragile")
             deleted_at = time.monotonic()
             await asyncio.wait_for(lease.lost.wait(), timeout=2)

@@ -125,7 +125,7 @@ def test_arguments_are_checked_before_anything_is_sent(r: redis.Redis) -> None:
     with pytest.raises(ValueError, match="needs a timeout"):
         ReadWriteLock(r, "s", timeout=0)
     with pytest.raises(ValueError, match="needs a ttl"):
-        fencelock._acquire.acquire(r, "s", "t", ttl_ms=None, wait=0, shared=True)
+        fencelock._sync._acquire.acquire(r, "s", "t", ttl_ms=None, wait=0, shared=True)
     assert r.exists("s") == 0
 
 

@@ -3,26 +3,38 @@
 - ``fencelock.Lock``: a drop-in ``lock_class`` for ``redis.Redis.lock()``.
 - ``fencelock.Semaphore``: at most ``limit`` holders; ``fencelock.ReadWriteLock``:
   readers (``.read()``) or one writer (``.write()``). Both are ``Lock``s underneath.
-- ``fencelock.Locks``: a lock manager with auto-refresh, loss reporting and
-  ``min_hold``, for threads, also for readers (``shared=True``) and semaphore permits
-  (``limit=n``); ``fencelock.asyncio`` has all of these for asyncio.
+- ``fencelock.Locks``: a lock manager with one refresher thread for all its leases,
+  leases that know their deadline, loss reports, ``min_hold``/``max_hold`` and the
+  run-once decorator ``once``, also for readers (``shared=True``) and semaphore
+  permits (``limit=n``); ``fencelock.asyncio`` has all of these for asyncio.
 - ``fencelock.lock_info``: ``LOCK.INFO`` as a dict.
 - ``lease.guard(*command)`` / ``lock.guard(*command)``: a command that runs only while
   the lock is held (``LOCK.GUARD``); ``fencelock.fenced``: one that runs only with a
   fence at least a mark's highest (``LOCK.FENCED``).
+- ``fencelock.sql.claim``: the fence check of a database outside Redis, made before
+  the read in the same transaction as the write.
 """
 
 from __future__ import annotations
 
 from redis.exceptions import LockError, LockNotOwnedError
 
-from .errors import LockLost, LockNotAcquired, NotReplicated, StaleFence, WrongMode
-from .guarded import fenced
-from .info import LockInfo, lock_info
-from .lease import Lease
-from .lock import Lock
-from .locks import Locks
-from .shared import ReadWriteLock, Semaphore
+from ._sync.guarded import fenced
+from ._sync.info import lock_info
+from ._sync.lease import Lease
+from ._sync.lock import Lock
+from ._sync.locks import Locks
+from ._sync.shared import ReadWriteLock, Semaphore
+from .errors import (
+    LockLost,
+    LockNotAcquired,
+    ModuleNotLoaded,
+    NotReplicated,
+    ServerUnavailable,
+    StaleFence,
+    WrongMode,
+)
+from .info import LockInfo
 
 __version__ = "0.1.0"
 
@@ -35,9 +47,11 @@ __all__ = [
     "LockNotAcquired",
     "LockNotOwnedError",
     "Locks",
+    "ModuleNotLoaded",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",
+    "ServerUnavailable",
     "StaleFence",
     "WrongMode",
     "__version__",

@@ -1,6 +1,6 @@
 """The plan of one acquire: the ``LOCK.ACQUIRE`` arguments as time passes (a re-sent
-wait asks only for the time left), and whether it needs a pinned connection. Pure and
-shared by the sync and asyncio clients."""
+wait asks only for the time left), and how long the connection that carries a wait may
+read. Pure and shared by the sync and asyncio clients."""
 
 from __future__ import annotations
 
@@ -84,19 +84,11 @@ class Plan:
             limit=self.limit,
         )
 
-    def pinned(self, socket_timeout: Optional[float]) -> bool:
-        """Whether the client's pooled connections cannot carry this acquire: ``WAIT``
-        needs the grant's own connection, and a wait must not outlast (or come near)
-        the socket timeout, or redis-py gives up on the reply and re-queues us last."""
-        if self.wait_replicas:
-            return True
-        if not self.blocks or socket_timeout is None:
-            return False
-        return self.wait is None or self.wait >= socket_timeout / 2
-
     def read_timeout(self, socket_timeout: Optional[float]) -> Optional[float]:
-        """How long the pinned connection may wait for a reply: the wait, then as long
-        as the client would wait for any reply (and for ``WAIT``)."""
+        """How long the connection that carries the acquire may wait for its reply:
+        the wait, then as long as the client would wait for any reply (and for
+        ``WAIT``); None, without limit, for a wait without limit or a client without
+        a socket timeout."""
         if socket_timeout is None or self.wait is None:
             return None
         extra = self.replicas_timeout if self.wait_replicas else 0.0

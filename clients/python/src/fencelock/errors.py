@@ -6,9 +6,18 @@ from __future__ import annotations
 
 from typing import Optional
 
-from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+from redis.exceptions import (
+    ConnectionError,
+    LockError,
+    LockNotOwnedError,
+    RedisError,
+    ResponseError,
+)
 
 from ._protocol import Key, Mode, wrong_mode
+
+# How a server without the module answers a LOCK.* command (redis-py drops the "ERR ").
+UNKNOWN_COMMAND = "unknown command"
 
 
 def lock_error(cls: type[LockError], message: str, name: Key) -> LockError:
@@ -27,6 +36,9 @@ class LockNotAcquired(LockError):
     def __init__(self, key: Key, message: Optional[str] = None) -> None:
         super().__init__(message or f"lock {key!r} is held by someone else")
         self.key = key
+        # Where redis-py's own lock errors carry the name (set afterwards: redis-py
+        # < 6 takes no lock_name argument).
+        self.lock_name = key  # type: ignore[assignment]
 
 
 class LockLost(LockNotOwnedError):
@@ -102,3 +114,43 @@ class WrongMode(LockError, ResponseError):
         if parsed is None:
             return None
         return cls(key, str(error), *parsed)
+
+
+class ModuleNotLoaded(LockError):
+    """The server answered a ``LOCK.*`` command with "unknown command": the fencelock
+    module is not loaded there. ``server`` names it; nothing was sent to any other
+    server. (The server's own message, which repeats the command's arguments and so
+    the token, is not kept.)"""
+
+    def __init__(self, command: str, server: str) -> None:
+        super().__init__(
+            f"{command} is an unknown command on {server}: the fencelock module is not"
+            " loaded there. Add `loadmodule /path/to/libfencelock.so` to its redis.conf"
+            " (or run `MODULE LOAD /path/to/libfencelock.so`) and try again."
+        )
+        self.command = command
+        self.server = server
+
+    @classmethod
+    def from_reply(
+        cls, command: str, server: str, error: ResponseError
+    ) -> Optional[ModuleNotLoaded]:
+        text = str(error)
+        if text.startswith("ERR "):
+            text = text[4:]
+        if not text.lower().startswith(UNKNOWN_COMMAND):
+            return None
+        return cls(command, server)
+
+
+class ServerUnavailable(LockError, ConnectionError):
+    """An acquire could not reach the server, or the server did not answer in time
+    (the wait plus the client's socket timeout), after the client's own retries. Any
+    holding the acquire may have made was released (best effort). A ``LockError``
+    for ``except LockError`` and a redis-py ``ConnectionError``."""
+
+    def __init__(self, key: Key, server: str, error: RedisError) -> None:
+        super().__init__(f"lock {key!r}: no answer from {server}: {error}")
+        self.key = key
+        self.server = server
+        self.lock_name = key  # type: ignore[assignment]

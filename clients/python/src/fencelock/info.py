@@ -1,14 +1,11 @@
-"""``LOCK.INFO`` as a dict: its result type, the parsing of the reply, and the call for
-sync clients (``fencelock.asyncio.lock_info`` is the asyncio one)."""
+"""``LOCK.INFO`` as a dict: its result type and the parsing of the reply, shared by the
+sync and asyncio ``lock_info``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, TypedDict, Union, cast
+from typing import Any, Optional, TypedDict, Union, cast
 
-from ._protocol import Key, Mode, info_args
-
-if TYPE_CHECKING:
-    from ._types import SyncClient
+from ._protocol import Mode
 
 
 class LockInfo(TypedDict):
@@ -72,11 +69,6 @@ def no_permit_free(info: Optional[LockInfo], limit: int) -> bool:
     if info["mode"] != "semaphore":
         return True
     return info["holders"] >= (info["limit"] or limit)
-
-
-def lock_info(client: SyncClient, key: Key) -> Optional[LockInfo]:
-    """The state of the lock at ``key`` (the full key: no prefix is added)."""
-    return parse_info(client.execute_command(*info_args(key)))
 
 
 def _text(value: Union[str, bytes]) -> str:

@@ -1,17 +1,26 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
-clients), ``Semaphore`` and ``ReadWriteLock``, ``Locks`` (the lock manager with
-auto-refresh), ``lock_info`` and ``fenced``; leases and locks have ``guard``."""
+clients), ``Semaphore`` and ``ReadWriteLock``, ``Locks`` (the lock manager with one
+refresher task, loss reports, ``once``), ``lock_info`` and ``fenced``; leases and locks
+have ``guard``. The same names as ``fencelock``, awaited."""
 
 from __future__ import annotations
 
-from ..errors import LockLost, LockNotAcquired, NotReplicated, StaleFence, WrongMode
+from .._async.guarded import fenced
+from .._async.info import lock_info
+from .._async.lease import Lease
+from .._async.lock import Lock
+from .._async.locks import Locks
+from .._async.shared import ReadWriteLock, Semaphore
+from ..errors import (
+    LockLost,
+    LockNotAcquired,
+    ModuleNotLoaded,
+    NotReplicated,
+    ServerUnavailable,
+    StaleFence,
+    WrongMode,
+)
 from ..info import LockInfo
-from .guarded import fenced
-from .info import lock_info
-from .lease import Lease
-from .lock import Lock
-from .locks import Locks
-from .shared import ReadWriteLock, Semaphore
 
 __all__ = [
     "Lease",
@@ -20,9 +29,11 @@ __all__ = [
     "LockLost",
     "LockNotAcquired",
     "Locks",
+    "ModuleNotLoaded",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",
+    "ServerUnavailable",
     "StaleFence",
     "WrongMode",
     "fenced",

@@ -1,19 +1,23 @@
-"""``fencelock.asyncio.Lock``: a drop-in ``lock_class`` for ``redis.asyncio`` clients.
+# Generated from fencelock/_async/lock.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""``fencelock.Lock`` / ``fencelock.Lock``: a drop-in ``lock_class`` for
+redis-py's clients.
 
-    lock = r.lock("report", timeout=30, blocking_timeout=5, lock_class=Lock)
-    async with lock:
-        await write(fence=lock.fence)
+    lock = r.lock("report", timeout=30, blocking_timeout=5, lock_class=fencelock.Lock)
+    with lock:
+        write(fence=lock.fence)
 
-Same constructor, methods, return values and exceptions as
-``redis.asyncio.lock.Lock``, on the module's commands (see ``fencelock.lock`` for the
-sync one). Cancelling a task that waits in ``acquire`` leaves no holding behind.
+Same constructor, methods, return values and exceptions as ``redis.lock.Lock`` (and
+``redis.lock.Lock``), on the module's commands instead of ``SET NX`` and Lua:
+waiting is the server's FIFO ``BLOCK`` (no polling), ``extend`` is one
+``LOCK.REFRESH … ADD``, and every grant carries a fence. ``guard(*command)`` runs a
+command only while the lock is still held (``LOCK.GUARD``). Cancelling a task that
+waits in ``acquire`` leaves no holding behind.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 import time
 from types import SimpleNamespace, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
@@ -33,33 +37,45 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import lock_error
+from ..errors import WrongMode, lock_error
 from . import guarded
 from ._acquire import acquire as acquire_once
-from ._tasklocal import TaskLocal
+from ._commands import call
+from ._compat import current_owner, new_local
+from ._compat import sleep as sleep_for
 
 if TYPE_CHECKING:
-    from .._types import AsyncClient
+    from .._types import SyncClient
 
 logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
+Seconds = Optional[Number]
+Flag = Optional[bool]
 L = TypeVar("L", bound="Lock")
 
 
 class Lock:
-    """A distributed lock on the fencelock module, shaped like
-    ``redis.asyncio.lock.Lock``; arguments and extras (``shared`` too) as
-    ``fencelock.Lock``.
+    """A distributed lock on the fencelock module, shaped like redis-py's lock.
 
-    A shared lock (and a ``Semaphore``) keeps its token per asyncio task with
-    ``thread_local=True`` (the default), not per thread, so that tasks holding it at
-    the same time can share the object: acquire and release it in the same task, as
-    ``async with`` does. ``thread_local=False``: one token for the object."""
+    Arguments as redis-py's. ``sleep`` is accepted for compatibility; waiting is done by
+    the server's queue, so it is only used while the key holds another type (a plain
+    ``SET`` lock of a not yet migrated client), which the server cannot queue on.
+    ``wait_replicas`` (keyword only) makes ``acquire`` also wait until that many
+    replicas have the grant (``WAIT``), else release it and raise ``NotReplicated``.
+    ``shared=True`` (keyword only) makes it a reader: any number of shared holders hold
+    the key together while no exclusive holder does (``ReadWriteLock.read()`` is one);
+    a shared lock needs a ``timeout``. An acquire in another mode than the key's
+    holders raises ``WrongMode``.
+
+    Tokens are kept per thread (``thread_local=True``, as redis-py). On asyncio a
+    shared lock, a ``Semaphore`` and a ``ReadWriteLock``'s locks keep theirs per task,
+    so that tasks can hold one through the same object: acquire and release in the
+    same task, as ``with`` does."""
 
     def __init__(
         self,
-        redis: AsyncClient,
+        redis: SyncClient,
         name: Key,
         timeout: Optional[Number] = None,
         sleep: Number = 0.1,
@@ -71,6 +87,7 @@ class Lock:
         wait_replicas: int = 0,
         wait_replicas_timeout: Number = 1.0,
         shared: bool = False,
+        per_task: bool = False,
     ) -> None:
         self.redis = redis
         self.name = name
@@ -83,20 +100,23 @@ class Lock:
         self.wait_replicas = wait_replicas
         self.wait_replicas_timeout = wait_replicas_timeout
         self.local: Any
-        if not self.thread_local:
-            self.local = SimpleNamespace()
-        elif shared:
-            # Shared holders in concurrent tasks of one thread: a token per task.
-            self.local = TaskLocal()
+        if self.thread_local:
+            self.local = new_local(per_task=shared or per_task)
         else:
-            self.local = threading.local()
+            self.local = SimpleNamespace()
         self.local.token = None
         self.local.fence = None
         self.shared = shared
         # A semaphore's number of permits (``Semaphore``); None: no limit.
         self.limit: Optional[int] = None
+        # The read lock of the same ``ReadWriteLock``, for a write lock: asking for
+        # the write lock while this thread (task) holds the read one is an upgrade.
+        self.upgrade_from: Optional[Lock] = None
         if shared:
             state.check_shared_timeout(timeout)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
 
     @property
     def mode(self) -> Mode:
@@ -106,24 +126,26 @@ class Lock:
 
     @property
     def fence(self) -> Optional[int]:
-        """The fence of the last grant (None before the first)."""
+        """The fence of this thread's (task's) last grant (None before the first):
+        hand it to the resource you write so that it refuses a holder whose lease has
+        ended."""
         return getattr(self.local, "fence", None)
 
-    async def __aenter__(self: L) -> L:
-        if await self.acquire():
+    def __enter__(self: L) -> L:
+        if self.acquire():
             return self
         raise lock_error(
             LockError, "Unable to acquire lock within the time specified", self.name
         )
 
-    async def __aexit__(
+    def __exit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
         try:
-            await self.release()
+            self.release()
         except LockError:
             if self.raise_on_release_error:
                 raise
@@ -131,22 +153,31 @@ class Lock:
                 "Lock was unlocked or no longer owned when exiting context manager."
             )
 
-    async def acquire(
+    def acquire(
         self,
-        blocking: Optional[bool] = None,
-        blocking_timeout: Optional[Number] = None,
+        sleep: Seconds = None,
+        blocking: Flag = None,
+        blocking_timeout: Seconds = None,
         token: Optional[Token] = None,
     ) -> bool:
-        """Takes the lock; True once held. Arguments as ``fencelock.Lock.acquire``."""
+        """Takes the lock; True once held. ``blocking=False`` tries once;
+        ``blocking_timeout`` bounds the wait in seconds (None: forever; 0: one try).
+        ``token`` picks the token (str or bytes), else 128 random bits are used.
+
+        A wait of any length, on any client (pooled, ``from_url``, Sentinel, cluster),
+        ends in a grant, in False, or in a ``LockError``: ``ServerUnavailable`` when
+        the server could not be reached or did not answer in time."""
+        sleep = self.sleep if sleep is None else sleep
         blocking = self.blocking if blocking is None else blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
+        self._refuse_upgrade()
         encoded = state.encode_token(self.redis, token)
         deadline = state.deadline(blocking, blocking_timeout, time.monotonic())
         while True:
             wait = state.wait_left(blocking, deadline, time.monotonic())
             try:
-                fence = await acquire_once(
+                grant = acquire_once(
                     self.redis,
                     self.name,
                     encoded,
@@ -160,39 +191,41 @@ class Lock:
             except ResponseError as error:
                 if not is_wrongtype(error):
                     raise
-                # Another type at the key: busy, but the server cannot queue us.
-                if not state.may_poll(blocking, deadline, self.sleep, time.monotonic()):
+                # Another type at the key: busy, as for redis-py, but the server
+                # cannot queue us behind it, so poll until it goes or time runs out.
+                if not state.may_poll(blocking, deadline, sleep, time.monotonic()):
                     return False
-                await asyncio.sleep(self.sleep)
+                sleep_for(sleep)
                 continue
-            if fence is None:
+            if grant is None:
                 return False
             self.local.token = encoded
-            self.local.fence = fence
+            self.local.fence = grant.fence
+            self.local.owner = current_owner()
             return True
 
-    async def locked(self) -> bool:
+    def locked(self) -> bool:
         """True if anyone holds the lock (any value at the key, as for redis-py)."""
-        return bool(await self.redis.exists(self.name))
+        return bool(self.redis.exists(self.name))
 
-    async def owned(self) -> bool:
-        """True if this lock's token holds the lock."""
+    def owned(self) -> bool:
+        """True if this lock's token (this thread's, by default) holds the lock."""
         token = self._token()
         if token is None:
             return False
         try:
-            reply = await self.redis.execute_command(*fence_args(self.name, token))
+            reply = call(self.redis, self.name, *fence_args(self.name, token))
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
             raise
         return reply is not None
 
-    async def release(self) -> None:
+    def release(self) -> None:
         """Releases the lock; ``LockNotOwnedError`` if its lease had already ended.
 
-        As redis-py's asyncio lock, the token is kept until the server answered, so a
-        release interrupted by a cancellation or a lost connection can be retried."""
+        The token is kept until the server answered (as redis-py's asyncio lock), so
+        a release interrupted by a cancellation or a lost connection can be retried."""
         expected_token = self._token()
         if expected_token is None:
             raise lock_error(
@@ -201,40 +234,38 @@ class Lock:
                 self.name,
             )
         try:
-            await self.do_release(expected_token)
+            self.do_release(expected_token)
         except LockNotOwnedError:
             self.local.token = None
             raise
         self.local.token = None
 
-    async def do_release(self, expected_token: bytes) -> None:
-        if not await self._owner_command(release_args(self.name, expected_token)):
+    def do_release(self, expected_token: bytes) -> None:
+        if not self._owner_command(release_args(self.name, expected_token)):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot release a lock that's no longer owned",
                 self.name,
             )
 
-    async def extend(
+    def extend(
         self, additional_time: Number, replace_ttl: bool = False
     ) -> Literal[True]:
-        """Adds ``additional_time`` seconds to the lease left, atomically on the server
-        (``replace_ttl=True``: makes the lease that long from now)."""
+        """Adds ``additional_time`` seconds to the lease left (atomically, on the
+        server), or with ``replace_ttl=True`` makes the lease that long from now."""
         if self._token() is None:
             raise lock_error(LockError, "Cannot extend an unlocked lock", self.name)
         if self.timeout is None:
             raise lock_error(
                 LockError, "Cannot extend a lock with no timeout", self.name
             )
-        return await self.do_extend(additional_time, replace_ttl)
+        return self.do_extend(additional_time, replace_ttl)
 
-    async def do_extend(
-        self, additional_time: Number, replace_ttl: bool
-    ) -> Literal[True]:
+    def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
         args = refresh_args(
             self.name, self._token() or b"", to_ms(additional_time), add=not replace_ttl
         )
-        if not await self._owner_command(args):
+        if not self._owner_command(args):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot extend a lock that's no longer owned",
@@ -242,7 +273,7 @@ class Lock:
             )
         return True
 
-    async def reacquire(self) -> Literal[True]:
+    def reacquire(self) -> Literal[True]:
         """Restarts the lease at ``timeout`` from now."""
         if self._token() is None:
             raise lock_error(LockError, "Cannot reacquire an unlocked lock", self.name)
@@ -250,12 +281,12 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot reacquire a lock with no timeout", self.name
             )
-        return await self.do_reacquire()
+        return self.do_reacquire()
 
-    async def do_reacquire(self) -> Literal[True]:
+    def do_reacquire(self) -> Literal[True]:
         assert self.timeout is not None
         args = refresh_args(self.name, self._token() or b"", to_ms(self.timeout))
-        if not await self._owner_command(args):
+        if not self._owner_command(args):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot reacquire a lock that's no longer owned",
@@ -263,7 +294,7 @@ class Lock:
             )
         return True
 
-    async def guard(self, *command: Any) -> Any:
+    def guard(self, *command: Any) -> Any:
         """Runs ``command`` (``"SET", "stock", 7``) only if this lock's token holds
         the lock now, checked and run in one step on the server (``LOCK.GUARD``);
         returns the command's reply. ``LockLost``, a ``LockNotOwnedError``, if the
@@ -273,16 +304,37 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot guard a command with an unlocked lock", self.name
             )
-        return await guarded.guard(self.redis, self.name, token, *command)
+        return guarded.guard(self.redis, self.name, token, *command)
+
+    def holds_here(self) -> bool:
+        """Whether this thread (task) took this lock object and has not released it."""
+        return (
+            self._token() is not None
+            and getattr(self.local, "owner", None) is current_owner()
+        )
+
+    def _refuse_upgrade(self) -> None:
+        """A read-to-write upgrade waits for every reader, this one too: forever. The
+        server cannot tell (another token asks), so the client refuses it at once."""
+        read = self.upgrade_from
+        if read is not None and read.holds_here():
+            raise WrongMode(
+                self.name,
+                f"{self.name!r} is held shared by this thread's (task's) read lock:"
+                " there is no upgrade, release the read lock first",
+                "shared",
+                None,
+            )
 
     def _token(self) -> Optional[bytes]:
         # Another thread's local storage starts empty: no token there means not ours.
         return getattr(self.local, "token", None)
 
-    async def _owner_command(self, args: tuple[Any, ...]) -> bool:
-        """An owner-checked command: another type at the key means not held by us."""
+    def _owner_command(self, args: tuple[Any, ...]) -> bool:
+        """An owner-checked command (refresh, release): another type at the key means
+        the token does not hold it."""
         try:
-            return parse_flag(await self.redis.execute_command(*args))
+            return parse_flag(call(self.redis, self.name, *args))
         except ResponseError as error:
             if is_wrongtype(error):
                 return False

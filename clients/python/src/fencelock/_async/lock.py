@@ -1,29 +1,29 @@
-"""``fencelock.Lock``: a drop-in ``lock_class`` for redis-py's sync clients.
+"""``fencelock.asyncio.Lock`` / ``fencelock.Lock``: a drop-in ``lock_class`` for
+redis-py's clients.
 
     lock = r.lock("report", timeout=30, blocking_timeout=5, lock_class=fencelock.Lock)
     with lock:
         write(fence=lock.fence)
 
-Same constructor, methods, return values and exceptions as ``redis.lock.Lock``, on the
-module's commands instead of ``SET NX`` and Lua: waiting is the server's FIFO ``BLOCK``
-(no polling), ``extend`` is one ``LOCK.REFRESH … ADD``, and every grant carries a fence.
-``guard(*command)`` runs a command only while the lock is still held (``LOCK.GUARD``).
+Same constructor, methods, return values and exceptions as ``redis.lock.Lock`` (and
+``redis.asyncio.lock.Lock``), on the module's commands instead of ``SET NX`` and Lua:
+waiting is the server's FIFO ``BLOCK`` (no polling), ``extend`` is one
+``LOCK.REFRESH … ADD``, and every grant carries a fence. ``guard(*command)`` runs a
+command only while the lock is still held (``LOCK.GUARD``). Cancelling a task that
+waits in ``acquire`` leaves no holding behind.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from types import SimpleNamespace, TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
-from . import _lockstate as state
-from . import guarded
-from ._acquire import acquire as acquire_once
-from ._protocol import (
+from .. import _lockstate as state
+from .._protocol import (
     Key,
     Mode,
     Token,
@@ -35,19 +35,26 @@ from ._protocol import (
     release_args,
     to_ms,
 )
-from .errors import lock_error
+from ..errors import WrongMode, lock_error
+from . import guarded
+from ._acquire import acquire as acquire_once
+from ._commands import call
+from ._compat import current_owner, new_local
+from ._compat import sleep as sleep_for
 
 if TYPE_CHECKING:
-    from ._types import SyncClient
+    from .._types import AsyncClient
 
 logger = logging.getLogger(__name__)
 
 Number = Union[int, float]
+Seconds = Optional[Number]
+Flag = Optional[bool]
 L = TypeVar("L", bound="Lock")
 
 
 class Lock:
-    """A distributed lock on the fencelock module, shaped like ``redis.lock.Lock``.
+    """A distributed lock on the fencelock module, shaped like redis-py's lock.
 
     Arguments as redis-py's. ``sleep`` is accepted for compatibility; waiting is done by
     the server's queue, so it is only used while the key holds another type (a plain
@@ -57,11 +64,16 @@ class Lock:
     ``shared=True`` (keyword only) makes it a reader: any number of shared holders hold
     the key together while no exclusive holder does (``ReadWriteLock.read()`` is one);
     a shared lock needs a ``timeout``. An acquire in another mode than the key's
-    holders raises ``WrongMode``."""
+    holders raises ``WrongMode``.
+
+    Tokens are kept per thread (``thread_local=True``, as redis-py). On asyncio a
+    shared lock, a ``Semaphore`` and a ``ReadWriteLock``'s locks keep theirs per task,
+    so that tasks can hold one through the same object: acquire and release in the
+    same task, as ``async with`` does."""
 
     def __init__(
         self,
-        redis: SyncClient,
+        redis: AsyncClient,
         name: Key,
         timeout: Optional[Number] = None,
         sleep: Number = 0.1,
@@ -73,6 +85,7 @@ class Lock:
         wait_replicas: int = 0,
         wait_replicas_timeout: Number = 1.0,
         shared: bool = False,
+        per_task: bool = False,
     ) -> None:
         self.redis = redis
         self.name = name
@@ -84,14 +97,24 @@ class Lock:
         self.raise_on_release_error = raise_on_release_error
         self.wait_replicas = wait_replicas
         self.wait_replicas_timeout = wait_replicas_timeout
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
+        self.local: Any
+        if self.thread_local:
+            self.local = new_local(per_task=shared or per_task)
+        else:
+            self.local = SimpleNamespace()
         self.local.token = None
         self.local.fence = None
         self.shared = shared
         # A semaphore's number of permits (``Semaphore``); None: no limit.
         self.limit: Optional[int] = None
+        # The read lock of the same ``ReadWriteLock``, for a write lock: asking for
+        # the write lock while this thread (task) holds the read one is an upgrade.
+        self.upgrade_from: Optional[Lock] = None
         if shared:
             state.check_shared_timeout(timeout)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
 
     @property
     def mode(self) -> Mode:
@@ -101,25 +124,26 @@ class Lock:
 
     @property
     def fence(self) -> Optional[int]:
-        """The fence of this thread's last grant (None before the first): hand it to
-        the resource you write so that it refuses a holder whose lease has ended."""
+        """The fence of this thread's (task's) last grant (None before the first):
+        hand it to the resource you write so that it refuses a holder whose lease has
+        ended."""
         return getattr(self.local, "fence", None)
 
-    def __enter__(self: L) -> L:
-        if self.acquire():
+    async def __aenter__(self: L) -> L:
+        if await self.acquire():
             return self
         raise lock_error(
             LockError, "Unable to acquire lock within the time specified", self.name
         )
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
         try:
-            self.release()
+            await self.release()
         except LockError:
             if self.raise_on_release_error:
                 raise
@@ -127,26 +151,31 @@ class Lock:
                 "Lock was unlocked or no longer owned when exiting context manager."
             )
 
-    def acquire(
+    async def acquire(
         self,
-        sleep: Optional[Number] = None,
-        blocking: Optional[bool] = None,
-        blocking_timeout: Optional[Number] = None,
-        token: Optional[Token] = None,
+        blocking: Flag = None,  # sync: sleep: Seconds = None,
+        blocking_timeout: Seconds = None,  # sync: blocking: Flag = None,
+        token: Optional[Token] = None,  # sync: blocking_timeout: Seconds = None,
+        sleep: Seconds = None,  # sync: token: Optional[Token] = None,
     ) -> bool:
         """Takes the lock; True once held. ``blocking=False`` tries once;
         ``blocking_timeout`` bounds the wait in seconds (None: forever; 0: one try).
-        ``token`` picks the token (str or bytes), else 128 random bits are used."""
+        ``token`` picks the token (str or bytes), else 128 random bits are used.
+
+        A wait of any length, on any client (pooled, ``from_url``, Sentinel, cluster),
+        ends in a grant, in False, or in a ``LockError``: ``ServerUnavailable`` when
+        the server could not be reached or did not answer in time."""
         sleep = self.sleep if sleep is None else sleep
         blocking = self.blocking if blocking is None else blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
+        self._refuse_upgrade()
         encoded = state.encode_token(self.redis, token)
         deadline = state.deadline(blocking, blocking_timeout, time.monotonic())
         while True:
             wait = state.wait_left(blocking, deadline, time.monotonic())
             try:
-                fence = acquire_once(
+                grant = await acquire_once(
                     self.redis,
                     self.name,
                     encoded,
@@ -164,27 +193,37 @@ class Lock:
                 # cannot queue us behind it, so poll until it goes or time runs out.
                 if not state.may_poll(blocking, deadline, sleep, time.monotonic()):
                     return False
-                time.sleep(sleep)
+                await sleep_for(sleep)
                 continue
-            if fence is None:
+            if grant is None:
                 return False
             self.local.token = encoded
-            self.local.fence = fence
+            self.local.fence = grant.fence
+            self.local.owner = current_owner()
             return True
 
-    def locked(self) -> bool:
+    async def locked(self) -> bool:
         """True if anyone holds the lock (any value at the key, as for redis-py)."""
-        return bool(self.redis.exists(self.name))
+        return bool(await self.redis.exists(self.name))
 
-    def owned(self) -> bool:
+    async def owned(self) -> bool:
         """True if this lock's token (this thread's, by default) holds the lock."""
         token = self._token()
         if token is None:
             return False
-        return self._fence_of(token) is not None
+        try:
+            reply = await call(self.redis, self.name, *fence_args(self.name, token))
+        except ResponseError as error:
+            if is_wrongtype(error):
+                return False
+            raise
+        return reply is not None
 
-    def release(self) -> None:
-        """Releases the lock; ``LockNotOwnedError`` if its lease had already ended."""
+    async def release(self) -> None:
+        """Releases the lock; ``LockNotOwnedError`` if its lease had already ended.
+
+        The token is kept until the server answered (as redis-py's asyncio lock), so
+        a release interrupted by a cancellation or a lost connection can be retried."""
         expected_token = self._token()
         if expected_token is None:
             raise lock_error(
@@ -192,18 +231,22 @@ class Lock:
                 "Cannot release a lock that's not owned or is already unlocked.",
                 self.name,
             )
+        try:
+            await self.do_release(expected_token)
+        except LockNotOwnedError:
+            self.local.token = None
+            raise
         self.local.token = None
-        self.do_release(expected_token)
 
-    def do_release(self, expected_token: bytes) -> None:
-        if not self._owner_command(release_args(self.name, expected_token)):
+    async def do_release(self, expected_token: bytes) -> None:
+        if not await self._owner_command(release_args(self.name, expected_token)):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot release a lock that's no longer owned",
                 self.name,
             )
 
-    def extend(
+    async def extend(
         self, additional_time: Number, replace_ttl: bool = False
     ) -> Literal[True]:
         """Adds ``additional_time`` seconds to the lease left (atomically, on the
@@ -214,13 +257,15 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot extend a lock with no timeout", self.name
             )
-        return self.do_extend(additional_time, replace_ttl)
+        return await self.do_extend(additional_time, replace_ttl)
 
-    def do_extend(self, additional_time: Number, replace_ttl: bool) -> Literal[True]:
+    async def do_extend(
+        self, additional_time: Number, replace_ttl: bool
+    ) -> Literal[True]:
         args = refresh_args(
-            self.name, self.local.token, to_ms(additional_time), add=not replace_ttl
+            self.name, self._token() or b"", to_ms(additional_time), add=not replace_ttl
         )
-        if not self._owner_command(args):
+        if not await self._owner_command(args):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot extend a lock that's no longer owned",
@@ -228,7 +273,7 @@ class Lock:
             )
         return True
 
-    def reacquire(self) -> Literal[True]:
+    async def reacquire(self) -> Literal[True]:
         """Restarts the lease at ``timeout`` from now."""
         if self._token() is None:
             raise lock_error(LockError, "Cannot reacquire an unlocked lock", self.name)
@@ -236,12 +281,12 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot reacquire a lock with no timeout", self.name
             )
-        return self.do_reacquire()
+        return await self.do_reacquire()
 
-    def do_reacquire(self) -> Literal[True]:
+    async def do_reacquire(self) -> Literal[True]:
         assert self.timeout is not None
-        args = refresh_args(self.name, self.local.token, to_ms(self.timeout))
-        if not self._owner_command(args):
+        args = refresh_args(self.name, self._token() or b"", to_ms(self.timeout))
+        if not await self._owner_command(args):
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot reacquire a lock that's no longer owned",
@@ -249,7 +294,7 @@ class Lock:
             )
         return True
 
-    def guard(self, *command: Any) -> Any:
+    async def guard(self, *command: Any) -> Any:
         """Runs ``command`` (``"SET", "stock", 7``) only if this lock's token holds
         the lock now, checked and run in one step on the server (``LOCK.GUARD``);
         returns the command's reply. ``LockLost``, a ``LockNotOwnedError``, if the
@@ -259,27 +304,38 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot guard a command with an unlocked lock", self.name
             )
-        return guarded.guard(self.redis, self.name, token, *command)
+        return await guarded.guard(self.redis, self.name, token, *command)
+
+    def holds_here(self) -> bool:
+        """Whether this thread (task) took this lock object and has not released it."""
+        return (
+            self._token() is not None
+            and getattr(self.local, "owner", None) is current_owner()
+        )
+
+    def _refuse_upgrade(self) -> None:
+        """A read-to-write upgrade waits for every reader, this one too: forever. The
+        server cannot tell (another token asks), so the client refuses it at once."""
+        read = self.upgrade_from
+        if read is not None and read.holds_here():
+            raise WrongMode(
+                self.name,
+                f"{self.name!r} is held shared by this thread's (task's) read lock:"
+                " there is no upgrade, release the read lock first",
+                "shared",
+                None,
+            )
 
     def _token(self) -> Optional[bytes]:
         # Another thread's local storage starts empty: no token there means not ours.
         return getattr(self.local, "token", None)
 
-    def _owner_command(self, args: tuple[Any, ...]) -> bool:
+    async def _owner_command(self, args: tuple[Any, ...]) -> bool:
         """An owner-checked command (refresh, release): another type at the key means
         the token does not hold it."""
         try:
-            return parse_flag(self.redis.execute_command(*args))
+            return parse_flag(await call(self.redis, self.name, *args))
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
             raise
-
-    def _fence_of(self, token: bytes) -> Optional[int]:
-        try:
-            reply = self.redis.execute_command(*fence_args(self.name, token))
-        except ResponseError as error:
-            if is_wrongtype(error):
-                return None
-            raise
-        return None if reply is None else int(reply)

@@ -1,6 +1,6 @@
-"""Locks with more than one holder, for redis-py's sync clients: ``Semaphore`` (at most
-``limit`` holders, ``LOCK.ACQUIRE … LIMIT n``) and ``ReadWriteLock`` (any number of
-readers, ``SHARED``, or one writer).
+"""Locks with more than one holder: ``Semaphore`` (at most ``limit`` holders,
+``LOCK.ACQUIRE … LIMIT n``) and ``ReadWriteLock`` (any number of readers, ``SHARED``,
+or one writer); on ``fencelock.asyncio`` with ``async with`` and awaited methods.
 
     permits = fencelock.Semaphore(r, "payment-api", limit=5, timeout=30)
     with permits:
@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Optional
 
 from redis.exceptions import ResponseError
 
-from . import _lockstate as state
-from ._protocol import Key, check_limit, is_wrongtype
-from .info import lock_info, no_permit_free
+from .. import _lockstate as state
+from .._protocol import Key, check_limit, is_wrongtype
+from ..info import no_permit_free
+from .info import lock_info
 from .lock import Lock, Number
 
 if TYPE_CHECKING:
-    from ._types import SyncClient
+    from .._types import AsyncClient
 
 
 class Semaphore(Lock):
@@ -46,7 +47,7 @@ class Semaphore(Lock):
 
     def __init__(
         self,
-        redis: SyncClient,
+        redis: AsyncClient,
         name: Key,
         limit: int,
         timeout: Number,
@@ -75,13 +76,13 @@ class Semaphore(Lock):
         )
         self.limit = checked
 
-    def locked(self) -> bool:
+    async def locked(self) -> bool:
         """True if an acquire would have to wait now: every permit is held (or the key
         is held in another mode, or by a value of another type), or others already
         wait for one. Like ``asyncio.Semaphore.locked``."""
         assert self.limit is not None
         try:
-            info = lock_info(self.redis, self.name)
+            info = await lock_info(self.redis, self.name)
         except ResponseError as error:
             if is_wrongtype(error):
                 return True
@@ -99,12 +100,13 @@ class ReadWriteLock:
     Waiting is FIFO across both: a reader that arrives while a writer waits queues
     behind it (writers do not starve), and the readers queued behind a writer are all
     granted together when it leaves. There is no upgrade: a token that holds the read
-    lock and asks for the write lock gets ``WrongMode``, and another token waits for
-    every reader, this one too."""
+    lock and asks for the write lock gets ``WrongMode`` (at once when this thread or
+    task holds ``read()`` of the same object: the server cannot tell that the writer
+    would wait for itself)."""
 
     def __init__(
         self,
-        redis: SyncClient,
+        redis: AsyncClient,
         name: Key,
         timeout: Number,
         sleep: Number = 0.1,
@@ -132,9 +134,11 @@ class ReadWriteLock:
                 wait_replicas=wait_replicas,
                 wait_replicas_timeout=wait_replicas_timeout,
                 shared=shared,
+                per_task=True,
             )
             for shared in (True, False)
         )
+        self._write.upgrade_from = self._read
 
     def read(self) -> Lock:
         """The shared lock: ``with rw.read(): ...``."""
@@ -144,6 +148,6 @@ class ReadWriteLock:
         """The exclusive lock: ``with rw.write(): ...``."""
         return self._write
 
-    def locked(self) -> bool:
+    async def locked(self) -> bool:
         """True if anyone holds the lock, reader or writer (as ``Lock.locked``)."""
-        return bool(self.redis.exists(self.name))
+        return bool(await self.redis.exists(self.name))

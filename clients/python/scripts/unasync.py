@@ -1,0 +1,112 @@
+"""Writes the sync modules of the package from their asyncio sources.
+
+``src/fencelock/_async/*.py`` is the source; each module there that is not hand-written
+twice becomes ``src/fencelock/_sync/<same name>.py`` by plain textual rules (``async
+def`` -> ``def``, ``await x`` -> ``x``, ``AsyncClient`` -> ``SyncClient``, …), the
+pattern httpcore uses. What really differs between threads and tasks (shielding,
+cancellation, task-locals, events, the refresher) lives in the hand-written
+``_compat.py`` and ``_refresher.py`` of each side, which the rules never touch.
+
+    python scripts/unasync.py          # rewrite the generated modules
+    python scripts/unasync.py --check  # exit 1 if any is out of date (make python-lint)
+
+Hand-written here (about forty lines) rather than taken from the ``unasync`` package:
+that package rewrites names only, while the docstrings must change too ("awaited",
+``fencelock.asyncio``), and the check mode is what CI needs."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fencelock"
+SOURCE = PACKAGE / "_async"
+TARGET = PACKAGE / "_sync"
+# Written by hand on both sides: what threads and tasks really do differently.
+HAND_WRITTEN = {"_compat.py", "_refresher.py"}
+
+RULES = [
+    (r"\basync def\b", "def"),
+    (r"\basync with\b", "with"),
+    (r"\basync for\b", "for"),
+    (r"\bawait ", ""),
+    (r"\b__aenter__\b", "__enter__"),
+    (r"\b__aexit__\b", "__exit__"),
+    (r"\basynccontextmanager\b", "contextmanager"),
+    (r"\bAsyncIterator\b", "Iterator"),
+    (r"\bAsyncClient\b", "SyncClient"),
+    (r"\bredis\.asyncio\b", "redis"),
+    (r"\bfencelock\.asyncio\b", "fencelock"),
+    (r"\bfencelock\._async\b", "fencelock._sync"),
+    (r"\baclose\b", "close"),
+    (r"\bAwaitable\[(\w+)\]", r"\1"),
+]
+
+
+def header(name: str) -> str:
+    return (
+        f"# Generated from fencelock/_async/{name} by scripts/unasync.py: edit that\n"
+        "# file and run `make python-unasync`, never this one.\n"
+    )
+
+
+# A source line that must read otherwise on the sync side (redis-py's sync and asyncio
+# locks order ``acquire``'s arguments differently) carries its sync form after this.
+SYNC_FORM = re.compile(r"^(\s*).*?\s*# sync: (.*)$", re.MULTILINE)
+
+
+def convert(name: str, text: str) -> str:
+    text = SYNC_FORM.sub(r"\1\2", text)
+    for pattern, replacement in RULES:
+        text = re.sub(pattern, replacement, text)
+    return formatted(TARGET / name, header(name) + text)
+
+
+def formatted(path: Path, text: str) -> str:
+    """As ``ruff format`` leaves it (lines that lost an ``await`` may join), so that
+    the generated files pass ``ruff format --check`` as they are written."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout
+
+
+def expected() -> dict[str, str]:
+    return {
+        path.name: convert(path.name, path.read_text())
+        for path in sorted(SOURCE.glob("*.py"))
+        if path.name not in HAND_WRITTEN
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report drift")
+    args = parser.parse_args()
+    stale = []
+    for name, text in expected().items():
+        target = TARGET / name
+        if target.exists() and target.read_text() == text:
+            continue
+        stale.append(name)
+        if not args.check:
+            target.write_text(text)
+    if args.check and stale:
+        print(
+            "out of date (edit _async/, then `make python-unasync`): "
+            + ", ".join(f"_sync/{name}" for name in stale),
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

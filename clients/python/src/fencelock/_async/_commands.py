@@ -1,0 +1,42 @@
+"""Every ``LOCK.*`` command that needs no connection of its own goes through ``call``:
+the client's ``execute_command`` (so a cluster client routes it), a server without the
+module reported as ``ModuleNotLoaded`` instead of an "unknown command" that repeats
+the token, and a cancellation that redis-py's I/O swallowed raised again."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Optional
+
+from redis.exceptions import RedisError, ResponseError
+
+from .._protocol import Key, Token, release_args
+from .._servers import describe
+from ..errors import ModuleNotLoaded
+from ._compat import cancellations, raise_if_cancel_swallowed
+
+
+async def call(client: Any, key: Key, *args: Any) -> Any:
+    """Runs one command for the lock (or mark) ``key``; its reply."""
+    pending = cancellations()
+    try:
+        reply = await client.execute_command(*args)
+    except ResponseError as error:
+        missing = module_missing(client, key, args, error)
+        if missing is None:
+            raise
+        raise missing from None
+    raise_if_cancel_swallowed(pending)
+    return reply
+
+
+def module_missing(
+    client: Any, key: Key, args: tuple[Any, ...], error: ResponseError
+) -> Optional[ModuleNotLoaded]:
+    return ModuleNotLoaded.from_reply(str(args[0]), describe(client, key), error)
+
+
+async def release_quietly(client: Any, key: Key, token: Token) -> None:
+    """Best effort: the server may be unreachable, which is why we are here."""
+    with contextlib.suppress(RedisError, OSError):
+        await client.execute_command(*release_args(key, token))

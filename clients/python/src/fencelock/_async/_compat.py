@@ -1,0 +1,157 @@
+"""What asyncio does differently from threads, for the modules generated from this
+folder (``scripts/unasync.py`` turns them into ``fencelock._sync``; this file and
+``_refresher.py`` are written by hand on both sides).
+
+- borrowing a pooled connection from a plain, Sentinel or cluster client and reading
+  from it for longer than its socket timeout;
+- work that a cancellation must not cut short (``shielded``), and cancellations that
+  redis-py's I/O swallowed (Python 3.11's ``asyncio.wait_for``);
+- the task that runs a block (``cancel_on_lost``), task-local tokens, events;
+- callbacks that may be coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+from collections.abc import AsyncIterator, Awaitable, Generator
+from typing import Any, Callable, Optional, TypeVar
+
+from .._protocol import Key
+from .._servers import connection_args, is_cluster
+from .._tasklocal import TaskLocal
+
+T = TypeVar("T")
+
+Event = asyncio.Event
+sleep = asyncio.sleep
+
+# The event loop keeps only weak references to tasks: these must not vanish midway.
+_running: set[asyncio.Future[Any]] = set()
+
+
+def new_local(per_task: bool) -> Any:
+    """Where a lock keeps its token: per task, or (as redis-py's asyncio lock) per
+    thread, so that ``wait_for(lock.acquire(), t)`` on Python < 3.12 still works."""
+    return TaskLocal() if per_task else threading.local()
+
+
+def current_owner() -> object:
+    """Who holds a lock object's token here: the running task."""
+    return asyncio.current_task()
+
+
+@contextlib.asynccontextmanager
+async def borrow(
+    client: Any, key: Key, address: Optional[tuple[str, int]] = None
+) -> AsyncIterator[Any]:
+    """A connection from the client's own pool for ``key``'s server (or the cluster
+    node at ``address``), given back afterwards: the same kind of connection, with
+    the same address resolution (Sentinel), TLS, auth and retry policy, as the
+    client's commands use, and no new TCP connection when one is idle."""
+    if is_cluster(client):
+        await client.initialize()
+        if address is None:
+            node = client.get_node_from_key(key)
+        else:
+            node = client.get_node(host=address[0], port=address[1])
+        if node is None:
+            raise LookupError(f"no cluster node at {address}")
+        connection = node.acquire_connection()
+        try:
+            yield connection
+        finally:
+            if hasattr(node, "release"):
+                node.release(connection)
+            else:  # redis-py < 6
+                node._free.append(connection)
+        return
+    pool = client.connection_pool
+    connection = await pool.get_connection(*connection_args(pool))
+    try:
+        yield connection
+    finally:
+        await pool.release(connection)
+
+
+@contextlib.contextmanager
+def reading_for(connection: Any, seconds: Optional[float]) -> Generator[None]:
+    """Lets ``connection`` wait ``seconds`` (None: without limit) for each reply,
+    then restores its own socket timeout."""
+    own = connection.socket_timeout
+    connection.socket_timeout = seconds
+    try:
+        yield
+    finally:
+        connection.socket_timeout = own
+
+
+async def shielded(work: Awaitable[T]) -> T:
+    """Awaits ``work`` to the end even if the caller is cancelled meanwhile (the
+    caller then sees its ``CancelledError`` at once; the work goes on)."""
+    task = asyncio.ensure_future(work)
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return await asyncio.shield(task)
+
+
+def cancellations() -> int:
+    """How many cancellations of the current task are pending (Python >= 3.11)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling() if cancelling is not None else 0
+
+
+def raise_if_cancel_swallowed(before: int) -> None:
+    """Re-raises a cancellation that arrived since ``before`` but was swallowed below
+    us: Python 3.11's ``asyncio.wait_for``, which redis-py wraps around every send
+    when a socket timeout is set, drops a cancel that lands as the send completes.
+    Without this a timeout around an acquire could be lost, and the block would run
+    unbounded. (Python < 3.11 cannot tell; there it is a no-op.)"""
+    if cancellations() > before:
+        raise asyncio.CancelledError
+
+
+def block_runner(cancel_on_lost: bool) -> Optional[asyncio.Task[Any]]:
+    """The task to cancel when its lease is lost, if asked for."""
+    return asyncio.current_task() if cancel_on_lost else None
+
+
+def cancel(task: Any) -> None:
+    task.cancel()
+
+
+def is_own_cancel(error: Optional[BaseException], task: Any) -> bool:
+    """Whether ``error`` is the cancellation ``cancel`` sent to ``task``; if so the
+    request is withdrawn (``uncancel``), so that an enclosing ``timeout`` or
+    ``TaskGroup`` does not mistake it for its own."""
+    if task is None or not isinstance(error, asyncio.CancelledError):
+        return False
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None and task.cancelling():
+        uncancel()
+    return True
+
+
+async def call_back(function: Callable[..., Any], *args: Any) -> None:
+    """Calls a user callback, awaiting it if it is a coroutine function."""
+    result = function(*args)
+    if inspect.isawaitable(result):
+        await result
+
+
+class _Done:
+    """An awaitable that is already done: what ``ensure_held()`` returns when it
+    needs no round trip, so that it works awaited or not."""
+
+    def __await__(self) -> Generator[None]:
+        return
+        yield
+
+
+Checked = Awaitable[None]
+
+
+def checked() -> Checked:
+    return _Done()

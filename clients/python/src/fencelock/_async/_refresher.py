@@ -1,0 +1,128 @@
+"""The one refresher of a ``fencelock.asyncio.Locks``: a task that keeps every lease
+of the manager alive and watches every deadline, on the schedule of
+``fencelock._schedule``. Leases due together are refreshed in one pipelined write per
+server; each batch and each loss report runs as a task of its own, so a server that
+hangs delays neither the other servers' refreshes nor the report of a lease whose
+deadline passes meanwhile. Written by hand (``fencelock._sync._refresher`` is the
+thread twin): this is where a task and a thread really differ.
+
+Stopping does not trust ``Task.cancel()`` alone: on Python 3.11, ``asyncio.wait_for``
+(which redis-py wraps around socket I/O when a timeout is set) can swallow a
+cancellation that lands as the I/O completes. Nothing here is cancelled: the loop ends
+by itself when no lease is left, and ``remove`` waits for what is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+from .._protocol import parse_flag, refresh_args, to_ms
+from .._schedule import Schedule
+from .._servers import node_of
+from ._connection import pipelined
+from .lease import Lease
+
+log = logging.getLogger("fencelock")
+
+# A refresh batch's replies may take no longer than this, nor than the time left to
+# the earliest deadline it could still save.
+MAX_READ = 5.0
+MIN_READ = 0.05
+
+
+class Refresher:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._schedule = Schedule()
+        self._task: Optional[asyncio.Task[None]] = None
+        self._wake: Optional[asyncio.Event] = None
+        # The tasks working on a lease (a refresh batch, a loss report).
+        self._busy: dict[int, set[asyncio.Task[None]]] = defaultdict(set)
+
+    def add(self, lease: Lease, refresh: bool) -> None:
+        self._schedule.add(lease, refresh, lease.acquired_at)
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not _running_loop():
+            self._wake = asyncio.Event()
+            self._task = asyncio.ensure_future(self._run(self._wake))
+        assert self._wake is not None
+        self._wake.set()
+
+    async def remove(self, lease: Lease) -> None:
+        """Stops refreshing and watching ``lease``; returns once nothing is in flight
+        for it, so no refresh can arrive after the release that follows."""
+        self._schedule.remove(lease)
+        if self._wake is not None:
+            self._wake.set()
+        while self._busy.get(id(lease)):
+            await asyncio.wait(set(self._busy[id(lease)]))
+        self._busy.pop(id(lease), None)
+
+    async def _run(self, wake: asyncio.Event) -> None:
+        while len(self._schedule):
+            now = time.monotonic()
+            for lease in self._schedule.expired(now):
+                self._spawn([lease], lease.report_lost())
+            batch = self._schedule.due(now)
+            if batch:
+                self._spawn(batch, self._refresh(batch))
+            wakeup = self._schedule.next_wakeup()
+            wake.clear()
+            if wakeup is None:
+                # Only in-flight leases left: their tasks wake us when done.
+                await wake.wait()
+                continue
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(0.0, wakeup - time.monotonic()))
+
+    def _spawn(self, leases: list[Lease], work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        for lease in leases:
+            self._busy[id(lease)].add(task)
+
+        def finished(done: asyncio.Task[None]) -> None:
+            for lease in leases:
+                self._busy[id(lease)].discard(done)
+            if not done.cancelled() and done.exception() is not None:
+                log.error("fencelock: refresher failed", exc_info=done.exception())
+            if self._wake is not None:
+                self._wake.set()
+
+        task.add_done_callback(finished)
+
+    async def _refresh(self, batch: list[Lease]) -> None:
+        by_server: dict[Any, list[Lease]] = defaultdict(list)
+        for lease in batch:
+            by_server[node_of(self.client, lease.key)].append(lease)
+        await asyncio.gather(*(self._refresh_on(group) for group in by_server.values()))
+
+    async def _refresh_on(self, leases: list[Lease]) -> None:
+        sent = time.monotonic()
+        earliest = min(lease.deadline for lease in leases)
+        timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+        commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
+        try:
+            replies: list[Any] = await pipelined(
+                self.client, leases[0].key, commands, timeout
+            )
+        except Exception as error:
+            log.warning("fencelock: refresh failed: %s", error)
+            replies = [error] * len(leases)
+        for lease, reply in zip(leases, replies):
+            if isinstance(reply, Exception):
+                self._schedule.done(lease, sent, None)
+                continue
+            held = parse_flag(reply)
+            if held:
+                lease.confirmed(sent, lease.ttl)
+            self._schedule.done(lease, sent, held)
+            if not held:
+                await lease.report_lost()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()

@@ -1,0 +1,52 @@
+"""Facts about a redis-py client that read the same on its sync and asyncio forms: is
+it a cluster client, how to ask its pool for a connection on every redis-py version,
+and how to name the server that owns a key in an error message. No I/O."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ._protocol import Key
+
+
+def is_cluster(client: Any) -> bool:
+    # Duck-typed: redis-py's cluster and plain clients share no base class.
+    return hasattr(client, "get_node_from_key")
+
+
+def connection_args(pool: Any) -> tuple[Any, ...]:
+    """What ``pool.get_connection`` wants: redis-py < 5.3 requires a command name,
+    later versions warn when given one."""
+    try:
+        parameter = inspect.signature(pool.get_connection).parameters["command_name"]
+    except (KeyError, TypeError, ValueError):
+        return ()
+    return ("LOCK.ACQUIRE",) if parameter.default is inspect.Parameter.empty else ()
+
+
+def describe(client: Any, key: Key) -> str:
+    """The server the client sends ``key``'s commands to, as an operator names it:
+    ``host:port``, a unix socket path, a Sentinel service or a cluster node."""
+    if is_cluster(client):
+        try:
+            node = client.get_node_from_key(key)
+        except Exception:  # an uninitialised asyncio cluster client has no nodes yet
+            return "the cluster node that owns the key"
+        return f"cluster node {node.host}:{node.port}"
+    pool = getattr(client, "connection_pool", None)
+    service = getattr(pool, "service_name", None)
+    if service is not None:
+        return f"the master of Sentinel service {service!r}"
+    kwargs = getattr(pool, "connection_kwargs", {})
+    if "path" in kwargs:
+        return f"unix socket {kwargs['path']}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+def node_of(client: Any, key: Key) -> Any:
+    """What groups keys that share a server: the cluster node's name, else None."""
+    if not is_cluster(client):
+        return None
+    node = client.get_node_from_key(key)
+    return getattr(node, "name", None) or (node.host, node.port)

@@ -1,0 +1,109 @@
+"""What threads do differently from asyncio, for the modules generated from
+``fencelock._async`` (see ``fencelock/_async/_compat.py``, the asyncio side of this
+file). Written by hand: here shielding and cancellation are no-ops, locks keep their
+tokens per thread, and a long read sets the socket's own timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Generator, Iterator
+from typing import Any, Callable, Optional, TypeVar
+
+from .._protocol import Key
+from .._servers import connection_args, is_cluster
+
+T = TypeVar("T")
+
+Event = threading.Event
+sleep = time.sleep
+
+
+def new_local(per_task: bool) -> Any:
+    """Where a lock keeps its token: per thread (a thread is the task here)."""
+    return threading.local()
+
+
+def current_owner() -> object:
+    return threading.get_ident()
+
+
+@contextlib.contextmanager
+def borrow(
+    client: Any, key: Key, address: Optional[tuple[str, int]] = None
+) -> Iterator[Any]:
+    """A connection from the client's own pool for ``key``'s server (or the cluster
+    node at ``address``), given back afterwards."""
+    if is_cluster(client):
+        if address is None:
+            node = client.get_node_from_key(key)
+        else:
+            node = client.get_node(host=address[0], port=address[1])
+        if node is None:
+            raise LookupError(f"no cluster node at {address}")
+        pool = client.get_redis_connection(node).connection_pool
+    else:
+        pool = client.connection_pool
+    connection = pool.get_connection(*connection_args(pool))
+    try:
+        yield connection
+    finally:
+        pool.release(connection)
+
+
+@contextlib.contextmanager
+def reading_for(connection: Any, seconds: Optional[float]) -> Generator[None]:
+    """Lets ``connection`` wait ``seconds`` (None: without limit) for each reply,
+    then restores its own socket timeout. The attribute covers a reconnect, the
+    socket itself the connection as it is."""
+    own = connection.socket_timeout
+    connection.socket_timeout = seconds
+    sock = getattr(connection, "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+    try:
+        yield
+    finally:
+        connection.socket_timeout = own
+        sock = getattr(connection, "_sock", None)
+        if sock is not None:
+            sock.settimeout(own)
+
+
+def shielded(result: T) -> T:
+    """A thread is not cancelled: the work has already run to its end."""
+    return result
+
+
+def cancellations() -> int:
+    return 0
+
+
+def raise_if_cancel_swallowed(before: int) -> None:
+    """Threads are not cancelled."""
+
+
+def block_runner(cancel_on_lost: bool) -> None:
+    if cancel_on_lost:
+        raise ValueError("cancel_on_lost needs asyncio: a thread cannot be cancelled")
+
+
+def cancel(task: Any) -> None:
+    """Never called: ``block_runner`` gives no task to cancel."""
+
+
+def is_own_cancel(error: Optional[BaseException], task: Any) -> bool:
+    return False
+
+
+def call_back(function: Callable[..., Any], *args: Any) -> None:
+    function(*args)
+
+
+# What ``ensure_held`` returns: nothing here (an awaitable on asyncio).
+Checked = Optional[None]
+
+
+def checked() -> None:
+    return None

@@ -1,0 +1,110 @@
+# Generated from fencelock/_async/_connection.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""Requests that a plain ``execute_command`` cannot carry, on a connection borrowed
+from the client's own pool:
+
+- an acquire that waits (``BLOCK``): the connection reads for as long as the wait
+  needs, then gets its own socket timeout back (redis-py 8 gives every connection a
+  5 s one; a pooled read would time out and redis-py's retry would re-queue the wait
+  at the back). An uncontended acquire is one round trip on an idle connection.
+- an acquire followed by ``WAIT``: ``WAIT`` counts the replicas that acknowledged the
+  writes *of its own connection*, so both must go over the same one;
+- the refresher's pipelined ``LOCK.REFRESH`` batches, read with a bound.
+
+Because the connection comes from the client's pool, it is exactly the client's own
+kind of connection: the same address (a Sentinel pool resolves the current master), TLS,
+auth, database, protocol and retry policy, and no new TCP connection when one is idle.
+On a cluster it comes from the pool of the node that owns the key, and ``MOVED`` /
+``ASK`` are followed here, since the cluster client's routing does not see it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional, TypeVar
+
+from redis.exceptions import AskError, ResponseError, TryAgainError
+
+from .._protocol import Args, Key
+from ._compat import borrow, reading_for, sleep
+
+T = TypeVar("T")
+
+# As many redirections as redis-py's cluster client follows before giving up.
+MAX_REDIRECTS = 5
+TRYAGAIN_PAUSE = 0.05
+
+
+def exchange(
+    client: Any,
+    key: Key,
+    work: Callable[[Any], T],
+    read_timeout: Callable[[Optional[float]], Optional[float]],
+) -> T:
+    """Runs ``work(connection)`` (commands sent and read on one connection) on a
+    pooled connection to ``key``'s server whose reads may take
+    ``read_timeout(its own socket timeout)``.
+
+    A lost connection is retried by the connection's retry policy, as redis-py
+    retries any command: ``work`` must be safe to run again (acquires carry a token,
+    and a re-sent wait asks only for the time left)."""
+    address: Optional[tuple[str, int]] = None
+    asking = False
+    redirects = 0
+    while True:
+        try:
+            with borrow(client, key, address) as connection:
+                return _with_retry(connection, work, read_timeout, asking)
+        except (AskError, TryAgainError) as redirect:
+            redirects += 1
+            if redirects > MAX_REDIRECTS:
+                raise
+            asking = type(redirect) is AskError
+            if isinstance(redirect, AskError):  # MOVED too: it is a subclass of ASK
+                address = (redirect.host, int(redirect.port))
+            else:
+                # A lock moving between nodes answers its waiters TRYAGAIN: ask again.
+                sleep(TRYAGAIN_PAUSE)
+
+
+def _with_retry(
+    connection: Any,
+    work: Callable[[Any], T],
+    read_timeout: Callable[[Optional[float]], Optional[float]],
+    asking: bool,
+) -> T:
+    timeout = read_timeout(connection.socket_timeout)
+
+    def attempt() -> T:
+        with reading_for(connection, timeout):
+            if asking:
+                command(connection, "ASKING")
+            return work(connection)
+
+    def reconnect(_error: Exception) -> None:
+        connection.disconnect()
+
+    return connection.retry.call_with_retry(attempt, reconnect)  # type: ignore[no-any-return]
+
+
+def command(connection: Any, *args: Any) -> Any:
+    """Sends one command and reads its reply; an error reply is raised."""
+    connection.send_command(*args)
+    return connection.read_response()
+
+
+def pipelined(
+    client: Any, key: Key, commands: list[Args], read_timeout: Optional[float]
+) -> list[Any]:
+    """Sends ``commands`` in one write to ``key``'s server and reads every reply
+    (an error reply is returned as its ``ResponseError``), each read bounded by
+    ``read_timeout``. Not retried: the refresher tries again at its next turn."""
+    with borrow(client, key) as connection:
+        with reading_for(connection, read_timeout):
+            connection.send_packed_command(connection.pack_commands(commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except ResponseError as error:
+                    replies.append(error)
+            return replies

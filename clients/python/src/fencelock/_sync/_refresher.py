@@ -1,0 +1,117 @@
+"""The one refresher of a ``fencelock.Locks``: a daemon thread that keeps every lease
+of the manager alive and watches every deadline, on the schedule of
+``fencelock._schedule``. Leases due together are refreshed in one pipelined write per
+server, each read bounded by the time left to the earliest deadline, so a server that
+hangs cannot keep the thread from reporting a lease lost at its deadline. The thread
+starts with the first lease and ends when none is left. Written by hand
+(``fencelock._async._refresher`` is the task twin): this is where a thread and a task
+really differ."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+from .._protocol import parse_flag, refresh_args, to_ms
+from .._schedule import Schedule
+from .._servers import node_of
+from ._connection import pipelined
+from .lease import Lease
+
+log = logging.getLogger("fencelock")
+
+MAX_READ = 5.0
+MIN_READ = 0.05
+
+
+class Refresher:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._schedule = Schedule()
+        self._changed = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+        # Leases the thread is working on outside the lock (refresh, loss report).
+        self._busy: set[int] = set()
+
+    def add(self, lease: Lease, refresh: bool) -> None:
+        with self._changed:
+            self._schedule.add(lease, refresh, lease.acquired_at)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fencelock-refresher", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+
+    def remove(self, lease: Lease) -> None:
+        """Stops refreshing and watching ``lease``; returns once nothing is in flight
+        for it, so no refresh can arrive after the release that follows."""
+        with self._changed:
+            self._schedule.remove(lease)
+            self._changed.notify_all()
+            while id(lease) in self._busy:
+                self._changed.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                if not len(self._schedule):
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                lost = self._schedule.expired(now)
+                batch = self._schedule.due(now)
+                if not lost and not batch:
+                    wakeup = self._schedule.next_wakeup()
+                    self._changed.wait(None if wakeup is None else wakeup - now)
+                    continue
+                self._busy.update(id(lease) for lease in lost + batch)
+                read_bound = self._schedule.earliest_deadline()
+            try:
+                for lease in lost:
+                    lease.report_lost()
+                if batch:
+                    self._refresh(batch, read_bound)
+            except Exception:
+                log.exception("fencelock: refresher failed")
+            finally:
+                with self._changed:
+                    self._busy.difference_update(id(lease) for lease in lost + batch)
+                    self._changed.notify_all()
+
+    def _refresh(self, batch: list[Lease], read_bound: Optional[float]) -> None:
+        by_server: dict[Any, list[Lease]] = defaultdict(list)
+        for lease in batch:
+            by_server[node_of(self.client, lease.key)].append(lease)
+        for leases in by_server.values():
+            self._refresh_on(leases, read_bound)
+
+    def _refresh_on(self, leases: list[Lease], read_bound: Optional[float]) -> None:
+        sent = time.monotonic()
+        earliest = min(lease.deadline for lease in leases)
+        if read_bound is not None:
+            earliest = min(earliest, read_bound)
+        timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+        commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
+        try:
+            replies: list[Any] = pipelined(
+                self.client, leases[0].key, commands, timeout
+            )
+        except Exception as error:
+            log.warning("fencelock: refresh failed: %s", error)
+            replies = [error] * len(leases)
+        for lease, reply in zip(leases, replies):
+            if isinstance(reply, Exception):
+                with self._changed:
+                    self._schedule.done(lease, sent, None)
+                continue
+            held = parse_flag(reply)
+            if held:
+                lease.confirmed(sent, lease.ttl)
+            with self._changed:
+                self._schedule.done(lease, sent, held)
+            if not held:
+                lease.report_lost()

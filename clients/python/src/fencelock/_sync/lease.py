@@ -1,0 +1,163 @@
+# Generated from fencelock/_async/lease.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""A held lock as the lock managers hand it out: key, token, fence, lease length, mode
+(exclusive, shared, semaphore), the lease's deadline on this client's clock, whether it
+was lost, and ``guard`` for commands that must only run while it is held.
+
+The deadline is what the client may believe: the monotonic time the acquire was
+*sent* plus the ttl, moved only by a refresh the server *confirmed* (its send time
+plus its ttl). The server's lease started no earlier than that send, so the client
+never believes it holds the lock after the server may have given it to someone else
+(clocks that run at the same rate assumed; no clock needs to agree with another)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from redis.exceptions import LockError
+
+from .._protocol import Key, Mode, Token, fence_args, mode_of
+from ..errors import LockLost, lock_error
+from . import guarded
+from ._commands import call
+from ._compat import Checked, Event, call_back, cancel, checked, current_owner
+
+if TYPE_CHECKING:
+    from .._types import SyncClient
+
+log = logging.getLogger("fencelock")
+
+OnLost = Callable[["Lease"], Any]
+
+
+@dataclass(eq=False)
+class Lease:
+    """A lock held through ``fencelock.Locks``.
+
+    ``lost`` (an event) is set, and ``on_lost(lease)`` called once, when the lease is
+    found lost: its deadline passed with no refresh confirmed, a refresh or ``guard``
+    was refused, the release found it gone, or ``ensure_held(check=True)`` asked the
+    server. The token is never shown by ``repr``."""
+
+    key: Key
+    token: Token = field(repr=False)
+    fence: int
+    # The lease in seconds that each refresh restores.
+    ttl: float
+    # When the granted acquire was sent, on the monotonic clock. ``min_hold`` and
+    # ``max_hold`` count from here.
+    acquired_at: float
+    # A shared holder (a reader, or a permit of a semaphore of ``limit``).
+    shared: bool = False
+    limit: Optional[int] = None
+    # Set on leaving: True if this holder still had the lock and released it.
+    released: bool = False
+    # The client of the ``Locks`` that granted it (``guard``, ``ensure_held``).
+    client: Optional[SyncClient] = field(default=None, repr=False)
+    on_lost: Optional[OnLost] = field(default=None, repr=False)
+    # No refresh is sent after this (``max_hold``), monotonic; None: no bound.
+    refresh_until: Optional[float] = field(default=None, repr=False)
+    # When the client stops believing it holds the lock, monotonic.
+    deadline: float = field(default=0.0, repr=False)
+    lost: Event = field(default_factory=Event, repr=False)
+    # The task to cancel when the lease is lost (``cancel_on_lost``).
+    runner: Any = field(default=None, repr=False)
+    _reported: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = self.acquired_at + self.ttl
+
+    @property
+    def mode(self) -> Mode:
+        """``"exclusive"``, ``"shared"`` or ``"semaphore"``, as ``LOCK.INFO`` says."""
+        return mode_of(self.shared, self.limit)
+
+    @property
+    def time_left(self) -> float:
+        """Seconds until the deadline (0 once it has passed)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def confirmed(self, sent_at: float, ttl: float) -> None:
+        """A refresh sent at ``sent_at`` for ``ttl`` seconds was confirmed."""
+        if not self.lost.is_set():
+            self.deadline = sent_at + ttl
+
+    def expired(self, now: Optional[float] = None) -> bool:
+        """Whether the lease counts as lost now: found lost, or past its deadline."""
+        if self.lost.is_set():
+            return True
+        if (time.monotonic() if now is None else now) >= self.deadline:
+            # Final: a confirmation that arrives later does not bring it back.
+            self.lost.set()
+            return True
+        return False
+
+    def ensure_held(self, check: bool = False) -> Checked:
+        """Raises ``LockLost`` if the lease was found lost or its deadline has passed,
+        without a round trip; call it before an irreversible step. ``check=True``
+        also asks the server (``LOCK.FENCE`` with the token). On asyncio it works
+        called or awaited; with ``check=True`` it must be awaited."""
+        if self.expired():
+            # The block learns it here: no cancellation is needed on top.
+            self.runner = None
+            raise LockLost(self.key)
+        if check:
+            return self._ask_server()
+        return checked()
+
+    def _ask_server(self) -> None:
+        if self.client is None:
+            raise self.no_client()
+        if call(self.client, self.key, *fence_args(self.key, self.token)) is None:
+            self.report_lost()
+            raise LockLost(self.key)
+
+    def guard(self, *command: Any) -> Any:
+        """Runs ``command`` (``"SET", "{sku}:stock", 7``) only if this lease holds the
+        lock now, checked and run in one step on the server (``LOCK.GUARD``); returns
+        the command's reply. If it does not, nothing ran: the lease is reported lost
+        (unless it was released) and ``LockLost`` raised."""
+        if self.client is None:
+            raise self.no_client()
+        try:
+            return guarded.guard(self.client, self.key, self.token, *command)
+        except LockLost:
+            if not self.released:
+                self.report_lost()
+            raise
+
+    def report_lost(self) -> None:
+        """Marks the lease lost and tells its holder, once: ``lost``, a log line,
+        cancelling the block (``cancel_on_lost``, unless the block itself found the
+        loss and is raising ``LockLost`` already), ``on_lost``."""
+        self.lost.set()
+        if self._reported:
+            return
+        self._reported = True
+        log.warning("fencelock: lost the lock %r (fence %d)", self.key, self.fence)
+        runner, self.runner = self.runner, None
+        if runner is not None and runner is not current_owner():
+            cancel(runner)
+        if self.on_lost is not None:
+            try:
+                call_back(self.on_lost, self)
+            except Exception:
+                log.exception("fencelock: on_lost for %r failed", self.key)
+
+    def hold_left_ms(self, min_hold: Optional[float], now: float) -> int:
+        """What is left of ``min_hold`` at ``now`` in whole ms (rounded up, so the lock
+        is never given up early); 0 when nothing is."""
+        if not min_hold:
+            return 0
+        return max(0, math.ceil((self.acquired_at + min_hold - now) * 1000))
+
+    def no_client(self) -> Exception:
+        """The error of ``guard`` on a lease made by hand, without a client."""
+        return lock_error(
+            LockError, "this lease has no client: take it through Locks", self.key
+        )

@@ -1,0 +1,263 @@
+# Generated from fencelock/_async/locks.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""``fencelock.Locks``: the lock manager (``fencelock.Locks`` is its thread
+twin, generated from this file).
+
+    locks = Locks(redis.Redis.from_url(url))
+    with locks.lock("daily-notif", ttl=60, wait=0, min_hold=30) as lease:
+        ...  # lease.token, lease.fence, lease.deadline, lease.lost, ensure_held()
+
+On entry it acquires ``<prefix><name>``: ``wait=0`` fails at once with
+``LockNotAcquired`` when busy, ``wait>0`` waits that many seconds in the server's FIFO
+queue, ``wait=None`` without limit. While the block runs, the manager's one refresher
+(a thread, or a task on asyncio, for all its leases) refreshes the lease every ttl/3
+(``auto_refresh=False`` turns that off; ``max_hold`` stops it after that many seconds)
+and watches its deadline: the moment the lease is lost — the deadline passed with no
+refresh confirmed, a refresh or ``guard`` refused — ``lease.lost`` is set and
+``on_lost(lease)`` called; with ``cancel_on_lost=True`` (asyncio) the task running the
+block is cancelled. On leaving, the lock is released, or, with ``min_hold`` and a block
+that ended without an exception, its lease is cut to what is left of ``min_hold``.
+Leaving after the lease was lost raises ``LockLost`` (after the clean-up) unless
+``lost_ok=True``.
+
+``shared=True`` holds the lock as one of any number of readers, ``limit=n`` as one of
+at most n holders (a semaphore); each holder has its own token, fence and lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+
+from .._protocol import Token, new_token, parse_flag, refresh_args, release_args, to_ms
+from ..errors import LockLost, LockNotAcquired
+from ..info import LockInfo
+from . import _acquire
+from ._commands import call
+from ._compat import block_runner, is_own_cancel, shielded
+from ._refresher import Refresher
+from .info import lock_info
+from .lease import Lease, OnLost
+
+if TYPE_CHECKING:
+    from .._types import SyncClient
+
+log = logging.getLogger("fencelock")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Locks:
+    """Locks on one server or cluster that has the fencelock module loaded; every lock
+    name gets ``prefix`` (default ``lock:``) in front to make its key."""
+
+    def __init__(self, client: SyncClient, prefix: str = "lock:") -> None:
+        self.client = client
+        self.prefix = prefix
+        self._refresher = Refresher(client)
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    @contextlib.contextmanager
+    def lock(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        auto_refresh: bool = True,
+        min_hold: Optional[float] = None,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[OnLost] = None,
+        lost_ok: bool = False,
+        cancel_on_lost: bool = False,
+        token: Optional[Token] = None,
+        wait_replicas: int = 0,
+        wait_replicas_timeout: float = 1.0,
+    ) -> Iterator[Lease]:
+        """Holds the lock while the block runs; see the module docstring."""
+        lease = self.acquire(
+            name,
+            ttl,
+            wait=wait,
+            shared=shared,
+            limit=limit,
+            token=token,
+            wait_replicas=wait_replicas,
+            wait_replicas_timeout=wait_replicas_timeout,
+        )
+        with self.holding(
+            lease,
+            auto_refresh=auto_refresh,
+            min_hold=min_hold,
+            max_hold=max_hold,
+            on_lost=on_lost,
+            lost_ok=lost_ok,
+            cancel_on_lost=cancel_on_lost,
+        ):
+            yield lease
+
+    @contextlib.contextmanager
+    def holding(
+        self,
+        lease: Lease,
+        *,
+        auto_refresh: bool = True,
+        min_hold: Optional[float] = None,
+        max_hold: Optional[float] = None,
+        on_lost: Optional[OnLost] = None,
+        lost_ok: bool = False,
+        cancel_on_lost: bool = False,
+    ) -> Iterator[Lease]:
+        """Holds an acquired ``lease`` while the block runs: the part of ``lock``
+        after the acquire (refreshing, loss reports, leaving)."""
+        lease.on_lost = on_lost
+        lease.runner = block_runner(cancel_on_lost)
+        if max_hold is not None:
+            lease.refresh_until = lease.acquired_at + max_hold
+        self._refresher.add(lease, refresh=auto_refresh)
+        try:
+            yield lease
+        except BaseException as error:
+            runner, lease.runner = lease.runner, None
+            shielded(self._leave_after_refresher(lease, None))
+            if not is_own_cancel(error, runner):
+                raise
+            # Cancelled because the lease was lost (cancel_on_lost).
+            if not lost_ok:
+                raise LockLost(lease.key) from error
+            return
+        lease.runner = None
+        shielded(self._leave_after_refresher(lease, min_hold))
+        if not lost_ok and lease.expired():
+            raise LockLost(lease.key)
+
+    def once(
+        self, name: str, ttl: float, *, min_hold: Optional[float] = None, **options: Any
+    ) -> Callable[[F], F]:
+        """A decorator for a job that must run once across servers (a cron job):
+        each call takes the lock ``name`` without waiting and runs the function
+        while holding it (``min_hold`` keeps it that long, so a server whose clock
+        is late finds it still held); when another holds it, the call logs, skips
+        and returns None. ``options`` as for ``holding``."""
+
+        def decorate(function: F) -> F:
+            @functools.wraps(function)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    lease = self.acquire(name, ttl, wait=0)
+                except LockNotAcquired:
+                    log.info("fencelock: %r is held elsewhere; skipped", name)
+                    return None
+                with self.holding(lease, min_hold=min_hold, **options):
+                    return function(*args, **kwargs)
+
+            return run  # type: ignore[return-value]
+
+        return decorate
+
+    def acquire(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        wait: Optional[float] = 0,
+        shared: bool = False,
+        limit: Optional[int] = None,
+        token: Optional[Token] = None,
+        wait_replicas: int = 0,
+        wait_replicas_timeout: float = 1.0,
+    ) -> Lease:
+        """Takes the lock (nothing refreshes or watches it: see ``lock`` and
+        ``holding``); ``LockNotAcquired`` if busy for the whole ``wait``.
+        ``wait_replicas=n`` also waits until n replicas have the grant, else releases
+        it and raises ``NotReplicated``: a grant that only the primary knows is lost
+        if it fails over, and granted again to someone else. ``shared=True`` takes it
+        as a reader, ``limit=n`` one of a semaphore's n permits; ``WrongMode`` if the
+        lock is held in another mode."""
+        key = self.key(name)
+        token = new_token() if token is None else token
+        grant = _acquire.acquire(
+            self.client,
+            key,
+            token,
+            ttl_ms=to_ms(ttl),
+            wait=wait,
+            wait_replicas=wait_replicas,
+            replicas_timeout=wait_replicas_timeout,
+            shared=shared,
+            limit=limit,
+        )
+        if grant is None:
+            raise LockNotAcquired(key)
+        lease = Lease(
+            key,
+            token,
+            grant.fence,
+            ttl,
+            acquired_at=grant.sent,
+            shared=shared or limit is not None,
+            limit=limit,
+            client=self.client,
+        )
+        # After a long wait the grant may be far younger than its send time: one
+        # refresh gives the lease a deadline the client can count on.
+        if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
+            raise LockLost(key)
+        return lease
+
+    def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool:
+        """Restarts the lease at ``ttl`` (default: the lease's own) from now and moves
+        its deadline; False, and the lease reported lost, if the token no longer
+        holds the lock."""
+        seconds = lease.ttl if ttl is None else ttl
+        sent = time.monotonic()
+        if self._refresh_ms(lease, to_ms(seconds)):
+            lease.confirmed(sent, seconds)
+            return True
+        lease.report_lost()
+        return False
+
+    def release(self, lease: Lease) -> bool:
+        """Releases the lock if this lease still holds it; ``lease.released`` says.
+        Finding it gone reports the lease lost."""
+        reply = call(self.client, lease.key, *release_args(lease.key, lease.token))
+        lease.released = parse_flag(reply)
+        if not lease.released:
+            lease.report_lost()
+        return lease.released
+
+    def leave(self, lease: Lease, min_hold: Optional[float] = None) -> None:
+        """Releases the lock, or cuts the lease to what is left of ``min_hold``."""
+        hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
+        if hold_ms > 0:
+            if not self._refresh_ms(lease, hold_ms):
+                lease.report_lost()
+        else:
+            self.release(lease)
+
+    def info(self, name: str) -> Optional[LockInfo]:
+        """``LOCK.INFO`` of the lock ``name`` as a dict (None: free, nobody waits)."""
+        return lock_info(self.client, self.key(name))
+
+    def _refresh_ms(self, lease: Lease, ttl_ms: int) -> bool:
+        args = refresh_args(lease.key, lease.token, ttl_ms)
+        return parse_flag(call(self.client, lease.key, *args))
+
+    def _leave_after_refresher(self, lease: Lease, min_hold: Optional[float]) -> None:
+        # No refresh may be in flight when the release is sent, or it could arrive
+        # after it and find (and report) the lock lost.
+        self._refresher.remove(lease)
+        if lease.expired():
+            # Lost already: still try the release, in case the server has it.
+            lease.report_lost()
+            with contextlib.suppress(Exception):
+                self.release(lease)
+            return
+        self.leave(lease, min_hold)
