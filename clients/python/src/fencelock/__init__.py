@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from redis.exceptions import LockError, LockNotOwnedError
 
+from . import sql
 from ._sync.guarded import fenced
 from ._sync.info import lock_info
 from ._sync.lease import Lease
@@ -57,4 +58,5 @@ __all__ = [
     "__version__",
     "fenced",
     "lock_info",
+    "sql",
 ]
