@@ -121,7 +121,9 @@ def test_a_deleted_key_is_reported_lost_within_one_interval(
             reported.append(lease)
 
         on_lost = on_lost_async if async_callback else reported.append
-        async with locks.lock("fragile", ttl=0.6, on_lost=on_lost, lost_ok=True) as lease:
+        async with locks.lock(
+            "fragile", ttl=0.6, on_lost=on_lost, lost_ok=True
+        ) as lease:
             await client.delete("lock:fragile")
             deleted_at = time.monotonic()
             await asyncio.wait_for(lease.lost.wait(), timeout=2)

@@ -69,7 +69,9 @@ def test_an_exception_in_the_block_releases(r: redis.Redis) -> None:
         raise RuntimeError("job failed")
     assert r.exists("lock:crashy") == 0
     wait_until(
-        lambda: not [t for t in threading.enumerate() if t.name.startswith("fencelock")],
+        lambda: (
+            not [t for t in threading.enumerate() if t.name.startswith("fencelock")]
+        ),
         2,
         "the refresher thread to end with its last lease",
     )

@@ -310,7 +310,7 @@ class Lock:
         """Whether this thread (task) took this lock object and has not released it."""
         return (
             self._token() is not None
-            and getattr(self.local, "owner", None) is current_owner()
+            and getattr(self.local, "owner", None) == current_owner()
         )
 
     def _refuse_upgrade(self) -> None:

@@ -66,6 +66,8 @@ class Lease:
     lost: Event = field(default_factory=Event, repr=False)
     # The task to cancel when the lease is lost (``cancel_on_lost``).
     runner: Any = field(default=None, repr=False)
+    # Whether ``report_lost`` cancelled ``runner``.
+    cancelled_runner: bool = field(default=False, repr=False)
     _reported: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -142,6 +144,7 @@ class Lease:
         log.warning("fencelock: lost the lock %r (fence %d)", self.key, self.fence)
         runner, self.runner = self.runner, None
         if runner is not None and runner is not current_owner():
+            self.cancelled_runner = True
             cancel(runner)
         if self.on_lost is not None:
             try:

@@ -118,16 +118,17 @@ class Locks:
         """Holds an acquired ``lease`` while the block runs: the part of ``lock``
         after the acquire (refreshing, loss reports, leaving)."""
         lease.on_lost = on_lost
-        lease.runner = block_runner(cancel_on_lost)
+        runner = lease.runner = block_runner(cancel_on_lost)
         if max_hold is not None:
             lease.refresh_until = lease.acquired_at + max_hold
         self._refresher.add(lease, refresh=auto_refresh)
         try:
             yield lease
         except BaseException as error:
-            runner, lease.runner = lease.runner, None
+            lease.runner = None
+            own_cancel = lease.cancelled_runner and is_own_cancel(error, runner)
             shielded(self._leave_after_refresher(lease, None))
-            if not is_own_cancel(error, runner):
+            if not own_cancel:
                 raise
             # Cancelled because the lease was lost (cancel_on_lost).
             if not lost_ok:

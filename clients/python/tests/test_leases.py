@@ -1,0 +1,436 @@
+"""A lease knows its own deadline, and every way of losing it is told: the clock with
+the server stopped or restarted without persistence, a refused refresh, guard or
+release; leaving the block after a loss raises ``LockLost``; ``max_hold``,
+``min_hold``, ``cancel_on_lost``; one refresher for all leases of a manager; the
+run-once decorator. Sync and asyncio, against real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio
+from conftest import async_client, run
+from servers import Server, wait_until
+
+import fencelock
+import fencelock.asyncio
+from fencelock import Lease, LockLost, LockNotAcquired, Locks
+
+
+def refresher_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "fencelock-refresher"]
+
+
+def test_the_deadline_is_the_send_time_plus_the_ttl(r: redis.Redis) -> None:
+    before = time.monotonic()
+    lease = Locks(r).acquire("deadline", ttl=2)
+    after = time.monotonic()
+    assert before + 2 <= lease.deadline <= after + 2
+    assert lease.acquired_at + 2 == lease.deadline
+    assert 1.5 < lease.time_left <= 2
+
+
+def test_a_confirmed_refresh_moves_the_deadline_from_its_send_time(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    lease = locks.acquire("moved", ttl=1)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    assert locks.refresh(lease)
+    assert sent + 1 <= lease.deadline <= time.monotonic() + 1
+
+
+def test_a_long_wait_gives_the_lease_a_deadline_from_after_the_grant(
+    r: redis.Redis,
+) -> None:
+    """A grant after a 0.6 s wait with a 0.9 s ttl: counted from the send, the lease
+    would have only 0.3 s left; the manager confirms it with a refresh instead."""
+    locks = Locks(r)
+    holder = locks.acquire("queued", ttl=30)
+    threading.Timer(0.6, locks.release, args=(holder,)).start()
+    lease = locks.acquire("queued", ttl=0.9, wait=5)
+    assert lease.time_left > 0.8
+    lease.ensure_held()
+
+
+def test_ensure_held_checks_the_clock_with_the_server_stopped(
+    own_server: Server,
+) -> None:
+    """SIGSTOP: refreshes hang, yet the lease is reported lost at its deadline and
+    ensure_held raises from then on, without a round trip."""
+    client = own_server.client(socket_timeout=5)
+    reported: list[tuple[Lease, float]] = []
+    locks = Locks(client)
+    with pytest.raises(LockLost):  # noqa: SIM117 (the block must be the one left)
+        with locks.lock(
+            "frozen",
+            ttl=0.6,
+            on_lost=lambda lease: reported.append((lease, time.monotonic())),
+        ) as lease:
+            own_server.process.send_signal(signal.SIGSTOP)
+            try:
+                lease.ensure_held()
+                wait_until(lambda: bool(reported), 3, "on_lost at the deadline")
+                assert reported[0][0] is lease
+                assert reported[0][1] - lease.deadline < 0.3, "reported at the deadline"
+                assert lease.lost.is_set()
+                with pytest.raises(LockLost):
+                    lease.ensure_held()
+            finally:
+                own_server.process.send_signal(signal.SIGCONT)
+
+
+def test_a_restart_without_persistence_is_found_by_the_clock_or_the_server(
+    tmp_path: Path,
+) -> None:
+    first = Server(tmp_path / "a")
+    port = first.port
+    client = redis.Redis(port=port)
+    locks = Locks(client)
+    lease = locks.acquire("restarted", ttl=1.5)
+    first.stop()
+    second = Server(tmp_path / "b", port=port)
+    try:
+        # Another client takes the lock on the empty server at once.
+        other = Locks(redis.Redis(port=port)).acquire("restarted", ttl=30)
+        assert other.fence > lease.fence
+        with pytest.raises(LockLost):
+            lease.ensure_held(check=True)
+        assert lease.lost.is_set()
+        # Without asking, the clock alone ends it no later than the deadline.
+        fresh = locks.acquire("other-key", ttl=0.4)
+        time.sleep(0.45)
+        with pytest.raises(LockLost):
+            fresh.ensure_held()
+    finally:
+        client.close()
+        second.stop()
+
+
+def test_leaving_after_a_loss_raises_lock_lost_after_the_cleanup(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    with pytest.raises(LockLost) as raised:  # noqa: SIM117
+        with locks.lock("gone", ttl=30) as lease:
+            r.delete("lock:gone")
+            # The next acquire of someone else must not be freed by our leaving.
+            other = locks.acquire("gone", ttl=30)
+    assert raised.value.lock_name == "lock:gone"
+    assert not lease.released
+    assert r.execute_command("LOCK.FENCE", "lock:gone", other.token) == other.fence
+
+    with locks.lock("gone-ok", ttl=30, lost_ok=True) as lease:
+        r.delete("lock:gone-ok")
+    assert not lease.released and lease.lost.is_set()
+
+
+def test_without_auto_refresh_the_deadline_still_reports(r: redis.Redis) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+    with pytest.raises(LockLost):  # noqa: SIM117
+        with locks.lock(
+            "short", ttl=0.3, auto_refresh=False, on_lost=reported.append
+        ) as lease:
+            assert lease.lost.wait(2)
+            assert reported == [lease]
+            assert time.monotonic() >= lease.deadline
+
+
+def test_a_refused_guard_and_a_release_that_finds_it_gone_report_the_loss(
+    r: redis.Redis,
+) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+    with locks.lock("guarded", ttl=30, on_lost=reported.append, lost_ok=True) as lease:
+        r.delete("lock:guarded")
+        with pytest.raises(LockLost):
+            lease.guard("SET", "x", 1)
+        assert reported == [lease]
+    assert r.get("x") is None
+
+    lease = locks.acquire("released", ttl=30)
+    lease.on_lost = reported.append
+    r.delete("lock:released")
+    assert not locks.release(lease)
+    assert reported[-1] is lease and lease.lost.is_set()
+
+
+def test_max_hold_stops_refreshing(r: redis.Redis) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+    start = time.monotonic()
+    with pytest.raises(LockLost):  # noqa: SIM117
+        with locks.lock(
+            "hung-job", ttl=0.3, max_hold=0.5, on_lost=reported.append
+        ) as lease:
+            assert lease.lost.wait(3)
+            lost_after = time.monotonic() - start
+    # The last refresh goes out before 0.5 s, the lease then runs out by 0.8 s.
+    assert 0.5 <= lost_after < 1.2
+    assert reported == [lease]
+    assert r.exists("lock:hung-job") == 0
+
+
+def test_min_hold_applies_only_when_the_block_succeeded(r: redis.Redis) -> None:
+    locks = Locks(r)
+    with locks.lock("cron-ok", ttl=10, min_hold=5):
+        pass
+    assert 4000 < r.pttl("lock:cron-ok") <= 5000
+    with pytest.raises(RuntimeError), locks.lock("cron-failed", ttl=10, min_hold=5):
+        raise RuntimeError("the job failed: another server may retry it")
+    assert r.exists("lock:cron-failed") == 0
+
+
+def test_one_refresher_thread_for_every_lease_of_a_manager(r: redis.Redis) -> None:
+    locks = Locks(r)
+    with contextlib.ExitStack() as stack:
+        leases = [
+            stack.enter_context(locks.lock(f"many:{i}", ttl=0.3)) for i in range(50)
+        ]
+        assert len(refresher_threads()) == 1
+        time.sleep(0.7)  # more than twice the ttl: every lease refreshed
+        fences = r.execute_command  # shorter lines below
+        for lease in leases:
+            assert fences("LOCK.FENCE", lease.key, lease.token) == lease.fence
+            assert not lease.lost.is_set()
+    wait_until(lambda: not refresher_threads(), 2, "the refresher to end")
+
+
+def test_once_runs_the_job_on_one_caller_and_skips_the_others(
+    r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    locks = Locks(r)
+    ran: list[int] = []
+    inside = threading.Event()
+    proceed = threading.Event()
+
+    @locks.once("daily-report", ttl=10, min_hold=1)
+    def report(day: int) -> str:
+        ran.append(day)
+        inside.set()
+        proceed.wait(5)
+        return f"report {day}"
+
+    results: list[object] = []
+    first = threading.Thread(target=lambda: results.append(report(1)))
+    first.start()
+    assert inside.wait(5)
+    with caplog.at_level(logging.INFO, logger="fencelock"):
+        assert report(2) is None
+    assert "daily-report" in caplog.text
+    proceed.set()
+    first.join()
+    assert results == ["report 1"] and ran == [1]
+    # min_hold: a late server a moment later still skips.
+    assert report(3) is None and ran == [1]
+    assert report.__name__ == "report"
+
+
+def test_asyncio_once(url: str) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        ran: list[str] = []
+
+        @locks.once("nightly", ttl=10)
+        async def job(name: str) -> str:
+            ran.append(name)
+            await asyncio.sleep(0.2)
+            return name
+
+        results = await asyncio.gather(job("a"), job("b"), job("c"))
+        assert sorted(map(str, results)) == ["None", "None", ran[0]]
+        assert len(ran) == 1
+        await client.aclose()
+
+    run(main())
+
+
+def test_asyncio_cancel_on_lost_cancels_the_block_and_raises_lock_lost(
+    url: str,
+) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        reached_end = False
+        with pytest.raises(LockLost):
+            async with locks.lock("cancel-me", ttl=0.3, cancel_on_lost=True):
+                await client.delete("lock:cancel-me")
+                await asyncio.sleep(5)
+                reached_end = True
+        assert not reached_end
+        task = asyncio.current_task()
+        assert task is not None
+        cancelling = getattr(task, "cancelling", lambda: 0)
+        assert cancelling() == 0, "our own cancellation is withdrawn"
+        # The task goes on normally afterwards.
+        await asyncio.sleep(0.01)
+
+        # With lost_ok the block is cut short quietly.
+        async with locks.lock(
+            "cancel-ok", ttl=0.3, cancel_on_lost=True, lost_ok=True
+        ) as lease:
+            await client.delete("lock:cancel-ok")
+            await asyncio.sleep(5)
+        assert lease.lost.is_set()
+        await client.aclose()
+
+    start = time.monotonic()
+    run(main())
+    assert time.monotonic() - start < 3
+
+
+def test_asyncio_deadline_with_the_server_stopped(own_server: Server) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=own_server.port, socket_timeout=5)
+        locks = fencelock.asyncio.Locks(client)
+        with pytest.raises(LockLost):
+            async with locks.lock("frozen", ttl=0.6) as lease:
+                own_server.process.send_signal(signal.SIGSTOP)
+                try:
+                    await asyncio.wait_for(lease.lost.wait(), 3)
+                    assert time.monotonic() - lease.deadline < 0.3
+                    with pytest.raises(LockLost):
+                        lease.ensure_held()
+                    with pytest.raises(LockLost):
+                        await lease.ensure_held()
+                finally:
+                    own_server.process.send_signal(signal.SIGCONT)
+        await client.aclose()
+
+    run(main())
+
+
+def test_asyncio_ensure_held_works_called_or_awaited(url: str) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        async with locks.lock("checked", ttl=10, lost_ok=True) as lease:
+            lease.ensure_held()
+            await lease.ensure_held()
+            await lease.ensure_held(check=True)
+            await client.delete("lock:checked")
+            lease.ensure_held()  # the clock still says held
+            with pytest.raises(LockLost):
+                await lease.ensure_held(check=True)
+            with pytest.raises(LockLost):
+                lease.ensure_held()
+        await client.aclose()
+
+    run(main())
+
+
+def test_asyncio_one_refresher_task_for_many_leases(url: str) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        async with contextlib.AsyncExitStack() as stack:
+            leases = [
+                await stack.enter_async_context(locks.lock(f"m:{i}", ttl=0.3))
+                for i in range(50)
+            ]
+            before = len(asyncio.all_tasks())
+            await asyncio.sleep(0.7)
+            for lease in leases:
+                fence = await client.execute_command(
+                    "LOCK.FENCE", lease.key, lease.token
+                )
+                assert fence == lease.fence and not lease.lost.is_set()
+            # One scheduler task (plus at most a batch in flight), not one per lease.
+            assert before <= 3
+        await client.aclose()
+
+    run(main())
+
+
+def test_cancelling_around_the_block_leaks_no_lock(url: str) -> None:
+    """``wait_for`` cancelling at every point of acquire, block and leaving: after
+    100 runs nothing is held."""
+
+    async def main() -> None:
+        client = async_client(url, socket_timeout=5)
+        locks = fencelock.asyncio.Locks(client)
+        holder = await locks.acquire("raced", ttl=30)
+
+        async def use() -> None:
+            async with locks.lock("raced", ttl=5, wait=1):
+                await asyncio.sleep(0.001)
+
+        async def release_soon() -> None:
+            await asyncio.sleep(0.05)
+            await locks.release(holder)
+
+        await release_soon()
+        for attempt in range(100):
+            with contextlib.suppress(asyncio.TimeoutError, LockNotAcquired):
+                await asyncio.wait_for(use(), timeout=0.0005 * (attempt % 20))
+        await asyncio.sleep(0.2)  # shielded releases still in flight
+        assert await client.exists("lock:raced") == 0
+        await client.aclose()
+
+    run(main())
+
+
+def test_repr_and_errors_never_show_the_token(r: redis.Redis) -> None:
+    locks = Locks(r)
+    lease = locks.acquire("secret", ttl=30, token="s3cr3t-token-value")
+    assert "s3cr3t" not in repr(lease)
+    lock = r.lock("lock:secret", lock_class=fencelock.Lock, timeout=5, blocking=False)
+    assert not lock.acquire(token="s3cr3t-token-value-2")
+    assert "s3cr3t" not in repr(lock)
+    with pytest.raises(LockNotAcquired) as raised:
+        locks.acquire("secret", ttl=30, token="s3cr3t-other")
+    assert raised.value.lock_name == "lock:secret"
+    assert "s3cr3t" not in str(raised.value)
+
+
+def test_an_upgrade_in_the_same_thread_is_refused_at_once(r: redis.Redis) -> None:
+    rw = fencelock.ReadWriteLock(r, "config", timeout=30)
+    with rw.read():
+        start = time.monotonic()
+        with pytest.raises(fencelock.WrongMode) as raised, rw.write():
+            pytest.fail("upgraded")
+        assert time.monotonic() - start < 0.5
+        assert raised.value.mode == "shared"
+    # Another thread's reader is waited for, as always.
+    with rw.write():
+        pass
+
+
+def test_asyncio_upgrade_refused_and_writer_tokens_per_task(url: str) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        rw = fencelock.asyncio.ReadWriteLock(client, "cfg", timeout=30)
+        async with rw.read():
+            with pytest.raises(fencelock.WrongMode):
+                async with rw.write():
+                    pytest.fail("upgraded")
+
+        order: list[str] = []
+
+        async def writer(name: str) -> None:
+            async with rw.write():
+                order.append(f"{name} in")
+                await asyncio.sleep(0.1)
+                order.append(f"{name} out")
+
+        await asyncio.gather(writer("a"), writer("b"))
+        # Each task held the write lock with its own token, one after the other.
+        assert order in (
+            ["a in", "a out", "b in", "b out"],
+            ["b in", "b out", "a in", "a out"],
+        )
+        assert await client.exists("cfg") == 0
+        await client.aclose()
+
+    run(main())
