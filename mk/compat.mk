@@ -10,7 +10,11 @@
 #   make python        the Python client (clients/python): lint (ruff), type check (mypy),
 #                      sdist and wheel into target/python/, and the wheel installed into a
 #                      fresh virtualenv as a check that it stands alone
-#   make python-lint   ruff check, ruff format --check and mypy for the client and examples
+#   make python-lint   ruff check, ruff format --check and mypy for the client and examples,
+#                      and a check that the generated sync modules match their asyncio
+#                      sources (clients/python/scripts/unasync.py --check)
+#   make python-unasync rewrite the generated sync modules (clients/python/src/fencelock/_sync)
+#                      from their asyncio sources (_async/) after editing those
 #   make test-python   the client's pytest suite and the Python examples against
 #                      redis-server (Debian's, or FENCELOCK_REDIS_SERVER)
 # COMPAT_ARGS is passed to each `cargo test`, e.g. `make test-compat COMPAT_ARGS="--test cluster"`.
@@ -23,7 +27,7 @@ PYTHON_CLIENT := clients/python
 PYTHON_DIST := target/python
 PYTEST := PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-.PHONY: venv test-compat test-python python python-lint
+.PHONY: venv test-compat test-python python python-lint python-unasync
 
 venv: $(VENV_STAMP)
 
@@ -41,9 +45,13 @@ test-python: build venv python-lint
 	$(PYTEST) examples/python
 
 python-lint: venv
+	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py --check
 	$(VENV)/bin/ruff check --no-cache $(PYTHON_CLIENT) examples/python
 	$(VENV)/bin/ruff format --check --no-cache $(PYTHON_CLIENT) examples/python
 	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/mypy --cache-dir $(abspath target/mypy-cache) src
+
+python-unasync: venv
+	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py
 
 # The wheel is also installed on its own into a throwaway virtualenv: what
 # `pip install` gives a user, without this repository on the path.

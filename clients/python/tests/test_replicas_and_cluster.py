@@ -54,7 +54,8 @@ def test_a_grant_not_replicated_in_time_is_released(
     with pytest.raises(fencelock.NotReplicated) as raised:
         locks.acquire("order", ttl=30, wait_replicas=2, wait_replicas_timeout=0.2)
     assert 0.2 <= time.monotonic() - start < 1
-    assert (raised.value.wanted, raised.value.acknowledged) == (2, 1)
+    # The one replica acknowledges within 0.2 s unless the machine is very busy.
+    assert raised.value.wanted == 2 and raised.value.acknowledged in (0, 1)
     assert client.exists("lock:order") == 0
 
     async def main() -> None:
