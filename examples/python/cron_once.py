@@ -1,9 +1,13 @@
 """A cron job that must run once across servers.
 
-Every server runs the same crontab; at 07:00 each one calls ``run_once``. The first to
-take ``lock:daily-notif:<day>`` runs the job and marks the day done; the others find
-the lock busy (or the day done, if they fire late) and skip. The lock alone is not
-enough: a server whose clock is a minute late would find it free again.
+Every server runs the same crontab; at 06:00 each one starts this script. The job is
+decorated with ``@locks.once("daily-report", ...)``: the first server to take
+``lock:daily-report`` runs it, the others find the lock held and skip (``once``
+returns None for them). ``min_hold`` keeps the lock for that long after the start even
+when the job is quick, so a server whose clock is a few minutes late, or whose cron
+fires late, still finds it held instead of running the job a second time. Pick it
+above the worst clock skew and start delay, and below the job's period (a day here).
+A job that fails releases the lock at once, so another server may try again.
 
     python cron_once.py --url redis://127.0.0.1:6379/0
 """
@@ -11,52 +15,46 @@ enough: a server whose clock is a minute late would find it free again.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import datetime
-from collections.abc import Awaitable, Callable
+import os
+import socket
+import time
 
-import redis.asyncio as redis
-from fencelock.asyncio import Lease, LockNotAcquired, Locks
+import fencelock
+import redis
 
-DONE_KEEP_SECONDS = 7 * 24 * 3600
-
-
-async def run_once(
-    locks: Locks,
-    job: str,
-    day: str,
-    work: Callable[[Lease], Awaitable[None]],
-    ttl: float = 60,
-) -> bool:
-    """Runs ``work`` if no server ran ``job`` for ``day`` yet. True if it ran here."""
-    done_key = f"done:{job}:{day}"
-    try:
-        async with locks.lock(f"{job}:{day}", ttl=ttl) as lease:
-            if await locks.client.exists(done_key):
-                return False
-            await work(lease)
-            lease.ensure_held()
-            await locks.client.set(done_key, lease.fence, ex=DONE_KEEP_SECONDS)
-            return True
-    except LockNotAcquired:
-        return False
+# Where the report "goes": the list of the runs that happened, for everyone to see.
+RUNS_KEY = "daily-report:runs"
 
 
-async def send_daily_notifications(lease: Lease) -> None:
-    print(f"sending today's notifications (fence {lease.fence})")
-    await asyncio.sleep(1)
-
-
-async def main() -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument(
+        "--min-hold", type=float, default=600, help="seconds to keep the lock at least"
+    )
+    parser.add_argument(
+        "--work", type=float, default=1, help="seconds the report takes to build"
+    )
     args = parser.parse_args()
     client = redis.Redis.from_url(args.url)
-    day = datetime.date.today().isoformat()
-    ran = await run_once(Locks(client), "daily-notif", day, send_daily_notifications)
-    print("ran here" if ran else "skipped: another server has it")
-    await client.aclose()
+    locks = fencelock.Locks(client)
+    me = f"{socket.gethostname()}:{os.getpid()}"
+
+    # The lease is refreshed while the job runs (every ttl/3), so ttl only bounds how
+    # long a crashed server keeps the others waiting, not how long the job may take.
+    @locks.once("daily-report", ttl=60, min_hold=args.min_hold)
+    def daily_report() -> str | None:  # None: ``once`` skipped it
+        print(f"{me}: building the daily report", flush=True)
+        time.sleep(args.work)
+        client.rpush(RUNS_KEY, me)
+        return me
+
+    try:
+        ran = daily_report()
+    finally:
+        client.close()
+    print("ran here" if ran is not None else "skipped: another server has it")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -434,3 +434,31 @@ def test_asyncio_upgrade_refused_and_writer_tokens_per_task(url: str) -> None:
         await client.aclose()
 
     run(main())
+
+
+def test_once_refuses_unknown_options_before_taking_any_lock(r: redis.Redis) -> None:
+    locks = Locks(r)
+    with pytest.raises(TypeError):
+        locks.once("job", ttl=30, wait=5)  # type: ignore[call-arg]
+    assert r.exists("lock:job") == 0
+
+
+def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    fencelock.sql.create_table(db)
+    with db:
+        fencelock.sql.claim(db, "stock:apple", 7)
+    with db:
+        fencelock.sql.claim(db, "stock:apple", 7)  # the same lease, a second write
+    with db:
+        fencelock.sql.claim(db, "stock:apple", 9)
+    with pytest.raises(fencelock.StaleFence) as raised, db:
+        fencelock.sql.claim(db, "stock:apple", 8)
+    assert raised.value.highest == 9
+    rows = db.execute("SELECT resource, fence FROM fences").fetchall()
+    assert rows == [("stock:apple", 9)]
+    fencelock.sql.claim(db, "other", 1, paramstyle="named")
+    with pytest.raises(ValueError):
+        fencelock.sql.claim(db, "other", 2, table="fences; DROP TABLE x")

@@ -51,10 +51,16 @@ def claim(
     paramstyle: str = "qmark",
 ) -> None:
     """Raises ``resource``'s fence to ``fence`` in the caller's open transaction, or
-    raises ``StaleFence`` (``.highest``: the fence that claimed it last) when a holder
-    with a fence at least as high has claimed it: then nothing was changed, and the
-    caller must roll back instead of writing. ``db`` is a DB-API connection with
-    ``execute`` (``sqlite3``) or a cursor."""
+    raises ``StaleFence`` (``.highest``: the fence that claimed it last) when a newer
+    holder has claimed it: then nothing was changed, and the caller must roll back
+    instead of writing. The same fence may claim again (one lease, several
+    transactions: no two grants share a fence). ``db`` is a DB-API connection with
+    ``execute`` (``sqlite3``) or a cursor.
+
+    The first claim of a resource inserts its row. On a database whose ``UPDATE`` of
+    a missing row takes no lock (PostgreSQL), two first claims at the same moment
+    can both try to insert: one fails with the driver's unique-key error (retry it),
+    never both succeed. Insert the rows ahead (fence 0) to avoid even that."""
     table = _identifier(table)
     values = {"resource": resource, "fence": fence}
 
@@ -65,7 +71,7 @@ def claim(
     # The UPDATE first: it takes the row's write lock before anything is read.
     updated = run(
         "UPDATE {table} SET fence = <fence> WHERE resource = <resource>"
-        " AND fence < <fence>"
+        " AND fence <= <fence>"
     )
     if _rowcount(db, updated) == 1:
         return

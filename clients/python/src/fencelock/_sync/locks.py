@@ -140,13 +140,22 @@ class Locks:
             raise LockLost(lease.key)
 
     def once(
-        self, name: str, ttl: float, *, min_hold: Optional[float] = None, **options: Any
+        self,
+        name: str,
+        ttl: float,
+        *,
+        min_hold: Optional[float] = None,
+        max_hold: Optional[float] = None,
+        auto_refresh: bool = True,
+        on_lost: Optional[OnLost] = None,
+        lost_ok: bool = False,
+        cancel_on_lost: bool = False,
     ) -> Callable[[F], F]:
         """A decorator for a job that must run once across servers (a cron job):
         each call takes the lock ``name`` without waiting and runs the function
-        while holding it (``min_hold`` keeps it that long, so a server whose clock
-        is late finds it still held); when another holds it, the call logs, skips
-        and returns None. ``options`` as for ``holding``."""
+        while holding it (``min_hold`` keeps it that long after a quick success, so a
+        server whose clock is late finds it still held); when another holds it, the
+        call logs, skips and returns None. The other options as for ``lock``."""
 
         def decorate(function: F) -> F:
             @functools.wraps(function)
@@ -156,7 +165,15 @@ class Locks:
                 except LockNotAcquired:
                     log.info("fencelock: %r is held elsewhere; skipped", name)
                     return None
-                with self.holding(lease, min_hold=min_hold, **options):
+                with self.holding(
+                    lease,
+                    auto_refresh=auto_refresh,
+                    min_hold=min_hold,
+                    max_hold=max_hold,
+                    on_lost=on_lost,
+                    lost_ok=lost_ok,
+                    cancel_on_lost=cancel_on_lost,
+                ):
                     return function(*args, **kwargs)
 
             return run  # type: ignore[return-value]
