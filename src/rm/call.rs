@@ -7,6 +7,11 @@
 //! from 7.2 on also return a refusal as an error reply with their own wording (`E`);
 //! on 7.0 a refusal is only an `errno`, which is worded here the way the newer servers
 //! word it, so every server answers alike.
+//!
+//! Valkey 9.1 returns an empty reply for some failed writes (`GETDEL`/`GETSET` on a key
+//! of another type) and leaves the error for the *next* module call, which then sees
+//! it instead of its own reply. Every reply is checked: an empty one is recovered from
+//! the server with `PING`s, so that no reply goes missing or to another call.
 
 use std::ffi::{c_char, c_int};
 
@@ -27,12 +32,15 @@ fn errors_as_replies() -> bool {
 pub struct Called(*mut raw::RedisModuleCallReply);
 
 impl Called {
+    fn kind(&self) -> c_int {
+        // SAFETY: a live call reply.
+        unsafe { api!(RedisModule_CallReplyType)(self.0) }
+    }
+
     /// Whether the command answered an error (it changed nothing, as Redis commands
     /// fail before they write).
     pub fn is_error(&self) -> bool {
-        // SAFETY: a live call reply.
-        let kind = unsafe { api!(RedisModule_CallReplyType)(self.0) };
-        kind == raw::REDISMODULE_REPLY_ERROR as c_int
+        self.kind() == raw::REDISMODULE_REPLY_ERROR as c_int
     }
 
     /// Sends the reply, unchanged, as this command's reply.
@@ -89,7 +97,49 @@ pub fn call(ctx: &Context, argv: &[RedisString]) -> Result<Called, RedisError> {
         let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
         return Err(RedisError::String(refusal(ctx, errno, command, args)));
     }
-    Ok(Called(reply))
+    let called = Called(reply);
+    if called.kind() == raw::REDISMODULE_REPLY_UNKNOWN as c_int {
+        return recover_lost_reply(ctx, command);
+    }
+    Ok(called)
+}
+
+/// How many `PING`s may be needed until the server answers one with its own reply.
+const RECOVERY_PINGS: usize = 3;
+
+/// The command's reply went missing (Valkey 9.1): the server hands it to the next
+/// call, so `PING`s take it back until one answers `PONG`. The lost reply is the
+/// first error they return; if none came back, the command is answered with an error
+/// saying so, never with nothing.
+fn recover_lost_reply(ctx: &Context, command: &RedisString) -> Result<Called, RedisError> {
+    let mut lost: Option<Called> = None;
+    for _ in 0..RECOVERY_PINGS {
+        let Some(pong) = ping(ctx) else { break };
+        if pong.is_error() {
+            lost.get_or_insert(pong);
+            continue;
+        }
+        if pong.kind() == raw::REDISMODULE_REPLY_STRING as c_int {
+            break;
+        }
+    }
+    lost.ok_or_else(|| {
+        let name = String::from_utf8_lossy(command.as_slice()).to_lowercase();
+        RedisError::String(format!("ERR the server lost the reply of '{name}'"))
+    })
+}
+
+fn ping(ctx: &Context) -> Option<Called> {
+    let format: &[u8] = if errors_as_replies() { b"E\0" } else { b"\0" };
+    // SAFETY: a plain call without arguments; name and format are NUL-terminated.
+    let reply = unsafe {
+        api!(RedisModule_Call)(
+            ctx.ctx,
+            b"PING\0".as_ptr().cast::<c_char>(),
+            format.as_ptr().cast::<c_char>(),
+        )
+    };
+    (!reply.is_null()).then_some(Called(reply))
 }
 
 /// `errno` of an unknown command.

@@ -9,6 +9,7 @@ mod config;
 mod errors;
 mod guard;
 mod hardening;
+mod inner_commands;
 mod readme_transcript;
 mod shared;
 mod watch;
