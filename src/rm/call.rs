@@ -133,11 +133,7 @@ fn ping(ctx: &Context) -> Option<Called> {
     let format: &[u8] = if errors_as_replies() { b"E\0" } else { b"\0" };
     // SAFETY: a plain call without arguments; name and format are NUL-terminated.
     let reply = unsafe {
-        api!(RedisModule_Call)(
-            ctx.ctx,
-            b"PING\0".as_ptr().cast::<c_char>(),
-            format.as_ptr().cast::<c_char>(),
-        )
+        api!(RedisModule_Call)(ctx.ctx, c"PING".as_ptr(), format.as_ptr().cast::<c_char>())
     };
     (!reply.is_null()).then_some(Called(reply))
 }
