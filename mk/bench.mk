@@ -11,12 +11,18 @@
 #   make bench-all    a full run on each server of BENCH_SERVERS (reports in
 #                     target/bench/<server>/), then one combined table:
 #                     target/bench/all-servers.md
+#   make bench-python the Python client's uncontended acquire/release cycles and new
+#                     connections against redis-py's own lock, sync and asyncio
+#                     (clients/python/benchmarks/cycles.py, ~1.5 min): table on stdout,
+#                     target/bench/python-cycles.{md,json}; PYTHON_BENCH_ARGS=--quick
+#                     for a few seconds (reports in target/bench/smoke)
 # SERVER picks the server of bench, bench-docs and bench-smoke: redis-7.0 (Debian's
 # redis-server from PATH, the default), redis-8.2 or valkey-9.1 (from the virtualenv of
 # mk/compat.mk, made on demand; scripts/compat-servers.sh lists the binaries).
 # BENCH_ARGS adds options to any of them, e.g. `make bench BENCH_ARGS="--reps 5"` (see `--help`).
 
 BENCH_ARGS ?=
+PYTHON_BENCH_ARGS ?=
 SERVER ?= redis-7.0
 BENCH_SERVERS := redis-7.0 redis-8.2 valkey-9.1
 BENCH_DIR := target/bench
@@ -35,7 +41,7 @@ else binary=$$(scripts/compat-servers.sh $(VENV) | awk -v s="$$server" '$$1 == s
 FENCELOCK_REDIS_SERVER=$$binary cargo bench --bench fencelock -- --server $$server
 endef
 
-.PHONY: bench bench-docs bench-smoke bench-all
+.PHONY: bench bench-docs bench-smoke bench-all bench-python
 
 bench: build $(bench_venv)
 	server=$(SERVER); $(bench_on) $(BENCH_ARGS)
@@ -53,3 +59,8 @@ bench-all: build venv
 	cargo bench --bench fencelock -- combine $(BENCH_DIR)/all-servers.md \
 	  $(addprefix $(BENCH_DIR)/,$(BENCH_SERVERS)) >/dev/null
 	@echo "combined table: $(BENCH_DIR)/all-servers.md"
+
+# The server as for the client's tests: FENCELOCK_REDIS_SERVER (default redis-server on
+# PATH) and FENCELOCK_MODULE (default target/release/libfencelock.so).
+bench-python: build venv
+	$(VENV)/bin/python clients/python/benchmarks/cycles.py $(PYTHON_BENCH_ARGS)

@@ -169,8 +169,11 @@ def test_cancellation_stops_the_refresher_and_releases(url: str) -> None:
             assert done, f"run {attempt} hung after its cancellation"
             assert await client.exists(f"lock:cancel{attempt}") == 0
         await asyncio.sleep(0.05)
+        # What may remain is the manager's one refresher, idle (it ends on its own a
+        # while after its last lease): no refresh batch, no lease left to refresh.
         others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        assert others == [], "a refresher outlived its lock"
+        assert len(others) <= 1, "a refresh outlived its lock"
+        assert len(locks._refresher._schedule) == 0
 
     scenario(url, body, socket_timeout=5)
 

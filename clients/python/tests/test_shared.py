@@ -351,7 +351,8 @@ def test_readers_together_and_a_writer_alone(any_r: redis.Redis) -> None:
     found = info(any_r, "cfg")
     assert (found["mode"], found["holders"], found["limit"]) == ("shared", 3, None)
     assert found["fence"] == max(rw.read().fence for rw in locks)  # type: ignore[type-var]
-    assert not locks[0].write().acquire(blocking=False), "readers hold it"
+    writer = ReadWriteLock(any_r, "cfg", timeout=10).write()
+    assert not writer.acquire(blocking=False), "readers hold it"
     for rw in locks:
         rw.read().release()
     assert not locks[0].locked()
@@ -426,8 +427,8 @@ def test_no_upgrade_from_read_to_write(r: redis.Redis) -> None:
         rw.write().acquire(blocking=False, token="me")
     assert raised.value.mode == "shared"
     assert rw.read().owned()
-    # Another token only waits (here: not at all) for the reader.
-    assert not rw.write().acquire(blocking=False)
+    # Another token (of another object) only waits (here: not at all) for the reader.
+    assert not ReadWriteLock(r, "cfg", timeout=10).write().acquire(blocking=False)
     rw.read().release()
     assert rw.write().acquire(blocking=False, token="me")
     with pytest.raises(WrongMode) as raised:

@@ -260,7 +260,8 @@ def test_cluster(cluster: list[Server]) -> None:
             p.release()
         rw = fencelock.ReadWriteLock(client, key, timeout=10)
         with rw.read():
-            assert not rw.write().acquire(blocking=False)
+            other = fencelock.ReadWriteLock(client, key, timeout=10)
+            assert not other.write().acquire(blocking=False)
     client.close()
 
     async def main() -> None:

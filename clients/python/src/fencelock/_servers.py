@@ -4,6 +4,7 @@ and how to name the server that owns a key in an error message. No I/O."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -17,10 +18,18 @@ def is_cluster(client: Any) -> bool:
 
 def connection_args(pool: Any) -> tuple[Any, ...]:
     """What ``pool.get_connection`` wants: redis-py < 5.3 requires a command name,
-    later versions warn when given one."""
+    later versions warn when given one. Looked up once per pool class (reading the
+    signature through redis-py's deprecation wrapper costs more than the borrow)."""
+    pool_class: Any = type(pool)
+    return _connection_args(pool_class)
+
+
+@functools.cache
+def _connection_args(pool_class: Any) -> tuple[Any, ...]:
     try:
-        parameter = inspect.signature(pool.get_connection).parameters["command_name"]
-    except (KeyError, TypeError, ValueError):
+        signature = inspect.signature(pool_class.get_connection)
+        parameter = signature.parameters["command_name"]
+    except (AttributeError, KeyError, TypeError, ValueError):
         return ()
     return ("LOCK.ACQUIRE",) if parameter.default is inspect.Parameter.empty else ()
 

@@ -14,7 +14,6 @@ by itself when no lease is left, and ``remove`` waits for what is in flight."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -32,6 +31,9 @@ log = logging.getLogger("fencelock")
 # the earliest deadline it could still save.
 MAX_READ = 5.0
 MIN_READ = 0.05
+# How long the task waits for a new lease before it ends (a job that takes locks in a
+# loop keeps one task, not one per lock).
+LINGER = 2.0
 
 
 class Refresher:
@@ -42,42 +44,69 @@ class Refresher:
         self._wake: Optional[asyncio.Event] = None
         # The tasks working on a lease (a refresh batch, a loss report).
         self._busy: dict[int, set[asyncio.Task[None]]] = defaultdict(set)
+        # When the waiting task will look next (monotonic), None: not waiting.
+        self._planned: Optional[float] = None
 
     def add(self, lease: Lease, refresh: bool) -> None:
         self._schedule.add(lease, refresh, lease.acquired_at)
         task = self._task
         if task is None or task.done() or task.get_loop() is not _running_loop():
             self._wake = asyncio.Event()
+            self._planned = None
             self._task = asyncio.ensure_future(self._run(self._wake))
-        assert self._wake is not None
-        self._wake.set()
+        self._wake_if_due_earlier()
 
     async def remove(self, lease: Lease) -> None:
         """Stops refreshing and watching ``lease``; returns once nothing is in flight
         for it, so no refresh can arrive after the release that follows."""
         self._schedule.remove(lease)
-        if self._wake is not None:
-            self._wake.set()
+        if not len(self._schedule) and self._wake is not None:
+            self._wake.set()  # the linger starts now
         while self._busy.get(id(lease)):
             await asyncio.wait(set(self._busy[id(lease)]))
         self._busy.pop(id(lease), None)
 
     async def _run(self, wake: asyncio.Event) -> None:
-        while len(self._schedule):
+        idle_since: Optional[float] = None
+        while True:
             now = time.monotonic()
+            if not len(self._schedule):
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since >= LINGER:
+                    return
+                await self._sleep_until(wake, idle_since + LINGER)
+                continue
+            idle_since = None
             for lease in self._schedule.expired(now):
                 self._spawn([lease], lease.report_lost())
             batch = self._schedule.due(now)
             if batch:
                 self._spawn(batch, self._refresh(batch))
             wakeup = self._schedule.next_wakeup()
+            await self._sleep_until(wake, now + LINGER if wakeup is None else wakeup)
+
+    async def _sleep_until(self, wake: asyncio.Event, when: float) -> None:
+        # A timer that sets the event, rather than ``wait_for``, which makes a task
+        # per wait.
+        self._planned = when
+        timer = asyncio.get_running_loop().call_later(
+            max(0.0, when - time.monotonic()), wake.set
+        )
+        try:
+            await wake.wait()
+        finally:
+            timer.cancel()
             wake.clear()
-            if wakeup is None:
-                # Only in-flight leases left: their tasks wake us when done.
-                await wake.wait()
-                continue
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), max(0.0, wakeup - time.monotonic()))
+            self._planned = None
+
+    def _wake_if_due_earlier(self) -> None:
+        """Wakes the waiting task if something is now due before it would look."""
+        wakeup = self._schedule.next_wakeup()
+        planned = self._planned
+        if None in (self._wake, planned, wakeup):
+            return
+        if wakeup < planned:  # type: ignore[operator]
+            self._wake.set()  # type: ignore[union-attr]
 
     def _spawn(self, leases: list[Lease], work: Any) -> None:
         task = asyncio.ensure_future(work)
@@ -89,8 +118,7 @@ class Refresher:
                 self._busy[id(lease)].discard(done)
             if not done.cancelled() and done.exception() is not None:
                 log.error("fencelock: refresher failed", exc_info=done.exception())
-            if self._wake is not None:
-                self._wake.set()
+            self._wake_if_due_earlier()
 
         task.add_done_callback(finished)
 

@@ -3,7 +3,8 @@ of the manager alive and watches every deadline, on the schedule of
 ``fencelock._schedule``. Leases due together are refreshed in one pipelined write per
 server, each read bounded by the time left to the earliest deadline, so a server that
 hangs cannot keep the thread from reporting a lease lost at its deadline. The thread
-starts with the first lease and ends when none is left. Written by hand
+starts with the first lease and ends when none has been left for ``LINGER`` seconds
+(a job that takes locks in a loop keeps one thread, not one per lock). Written by hand
 (``fencelock._async._refresher`` is the task twin): this is where a thread and a task
 really differ."""
 
@@ -25,6 +26,13 @@ log = logging.getLogger("fencelock")
 
 MAX_READ = 5.0
 MIN_READ = 0.05
+# How long the thread waits for a new lease before it ends.
+LINGER = 2.0
+
+
+def thread_name(client: Any) -> str:
+    """Names the thread after the client it refreshes for, as it shows in dumps."""
+    return f"fencelock-refresher-{id(client):x}"
 
 
 class Refresher:
@@ -35,38 +43,46 @@ class Refresher:
         self._thread: Optional[threading.Thread] = None
         # Leases the thread is working on outside the lock (refresh, loss report).
         self._busy: set[int] = set()
+        # When the waiting thread will look next (monotonic), None: not waiting.
+        self._planned: Optional[float] = None
 
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:
             self._schedule.add(lease, refresh, lease.acquired_at)
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, name="fencelock-refresher", daemon=True
+                    target=self._run, name=thread_name(self.client), daemon=True
                 )
                 self._thread.start()
-            self._changed.notify_all()
+            # Woken only if the new lease is due before the thread would look anyway.
+            wakeup, planned = self._schedule.next_wakeup(), self._planned
+            if planned is not None and wakeup is not None and wakeup < planned:
+                self._changed.notify_all()
 
     def remove(self, lease: Lease) -> None:
         """Stops refreshing and watching ``lease``; returns once nothing is in flight
         for it, so no refresh can arrive after the release that follows."""
         with self._changed:
             self._schedule.remove(lease)
-            self._changed.notify_all()
+            if not len(self._schedule):
+                self._changed.notify_all()  # the linger starts now
             while id(lease) in self._busy:
                 self._changed.wait()
 
     def _run(self) -> None:
         while True:
             with self._changed:
-                if not len(self._schedule):
-                    self._thread = None
-                    return
                 now = time.monotonic()
+                if not len(self._schedule):
+                    if not self._idle_for(LINGER):
+                        self._thread = None
+                        return
+                    continue
                 lost = self._schedule.expired(now)
                 batch = self._schedule.due(now)
                 if not lost and not batch:
                     wakeup = self._schedule.next_wakeup()
-                    self._changed.wait(None if wakeup is None else wakeup - now)
+                    self._wait_until(now + LINGER if wakeup is None else wakeup)
                     continue
                 self._busy.update(id(lease) for lease in lost + batch)
                 read_bound = self._schedule.earliest_deadline()
@@ -81,6 +97,23 @@ class Refresher:
                 with self._changed:
                     self._busy.difference_update(id(lease) for lease in lost + batch)
                     self._changed.notify_all()
+
+    def _wait_until(self, when: float) -> None:
+        self._planned = when
+        try:
+            self._changed.wait(max(0.0, when - time.monotonic()))
+        finally:
+            self._planned = None
+
+    def _idle_for(self, seconds: float) -> bool:
+        """Waits up to ``seconds`` for a lease; whether one came."""
+        deadline = time.monotonic() + seconds
+        while not len(self._schedule):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._wait_until(time.monotonic() + left)
+        return True
 
     def _refresh(self, batch: list[Lease], read_bound: Optional[float]) -> None:
         by_server: dict[Any, list[Lease]] = defaultdict(list)
