@@ -47,12 +47,14 @@ use crate::rm::events::ServerEvent;
 use crate::rm::mark_type::MARK_TYPE;
 
 /// The commands. The key is always argument 1 (first = last = 1, step 1), which also
-/// routes them in a cluster.
+/// routes them in a cluster. `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
+/// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
+/// (`server::out_of_memory`), so a holder keeps its lock.
 const COMMANDS: [CommandSpec; 10] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
-        flags: c"write deny-oom fast",
+        flags: c"write fast",
         categories: "write fast",
         summary:
             "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
@@ -62,7 +64,7 @@ const COMMANDS: [CommandSpec; 10] = [
     CommandSpec {
         name: "lock.refresh",
         entry: Some(entry::<refresh::Refresh>),
-        flags: c"write deny-oom fast",
+        flags: c"write fast",
         categories: "write fast",
         summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
         arity: -4,
@@ -126,7 +128,7 @@ const COMMANDS: [CommandSpec; 10] = [
     CommandSpec {
         name: "lock.fenced",
         entry: Some(entry::<fenced::Fenced>),
-        flags: c"write deny-oom getkeys-api",
+        flags: c"write getkeys-api",
         categories: "write",
         summary: "Runs a command only with a fence at least the highest the mark admitted.",
         arity: -4,

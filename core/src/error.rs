@@ -22,6 +22,8 @@ pub enum CommandError {
     FencesExhausted,
     /// Redis refused a write the module asked for (should not happen on a valid key).
     WriteFailed,
+    /// Under `maxmemory` (noeviction): a new grant or waiter would need memory.
+    OutOfMemory,
     /// A guarded command, and the token does not hold the lock.
     NotHeld,
     /// A fenced command below the mark (carries the highest admitted fence).
@@ -61,6 +63,9 @@ impl CommandError {
                 "ERR no fence left to issue: the fence clock is at its maximum".into()
             }
             CommandError::WriteFailed => "ERR lock key could not be written".into(),
+            CommandError::OutOfMemory => {
+                "OOM command not allowed when used memory > 'maxmemory'.".into()
+            }
             CommandError::NotHeld => "NOTHELD this token does not hold the lock".into(),
             CommandError::Stale(highest) => {
                 format!("STALE fence is below the highest admitted ({highest})").into()

@@ -104,6 +104,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         lock::acquire(current, &asked, fences, clock::now_micros(), now_ms)
     });
     match decision {
+        Decision::Granted { .. } if server::out_of_memory(ctx) => Err(CommandError::OutOfMemory),
         Decision::Granted { fence } => {
             let new = NewHolder {
                 token: &token,
@@ -146,6 +147,9 @@ fn wait_or_give_up(
     let name = request.key.as_slice();
     if blocking::queue_is_full(ctx, name, limits.max_waiters) {
         return Err(CommandError::TooManyWaiters);
+    }
+    if server::out_of_memory(ctx) {
+        return Err(CommandError::OutOfMemory);
     }
     let wanted = blocking::Wanted {
         ttl_ms: request.ttl_ms,

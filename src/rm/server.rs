@@ -42,6 +42,14 @@ pub fn read_only_replica(ctx: &Context) -> bool {
     context_flags(ctx) & replica == replica
 }
 
+/// Whether the server is over `maxmemory` now (and could not evict below it): what
+/// needs new memory is refused then, as Redis refuses `deny-oom` commands. The lock
+/// commands are not `deny-oom` themselves, so that what only keeps a lock (a refresh,
+/// a holder's retry, a fenced read) still runs.
+pub fn out_of_memory(ctx: &Context) -> bool {
+    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
+}
+
 /// Whether this server is a Redis Cluster node.
 pub fn in_cluster(ctx: &Context) -> bool {
     context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0

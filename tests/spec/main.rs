@@ -10,6 +10,7 @@ mod errors;
 mod guard;
 mod hardening;
 mod inner_commands;
+mod out_of_memory;
 mod readme_transcript;
 mod shared;
 mod watch;
