@@ -16,6 +16,9 @@ pub struct CommandSpec {
     pub flags: &'static CStr,
     /// ACL categories, beyond the module's own `fencelock` category.
     pub categories: &'static str,
+    /// A replicated form (`LOCK.APPLY`, `LOCK.DROP`, `LOCK.MARK`): kept out of the
+    /// `fencelock` category, which is what application users are given.
+    pub replication_form: bool,
     pub summary: &'static str,
     /// Redis convention: N exactly, -N at least N (counting the command name).
     pub arity: c_int,
@@ -150,7 +153,7 @@ fn set_acl_categories(ctx: &Context, commands: &[CommandSpec]) {
         unsafe { add(ctx.ctx, c"fencelock".as_ptr()) == raw::REDISMODULE_OK as c_int }
     });
     for command in commands {
-        let categories = if own_category {
+        let categories = if own_category && !command.replication_form {
             format!("{} fencelock", command.categories)
         } else {
             command.categories.to_string()

@@ -8,14 +8,11 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 6] = [
-    "lock.acquire",
-    "lock.refresh",
-    "lock.release",
-    "lock.apply",
-    "lock.drop",
-    "lock.mark",
-];
+const WRITE_COMMANDS: [&str; 3] = ["lock.acquire", "lock.refresh", "lock.release"];
+/// The replicated forms of a grant, a shared holder's leaving and an admission:
+/// `@write`, but outside `@fencelock`, so that `+@fencelock` gives an application user
+/// only what applications call.
+const REPLICATION_FORMS: [&str; 3] = ["lock.apply", "lock.drop", "lock.mark"];
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
@@ -84,10 +81,11 @@ fn each_command_carries_the_categories_its_server_supports() {
     let server = Server::start();
     let mut con = server.connect();
     let support = support(&mut con);
-    for (commands, kind, fast) in [
-        (&WRITE_COMMANDS[..], "@write", true),
-        (&READ_COMMANDS[..], "@read", true),
-        (&RUNNING_COMMANDS[..], "@write", false),
+    for (commands, kind, fast, own) in [
+        (&WRITE_COMMANDS[..], "@write", true, true),
+        (&REPLICATION_FORMS[..], "@write", true, false),
+        (&READ_COMMANDS[..], "@read", true, true),
+        (&RUNNING_COMMANDS[..], "@write", false, true),
     ] {
         for name in commands {
             let found = categories(&mut con, name);
@@ -106,7 +104,7 @@ fn each_command_carries_the_categories_its_server_supports() {
             );
             assert_eq!(
                 found.iter().any(|c| c == "@fencelock"),
-                support.own_category,
+                support.own_category && own,
                 "{name}: {found:?}"
             );
         }
@@ -144,6 +142,10 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
         None
     );
     assert_eq!(denied(&mut con, "locker", &["LOCK.FENCE", "lock:a"]), None);
+    assert!(
+        denied(&mut con, "locker", &["LOCK.MARK", "lock:m", "5"]).is_some(),
+        "the replication forms are not the application's"
+    );
     assert!(denied(&mut con, "locker", &["GET", "lock:a"]).is_some());
     assert!(
         denied(&mut con, "locker", &["LOCK.ACQUIRE", "orders:a", "1000"]).is_some(),
