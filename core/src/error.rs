@@ -30,6 +30,8 @@ pub enum CommandError {
     Stale(u64),
     /// A guarded or fenced command may not run this inner command.
     NotAllowedInside,
+    /// A fenced command whose inner command names the mark itself.
+    OwnMarkInside,
     /// In a cluster, keys that do not hash to one slot.
     CrossSlot,
     /// `LIMIT` below 1 or above `fencelock.max-holders`.
@@ -70,6 +72,7 @@ impl CommandError {
             CommandError::Stale(highest) => {
                 format!("STALE fence is below the highest admitted ({highest})").into()
             }
+            CommandError::OwnMarkInside => "ERR a fenced command may not touch its own mark".into(),
             CommandError::NotAllowedInside => {
                 "ERR this command is not allowed inside LOCK.GUARD or LOCK.FENCED".into()
             }

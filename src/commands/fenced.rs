@@ -5,7 +5,8 @@
 //! as the calling user, under script rules, and replicates its own effects; once it
 //! has run without an error the mark holds `fence` (its rise replicates as
 //! `LOCK.MARK mark fence`). A command that is refused, or fails, leaves the mark as it
-//! was: it wrote nothing that needs guarding.
+//! was: it wrote nothing that needs guarding. An inner command that names the mark
+//! itself is refused before it runs.
 
 use fencelock_core::error::CommandError;
 use fencelock_core::fencing::{admit, parse_fence, Admission};
@@ -61,6 +62,10 @@ fn admit_fence(
     inner::check(ctx, mark, inner)?;
     let key = MarkKey::open(ctx, mark, false);
     match admit(key.highest()?, fence) {
+        // Deleting or overwriting the mark would re-open the door to every older fence.
+        Admission::Admit { .. } if keys::inner_key_names(ctx, inner).contains(&mark.as_slice()) => {
+            Err(CommandError::OwnMarkInside)
+        }
         Admission::Admit { raise } => Ok(raise.then_some(fence)),
         Admission::Stale { highest } => {
             stats::FENCED_STALE.bump();

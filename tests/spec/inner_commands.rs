@@ -166,3 +166,33 @@ fn every_inner_command_on_every_kind_of_key_answers_once_in_order() {
         }
     }
 }
+
+/// An inner command that would delete, overwrite or rename the mark itself is refused
+/// before it runs: a deleted mark would admit any older fence afterwards.
+#[test]
+fn a_fenced_command_may_not_touch_its_own_mark() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    assert!(raw.call_str(&["LOCK.MARK", "m", "100"]).is_ok());
+    let refused = Reply::Error("ERR a fenced command may not touch its own mark".into());
+    for inner in [
+        &["DEL", "m"][..],
+        &["UNLINK", "x", "m"],
+        &["SET", "m", "x"],
+        &["RENAME", "m", "n"],
+        &["EXPIRE", "m", "1"],
+        &["TYPE", "m"],
+    ] {
+        let mut argv = vec!["LOCK.FENCED", "m", "200"];
+        argv.extend_from_slice(inner);
+        assert_eq!(raw.call_str(&argv), refused, "{inner:?}");
+    }
+    assert_eq!(
+        raw.call_str(&["TYPE", "m"]),
+        Reply::Status("fencemark".into())
+    );
+    assert_eq!(
+        raw.call_str(&["LOCK.FENCED", "m", "5", "SET", "data", "stale"]),
+        Reply::Error("STALE fence is below the highest admitted (100)".into())
+    );
+}
