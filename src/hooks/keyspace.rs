@@ -26,11 +26,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             events::notify(ctx, events::EXPIRED, &key);
         }
     }
-    // A shared lock made permanent (PERSIST, or RESTORE without a ttl) or renamed still
-    // goes with its last holder's lease. (Not on `expire`: it comes with every
-    // `SET … PX` of any key, too common to look at, and a later expiry only keeps an
-    // emptied key until then.)
-    if matches!(event, "persist" | "restore" | "rename_to") {
+    // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later
+    // expiry (PEXPIRE) or renamed still goes with its last holder's lease: an emptied
+    // key must not linger (nor count as held). `expire` comes with every `SET … PX` of
+    // any key too; looking costs one key lookup.
+    if matches!(event, "persist" | "restore" | "rename_to" | "expire") {
         blocking::follow_anew(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.

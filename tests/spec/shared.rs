@@ -1523,10 +1523,18 @@ fn a_shared_lock_goes_with_its_last_holder_after_persist_or_a_longer_pexpire() {
     );
     assert_eq!(holders(&mut con, "stretched"), 1);
     assert_eq!(refresh(&mut con, "stretched", &late, 700), 1);
+    // A lone holder whose key a PEXPIRE stretched: the key goes with the holder, and
+    // the held-locks gauge with it.
+    hold(&mut con, "lone", 300, &["SHARED"]);
+    assert_eq!(int(&mut con, &["PEXPIRE", "lone", "30000"]), 1);
     eventually(
         Duration::from_secs(3),
         "no key left after the last holder",
-        || int(&mut con, &["EXISTS", "persisted", "stretched"]) == 0,
+        || int(&mut con, &["EXISTS", "persisted", "stretched", "lone"]) == 0,
+    );
+    assert_eq!(
+        info_field(&mut con, "fencelock", "fencelock_held_locks").as_deref(),
+        Some("0")
     );
 }
 
