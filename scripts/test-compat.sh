@@ -1,10 +1,13 @@
 #!/bin/sh
 # Runs the whole integration suite (`cargo test --release --tests`), the Python client's
-# tests (clients/python) and the Python examples' tests once per server of the compatibility matrix (scripts/compat-servers.sh),
-# then prints one result line per server. Every test binary runs on every server even
-# after a failure (--no-fail-fast), so one run shows all differences between servers.
+# tests (clients/python; with redis-py 8 from VENV, then with the oldest supported
+# redis-py, 5, from $VENV_REDIS5, default target/venv-redis5: $PYTHON_TESTS_REDIS5,
+# default all of them) and the Python examples' tests once per server of the
+# compatibility matrix (scripts/compat-servers.sh), then prints one result line per
+# server. Every test binary runs on every server even after a failure
+# (--no-fail-fast), so one run shows all differences between servers.
 # Exits non-zero if anything failed anywhere.
-# Usage: scripts/test-compat.sh VENV [extra cargo test args…]
+# Usage: [VENV_REDIS5=…] [PYTHON_TESTS_REDIS5=…] scripts/test-compat.sh VENV [extra cargo test args…]
 set -u
 venv=${1:?usage: test-compat.sh VENV [cargo test args]}
 shift
@@ -13,6 +16,11 @@ cd "$(dirname "$0")/.."
 servers=$(scripts/compat-servers.sh "$venv") || exit 1
 # Absolute: the client's tests run from clients/python.
 venv_python=$(cd "$venv" && pwd)/bin/python
+venv_redis5=${VENV_REDIS5:-target/venv-redis5}
+# A missing redis-py 5 virtualenv fails the run: it never silently tests less.
+[ -x "$venv_redis5/bin/python" ] || { echo "compat: missing $venv_redis5 (make venv-redis5)" >&2; exit 1; }
+redis5_python=$(cd "$venv_redis5" && pwd)/bin/python
+redis5_tests=${PYTHON_TESTS_REDIS5:-tests}
 # The 10,000-waiter test needs ~10,000 sockets on each side.
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
@@ -27,6 +35,9 @@ while read -r name path; do
     cargo test --release --tests --no-fail-fast "$@" </dev/null || failures="$failures FAILED (cargo tests)"
     (cd clients/python && PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q \
         -p no:cacheprovider tests </dev/null) || failures="$failures FAILED (python client)"
+    # shellcheck disable=SC2086 # a list of test paths
+    (cd clients/python && PYTHONDONTWRITEBYTECODE=1 "$redis5_python" -m pytest -q \
+        -p no:cacheprovider $redis5_tests </dev/null) || failures="$failures FAILED (python client, redis-py 5)"
     PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q -p no:cacheprovider \
         examples/python </dev/null || failures="$failures FAILED (python examples)"
     result=${failures:-passed}

@@ -464,3 +464,49 @@ def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
     fencelock.sql.claim(db, "other", 1, paramstyle="named")
     with pytest.raises(ValueError):
         fencelock.sql.claim(db, "other", 2, table="fences; DROP TABLE x")
+
+
+def test_waiters_filling_a_bounded_pool_do_not_starve_the_refresher(
+    server: Server, r: redis.Redis
+) -> None:
+    """Two waiters hold both connections of a pool of two while they wait; the lease
+    already held is still refreshed (the refresher has a connection of its own)."""
+    pool = redis.BlockingConnectionPool(port=server.port, max_connections=2, timeout=5)
+    client = redis.Redis(connection_pool=pool)
+    locks = Locks(client)
+    blocker = Locks(r).acquire("b", ttl=30)
+
+    def wait_for_b() -> None:
+        with contextlib.suppress(LockNotAcquired):  # b stays held: each waits 4 s
+            locks.acquire("b", ttl=5, wait=4)
+
+    waiters = [threading.Thread(target=wait_for_b, daemon=True) for _ in range(2)]
+    with locks.lock("a", ttl=1) as lease:
+        for waiter in waiters:
+            waiter.start()
+        wait_until(
+            lambda: r.execute_command("LOCK.INFO", "lock:b")[7] == 2, 5, "two waiters"
+        )
+        time.sleep(2.5)  # more than twice the ttl
+        lease.ensure_held(check=False)
+        assert not lease.lost.is_set()
+        assert r.execute_command("LOCK.FENCE", "lock:a", lease.token) == lease.fence
+    Locks(r).release(blocker)
+    for waiter in waiters:
+        waiter.join(10)
+    client.close()
+
+
+def test_every_error_reads_as_its_message_on_every_redis_py() -> None:
+    errors = [
+        fencelock.ModuleNotLoaded("LOCK.ACQUIRE", "127.0.0.1:6379"),
+        fencelock.ServerUnavailable("k", "127.0.0.1:6379", redis.TimeoutError("t")),
+        fencelock.StaleFence("m", 5, 7),
+        fencelock.NotReplicated("k", 2, 1),
+        fencelock.WrongMode("k", "WRONGMODE k is held shared", "shared", None),
+        fencelock.LockNotAcquired("k"),
+        fencelock.LockLost("k"),
+    ]
+    for error in errors:
+        assert str(error) == error.args[0] and " " in str(error), repr(error)
+    assert "loadmodule" in str(errors[0])

@@ -23,8 +23,9 @@ UNKNOWN_COMMAND = "unknown command"
 def lock_error(cls: type[LockError], message: str, name: Key) -> LockError:
     """Builds a redis-py lock error carrying ``lock_name`` where redis-py sets it.
 
-    redis-py < 6 has no ``lock_name`` parameter: the attribute is set afterwards so the
-    same code runs on every supported version."""
+    The attribute is set afterwards, and the message put in ``args`` (redis-py 5's
+    ``LockError`` keeps its own arguments there, which ``str`` would show), so the same
+    code reads the same on every supported version."""
     error = cls(message)
     error.lock_name = name  # type: ignore[assignment]
     return error
@@ -34,10 +35,11 @@ class LockNotAcquired(LockError):
     """The lock was held by another token (for the whole ``wait``, if one was given)."""
 
     def __init__(self, key: Key, message: Optional[str] = None) -> None:
-        super().__init__(message or f"lock {key!r} is held by someone else")
+        message = message or f"lock {key!r} is held by someone else"
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
-        # Where redis-py's own lock errors carry the name (set afterwards: redis-py
-        # < 6 takes no lock_name argument).
+        # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
 
 
@@ -48,10 +50,11 @@ class LockLost(LockNotOwnedError):
     lock is used after its lease ended, so handlers of either catch it."""
 
     def __init__(self, key: Key) -> None:
-        super().__init__(f"lock {key!r} was lost: its lease ended while held")
+        message = f"lock {key!r} was lost: its lease ended while held"
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
-        # Where redis-py's own lock errors carry the name (set afterwards: redis-py
-        # < 6 takes no lock_name argument).
+        # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
 
 
@@ -61,9 +64,11 @@ class StaleFence(LockError):
     is that fence."""
 
     def __init__(self, mark: Key, fence: int, highest: int) -> None:
-        super().__init__(
+        message = (
             f"mark {mark!r}: fence {fence} is below the highest admitted ({highest})"
         )
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.mark = mark
         self.fence = fence
         self.highest = highest
@@ -76,10 +81,12 @@ class NotReplicated(LockError):
     primary would grant the same lock to someone else."""
 
     def __init__(self, key: Key, wanted: int, acknowledged: int) -> None:
-        super().__init__(
+        message = (
             f"lock {key!r}: {acknowledged} of {wanted} replicas acknowledged the grant"
             " in time; released it"
         )
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
         self.wanted = wanted
         self.acknowledged = acknowledged
@@ -101,6 +108,7 @@ class WrongMode(LockError, ResponseError):
         self, key: Key, message: str, mode: Optional[Mode], limit: Optional[int]
     ) -> None:
         super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
         self.mode = mode
         self.limit = limit
@@ -123,11 +131,13 @@ class ModuleNotLoaded(LockError):
     the token, is not kept.)"""
 
     def __init__(self, command: str, server: str) -> None:
-        super().__init__(
+        message = (
             f"{command} is an unknown command on {server}: the fencelock module is not"
             " loaded there. Add `loadmodule /path/to/libfencelock.so` to its redis.conf"
             " (or run `MODULE LOAD /path/to/libfencelock.so`) and try again."
         )
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.command = command
         self.server = server
 
@@ -150,7 +160,9 @@ class ServerUnavailable(LockError, ConnectionError):
     for ``except LockError`` and a redis-py ``ConnectionError``."""
 
     def __init__(self, key: Key, server: str, error: RedisError) -> None:
-        super().__init__(f"lock {key!r}: no answer from {server}: {error}")
+        message = f"lock {key!r}: no answer from {server}: {error}"
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
         self.server = server
         self.lock_name = key  # type: ignore[assignment]

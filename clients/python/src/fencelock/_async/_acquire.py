@@ -86,13 +86,18 @@ async def acquire(
         )
         if refused is None:
             raise
-        raise refused from None
     except (ConnectionError, TimeoutError) as error:
         await shielded(release_quietly(client, key, token))
         raise ServerUnavailable(key, describe(client, key), error) from error
     except BaseException:
         await shielded(release_quietly(client, key, token))
         raise
+    else:
+        refused = None
+    if refused is not None:
+        # Raised outside the handler: the server's message repeats the arguments (the
+        # token among them) and must not ride along as ``__context__``.
+        raise refused
     if fence is None:
         return None
     grant = Grant(fence, sent[0], time.monotonic())

@@ -18,6 +18,9 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Generator
 from typing import Any, Callable, Optional, TypeVar
 
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
 from .._protocol import Key
 from .._servers import connection_args, is_cluster
 from .._tasklocal import TaskLocal
@@ -40,6 +43,23 @@ def new_local(per_task: bool) -> Any:
 def current_owner() -> object:
     """Who holds a lock object's token here: the running task."""
     return asyncio.current_task()
+
+
+def dedicated(client: Any, key: Key) -> Any:
+    """A connection of its own to ``key``'s server, built as the client's pool builds
+    its connections (the same class and arguments: a Sentinel connection resolves the
+    master through its pool). The refresher keeps one per server, so that waiters
+    filling a bounded pool cannot starve its refreshes."""
+    if is_cluster(client):
+        node = client.get_node_from_key(key)
+        kind, kwargs = node.connection_class, dict(node.connection_kwargs)
+    else:
+        pool = client.connection_pool
+        kind, kwargs = pool.connection_class, dict(pool.connection_kwargs)
+    # No retries of its own: a refresh that fails is sent again on schedule, and a
+    # retried connect could outlast the deadline it was meant to save.
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    return kind(**kwargs)
 
 
 @contextlib.asynccontextmanager

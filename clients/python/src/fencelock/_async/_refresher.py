@@ -3,8 +3,10 @@ of the manager alive and watches every deadline, on the schedule of
 ``fencelock._schedule``. Leases due together are refreshed in one pipelined write per
 server; each batch and each loss report runs as a task of its own, so a server that
 hangs delays neither the other servers' refreshes nor the report of a lease whose
-deadline passes meanwhile. Written by hand (``fencelock._sync._refresher`` is the
-thread twin): this is where a task and a thread really differ.
+deadline passes meanwhile. Refreshes go over a connection of the refresher's own per
+server (one batch at a time on it), never a pooled one that waiters may have taken.
+Written by hand (``fencelock._sync._refresher`` is the thread twin): this is where a
+task and a thread really differ.
 
 Stopping does not trust ``Task.cancel()`` alone: on Python 3.11, ``asyncio.wait_for``
 (which redis-py wraps around socket I/O when a timeout is set) can swallow a
@@ -14,6 +16,7 @@ by itself when no lease is left, and ``remove`` waits for what is in flight."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -22,6 +25,7 @@ from typing import Any, Optional
 from .._protocol import parse_flag, refresh_args, to_ms
 from .._schedule import Schedule
 from .._servers import node_of
+from ._compat import dedicated
 from ._connection import pipelined
 from .lease import Lease
 
@@ -46,6 +50,8 @@ class Refresher:
         self._busy: dict[int, set[asyncio.Task[None]]] = defaultdict(set)
         # When the waiting task will look next (monotonic), None: not waiting.
         self._planned: Optional[float] = None
+        # Per server: the refresher's own connection, and who uses it now.
+        self._connections: dict[Any, tuple[Any, asyncio.Lock]] = {}
 
     def add(self, lease: Lease, refresh: bool) -> None:
         self._schedule.add(lease, refresh, lease.acquired_at)
@@ -67,6 +73,14 @@ class Refresher:
         self._busy.pop(id(lease), None)
 
     async def _run(self, wake: asyncio.Event) -> None:
+        # Also when the loop shuts down and cancels the idle task (``asyncio.run``
+        # ending): its own connections are closed, not left to the collector.
+        try:
+            await self._serve(wake)
+        finally:
+            await self._close()
+
+    async def _serve(self, wake: asyncio.Event) -> None:
         idle_since: Optional[float] = None
         while True:
             now = time.monotonic()
@@ -126,20 +140,38 @@ class Refresher:
         by_server: dict[Any, list[Lease]] = defaultdict(list)
         for lease in batch:
             by_server[node_of(self.client, lease.key)].append(lease)
-        await asyncio.gather(*(self._refresh_on(group) for group in by_server.values()))
+        await asyncio.gather(
+            *(self._refresh_on(node, group) for node, group in by_server.items())
+        )
 
-    async def _refresh_on(self, leases: list[Lease]) -> None:
-        sent = time.monotonic()
-        earliest = min(lease.deadline for lease in leases)
-        timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+    async def _close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for connection, _ in connections.values():
+            with contextlib.suppress(Exception):
+                await connection.disconnect()
+
+    async def _refresh_on(self, node: Any, leases: list[Lease]) -> None:
+        if node not in self._connections:
+            connection = dedicated(self.client, leases[0].key)
+            self._connections[node] = (connection, asyncio.Lock())
+        connection, in_use = self._connections[node]
         commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
-        try:
-            replies: list[Any] = await pipelined(
-                self.client, leases[0].key, commands, timeout
-            )
-        except Exception as error:
-            log.warning("fencelock: refresh failed: %s", error)
-            replies = [error] * len(leases)
+        async with in_use:
+            sent = time.monotonic()
+            earliest = min(lease.deadline for lease in leases)
+            timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+            try:
+                replies: list[Any] = await pipelined(connection, commands, timeout)
+            except Exception as error:
+                log.warning("fencelock: refresh failed: %s", error)
+                replies = [error] * len(leases)
+        await self._settle(leases, replies, sent)
+
+    async def _settle(
+        self, leases: list[Lease], replies: list[Any], sent: float
+    ) -> None:
+        """The outcome of a batch sent at ``sent``: confirmed, refused (lost), or an
+        error (tried again soon)."""
         for lease, reply in zip(leases, replies):
             if isinstance(reply, Exception):
                 self._schedule.done(lease, sent, None)

@@ -27,9 +27,12 @@ def call(client: Any, key: Key, *args: Any) -> Any:
         missing = module_missing(client, key, args, error)
         if missing is None:
             raise
-        raise missing from None
-    raise_if_cancel_swallowed(pending)
-    return reply
+    else:
+        raise_if_cancel_swallowed(pending)
+        return reply
+    # Raised outside the handler: the server's message, which repeats the arguments
+    # (the token among them), must not ride along as ``__context__``.
+    raise missing
 
 
 def module_missing(

@@ -11,6 +11,9 @@ import time
 from collections.abc import Generator, Iterator
 from typing import Any, Callable, Optional, TypeVar
 
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 from .._protocol import Key
 from .._servers import connection_args, is_cluster
 
@@ -27,6 +30,20 @@ def new_local(per_task: bool) -> Any:
 
 def current_owner() -> object:
     return threading.get_ident()
+
+
+def dedicated(client: Any, key: Key) -> Any:
+    """A connection of its own to ``key``'s server, built as the client's pool builds
+    its connections (see the asyncio side)."""
+    if is_cluster(client):
+        node = client.get_node_from_key(key)
+        pool = client.get_redis_connection(node).connection_pool
+    else:
+        pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    # No retries of its own (see the asyncio side).
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    return pool.connection_class(**kwargs)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,9 @@ from the client's own pool:
   at the back). An uncontended acquire is one round trip on an idle connection.
 - an acquire followed by ``WAIT``: ``WAIT`` counts the replicas that acknowledged the
   writes *of its own connection*, so both must go over the same one;
-- the refresher's pipelined ``LOCK.REFRESH`` batches, read with a bound.
+- the refresher's pipelined ``LOCK.REFRESH`` batches, read with a bound, on a
+  connection of the refresher's own (``_compat.dedicated``), so that waiters that fill
+  a bounded pool cannot starve the refreshes of the leases already held.
 
 Because the connection comes from the client's pool, it is exactly the client's own
 kind of connection: the same address (a Sentinel pool resolves the current master), TLS,
@@ -75,6 +77,10 @@ def _with_retry(
     timeout = read_timeout(connection.socket_timeout)
 
     def attempt() -> T:
+        # Connecting explicitly, also after a lost connection: a Sentinel connection
+        # asks the Sentinels for the current master only here (redis-py 8 reconnects
+        # on send without asking).
+        connection.connect()
         with reading_for(connection, timeout):
             if asking:
                 command(connection, "ASKING")
@@ -93,18 +99,20 @@ def command(connection: Any, *args: Any) -> Any:
 
 
 def pipelined(
-    client: Any, key: Key, commands: list[Args], read_timeout: Optional[float]
+    connection: Any, commands: list[Args], read_timeout: Optional[float]
 ) -> list[Any]:
-    """Sends ``commands`` in one write to ``key``'s server and reads every reply
-    (an error reply is returned as its ``ResponseError``), each read bounded by
-    ``read_timeout``. Not retried: the refresher tries again at its next turn."""
-    with borrow(client, key) as connection:
-        with reading_for(connection, read_timeout):
-            connection.send_packed_command(connection.pack_commands(commands))
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(connection.read_response())
-                except ResponseError as error:
-                    replies.append(error)
-            return replies
+    """Sends ``commands`` in one write on ``connection`` (the refresher's own) and
+    reads every reply (an error reply is returned as its ``ResponseError``), each read
+    bounded by ``read_timeout``. Not retried: the refresher tries again at its next
+    turn."""
+    # Connecting inside the bound too: a reconnect's handshake reads a reply.
+    with reading_for(connection, read_timeout):
+        connection.connect()
+        connection.send_packed_command(connection.pack_commands(commands))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(connection.read_response())
+            except ResponseError as error:
+                replies.append(error)
+        return replies

@@ -4,12 +4,15 @@ of the manager alive and watches every deadline, on the schedule of
 server, each read bounded by the time left to the earliest deadline, so a server that
 hangs cannot keep the thread from reporting a lease lost at its deadline. The thread
 starts with the first lease and ends when none has been left for ``LINGER`` seconds
-(a job that takes locks in a loop keeps one thread, not one per lock). Written by hand
+(a job that takes locks in a loop keeps one thread, not one per lock). Refreshes go
+over a connection of the thread's own per server, never a pooled one that waiters may
+have taken. Written by hand
 (``fencelock._async._refresher`` is the task twin): this is where a thread and a task
 really differ."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,6 +22,7 @@ from typing import Any, Optional
 from .._protocol import parse_flag, refresh_args, to_ms
 from .._schedule import Schedule
 from .._servers import node_of
+from ._compat import dedicated
 from ._connection import pipelined
 from .lease import Lease
 
@@ -45,6 +49,8 @@ class Refresher:
         self._busy: set[int] = set()
         # When the waiting thread will look next (monotonic), None: not waiting.
         self._planned: Optional[float] = None
+        # Per server: the thread's own connection (only the thread uses it).
+        self._connections: dict[Any, Any] = {}
 
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:
@@ -76,6 +82,7 @@ class Refresher:
                 if not len(self._schedule):
                     if not self._idle_for(LINGER):
                         self._thread = None
+                        self._close()
                         return
                     continue
                 lost = self._schedule.expired(now)
@@ -119,10 +126,21 @@ class Refresher:
         by_server: dict[Any, list[Lease]] = defaultdict(list)
         for lease in batch:
             by_server[node_of(self.client, lease.key)].append(lease)
-        for leases in by_server.values():
-            self._refresh_on(leases, read_bound)
+        for node, leases in by_server.items():
+            self._refresh_on(node, leases, read_bound)
 
-    def _refresh_on(self, leases: list[Lease], read_bound: Optional[float]) -> None:
+    def _close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for connection in connections.values():
+            with contextlib.suppress(Exception):
+                connection.disconnect()
+
+    def _refresh_on(
+        self, node: Any, leases: list[Lease], read_bound: Optional[float]
+    ) -> None:
+        if node not in self._connections:
+            self._connections[node] = dedicated(self.client, leases[0].key)
+        connection = self._connections[node]
         sent = time.monotonic()
         earliest = min(lease.deadline for lease in leases)
         if read_bound is not None:
@@ -130,9 +148,7 @@ class Refresher:
         timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
         commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
         try:
-            replies: list[Any] = pipelined(
-                self.client, leases[0].key, commands, timeout
-            )
+            replies: list[Any] = pipelined(connection, commands, timeout)
         except Exception as error:
             log.warning("fencelock: refresh failed: %s", error)
             replies = [error] * len(leases)

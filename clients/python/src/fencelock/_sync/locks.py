@@ -33,12 +33,24 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
-from .._protocol import Token, new_token, parse_flag, refresh_args, release_args, to_ms
+from redis.exceptions import ResponseError
+
+from .._protocol import (
+    RELEASE,
+    Token,
+    is_wrongtype,
+    new_token,
+    parse_flag,
+    refresh_args,
+    release_args,
+    to_ms,
+)
 from ..errors import LockLost, LockNotAcquired
 from ..info import LockInfo
 from . import _acquire
 from ._commands import call
 from ._compat import block_runner, is_own_cancel, shielded
+from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
 from .lease import Lease, OnLost
@@ -269,13 +281,28 @@ class Locks:
         return parse_flag(call(self.client, lease.key, *args))
 
     def _leave_after_refresher(self, lease: Lease, min_hold: Optional[float]) -> None:
-        # No refresh may be in flight when the release is sent, or it could arrive
-        # after it and find (and report) the lock lost.
-        self._refresher.remove(lease)
-        if lease.expired():
-            # Lost already: still try the release, in case the server has it.
-            lease.report_lost()
-            with contextlib.suppress(Exception):
-                self.release(lease)
-            return
-        self.leave(lease, min_hold)
+        """Leaves a held block: on a connection taken from the pool *before* the
+        refresher lets go of the lease (a pool that waiters have filled keeps the lease
+        refreshed while the release waits for a connection), and with no refresh in
+        flight when the release is sent (one arriving after it would find, and
+        report, the lock lost)."""
+
+        def leave_on(connection: Any) -> None:
+            self._refresher.remove(lease)
+            hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
+            if lease.expired() or not hold_ms:
+                args = release_args(lease.key, lease.token)
+            else:
+                args = refresh_args(lease.key, lease.token, hold_ms)
+            try:
+                held = parse_flag(command(connection, *args))
+            except ResponseError as error:
+                if not is_wrongtype(error):
+                    raise
+                held = False
+            if args[0] == RELEASE:
+                lease.released = held
+            if not held or lease.expired():
+                lease.report_lost()
+
+        exchange(self.client, lease.key, leave_on, lambda own: own)
