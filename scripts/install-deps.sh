@@ -1,13 +1,15 @@
 #!/bin/sh
 # Installs the Debian packages fencelock needs to build and test, when missing:
-# redis-server (and redis-tools for redis-cli / redis-benchmark) and libclang-dev
-# (redis-module generates its bindings with bindgen at build time).
+# redis-server (and redis-tools for redis-cli / redis-benchmark), libclang-dev
+# (redis-module generates its bindings with bindgen at build time), and openssl (the
+# Python client's TLS tests make their own test CA with it).
 set -eu
 
 missing=""
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
 dpkg -s libclang-dev >/dev/null 2>&1 || missing="$missing libclang-dev"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 
 [ -z "$missing" ] && exit 0
 
