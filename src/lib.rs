@@ -228,6 +228,7 @@ fn subscribe(ctx: &Context) -> bool {
         rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
             && rm::filter::register(ctx, hooks::filter::before_command)
             && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields);
+    rm::server::keep_detached_context(ctx);
     for (event, handler) in SERVER_EVENTS {
         subscribed = subscribed && rm::events::subscribe(ctx, event, handler);
     }

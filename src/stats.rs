@@ -27,6 +27,8 @@ pub static RELEASED: Counter = Counter::new();
 pub static REFRESHED: Counter = Counter::new();
 /// Leases that ran out while held.
 pub static EXPIRED: Counter = Counter::new();
+/// Lock keys the server evicted under `maxmemory` (handled as a `DEL`).
+pub static EVICTED: Counter = Counter::new();
 /// Grants made to a waiting client on release, expiry or deletion.
 pub static HANDOFFS: Counter = Counter::new();
 /// Waiters answered nil because their BLOCK timeout passed.

@@ -4,6 +4,7 @@
 use std::ffi::CStr;
 
 use crate::blocking;
+use crate::rm::server;
 use crate::stats;
 
 pub const SECTION: &CStr = c"stats";
@@ -17,6 +18,7 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"released", as_i64(stats::RELEASED.get())),
         (c"refreshed", as_i64(stats::REFRESHED.get())),
         (c"expired", as_i64(stats::EXPIRED.get())),
+        (c"evicted", as_i64(stats::EVICTED.get())),
         (c"handoffs", as_i64(stats::HANDOFFS.get())),
         (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
         (c"guarded", as_i64(stats::GUARDED.get())),
@@ -28,5 +30,7 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
         ),
         (c"held_locks", stats::LIVE_LOCKS.get()),
+        // 1: maxmemory is set with a policy that may evict locks or fence marks.
+        (c"eviction_possible", i64::from(server::eviction_possible())),
     ]
 }

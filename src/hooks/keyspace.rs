@@ -26,6 +26,13 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             events::notify(ctx, events::EXPIRED, &key);
         }
     }
+    // Evicted under maxmemory: for its waiters a `DEL` (settled below), for its holders
+    // a loss they should hear of.
+    if holders.is_some() && event == "evicted" {
+        let key = RedisString::create_from_slice(ctx.ctx, name);
+        stats::EVICTED.bump();
+        events::notify(ctx, events::EVICTED, &key);
+    }
     // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later
     // expiry (PEXPIRE) or renamed still goes with its last holder's lease: an emptied
     // key must not linger (nor count as held). `expire` comes with every `SET … PX` of

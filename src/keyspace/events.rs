@@ -11,6 +11,8 @@ pub const ACQUIRED: &CStr = c"lock.acquired";
 pub const REFRESHED: &CStr = c"lock.refreshed";
 pub const RELEASED: &CStr = c"lock.released";
 pub const EXPIRED: &CStr = c"lock.expired";
+/// The server evicted a lock key under `maxmemory`: its holders lost it.
+pub const EVICTED: &CStr = c"lock.evicted";
 pub const HANDOFF: &CStr = c"lock.handoff";
 /// A fence mark rose (`LOCK.FENCED` admitted a higher fence).
 pub const MARK_RAISED: &CStr = c"mark.raised";

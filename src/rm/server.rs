@@ -128,3 +128,35 @@ pub fn can_block(ctx: &Context) -> bool {
         | raw::REDISMODULE_CTX_FLAGS_LOADING;
     flags & forbidding as c_int == 0
 }
+
+/// A context of the module's own, made once, for asking the server about itself where
+/// Redis hands over no context (an INFO callback).
+struct Detached(*mut raw::RedisModuleCtx);
+
+// SAFETY: used only on Redis's main thread (INFO callbacks); the pointer is never freed.
+unsafe impl Send for Detached {}
+// SAFETY: as for Send: one thread uses it, and nothing writes through it.
+unsafe impl Sync for Detached {}
+
+static DETACHED: std::sync::OnceLock<Detached> = std::sync::OnceLock::new();
+
+/// Remembers a detached context for `eviction_possible` (once, at load).
+pub fn keep_detached_context(ctx: &Context) {
+    // SAFETY: called during load with a live context; the result lives as long as the
+    // module (a module with a data type is never unloaded).
+    let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx.ctx) };
+    if !detached.is_null() {
+        let _ = DETACHED.set(Detached(detached));
+    }
+}
+
+/// Whether `maxmemory` is set with a policy that may evict keys: then locks (volatile
+/// and allkeys policies) and fence marks (allkeys policies) can be evicted.
+pub fn eviction_possible() -> bool {
+    let Some(detached) = DETACHED.get() else {
+        return false;
+    };
+    // SAFETY: a live detached context, on the main thread.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(detached.0) };
+    flags & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0
+}

@@ -7,6 +7,7 @@ mod blocking;
 mod commands;
 mod config;
 mod errors;
+mod eviction;
 mod guard;
 mod hardening;
 mod inner_commands;
