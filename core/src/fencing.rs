@@ -2,7 +2,7 @@
 //! token holds the lock) and `LOCK.FENCED` (run a command only with a fence at least the
 //! highest admitted so far, Kleppmann's storage-side check), decided without Redis.
 
-use crate::args::parse_integer;
+use crate::args::{parse_integer, parse_options_and_flags};
 use crate::error::CommandError;
 use crate::slot::key_slot;
 
@@ -40,11 +40,22 @@ pub fn parse_fence(bytes: &[u8]) -> Result<u64, CommandError> {
 /// `LOCK.ACQUIRE … BLOCK` (a guard is one atomic step; it cannot wait).
 pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
-    let waits = is("lock.acquire") && args.iter().any(|arg| arg.eq_ignore_ascii_case(b"BLOCK"));
+    let waits = is("lock.acquire") && acquire_waits(args);
     if is("lock.guard") || is("lock.fenced") || waits {
         Err(CommandError::NotAllowedInside)
     } else {
         Ok(())
+    }
+}
+
+/// Whether `LOCK.ACQUIRE`'s arguments (key, ttl, options) ask to wait: a `BLOCK`
+/// option, read as the command reads its options (a token that is the word `BLOCK`
+/// asks for nothing). Options it would refuse are its own error to give.
+fn acquire_waits(args: &[&[u8]]) -> bool {
+    let options = args.get(2..).unwrap_or_default();
+    match parse_options_and_flags(options, ["TOKEN", "BLOCK", "LIMIT"], ["SHARED"]) {
+        Ok(([_, block, _], _)) => block.is_some(),
+        Err(_) => false,
     }
 }
 
@@ -97,6 +108,15 @@ mod tests {
         assert!(allowed_inside(b"lock.acquire", &[b"k", b"100"]).is_ok());
         assert_eq!(
             allowed_inside(b"LOCK.ACQUIRE", &[b"k", b"100", b"block", b"0"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        // A token spelled BLOCK asks for no wait.
+        assert!(allowed_inside(b"lock.acquire", &[b"k", b"100", b"TOKEN", b"BLOCK"]).is_ok());
+        assert_eq!(
+            allowed_inside(
+                b"lock.acquire",
+                &[b"k", b"100", b"TOKEN", b"BLOCK", b"BLOCK", b"5"]
+            ),
             Err(CommandError::NotAllowedInside)
         );
         assert_eq!(

@@ -3,7 +3,9 @@
 //!
 //! The call runs as the calling user (`C`: ACL command and key permissions apply), in
 //! script mode (`S`: what a script may not call is refused), refusing writes that would
-//! need memory under `maxmemory` (`M`), and replicating its own effects (`!`). Servers
+//! need memory under `maxmemory` (`M`), replicating its own effects (`!`), and replying
+//! in the caller's protocol (`0`: a RESP3 client gets maps and doubles, as from the
+//! command itself). Servers
 //! from 7.2 on also return a refusal as an error reply with their own wording (`E`);
 //! on 7.0 a refusal is only an `errno`, which is worded here the way the newer servers
 //! word it, so every server answers alike.
@@ -77,9 +79,9 @@ pub fn call(ctx: &Context, argv: &[RedisString]) -> Result<Called, RedisError> {
     let mut name = command.as_slice().to_vec();
     name.push(0);
     let format: &[u8] = if errors_as_replies() {
-        b"vCSME!\0"
+        b"vCSME!0\0"
     } else {
-        b"vCSM!\0"
+        b"vCSM!0\0"
     };
     let mut raw_args: Vec<*mut raw::RedisModuleString> = args.iter().map(|arg| arg.inner).collect();
     // SAFETY: the format's `v` takes an argument vector and its length; the strings are

@@ -196,3 +196,35 @@ fn a_fenced_command_may_not_touch_its_own_mark() {
         Reply::Error("STALE fence is below the highest admitted (100)".into())
     );
 }
+
+/// A RESP3 client gets the inner command's RESP3 reply (a map, a double), as it would
+/// from the command itself.
+#[test]
+fn a_resp3_client_gets_the_inner_commands_resp3_reply() {
+    let server = Server::start();
+    let client = redis::Client::open(format!("{}?protocol=resp3", server.url())).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let run = |con: &mut redis::Connection, argv: &[&str]| -> redis::Value {
+        let mut command = redis::cmd(argv[0]);
+        for arg in &argv[1..] {
+            command.arg(*arg);
+        }
+        command.query(con).unwrap()
+    };
+    run(&mut con, &["HSET", "h", "f", "v"]);
+    run(&mut con, &["ZADD", "z", "1.5", "m"]);
+    run(&mut con, &["LOCK.ACQUIRE", "l", "60000", "TOKEN", "t"]);
+    for inner in [&["HGETALL", "h"][..], &["ZSCORE", "z", "m"]] {
+        let direct = run(&mut con, inner);
+        let mut guarded = vec!["LOCK.GUARD", "l", "t"];
+        guarded.extend_from_slice(inner);
+        assert_eq!(run(&mut con, &guarded), direct, "{inner:?}");
+        let mut fenced = vec!["LOCK.FENCED", "mark", "5"];
+        fenced.extend_from_slice(inner);
+        assert_eq!(run(&mut con, &fenced), direct, "{inner:?}");
+    }
+    assert!(matches!(
+        run(&mut con, &["HGETALL", "h"]),
+        redis::Value::Map(_)
+    ));
+}
