@@ -717,7 +717,9 @@ def test_uncontended_cycles_reuse_the_pooled_connection(
             with locks.lock("reuse", ttl=30, wait=10):
                 pass
     client.close()
-    assert counted() <= 1, "one connection, reused by every cycle"
+    # The manager's refresher keeps one connection of its own besides.
+    own = 1 if api == "locks" else 0
+    assert counted() <= 1 + own, "one connection, reused by every cycle"
 
 
 @pytest.mark.parametrize("api", ["lock", "locks"])
@@ -747,7 +749,9 @@ def test_asyncio_uncontended_cycles_reuse_the_pooled_connection(
         await client.aclose()
 
     asyncio.run(cycles())
-    assert counted() <= 1, "one connection, reused by every cycle"
+    # The manager's refresher keeps one connection of its own besides.
+    own = 1 if api == "locks" else 0
+    assert counted() <= 1 + own, "one connection, reused by every cycle"
 
 
 CONCURRENT = 4
@@ -784,7 +788,7 @@ def test_concurrent_cycles_use_a_connection_per_waiter(topology: Topology) -> No
         thread.join(60)
     client.close()
     assert not failures, failures
-    assert counted() <= CONCURRENT
+    assert counted() <= CONCURRENT + 1, "one per waiter, and the refresher's own"
 
 
 def test_asyncio_concurrent_cycles_use_a_connection_per_waiter(
@@ -814,7 +818,7 @@ def test_asyncio_concurrent_cycles_use_a_connection_per_waiter(
         await client.aclose()
 
     asyncio.run(cycles())
-    assert counted() <= CONCURRENT
+    assert counted() <= CONCURRENT + 1, "one per waiter, and the refresher's own"
 
 
 # What building a client and its first command open, as counted by the servers: a

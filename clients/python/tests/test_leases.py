@@ -510,3 +510,32 @@ def test_every_error_reads_as_its_message_on_every_redis_py() -> None:
     for error in errors:
         assert str(error) == error.args[0] and " " in str(error), repr(error)
     assert "loadmodule" in str(errors[0])
+
+
+def test_waiters_filling_the_pool_cannot_keep_holders_from_releasing(
+    server: Server,
+) -> None:
+    """30 tasks queue for one lock through a pool of 5: the waiters hold every pooled
+    connection, yet each holder leaves at once on the manager's own connection, so
+    every task gets its turn (none waits for a lease to run out)."""
+
+    async def main() -> None:
+        pool = redis.asyncio.BlockingConnectionPool(
+            port=server.port, max_connections=5, timeout=5
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        locks = fencelock.asyncio.Locks(client)
+        done: list[int] = []
+
+        async def worker(n: int) -> None:
+            # A waiter that finds the pool full waits for a pooled connection first.
+            async with locks.lock("one", ttl=10, wait=30):
+                done.append(n)
+
+        start = time.monotonic()
+        await asyncio.gather(*(worker(n) for n in range(30)))
+        assert sorted(done) == list(range(30))
+        assert time.monotonic() - start < 8, "no holder waited for its lease to end"
+        await client.aclose()
+
+    run(main())

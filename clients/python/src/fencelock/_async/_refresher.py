@@ -20,7 +20,8 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from typing import Any, Optional
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional
 
 from .._protocol import parse_flag, refresh_args, to_ms
 from .._schedule import Schedule
@@ -150,11 +151,23 @@ class Refresher:
             with contextlib.suppress(Exception):
                 await connection.disconnect()
 
-    async def _refresh_on(self, node: Any, leases: list[Lease]) -> None:
+    def _own(self, node: Any, key: Any) -> tuple[Any, asyncio.Lock]:
         if node not in self._connections:
-            connection = dedicated(self.client, leases[0].key)
-            self._connections[node] = (connection, asyncio.Lock())
-        connection, in_use = self._connections[node]
+            self._connections[node] = (dedicated(self.client, key), asyncio.Lock())
+        return self._connections[node]
+
+    async def on_own_connection(
+        self, key: Any, work: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        """Runs ``work`` on the refresher's own connection to ``key``'s server, when no
+        refresh batch is using it."""
+        connection, in_use = self._own(node_of(self.client, key), key)
+        async with in_use:
+            await connection.connect()
+            await work(connection)
+
+    async def _refresh_on(self, node: Any, leases: list[Lease]) -> None:
+        connection, in_use = self._own(node, leases[0].key)
         commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
         async with in_use:
             sent = time.monotonic()

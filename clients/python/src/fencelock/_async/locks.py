@@ -31,7 +31,13 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
-from redis.exceptions import ResponseError
+from redis.exceptions import (
+    AskError,
+    ConnectionError,
+    ResponseError,
+    TimeoutError,
+    TryAgainError,
+)
 
 from .._protocol import (
     RELEASE,
@@ -43,7 +49,8 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import LockLost, LockNotAcquired
+from .._servers import describe
+from ..errors import LockLost, LockNotAcquired, ServerUnavailable
 from ..info import LockInfo
 from . import _acquire
 from ._commands import call
@@ -283,28 +290,46 @@ class Locks:
     async def _leave_after_refresher(
         self, lease: Lease, min_hold: Optional[float]
     ) -> None:
-        """Leaves a held block: on a connection taken from the pool *before* the
-        refresher lets go of the lease (a pool that waiters have filled keeps the lease
-        refreshed while the release waits for a connection), and with no refresh in
-        flight when the release is sent (one arriving after it would find, and
-        report, the lock lost)."""
+        """Leaves a held block on the refresher's own connection, so that waiters that
+        fill a bounded pool cannot keep a holder from releasing (their lock would stay
+        held, and they would wait, until its lease ran out). The refresher lets go of
+        the lease first, so no refresh is in flight when the release is sent (one
+        arriving after it would find, and report, the lock lost). Should that
+        connection fail, the client's pool (and its retries) carries the release."""
+        sent: list[bool] = []
+        # Before taking the connection: a refresh of this lease may be using it.
+        await self._refresher.remove(lease)
 
         async def leave_on(connection: Any) -> None:
-            await self._refresher.remove(lease)
             hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
             if lease.expired() or not hold_ms:
                 args = release_args(lease.key, lease.token)
             else:
                 args = refresh_args(lease.key, lease.token, hold_ms)
+            retried = bool(sent)
+            sent.append(True)
             try:
                 held = parse_flag(await command(connection, *args))
             except ResponseError as error:
                 if not is_wrongtype(error):
                     raise
                 held = False
+            if retried and not held and args[0] == RELEASE:
+                # The first attempt may have released it already: not a loss.
+                return
             if args[0] == RELEASE:
                 lease.released = held
             if not held or lease.expired():
                 await lease.report_lost()
 
-        await exchange(self.client, lease.key, leave_on, lambda own: own)
+        try:
+            await self._refresher.on_own_connection(lease.key, leave_on)
+            return
+        except (ConnectionError, TimeoutError, AskError, TryAgainError):
+            pass
+        try:
+            await exchange(self.client, lease.key, leave_on, lambda own: own)
+        except (ConnectionError, TimeoutError) as error:
+            raise ServerUnavailable(
+                lease.key, describe(self.client, lease.key), error
+            ) from error

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .._protocol import parse_flag, refresh_args, to_ms
 from .._schedule import Schedule
@@ -49,8 +49,10 @@ class Refresher:
         self._busy: set[int] = set()
         # When the waiting thread will look next (monotonic), None: not waiting.
         self._planned: Optional[float] = None
-        # Per server: the thread's own connection (only the thread uses it).
+        # Per server: the refresher's own connection; ``_io`` is held while one is
+        # used (by the thread's refreshes, or a caller's release).
         self._connections: dict[Any, Any] = {}
+        self._io = threading.Lock()
 
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:
@@ -130,23 +132,48 @@ class Refresher:
             self._refresh_on(node, leases, read_bound)
 
     def _close(self) -> None:
-        connections, self._connections = self._connections, {}
+        with self._io:
+            connections, self._connections = self._connections, {}
         for connection in connections.values():
             with contextlib.suppress(Exception):
                 connection.disconnect()
 
+    def _own(self, node: Any, key: Any) -> Any:
+        # Called with ``_io`` held.
+        if node not in self._connections:
+            self._connections[node] = dedicated(self.client, key)
+        return self._connections[node]
+
+    def on_own_connection(self, key: Any, work: Callable[[Any], None]) -> None:
+        """Runs ``work`` on the refresher's own connection to ``key``'s server, when no
+        refresh is using it."""
+        with self._io:
+            connection = self._own(node_of(self.client, key), key)
+            connection.connect()
+            work(connection)
+
     def _refresh_on(
         self, node: Any, leases: list[Lease], read_bound: Optional[float]
     ) -> None:
-        if node not in self._connections:
-            self._connections[node] = dedicated(self.client, leases[0].key)
-        connection = self._connections[node]
+        with self._io:
+            lost = self._refresh_locked(
+                self._own(node, leases[0].key), leases, read_bound
+            )
+        # Outside the connection's lock: an on_lost callback may release a lock.
+        for lease in lost:
+            lease.report_lost()
+
+    def _refresh_locked(
+        self, connection: Any, leases: list[Lease], read_bound: Optional[float]
+    ) -> list[Lease]:
+        """Refreshes ``leases`` on ``connection``; the ones found lost."""
         sent = time.monotonic()
         earliest = min(lease.deadline for lease in leases)
         if read_bound is not None:
             earliest = min(earliest, read_bound)
         timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
         commands = [refresh_args(one.key, one.token, to_ms(one.ttl)) for one in leases]
+        lost: list[Lease] = []
         try:
             replies: list[Any] = pipelined(connection, commands, timeout)
         except Exception as error:
@@ -163,4 +190,5 @@ class Refresher:
             with self._changed:
                 self._schedule.done(lease, sent, held)
             if not held:
-                lease.report_lost()
+                lost.append(lease)
+        return lost
