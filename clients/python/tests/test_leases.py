@@ -539,3 +539,64 @@ def test_waiters_filling_the_pool_cannot_keep_holders_from_releasing(
         await client.aclose()
 
     run(main())
+
+
+def test_an_acquire_that_would_wait_for_its_own_thread_is_refused_at_once(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    start = time.monotonic()
+    with locks.lock("cfg", ttl=30, shared=True):
+        with pytest.raises(fencelock.WrongMode) as raised:
+            locks.acquire("cfg", ttl=30, wait=None)  # an upgrade: would wait forever
+        assert raised.value.mode == "shared" and "s3" not in str(raised.value)
+        with locks.lock("cfg", ttl=30, shared=True):  # readers together: fine
+            pass
+    with locks.lock("cfg", ttl=30):
+        with pytest.raises(fencelock.WrongMode):
+            locks.acquire("cfg", ttl=30, shared=True, wait=10)  # a downgrade
+        with pytest.raises(fencelock.WrongMode):
+            locks.acquire("cfg", ttl=30, wait=10)  # itself again
+    assert time.monotonic() - start < 1
+    # Another thread still just waits its turn.
+    with locks.lock("cfg", ttl=30):
+        outcome: list[str] = []
+
+        def other_thread() -> None:
+            try:
+                locks.acquire("cfg", ttl=30, wait=0.2)
+            except LockNotAcquired:
+                outcome.append("waited, busy")
+
+        other = threading.Thread(target=other_thread)
+        other.start()
+        other.join(5)
+        assert outcome == ["waited, busy"]
+    rw = fencelock.ReadWriteLock(r, "rw", timeout=30)
+    with rw.write(), pytest.raises(fencelock.WrongMode), rw.read():
+        pytest.fail("downgraded")
+
+
+def test_a_key_of_another_type_is_busy_for_the_manager_too(r: redis.Redis) -> None:
+    """An old redis-py lock at the key (mid-migration): waited for by polling, as
+    the drop-in does, and LockNotAcquired when it stays."""
+    old = r.lock("lock:report", timeout=30, thread_local=False)
+    assert old.acquire()
+    locks = Locks(r)
+    with pytest.raises(LockNotAcquired):
+        locks.acquire("report", ttl=30, wait=0.3)
+    threading.Timer(0.3, old.release).start()
+    with locks.lock("report", ttl=30, wait=3) as lease:
+        assert lease.fence > 0
+
+
+def test_asyncio_upgrade_through_the_manager_is_refused(url: str) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        async with locks.lock("cfg", ttl=30, shared=True):
+            with pytest.raises(fencelock.WrongMode):
+                await locks.acquire("cfg", ttl=30, wait=None)
+        await client.aclose()
+
+    run(main())

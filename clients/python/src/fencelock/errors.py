@@ -166,3 +166,22 @@ class ServerUnavailable(LockError, ConnectionError):
         self.key = key
         self.server = server
         self.lock_name = key  # type: ignore[assignment]
+
+
+def self_wait_refused(key: Key, held: Mode, through: str) -> WrongMode:
+    """The error of an acquire that would wait for a holding of its own thread or task
+    (an upgrade, a downgrade, a second exclusive hold): it would wait forever, so it
+    is refused at once; nothing was sent."""
+    wording = {
+        "exclusive": "exclusively",
+        "shared": "shared",
+        "semaphore": "as a permit",
+    }
+    return WrongMode(
+        key,
+        f"{key!r} is held {wording[held]} by this thread (task) through {through}:"
+        " waiting for it would wait for itself; release it first (there is no upgrade"
+        " or downgrade)",
+        held,
+        None,
+    )

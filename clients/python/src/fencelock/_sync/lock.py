@@ -37,7 +37,7 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import WrongMode, lock_error
+from ..errors import lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
 from ._commands import call
@@ -109,9 +109,9 @@ class Lock:
         self.shared = shared
         # A semaphore's number of permits (``Semaphore``); None: no limit.
         self.limit: Optional[int] = None
-        # The read lock of the same ``ReadWriteLock``, for a write lock: asking for
-        # the write lock while this thread (task) holds the read one is an upgrade.
-        self.upgrade_from: Optional[Lock] = None
+        # The other lock of the same ``ReadWriteLock``: asking for this one while
+        # this thread (task) holds that one is an upgrade or a downgrade.
+        self.other_side: Optional[Lock] = None
         if shared:
             state.check_shared_timeout(timeout)
 
@@ -314,17 +314,12 @@ class Lock:
         )
 
     def _refuse_upgrade(self) -> None:
-        """A read-to-write upgrade waits for every reader, this one too: forever. The
-        server cannot tell (another token asks), so the client refuses it at once."""
-        read = self.upgrade_from
-        if read is not None and read.holds_here():
-            raise WrongMode(
-                self.name,
-                f"{self.name!r} is held shared by this thread's (task's) read lock:"
-                " there is no upgrade, release the read lock first",
-                "shared",
-                None,
-            )
+        """An upgrade (read to write) waits for every reader, this one too, and a
+        downgrade for the writer, itself: forever. The server cannot tell (another
+        token asks), so the client refuses it at once."""
+        other = self.other_side
+        if other is not None and other.holds_here():
+            raise self_wait_refused(self.name, other.mode, "its " + _side(other))
 
     def _token(self) -> Optional[bytes]:
         # Another thread's local storage starts empty: no token there means not ours.
@@ -339,3 +334,7 @@ class Lock:
             if is_wrongtype(error):
                 return False
             raise
+
+
+def _side(lock: Lock) -> str:
+    return "read lock" if lock.shared else "write lock"

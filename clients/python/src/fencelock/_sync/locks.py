@@ -41,10 +41,15 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from .. import _lockstate as lockstate
 from .._protocol import (
     RELEASE,
+    Key,
+    Mode,
     Token,
+    check_limit,
     is_wrongtype,
+    mode_of,
     new_token,
     parse_flag,
     refresh_args,
@@ -52,11 +57,11 @@ from .._protocol import (
     to_ms,
 )
 from .._servers import describe
-from ..errors import LockLost, LockNotAcquired, ServerUnavailable
+from ..errors import LockLost, LockNotAcquired, ServerUnavailable, self_wait_refused
 from ..info import LockInfo
 from . import _acquire
 from ._commands import call
-from ._compat import block_runner, is_own_cancel, shielded
+from ._compat import block_runner, current_owner, is_own_cancel, shielded, sleep
 from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
@@ -66,6 +71,8 @@ if TYPE_CHECKING:
     from .._types import SyncClient
 
 log = logging.getLogger("fencelock")
+# How often an acquire looks again while the key holds another type (not a lock).
+POLL = 0.1
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -77,6 +84,9 @@ class Locks:
         self.client = client
         self.prefix = prefix
         self._refresher = Refresher(client)
+        # The leases taken through this manager and not yet left, per key, with the
+        # thread (task) that took them: for refusing an acquire that waits for itself.
+        self._held: dict[Key, list[tuple[object, Lease]]] = {}
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -220,17 +230,31 @@ class Locks:
         lock is held in another mode."""
         key = self.key(name)
         token = new_token() if token is None else token
-        grant = _acquire.acquire(
-            self.client,
-            key,
-            token,
-            ttl_ms=to_ms(ttl),
-            wait=wait,
-            wait_replicas=wait_replicas,
-            replicas_timeout=wait_replicas_timeout,
-            shared=shared,
-            limit=limit,
-        )
+        self._refuse_waiting_for_itself(key, mode_of(shared, check_limit(limit)))
+        until = lockstate.deadline(True, wait, time.monotonic())
+        while True:
+            try:
+                grant = _acquire.acquire(
+                    self.client,
+                    key,
+                    token,
+                    ttl_ms=to_ms(ttl),
+                    wait=lockstate.wait_left(True, until, time.monotonic()),
+                    wait_replicas=wait_replicas,
+                    replicas_timeout=wait_replicas_timeout,
+                    shared=shared,
+                    limit=limit,
+                )
+            except ResponseError as error:
+                if not is_wrongtype(error):
+                    raise
+                # Another type at the key (an old redis-py lock during a migration):
+                # busy, as for the drop-in, polled since the server cannot queue us.
+                if not lockstate.may_poll(True, until, POLL, time.monotonic()):
+                    raise LockNotAcquired(key) from None
+                sleep(POLL)
+                continue
+            break
         if grant is None:
             raise LockNotAcquired(key)
         lease = Lease(
@@ -247,7 +271,27 @@ class Locks:
         # refresh gives the lease a deadline the client can count on.
         if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
             raise LockLost(key)
+        self._held.setdefault(key, []).append((current_owner(), lease))
         return lease
+
+    def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None:
+        """An acquire that conflicts with a lease this thread (task) holds through
+        this manager would wait for itself: refused at once (``WrongMode``)."""
+        owner = current_owner()
+        held = [lease for lease in self._held.get(key, []) if not lease[1].expired()]
+        self._held[key] = held
+        if not held:
+            del self._held[key]
+        for holder, lease in held:
+            if holder == owner and "exclusive" in (lease.mode, mode):
+                raise self_wait_refused(key, lease.mode, "this lock manager")
+
+    def _forget(self, lease: Lease) -> None:
+        held = [one for one in self._held.get(lease.key, []) if one[1] is not lease]
+        if held:
+            self._held[lease.key] = held
+        else:
+            self._held.pop(lease.key, None)
 
     def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool:
         """Restarts the lease at ``ttl`` (default: the lease's own) from now and moves
@@ -266,6 +310,7 @@ class Locks:
         Finding it gone reports the lease lost."""
         reply = call(self.client, lease.key, *release_args(lease.key, lease.token))
         lease.released = parse_flag(reply)
+        self._forget(lease)
         if not lease.released:
             lease.report_lost()
         return lease.released
@@ -297,6 +342,7 @@ class Locks:
         sent: list[bool] = []
         # Before taking the connection: a refresh of this lease may be using it.
         self._refresher.remove(lease)
+        self._forget(lease)
 
         def leave_on(connection: Any) -> None:
             hold_ms = lease.hold_left_ms(min_hold, time.monotonic())

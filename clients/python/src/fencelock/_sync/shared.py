@@ -140,7 +140,7 @@ class ReadWriteLock:
             )
             for shared in (True, False)
         )
-        self._write.upgrade_from = self._read
+        self._write.other_side, self._read.other_side = self._read, self._write
 
     def read(self) -> Lock:
         """The shared lock: ``with rw.read(): ...``."""
