@@ -73,7 +73,9 @@ def test_readers_and_a_writer_through_the_manager(r: redis.Redis) -> None:
             locks.acquire("cfg", ttl=30)
         start = time.monotonic()
         with pytest.raises(LockNotAcquired):
-            locks.acquire("cfg", ttl=30, wait=0.2)
+            # Another manager waits; this one would be refused (it would wait for
+            # its own block's readers).
+            Locks(r).acquire("cfg", ttl=30, wait=0.2)
         assert time.monotonic() - start >= 0.2
     with locks.lock("cfg", ttl=30) as writer:
         assert writer.mode == "exclusive"

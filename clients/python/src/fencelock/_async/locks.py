@@ -82,8 +82,8 @@ class Locks:
         self.client = client
         self.prefix = prefix
         self._refresher = Refresher(client)
-        # The leases taken through this manager and not yet left, per key, with the
-        # thread (task) that took them: for refusing an acquire that waits for itself.
+        # The leases held by a ``lock``/``holding`` block now, per key, with the thread
+        # (task) running the block: for refusing an acquire that waits for itself.
         self._held: dict[Key, list[tuple[object, Lease]]] = {}
 
     def key(self, name: str) -> str:
@@ -146,6 +146,9 @@ class Locks:
         after the acquire (refreshing, loss reports, leaving)."""
         lease.on_lost = on_lost
         runner = lease.runner = block_runner(cancel_on_lost)
+        # Held by this thread (task) while the block runs: an acquire of its own that
+        # conflicts would wait for itself.
+        self._held.setdefault(lease.key, []).append((current_owner(), lease))
         if max_hold is not None:
             lease.refresh_until = lease.acquired_at + max_hold
         self._refresher.add(lease, refresh=auto_refresh)
@@ -228,7 +231,8 @@ class Locks:
         lock is held in another mode."""
         key = self.key(name)
         token = new_token() if token is None else token
-        self._refuse_waiting_for_itself(key, mode_of(shared, check_limit(limit)))
+        if wait != 0:  # one try answers busy, as ever; only a wait could be endless
+            self._refuse_waiting_for_itself(key, mode_of(shared, check_limit(limit)))
         until = lockstate.deadline(True, wait, time.monotonic())
         while True:
             try:
@@ -269,12 +273,13 @@ class Locks:
         # refresh gives the lease a deadline the client can count on.
         if grant.answered - grant.sent > ttl / 3 and not await self.refresh(lease):
             raise LockLost(key)
-        self._held.setdefault(key, []).append((current_owner(), lease))
         return lease
 
     def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None:
-        """An acquire that conflicts with a lease this thread (task) holds through
-        this manager would wait for itself: refused at once (``WrongMode``)."""
+        """An acquire that conflicts with a lease this thread (task) holds in a block
+        of this manager would wait for itself: refused at once (``WrongMode``). A
+        lease taken with ``acquire`` alone may be released by anyone, so it does not
+        count."""
         owner = current_owner()
         held = [lease for lease in self._held.get(key, []) if not lease[1].expired()]
         self._held[key] = held
