@@ -59,11 +59,15 @@ fn admit_fence(
     inner: &[RedisString],
 ) -> Result<Option<u64>, CommandError> {
     let fence = parse_fence(fence.as_slice())?;
-    inner::check(ctx, mark, inner)?;
+    let looked_up = inner::check(ctx, mark, inner)?;
     let key = MarkKey::open(ctx, mark, false);
     match admit(key.highest()?, fence) {
         // Deleting or overwriting the mark would re-open the door to every older fence.
-        Admission::Admit { .. } if keys::inner_key_names(ctx, inner).contains(&mark.as_slice()) => {
+        Admission::Admit { .. }
+            if looked_up
+                .unwrap_or_else(|| keys::inner_key_names(ctx, inner))
+                .contains(&mark.as_slice()) =>
+        {
             Err(CommandError::OwnMarkInside)
         }
         Admission::Admit { raise } => Ok(raise.then_some(fence)),

@@ -8,19 +8,23 @@ use redis_module::{Context, RedisString};
 use crate::rm::keys;
 use crate::rm::server;
 
-/// `inner` is the command with its arguments; `first` the lock or mark key.
-pub fn check(
+/// `inner` is the command with its arguments; `first` the lock or mark key. Returns
+/// the inner command's key names when it had to look them up (in a cluster), so that
+/// a caller needing them too does not ask Redis twice.
+pub fn check<'a>(
     ctx: &Context,
     first: &RedisString,
-    inner: &[RedisString],
-) -> Result<(), CommandError> {
+    inner: &'a [RedisString],
+) -> Result<Option<Vec<&'a [u8]>>, CommandError> {
     let [command, args @ ..] = inner else {
         return Err(CommandError::WrongArity);
     };
     let args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
     allowed_inside(command.as_slice(), &args)?;
-    if server::in_cluster(ctx) {
-        same_slot(first.as_slice(), &keys::inner_key_names(ctx, inner))?;
+    if !server::in_cluster(ctx) {
+        return Ok(None);
     }
-    Ok(())
+    let names = keys::inner_key_names(ctx, inner);
+    same_slot(first.as_slice(), &names)?;
+    Ok(Some(names))
 }
