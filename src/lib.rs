@@ -38,7 +38,9 @@ pub mod stats;
 use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
-use crate::commands::{acquire, apply, drop, fence, fenced, guard, info, mark, refresh, release};
+use crate::commands::{
+    acquire, apply, clock, drop, fence, fenced, guard, info, mark, refresh, release,
+};
 use crate::config::Setting;
 use crate::rm::argv::entry;
 use crate::rm::command_table::{CommandSpec, ACCESS, DELETE, OW, RO, RW, UPDATE};
@@ -50,7 +52,7 @@ use crate::rm::mark_type::MARK_TYPE;
 /// routes them in a cluster. `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 10] = [
+const COMMANDS: [CommandSpec; 11] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -153,6 +155,16 @@ const COMMANDS: [CommandSpec; 10] = [
         arity: 3,
         key_flags: Some(RW.with(UPDATE)),
     },
+    CommandSpec {
+        name: "lock.clock",
+        entry: Some(entry::<clock::Clock>),
+        flags: c"write fast",
+        categories: "write fast",
+        replication_form: true,
+        summary: "Raises the node's fence clock and mark floor (the replicated form of both).",
+        arity: 3,
+        key_flags: None,
+    },
 ];
 
 /// The configs, `fencelock.<name>`.
@@ -224,6 +236,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 fn subscribe(ctx: &Context) -> bool {
     rm::data_type::observe_unlinks(hooks::keyspace::on_unlink);
+    rm::mark_type::observe_unlinks(hooks::keyspace::on_mark_unlink);
     let mut subscribed =
         rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
             && rm::filter::register(ctx, hooks::filter::before_command)

@@ -29,6 +29,8 @@ pub static REFRESHED: Counter = Counter::new();
 pub static EXPIRED: Counter = Counter::new();
 /// Lock keys the server evicted under `maxmemory` (handled as a `DEL`).
 pub static EVICTED: Counter = Counter::new();
+/// Fence marks the server evicted under `maxmemory` (each raised the mark floor).
+pub static EVICTED_MARKS: Counter = Counter::new();
 /// Grants made to a waiting client on release, expiry or deletion.
 pub static HANDOFFS: Counter = Counter::new();
 /// Waiters answered nil because their BLOCK timeout passed.

@@ -15,13 +15,17 @@ pub enum Admission {
     Stale { highest: u64 },
 }
 
-/// Equal fences are admitted: one holder may write several times.
-pub fn admit(highest: Option<u64>, fence: u64) -> Admission {
+/// Equal fences are admitted: one holder may write several times. A missing mark may
+/// be one the server evicted, so it admits no fence below `floor`, the highest fence of
+/// any mark evicted on this node (0 when none was): the server cannot tell an evicted
+/// mark from one never made.
+pub fn admit(highest: Option<u64>, floor: u64, fence: u64) -> Admission {
     match highest {
         Some(highest) if fence < highest => Admission::Stale { highest },
         Some(highest) => Admission::Admit {
             raise: fence > highest,
         },
+        None if fence < floor => Admission::Stale { highest: floor },
         None => Admission::Admit { raise: true },
     }
 }
@@ -33,6 +37,15 @@ pub fn parse_fence(bytes: &[u8]) -> Result<u64, CommandError> {
         .and_then(|fence| u64::try_from(fence).ok())
         .filter(|&fence| fence > 0)
         .ok_or(CommandError::NotAnInteger)
+}
+
+/// A value of the node's state in `LOCK.CLOCK` (a last fence or a mark floor): a fence,
+/// or 0 for none yet.
+pub fn parse_node_fence(bytes: &[u8]) -> Result<u64, CommandError> {
+    match bytes {
+        b"0" => Ok(0),
+        _ => parse_fence(bytes),
+    }
 }
 
 /// Commands a guard or a fence check may not run, beyond what Redis refuses in script
@@ -88,10 +101,20 @@ mod tests {
 
     #[test]
     fn fences_at_or_above_the_mark_are_admitted() {
-        assert_eq!(admit(None, 5), Admission::Admit { raise: true });
-        assert_eq!(admit(Some(5), 5), Admission::Admit { raise: false });
-        assert_eq!(admit(Some(5), 9), Admission::Admit { raise: true });
-        assert_eq!(admit(Some(5), 4), Admission::Stale { highest: 5 });
+        assert_eq!(admit(None, 0, 5), Admission::Admit { raise: true });
+        assert_eq!(admit(Some(5), 0, 5), Admission::Admit { raise: false });
+        assert_eq!(admit(Some(5), 0, 9), Admission::Admit { raise: true });
+        assert_eq!(admit(Some(5), 0, 4), Admission::Stale { highest: 5 });
+    }
+
+    #[test]
+    fn a_missing_mark_admits_nothing_below_the_floor_of_evicted_marks() {
+        assert_eq!(admit(None, 100, 50), Admission::Stale { highest: 100 });
+        assert_eq!(admit(None, 100, 100), Admission::Admit { raise: true });
+        assert_eq!(admit(None, 100, 101), Admission::Admit { raise: true });
+        // A mark that exists is its own authority, even below the floor.
+        assert_eq!(admit(Some(7), 100, 7), Admission::Admit { raise: false });
+        assert_eq!(admit(Some(7), 100, 6), Admission::Stale { highest: 7 });
     }
 
     #[test]
@@ -99,6 +122,19 @@ mod tests {
         assert_eq!(parse_fence(b"17"), Ok(17));
         for bad in [&b"0"[..], b"-3", b"x", b"", b"1.5"] {
             assert_eq!(parse_fence(bad), Err(CommandError::NotAnInteger), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn node_state_values_are_fences_or_zero() {
+        assert_eq!(parse_node_fence(b"0"), Ok(0));
+        assert_eq!(parse_node_fence(b"42"), Ok(42));
+        for bad in [&b"-1"[..], b"00", b"x", b"", b"9223372036854775808"] {
+            assert_eq!(
+                parse_node_fence(bad),
+                Err(CommandError::NotAnInteger),
+                "{bad:?}"
+            );
         }
     }
 

@@ -15,6 +15,7 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::errors::to_redis;
 use super::inner;
 use crate::keyspace::effects;
+use crate::node_fence;
 use crate::rm::argv::Command;
 use crate::rm::call::call;
 use crate::rm::keys;
@@ -61,7 +62,7 @@ fn admit_fence(
     let fence = parse_fence(fence.as_slice())?;
     let looked_up = inner::check(ctx, mark, inner)?;
     let key = MarkKey::open(ctx, mark, false);
-    match admit(key.highest()?, fence) {
+    match admit(key.highest()?, node_fence::mark_floor(), fence) {
         // Deleting or overwriting the mark would re-open the door to every older fence.
         Admission::Admit { .. }
             if looked_up

@@ -5,6 +5,7 @@
 
 pub mod acquire;
 pub mod apply;
+pub mod clock;
 pub mod drop;
 pub mod errors;
 pub mod fence;

@@ -4,6 +4,7 @@
 use std::ffi::CStr;
 
 use crate::blocking;
+use crate::node_fence;
 use crate::rm::server;
 use crate::stats;
 
@@ -19,6 +20,7 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"refreshed", as_i64(stats::REFRESHED.get())),
         (c"expired", as_i64(stats::EXPIRED.get())),
         (c"evicted", as_i64(stats::EVICTED.get())),
+        (c"evicted_marks", as_i64(stats::EVICTED_MARKS.get())),
         (c"handoffs", as_i64(stats::HANDOFFS.get())),
         (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
         (c"guarded", as_i64(stats::GUARDED.get())),
@@ -30,6 +32,8 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
         ),
         (c"held_locks", stats::LIVE_LOCKS.get()),
+        // A missing fence mark admits no fence below this (0 until a mark is evicted).
+        (c"mark_floor", as_i64(node_fence::mark_floor())),
         // 1: maxmemory is set with a policy that may evict locks or fence marks.
         (c"eviction_possible", i64::from(server::eviction_possible())),
     ]

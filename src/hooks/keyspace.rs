@@ -1,5 +1,6 @@
-//! Redis's generic, expired and evicted keyspace events, seen from the lock keys: an
-//! expired lease is counted and announced as `lock.expired`; any change to a key that
+//! Redis's generic, expired and evicted keyspace events, seen from the lock keys and
+//! fence marks: an expired lease is counted and announced as `lock.expired`, an evicted
+//! lock as `lock.evicted`, an evicted mark raises the mark floor; any change to a key that
 //! clients wait for (gone, a new deadline, a new value) settles its queue. Also the
 //! data type's word that a lock key is being unlinked, which is all the module hears
 //! of a lock overwritten by another value (`SET` over it announces itself in a class
@@ -9,29 +10,39 @@ use redis_module::{Context, RedisString};
 
 use crate::blocking;
 use crate::hooks::filter;
-use crate::keyspace::{events, unlinked};
+use crate::keyspace::unlinked::{self, Gone};
+use crate::keyspace::{effects, events};
 use crate::rm::server::selected_db;
 use crate::stats;
 
 /// Subscriber for Redis's generic, expired and evicted keyspace events.
 pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let db = selected_db(ctx);
-    // A lock key expires with its last lease, and with it every holder whose lease
-    // ended at the same time and was not dropped yet: one `lock.expired` each.
-    let holders = unlinked::unlinked_holders(db, name);
-    if let Some(holders) = holders.filter(|_| event == "expired") {
-        let key = RedisString::create_from_slice(ctx.ctx, name);
-        for _ in 0..holders {
-            stats::EXPIRED.bump();
-            events::notify(ctx, events::EXPIRED, &key);
+    let gone = unlinked::take(db, name);
+    match (gone, event) {
+        // A lock key expires with its last lease, and with it every holder whose lease
+        // ended at the same time and was not dropped yet: one `lock.expired` each.
+        (Some(Gone::Lock { holders }), "expired") => {
+            let key = RedisString::create_from_slice(ctx.ctx, name);
+            for _ in 0..holders {
+                stats::EXPIRED.bump();
+                events::notify(ctx, events::EXPIRED, &key);
+            }
         }
-    }
-    // Evicted under maxmemory: for its waiters a `DEL` (settled below), for its holders
-    // a loss they should hear of.
-    if holders.is_some() && event == "evicted" {
-        let key = RedisString::create_from_slice(ctx.ctx, name);
-        stats::EVICTED.bump();
-        events::notify(ctx, events::EVICTED, &key);
+        // Evicted under maxmemory: for its waiters a `DEL` (settled below), for its
+        // holders a loss they should hear of.
+        (Some(Gone::Lock { .. }), "evicted") => {
+            let key = RedisString::create_from_slice(ctx.ctx, name);
+            stats::EVICTED.bump();
+            events::notify(ctx, events::EVICTED, &key);
+        }
+        // An evicted mark would admit every older fence again: its fence becomes the
+        // floor of every missing mark.
+        (Some(Gone::Mark { fence }), "evicted") => {
+            let key = RedisString::create_from_slice(ctx.ctx, name);
+            effects::mark_evicted(ctx, &key, fence);
+        }
+        _ => {}
     }
     // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later
     // expiry (PEXPIRE) or renamed still goes with its last holder's lease: an emptied
@@ -56,6 +67,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 /// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context
 /// is at hand here: the queue, if any, is settled at the next chance.
 pub fn on_unlink(db: i32, name: &[u8], holders: usize) {
-    unlinked::note(db, name, holders);
+    unlinked::note(db, name, Gone::Lock { holders });
     blocking::note_changed(db, name);
+}
+
+/// A fence mark is being unlinked; only its eviction (announced next) matters.
+pub fn on_mark_unlink(db: i32, name: &[u8], fence: u64) {
+    unlinked::note(db, name, Gone::Mark { fence });
 }

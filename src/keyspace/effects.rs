@@ -12,8 +12,10 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
 use super::{events, propagation, unlinked};
+use crate::node_fence;
 use crate::rm::key::LockKey;
 use crate::rm::mark_key::MarkKey;
+use crate::rm::node_state_form;
 use crate::rm::replicate;
 use crate::stats;
 
@@ -240,4 +242,14 @@ pub fn raise_mark(
     replicate::mark(ctx, name, fence);
     events::notify(ctx, events::MARK_RAISED, name);
     Ok(())
+}
+
+/// The server evicted the mark `name`, which had admitted `fence`: the node's mark floor
+/// rises to it, propagated as `LOCK.CLOCK last-fence mark-floor` after Redis's `DEL`.
+pub fn mark_evicted(ctx: &Context, name: &RedisString, fence: u64) {
+    stats::EVICTED_MARKS.bump();
+    if node_fence::raise_mark_floor(fence) {
+        node_state_form::replicate(ctx);
+    }
+    events::notify(ctx, events::MARK_EVICTED, name);
 }

@@ -16,6 +16,8 @@ pub const EVICTED: &CStr = c"lock.evicted";
 pub const HANDOFF: &CStr = c"lock.handoff";
 /// A fence mark rose (`LOCK.FENCED` admitted a higher fence).
 pub const MARK_RAISED: &CStr = c"mark.raised";
+/// The server evicted a fence mark under `maxmemory`: the mark floor holds its fence.
+pub const MARK_EVICTED: &CStr = c"mark.evicted";
 
 /// Emits `event` for `key`.
 pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {

@@ -1,38 +1,53 @@
-//! The note of the lock key Redis most recently unlinked.
+//! The note of the lock key or fence mark Redis most recently unlinked.
 //!
-//! Redis tells the data type that one of its keys is being unlinked just before it
+//! Redis tells a data type that one of its keys is being unlinked just before it
 //! announces *why* (`expired`, `del`, `evicted`). The note is matched against the next
 //! announcement, which is how an expired lease is told apart from an expired key of
-//! another type: by then the key is already gone. A note lives only as long as the
-//! command (or expiry cycle) that made it: the command filter and the event loop going
-//! to sleep end it, so an overwrite (`SET` over a lock, which Redis announces in a class
-//! the module does not follow) is never taken for a later expiry.
+//! another type, and an evicted mark from a deleted one: by then the key is already
+//! gone. A note lives only as long as the command (or expiry or eviction cycle) that
+//! made it: the command filter and the event loop going to sleep end it, so an
+//! overwrite (`SET` over a lock, which Redis announces in a class the module does not
+//! follow) is never taken for a later expiry.
 
 use std::cell::RefCell;
 
-/// The lock key most recently unlinked, as (db, name), and how many holders it had
-/// (each one's lease ends with the key's when it expires). The buffer is reused so that
-/// noting a deletion does not allocate on every release.
+/// What the unlinked key was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// A lock with this many holders (each one's lease ends with the key's when it
+    /// expires).
+    Lock { holders: usize },
+    /// A fence mark that had admitted this fence.
+    Mark { fence: u64 },
+}
+
+/// The key most recently unlinked, as (db, name), and what it was. The buffer is
+/// reused so that noting a deletion does not allocate on every release.
 struct Unlinked {
     noted: bool,
     db: i32,
     name: Vec<u8>,
-    holders: usize,
+    gone: Gone,
 }
 
 thread_local! {
     static LAST_UNLINKED: RefCell<Unlinked> = const {
-        RefCell::new(Unlinked { noted: false, db: 0, name: Vec::new(), holders: 0 })
+        RefCell::new(Unlinked {
+            noted: false,
+            db: 0,
+            name: Vec::new(),
+            gone: Gone::Lock { holders: 0 },
+        })
     };
 }
 
-/// A lock key is going away (the data type's unlink callback).
-pub fn note(db: i32, name: &[u8], holders: usize) {
+/// A lock key or mark is going away (a data type's unlink callback).
+pub fn note(db: i32, name: &[u8], gone: Gone) {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
         last.noted = true;
         last.db = db;
-        last.holders = holders;
+        last.gone = gone;
         last.name.clear();
         last.name.extend_from_slice(name);
     });
@@ -43,13 +58,13 @@ pub fn forget() {
     LAST_UNLINKED.with(|last| last.borrow_mut().noted = false);
 }
 
-/// When the key Redis just announced is the lock key it just unlinked, how many
-/// holders it had; the note is used up either way.
-pub fn unlinked_holders(db: i32, name: &[u8]) -> Option<usize> {
+/// When the key Redis just announced is the one it just unlinked, what it was; the
+/// note is used up either way.
+pub fn take(db: i32, name: &[u8]) -> Option<Gone> {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
         let matched = last.noted && last.db == db && last.name == name;
         last.noted = false;
-        matched.then_some(last.holders)
+        matched.then_some(last.gone)
     })
 }

@@ -6,7 +6,8 @@
 //! (unsigned, 0 for plain `SHARED`), the number of holders, and per holder its token,
 //! fence and deadline (Unix ms, signed). Encver 0 (the release before shared holders)
 //! is an exclusive lock's token and fence alone, and still loads. Aux field (before the
-//! keyspace): the node's last fence, the same in both. Loading validates everything and,
+//! keyspace): the node's last fence, the same in both; after the keyspace, once a fence
+//! mark was evicted: the floor of evicted marks. Loading validates everything and,
 //! as the module handles IO errors itself, a truncated or corrupt payload fails the load
 //! instead of aborting the server.
 //!
@@ -23,7 +24,7 @@ use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
-use super::guard;
+use super::{guard, node_state_form};
 use crate::node_fence;
 use crate::stats;
 
@@ -70,7 +71,9 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
         free: Some(free),
         aux_load: Some(aux_load),
         aux_save: Some(aux_save),
-        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
+        aux_save2: Some(aux_save2),
+        aux_save_triggers: (raw::REDISMODULE_AUX_BEFORE_RDB | raw::REDISMODULE_AUX_AFTER_RDB)
+            as c_int,
         unlink2: Some(unlink2),
         ..NO_METHODS
     },
@@ -276,15 +279,19 @@ unsafe extern "C" fn aof_rewrite(
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("AOF rewrite", (), || match lock {
-        LockRef::Exclusive(holding) => emit_apply(aof, key, holding, None),
-        LockRef::Shared(set) => {
-            for holder in set.all() {
-                let shared = (holder.deadline_ms(), set.mode());
-                emit_apply(aof, key, holder.holding(), Some(shared));
+    guard::callback("AOF rewrite", (), || {
+        // Without the RDB preamble nothing else carries the node's state.
+        node_state_form::rewrite_once(aof);
+        match lock {
+            LockRef::Exclusive(holding) => emit_apply(aof, key, holding, None),
+            LockRef::Shared(set) => {
+                for holder in set.all() {
+                    let shared = (holder.deadline_ms(), set.mode());
+                    emit_apply(aof, key, holder.holding(), Some(shared));
+                }
+                // SAFETY: the format "s" matches one module string.
+                unsafe { api!(RedisModule_EmitAOF)(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
             }
-            // SAFETY: the format "s" matches one module string.
-            unsafe { api!(RedisModule_EmitAOF)(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
         }
     });
 }
@@ -373,6 +380,20 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
         _ => 1,
     };
     // SAFETY: the key-operation context Redis passed to unlink2.
+    if let Some((db, name)) = unsafe { unlinked_key(ctx) } {
+        guard::callback("unlink", (), || observer(db, name, holders));
+    }
+}
+
+/// The database and name of the key an `unlink2` callback is about.
+///
+/// # Safety
+/// `ctx` must be the key-operation context Redis passed to `unlink2`; the name lives
+/// for that call.
+pub(super) unsafe fn unlinked_key<'a>(
+    ctx: *mut raw::RedisModuleKeyOptCtx,
+) -> Option<(i32, &'a [u8])> {
+    // SAFETY: as the caller promises.
     let (name, db) = unsafe {
         (
             api!(RedisModule_GetKeyNameFromOptCtx)(ctx),
@@ -380,37 +401,50 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
         )
     };
     if name.is_null() {
-        return;
+        return None;
     }
     let mut len = 0usize;
     // SAFETY: a live key string for the call.
     let ptr = unsafe { api!(RedisModule_StringPtrLen)(name, &mut len) };
     if ptr.is_null() {
-        return;
+        return None;
     }
     // SAFETY: `len` bytes owned by the key string for the call.
-    let name = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-    guard::callback("unlink", (), || observer(db, name, holders));
+    Some((db, unsafe {
+        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+    }))
 }
 
+/// Before the keyspace: the node's last fence. After it: the floor of evicted marks.
 unsafe extern "C" fn aux_save(rdb: *mut raw::RedisModuleIO, when: c_int) {
-    if when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
-        return;
+    let value = if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+        node_fence::last()
+    } else {
+        node_fence::mark_floor()
+    };
+    save_unsigned(rdb, value);
+}
+
+/// As `aux_save`, on servers that leave out an aux field nothing was written to (Redis
+/// 7.2 and later, Valkey): the floor is written only once a mark was evicted, so a
+/// file without one still loads into a release that knew no floor — and one with a
+/// floor fails to load there rather than losing it.
+unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
+    if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int || node_fence::mark_floor() > 0 {
+        // SAFETY: the IO handle Redis passed in.
+        unsafe { aux_save(rdb, when) };
     }
-    // SAFETY: the IO handle Redis passed in.
-    unsafe { api!(RedisModule_SaveUnsigned)(rdb, node_fence::last()) };
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
     let known = encver == ENCODING_VERSION || encver == EXCLUSIVE_ONLY_VERSION;
-    if !known || when != raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+    let Some(value) = load_unsigned(rdb).filter(|_| known) else {
         return raw::REDISMODULE_ERR as c_int;
+    };
+    if when == raw::REDISMODULE_AUX_BEFORE_RDB as c_int {
+        node_fence::observe(value);
+    } else {
+        node_fence::raise_mark_floor(value);
     }
-    match load_unsigned(rdb) {
-        Some(last_fence) => {
-            node_fence::observe(last_fence);
-            raw::REDISMODULE_OK as c_int
-        }
-        None => raw::REDISMODULE_ERR as c_int,
-    }
+    raw::REDISMODULE_OK as c_int
 }

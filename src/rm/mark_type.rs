@@ -7,12 +7,13 @@
 
 use std::ffi::{c_int, c_void};
 use std::os::raw::c_char;
+use std::sync::OnceLock;
 
 use fencelock_core::fence::MAX_FENCE;
 use redis_module::{native_types::RedisType, raw};
 
-use super::data_type::NO_METHODS;
-use super::guard;
+use super::data_type::{unlinked_key, NO_METHODS};
+use super::{guard, node_state_form};
 
 const ENCODING_VERSION: i32 = 0;
 
@@ -26,9 +27,21 @@ pub static MARK_TYPE: RedisType = RedisType::new(
         mem_usage: Some(mem_usage),
         digest: Some(digest),
         free: Some(free),
+        unlink2: Some(unlink2),
         ..NO_METHODS
     },
 );
+
+/// Called with the database, name and fence of every mark Redis unlinks (deletion,
+/// eviction, overwrite), before it announces why.
+pub type MarkUnlinkObserver = fn(i32, &[u8], u64);
+
+static UNLINK_OBSERVER: OnceLock<MarkUnlinkObserver> = OnceLock::new();
+
+/// Sets the observer of unlinked marks (once, at load).
+pub fn observe_unlinks(observer: MarkUnlinkObserver) {
+    let _ = UNLINK_OBSERVER.set(observer);
+}
 
 /// A new mark value holding `fence`, owned by Redis once stored.
 pub(super) fn new_value(fence: u64) -> *mut c_void {
@@ -78,6 +91,8 @@ unsafe extern "C" fn aof_rewrite(
         return;
     };
     guard::callback("AOF rewrite of a mark", (), || {
+        // Without the RDB preamble nothing else carries the node's state.
+        node_state_form::rewrite_once(aof);
         let fence = fence.to_string();
         // SAFETY: the format "sb" matches a module string and a buffer with its length.
         unsafe {
@@ -105,6 +120,20 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
             api!(RedisModule_DigestAddLongLong)(md, i64::try_from(*fence).unwrap_or(i64::MAX));
             api!(RedisModule_DigestEndSequence)(md);
         }
+    }
+}
+
+unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const c_void) {
+    let Some(observer) = UNLINK_OBSERVER.get() else {
+        return;
+    };
+    // SAFETY: Redis passes a value of this type.
+    let Some(fence) = (unsafe { fence_of(value.cast_mut()) }).map(|fence| *fence) else {
+        return;
+    };
+    // SAFETY: the key-operation context Redis passed to unlink2.
+    if let Some((db, name)) = unsafe { unlinked_key(ctx) } {
+        guard::callback("unlink of a mark", (), || observer(db, name, fence));
     }
 }
 

@@ -48,6 +48,7 @@ pub mod key;
 pub mod keys;
 pub mod mark_key;
 pub mod mark_type;
+pub mod node_state_form;
 pub mod notify;
 pub mod open_key;
 pub mod replicate;

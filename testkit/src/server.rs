@@ -226,10 +226,33 @@ impl Server {
                 .query(&mut con)
                 .expect("INFO");
             if info.contains("master_link_status:up") {
-                return;
+                break;
             }
             assert!(Instant::now() < deadline, "replica did not sync");
             std::thread::sleep(Duration::from_millis(20));
+        }
+        // A link that is up may not stream commands yet (after a diskless sync the
+        // primary waits for the replica's first ACK, up to a second): a probe written on
+        // the primary and seen here proves the stream flows. It is deleted the same way.
+        let mut on_primary = primary.connect();
+        for (command, seen) in [("SET", 1), ("DEL", 0)] {
+            let mut probe = cmd(command);
+            probe.arg("testkit:replication-probe");
+            if command == "SET" {
+                probe.arg("1");
+            }
+            let _: Value = probe.query(&mut on_primary).expect("probe");
+            loop {
+                let exists: i64 = cmd("EXISTS")
+                    .arg("testkit:replication-probe")
+                    .query(&mut con)
+                    .expect("EXISTS");
+                if exists == seen {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "replica did not stream");
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 }

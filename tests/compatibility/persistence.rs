@@ -130,6 +130,46 @@ fn aof_replayed_after_the_lease_ran_out_shows_it_expired() {
     assert!(next > fence);
 }
 
+/// An AOF rewritten without the RDB preamble has no aux data: the fence clock's
+/// high-water mark travels as `LOCK.CLOCK` before the first lock or mark, so fences
+/// stay above one that no key holds any more.
+#[test]
+fn aof_rewrite_without_preamble_keeps_the_fence_clock() {
+    let args = aof_always("no");
+    let mut server = Server::with_args(&args);
+    let mut con = server.connect();
+    let _: () = cmd("LOCK.APPLY")
+        .arg("gone")
+        .arg("t")
+        .arg(FUTURE_FENCE)
+        .arg("PXAT")
+        .arg(i64::MAX / 4)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(int(&mut con, &["DEL", "gone"]), 1);
+    let _: () = cmd("LOCK.FENCED")
+        .arg("mark")
+        .arg(5)
+        .arg("SET")
+        .arg("data")
+        .arg("v")
+        .query(&mut con)
+        .unwrap();
+    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
+    eventually(Duration::from_secs(10), "AOF rewrite", || {
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+    server.kill();
+    server.restart();
+    let mut con = server.connect();
+    let (_, next) = acquire(&mut con, "k", 1_000, &[]).unwrap();
+    assert!(
+        next > 9_000_000_000_000_000,
+        "the rewrite carried the clock: {next}"
+    );
+}
+
 #[test]
 fn restart_without_persistence_still_gives_higher_fences() {
     let mut server = Server::start();

@@ -33,8 +33,22 @@ fn info(raw: &mut RawClient, field: &str) -> String {
         .unwrap_or_else(|| panic!("{field} missing"))
 }
 
+/// Every evicting policy can take a lock: `volatile-*` ones because it has an expiry.
 #[test]
 fn an_evicted_lock_is_announced_and_its_waiter_served() {
+    for policy in [
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+        "allkeys-lru",
+        "allkeys-random",
+    ] {
+        evicted_lock_under(policy);
+    }
+}
+
+fn evicted_lock_under(policy: &str) {
     let server = Server::start();
     let mut con = server.connect();
     let mut subscriber =
@@ -57,16 +71,16 @@ fn an_evicted_lock_is_announced_and_its_waiter_served() {
     ]);
     let mut watcher = server.connect();
     wait_for_waiters(&mut watcher, "lock:a", 1);
-    // Only the lock has an expiry, so volatile-lru can evict nothing else.
-    set(&mut raw, "maxmemory-policy", "volatile-lru");
+    set(&mut raw, "maxmemory-policy", policy);
     let limit = used_memory(&mut raw) + 200_000;
     set(&mut raw, "maxmemory", &limit.to_string());
     assert_eq!(info(&mut raw, "fencelock_eviction_possible"), "1");
     let filler = "x".repeat(10_000);
-    for i in 0..100 {
-        // Refused with OOM once nothing volatile is left: fine, the lock went first.
+    for i in 0..5_000 {
+        // Under volatile-* refused with OOM once nothing volatile is left: fine, the
+        // lock went first.
         raw.call_str(&["SET", &format!("filler:{i}"), &filler]);
-        // Stop at the first eviction: the lock handed to the waiter is volatile too.
+        // Stop at the first eviction: the lock handed to the waiter can go too.
         if info(&mut raw, "fencelock_evicted") != "0" {
             break;
         }
@@ -76,19 +90,169 @@ fn an_evicted_lock_is_announced_and_its_waiter_served() {
         .expect("the waiter is served when the lock is evicted");
     assert_eq!(
         granted.grant().map(|(token, _)| token.to_vec()),
-        Some(b"next".to_vec())
+        Some(b"next".to_vec()),
+        "{policy}"
     );
-    assert_eq!(info(&mut raw, "fencelock_evicted"), "1");
+    assert_eq!(info(&mut raw, "fencelock_evicted"), "1", "{policy}");
+    assert!(events_seen(&mut subscriber, "lock.evicted"), "{policy}");
+    set(&mut raw, "maxmemory", "0");
+}
+
+/// Whether the keyspace subscriber hears `event` within a few seconds.
+fn events_seen(subscriber: &mut RawClient, event: &str) -> bool {
     let mut seen = Vec::new();
     while let Some(Reply::Array(Some(message))) = subscriber.try_read_reply(Duration::from_secs(1))
     {
-        if let Some(Reply::Bulk(Some(event))) = message.last() {
-            seen.push(String::from_utf8_lossy(event).into_owned());
+        if let Some(Reply::Bulk(Some(name))) = message.last() {
+            seen.push(String::from_utf8_lossy(name).into_owned());
         }
-        if seen.iter().any(|event| event == "lock.evicted") {
-            break;
+        if seen.iter().any(|name| name == event) {
+            return true;
         }
     }
-    assert!(seen.iter().any(|event| event == "lock.evicted"), "{seen:?}");
-    set(&mut raw, "maxmemory", "0");
+    false
+}
+
+/// Fills memory under `policy` until `gone` has been evicted, then lifts the limit.
+fn evict(raw: &mut RawClient, policy: &str, gone: &str) {
+    set(raw, "maxmemory-policy", policy);
+    let limit = used_memory(raw) + 200_000;
+    set(raw, "maxmemory", &limit.to_string());
+    let filler = "x".repeat(10_000);
+    for i in 0..5_000 {
+        raw.call_str(&["SET", &format!("filler:{i}"), &filler]);
+        if raw.call_str(&["EXISTS", gone]).integer() == Some(0) {
+            set(raw, "maxmemory", "0");
+            return;
+        }
+    }
+    panic!("{policy} never evicted {gone}");
+}
+
+fn fenced(raw: &mut RawClient, mark: &str, fence: &str, value: &str) -> Reply {
+    raw.call_str(&["LOCK.FENCED", mark, fence, "SET", "ledger", value])
+}
+
+fn is_stale(reply: &Reply, highest: u64) -> bool {
+    matches!(reply, Reply::Error(message)
+        if message == &format!("STALE fence is below the highest admitted ({highest})"))
+}
+
+/// The seeds' stale write through an evicted mark: fence 100 admitted, the mark evicted,
+/// then fence 50 must still be refused — on this mark and on any mark that is missing,
+/// since the server cannot tell a mark it evicted from one never made.
+#[test]
+fn an_evicted_mark_leaves_a_floor_that_older_fences_cannot_pass() {
+    for policy in ["allkeys-lru", "allkeys-lfu", "allkeys-random"] {
+        let server = Server::start();
+        let mut con = server.connect();
+        let mut subscriber = keyspace_subscriber(
+            &server,
+            &mut con,
+            &["SUBSCRIBE", "__keyspace@0__:mark:ledger"],
+        );
+        let mut raw = RawClient::connect(server.port);
+        assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
+        assert_eq!(info(&mut raw, "fencelock_mark_floor"), "0");
+        evict(&mut raw, policy, "mark:ledger");
+        assert!(events_seen(&mut subscriber, "mark.evicted"), "{policy}");
+        assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100", "{policy}");
+        assert_eq!(info(&mut raw, "fencelock_evicted_marks"), "1", "{policy}");
+        let stale = fenced(&mut raw, "mark:ledger", "50", "STALE");
+        assert!(is_stale(&stale, 100), "{policy}: {stale:?}");
+        let other = fenced(&mut raw, "mark:other", "99", "STALE");
+        assert!(is_stale(&other, 100), "{policy}: {other:?}");
+        assert_ne!(raw.call_str(&["GET", "ledger"]).bulk(), Some(&b"STALE"[..]));
+        // The holder of fence 100 may go on writing; the mark is made again at 100.
+        assert!(fenced(&mut raw, "mark:ledger", "100", "again").is_ok());
+        assert!(is_stale(&fenced(&mut raw, "mark:ledger", "99", "x"), 100));
+        assert!(fenced(&mut raw, "mark:new", "101", "v101").is_ok());
+    }
+}
+
+/// The floor is node state like the fence clock: replicas learn it with the eviction,
+/// a promoted replica keeps refusing, and it survives `DEBUG RELOAD`.
+#[test]
+fn the_mark_floor_replicates_and_reloads() {
+    let (primary, replica) = primary_and_replica();
+    let mut raw = RawClient::connect(primary.port);
+    assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
+    evict(&mut raw, "allkeys-lru", "mark:ledger");
+    wait_replicated(&mut primary.connect());
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100");
+    let mut on_replica = RawClient::connect(replica.port);
+    assert_eq!(
+        on_replica.call_str(&["EXISTS", "mark:ledger"]).integer(),
+        Some(0)
+    );
+    assert_eq!(info(&mut on_replica, "fencelock_mark_floor"), "100");
+    assert!(on_replica.call_str(&["REPLICAOF", "NO", "ONE"]).is_ok());
+    assert!(is_stale(
+        &fenced(&mut on_replica, "mark:ledger", "50", "STALE"),
+        100
+    ));
+    assert!(raw.call_str(&["DEBUG", "RELOAD"]).is_ok());
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100");
+    assert!(is_stale(
+        &fenced(&mut raw, "mark:ledger", "50", "STALE"),
+        100
+    ));
+}
+
+/// After a restart from the AOF (replayed with and without the RDB preamble, before
+/// and after a rewrite) and from an RDB file, the floor still refuses.
+#[test]
+fn the_mark_floor_survives_restarts() {
+    for preamble in ["yes", "no"] {
+        let mut server = Server::with_args(&[
+            "appendonly",
+            "yes",
+            "appendfsync",
+            "always",
+            "aof-use-rdb-preamble",
+            preamble,
+            "save",
+            "",
+        ]);
+        let mut raw = RawClient::connect(server.port);
+        assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
+        evict(&mut raw, "allkeys-lru", "mark:ledger");
+        server.kill();
+        server.restart();
+        let mut raw = RawClient::connect(server.port);
+        assert_eq!(
+            info(&mut raw, "fencelock_mark_floor"),
+            "100",
+            "replayed, preamble {preamble}"
+        );
+        // A rewrite keeps it too (without the preamble: written with the first mark).
+        assert!(fenced(&mut raw, "mark:kept", "200", "v200").is_ok());
+        let mut con = server.connect();
+        let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
+        eventually(Duration::from_secs(10), "AOF rewrite", || {
+            info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+                && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref()
+                    == Some("0")
+        });
+        server.kill();
+        server.restart();
+        let mut raw = RawClient::connect(server.port);
+        assert_eq!(
+            info(&mut raw, "fencelock_mark_floor"),
+            "100",
+            "rewritten, preamble {preamble}"
+        );
+        assert!(is_stale(
+            &fenced(&mut raw, "mark:ledger", "50", "STALE"),
+            100
+        ));
+    }
+    let mut server = Server::with_args(&["save", "3600 1"]);
+    let mut raw = RawClient::connect(server.port);
+    assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
+    evict(&mut raw, "allkeys-lru", "mark:ledger");
+    server.shutdown();
+    server.restart();
+    let mut raw = RawClient::connect(server.port);
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100", "RDB");
 }
