@@ -32,6 +32,8 @@ pub enum CommandError {
     NotAllowedInside,
     /// A fenced command whose inner command names the mark itself.
     OwnMarkInside,
+    /// `LOCK.APPLY` of a shared holder with a fence another holder of the key has.
+    FenceTaken,
     /// In a cluster, keys that do not hash to one slot.
     CrossSlot,
     /// `LIMIT` below 1 or above `fencelock.max-holders`.
@@ -73,6 +75,7 @@ impl CommandError {
                 format!("STALE fence is below the highest admitted ({highest})").into()
             }
             CommandError::OwnMarkInside => "ERR a fenced command may not touch its own mark".into(),
+            CommandError::FenceTaken => "ERR another holder of the lock has this fence".into(),
             CommandError::NotAllowedInside => {
                 "ERR this command is not allowed inside LOCK.GUARD or LOCK.FENCED".into()
             }

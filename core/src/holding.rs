@@ -117,6 +117,12 @@ impl Holding {
         self.0.get(FENCE_BYTES..).unwrap_or(&[])
     }
 
+    /// The token in its canonical stored form (compact or not, and the bytes): equal for
+    /// two tokens exactly when they are equal, and the same for an `Offered` token.
+    pub(crate) fn token_key(&self) -> (bool, &[u8]) {
+        (self.is_compact(), self.stored_token())
+    }
+
     /// Whether two holdings carry the same token (as stored: no decoding).
     pub fn same_token(&self, other: &Holding) -> bool {
         self.header() == other.header()
@@ -173,6 +179,14 @@ impl<'a> Offered<'a> {
         Offered {
             raw,
             compact: token::compact(raw),
+        }
+    }
+
+    /// As `Holding::token_key`: the form the token would be stored in.
+    pub(crate) fn token_key(&self) -> (bool, &[u8]) {
+        match &self.compact {
+            Some(raw) => (true, raw),
+            None => (false, self.raw),
         }
     }
 }

@@ -151,7 +151,7 @@ mod tests {
     fn shared(mode: Mode, holders: &[(&str, u64, i64)]) -> Box<SharedHolders> {
         let mut set = SharedHolders::new(mode);
         for (token, fence, deadline) in holders {
-            set.put(holding(token, *fence), *deadline);
+            set.put(holding(token, *fence), *deadline).unwrap();
         }
         set
     }

@@ -133,7 +133,7 @@ mod tests {
     fn both_kinds_round_trip_through_one_pointer() {
         let exclusive = LockValue::Exclusive(Holding::pack(b"w", 5).unwrap()).into_raw();
         let mut set = SharedHolders::new(Mode::Semaphore(2));
-        set.put(Holding::pack(b"r", 6).unwrap(), 100);
+        set.put(Holding::pack(b"r", 6).unwrap(), 100).unwrap();
         let shared = LockValue::Shared(set).into_raw();
         // SAFETY: both pointers come from `into_raw` and are freed once below.
         unsafe {
@@ -144,7 +144,7 @@ mod tests {
             assert_eq!(LockValue::from_raw(shared).fence_of(b"r", 100), Some(6));
             assert_eq!(LockValue::from_raw(shared).fence_of(b"r", 101), None);
             let set = LockValue::shared_mut(shared).unwrap();
-            set.put(Holding::pack(b"s", 7).unwrap(), 200);
+            set.put(Holding::pack(b"s", 7).unwrap(), 200).unwrap();
             assert_eq!(LockValue::from_raw(shared).visible_fence(150), Some(7));
             assert_eq!(LockValue::from_raw(shared).live_holders(150), 1);
             LockValue::free_raw(exclusive);

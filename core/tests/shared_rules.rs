@@ -71,10 +71,12 @@ impl Model {
         let holding = Holding::pack(token, fence).expect("packable");
         match (&mut self.value, mode) {
             (_, Mode::Exclusive) => self.value = Some((LockValue::Exclusive(holding), deadline)),
-            (Some((LockValue::Shared(set), _)), _) => set.put(holding, deadline),
+            (Some((LockValue::Shared(set), _)), _) => {
+                set.put(holding, deadline).expect("fences are unique")
+            }
             _ => {
                 let mut set = SharedHolders::new(mode);
-                set.put(holding, deadline);
+                set.put(holding, deadline).expect("fences are unique");
                 self.value = Some((LockValue::Shared(set), deadline));
             }
         }

@@ -71,7 +71,7 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         (Mode::Exclusive, Some(deadline)) => key.store(LockValue::Exclusive(holding), deadline),
         // A shared holder's lease is its own: it must be spelled out.
         (_, None) => return Err(CommandError::Syntax),
-        (_, Some(deadline)) => put_shared(&mut key, holding, deadline, mode),
+        (_, Some(deadline)) => put_shared(&mut key, holding, deadline, mode)?,
     };
     if !stored {
         return Err(CommandError::WriteFailed);
@@ -91,17 +91,22 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
 
 /// Adds (or re-times) a shared holder in a set of `mode`, starting a new set when the
 /// key is free or held in another mode; the key expires with the latest lease.
-fn put_shared(key: &mut LockKey, holding: Box<Holding>, deadline: i64, mode: Mode) -> bool {
-    match key.shared_mut().filter(|set| set.mode() == mode) {
+fn put_shared(
+    key: &mut LockKey,
+    holding: Box<Holding>,
+    deadline: i64,
+    mode: Mode,
+) -> Result<bool, CommandError> {
+    Ok(match key.shared_mut().filter(|set| set.mode() == mode) {
         Some(set) => {
-            set.put(holding, deadline);
+            set.put(holding, deadline)?;
             let latest = set.latest_deadline().unwrap_or(deadline);
             key.set_deadline(latest)
         }
         None => {
             let mut set = SharedHolders::new(mode);
-            set.put(holding, deadline);
+            set.insert(holding, deadline)?;
             key.store(LockValue::Shared(set), deadline)
         }
-    }
+    })
 }

@@ -52,15 +52,15 @@ pub fn grant(
         key.store(LockValue::Exclusive(holding), deadline_ms)
     } else if let Some(set) = key.shared_mut() {
         if fresh_token {
-            set.push_new(holding, deadline_ms);
+            set.insert(holding, deadline_ms)?;
         } else {
-            set.put(holding, deadline_ms);
+            set.put(holding, deadline_ms)?;
         }
         let latest = set.latest_deadline().unwrap_or(deadline_ms);
         key.set_deadline(latest)
     } else {
         let mut set = SharedHolders::new(mode);
-        set.put(holding, deadline_ms);
+        set.insert(holding, deadline_ms)?;
         key.store(LockValue::Shared(set), deadline_ms)
     };
     if !stored {

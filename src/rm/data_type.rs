@@ -210,10 +210,14 @@ fn load_shared(rdb: *mut raw::RedisModuleIO) -> Option<Box<SharedHolders>> {
     for _ in 0..count {
         let holding = load_holding(rdb)?;
         let deadline = load_signed(rdb)?;
-        set.push_new(holding, deadline);
+        // Two holders with one token or one fence are never saved; a payload that has
+        // them is corrupt.
+        if set.holds_token_of(&holding) {
+            return None;
+        }
+        set.insert(holding, deadline).ok()?;
     }
-    // Two holders with one token are never saved; a payload that has them is corrupt.
-    (!set.has_repeated_token()).then_some(set)
+    Some(set)
 }
 
 fn load_signed(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
@@ -244,7 +248,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
         LockRef::Shared(set) => {
             save_unsigned(rdb, KIND_SHARED);
             save_unsigned(rdb, u64::from(set.mode().stored_limit()));
-            save_unsigned(rdb, u64::try_from(set.all().len()).unwrap_or(0));
+            save_unsigned(rdb, u64::try_from(set.len()).unwrap_or(0));
             for holder in set.all() {
                 save_holding(rdb, holder.holding());
                 // SAFETY: the IO handle Redis passed in.
@@ -376,7 +380,7 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
     };
     // SAFETY: Redis passes a value of this type.
     let holders = match unsafe { lock(value) } {
-        Some(LockRef::Shared(set)) => set.all().len(),
+        Some(LockRef::Shared(set)) => set.len(),
         _ => 1,
     };
     // SAFETY: the key-operation context Redis passed to unlink2.

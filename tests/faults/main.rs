@@ -13,3 +13,4 @@ mod memory;
 mod panics;
 mod pause;
 mod reliability;
+mod scaling;

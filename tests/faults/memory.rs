@@ -391,7 +391,7 @@ fn grant_shared(con: &mut Connection, key: &str, holders: usize, mode: &[&str]) 
 }
 
 #[test]
-fn each_additional_shared_holder_costs_at_most_64_bytes() {
+fn each_additional_shared_holder_costs_at_most_160_bytes() {
     let server = Server::start();
     let mut con = server.connect();
     let usage =
@@ -400,27 +400,29 @@ fn each_additional_shared_holder_costs_at_most_64_bytes() {
         let key = format!("mem:{}", mode[0]);
         grant_shared(&mut con, &key, 1, mode);
         let one = usage(&mut con, &key);
-        // Holders are kept in an array that doubles: 1,025 holders is its emptiest
-        // (a holder's share of the array is largest), 4,096 its fullest.
+        // The token index is a table that doubles: 1,025 holders is its emptiest (a
+        // holder's share of it is largest), 4,096 close to its fullest. A holder is
+        // its holding, its place in the fence and the lease orders, and its index slot.
         grant_shared(&mut con, &key, 1_023, mode);
         let before = used_memory(&mut con);
         grant_shared(&mut con, &key, 1, mode);
         let reported = (usage(&mut con, &key) - one) / 1_024;
         assert!(
-            reported <= 64,
+            reported <= 160,
             "{mode:?}: MEMORY USAGE {reported} B a holder at 1,025"
         );
         grant_shared(&mut con, &key, 3_071, mode);
         let reported = (usage(&mut con, &key) - one) / 4_095;
         assert!(
-            reported <= 64,
+            reported <= 160,
             "{mode:?}: MEMORY USAGE {reported} B a holder at 4,096"
         );
         // What the server allocated for the holders from 1,025 to 4,096 (a doubling
-        // of the array included).
+        // of the index included).
         let allocated = (used_memory(&mut con) - before) / 3_072;
+        eprintln!("{mode:?}: {reported} B a holder reported, {allocated} B allocated");
         assert!(
-            allocated <= 64,
+            allocated <= 160,
             "{mode:?}: used_memory grows {allocated} B a holder"
         );
     }

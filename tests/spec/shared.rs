@@ -1383,24 +1383,6 @@ fn waiters_behind_one_that_stops_waiting_are_granted_at_once_if_they_fit() {
 }
 
 #[test]
-fn each_additional_shared_holder_costs_at_most_64_bytes() {
-    let server = Server::start();
-    let mut con = server.connect();
-    for (key, mode) in [("sem", vec!["LIMIT", "1000"]), ("rw", vec!["SHARED"])] {
-        hold(&mut con, key, 60_000, &mode);
-        let one: i64 = cmd("MEMORY").arg("USAGE").arg(key).query(&mut con).unwrap();
-        for _ in 0..100 {
-            hold(&mut con, key, 60_000, &mode);
-        }
-        let many: i64 = cmd("MEMORY").arg("USAGE").arg(key).query(&mut con).unwrap();
-        assert!(
-            many > one && (many - one) <= 100 * 64,
-            "{key}: {one} B with one holder, {many} B with 101"
-        );
-    }
-}
-
-#[test]
 fn lock_apply_and_lock_drop_add_and_remove_one_holder() {
     let server = Server::start();
     let mut con = server.connect();
@@ -1690,4 +1672,34 @@ fn holders_written_by_lock_apply_are_announced_at_their_own_lease_end() {
         started.elapsed()
     );
     assert_eq!(holders(&mut con, "lock:applied"), 1);
+}
+
+/// Every grant has its own fence, so two holders of one key never share one: an
+/// explicit `LOCK.APPLY` that would make them is refused and changes nothing.
+#[test]
+fn lock_apply_refuses_a_fence_another_holder_has() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    let deadline = (now_ms() + 60_000).to_string();
+    let apply = |raw: &mut RawClient, token: &str, fence: &str| {
+        raw.call_str(&[
+            "LOCK.APPLY",
+            "rw",
+            token,
+            fence,
+            "PXAT",
+            &deadline,
+            "SHARED",
+        ])
+    };
+    assert!(apply(&mut raw, "a", "5").is_ok());
+    let before = raw.call_str(&["DEBUG", "DIGEST-VALUE", "rw"]);
+    assert_eq!(
+        apply(&mut raw, "b", "5"),
+        err("ERR another holder of the lock has this fence")
+    );
+    assert_eq!(raw.call_str(&["DEBUG", "DIGEST-VALUE", "rw"]), before);
+    // The holder itself may be re-applied, with its own fence or the one it had.
+    assert!(apply(&mut raw, "a", "5").is_ok());
+    assert!(apply(&mut raw, "b", "6").is_ok());
 }
