@@ -469,3 +469,57 @@ fn used_memory_returns_to_baseline_after_shared_cycles() {
         "used_memory grew by {grown} bytes over {rounds} rounds of 100 holders"
     );
 }
+
+/// Mean bytes of `used_memory` each of `clients` (with their ids) adds once it is
+/// blocked in `wait`; all are unblocked again before it returns.
+fn blocked_cost(con: &mut Connection, clients: &mut [(RawClient, i64)], wait: &[&[u8]]) -> i64 {
+    let blocked = |con: &mut Connection| -> i64 {
+        info_field(con, "clients", "blocked_clients")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = used_memory(con);
+    for (client, _) in clients.iter_mut() {
+        client.send(wait);
+    }
+    let count = i64::try_from(clients.len()).unwrap();
+    eventually(Duration::from_secs(30), "all blocked", || blocked(con) == count);
+    let cost = (used_memory(con) - before) / count;
+    for (client, id) in clients.iter_mut() {
+        assert_eq!(int(con, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
+        assert!(client.read_reply().is_nil());
+    }
+    cost
+}
+
+/// What a waiter costs the server, and whose it is. Redis's blocked-client API gives
+/// every client a module blocks two temporary clients with a 16 KB reply buffer each
+/// (`RM_BlockClient`'s reply and thread-safe-context clients), about 33 KB, pooled when
+/// the client is unblocked and freed 50 per server cron tick: no module can block a
+/// client for less. The module's own part shows once that pool is full: a second round
+/// of waiters, right after a first one left, must cost little more than `BLPOP`.
+#[test]
+fn a_waiter_costs_the_blocked_client_api_and_little_more() {
+    const WAITERS: usize = 1_000;
+    // hz 1: the pool is trimmed slowly enough to still be full for the second round.
+    let server = Server::with_args(&["maxclients", "2100", "hz", "1"]);
+    let mut con = server.connect();
+    acquire(&mut con, "w", 600_000, &[]).unwrap();
+    let mut clients: Vec<(RawClient, i64)> = (0..WAITERS)
+        .map(|_| {
+            let mut raw = RawClient::connect(server.port);
+            let id = raw.call_str(&["CLIENT", "ID"]).integer().expect("id");
+            (raw, id)
+        })
+        .collect();
+    let list = blocked_cost(&mut con, &mut clients, &[b"BLPOP", b"empty", b"0"]);
+    let lock_wait: &[&[u8]] = &[b"LOCK.ACQUIRE", b"w", b"1000", b"BLOCK", b"0"];
+    let first = blocked_cost(&mut con, &mut clients, lock_wait);
+    let pooled = blocked_cost(&mut con, &mut clients, lock_wait);
+    eprintln!("a waiter: BLPOP {list} B; LOCK.ACQUIRE BLOCK {first} B, {pooled} B with Redis's temporary clients pooled");
+    assert!(first <= 40 * 1024, "{first} B a waiter");
+    assert!(
+        pooled - list <= 1024,
+        "{pooled} B a waiter with pooled temporary clients, BLPOP {list} B"
+    );
+}
