@@ -74,7 +74,7 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
 fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
     let name = request.key;
     let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::now_ms();
+    let now_ms = clock::command_ms();
     effects::drop_ended(ctx, &mut key, name, now_ms)?;
     // Waiters come first: if the lock has room because a holder's leaving has not been
     // settled yet, the queue takes it before this caller is considered.
@@ -156,7 +156,7 @@ fn wait_or_give_up(
         token: request.token.map(|token| token.bytes.to_vec()),
         mode: request.mode,
     };
-    let next_change = effects::next_lease_end(key, clock::now_ms());
+    let next_change = effects::next_lease_end(key, clock::command_ms());
     if blocking::enqueue(ctx, name, wanted, timeout_ms, next_change) {
         Ok(RedisValue::NoReply)
     } else {

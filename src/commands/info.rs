@@ -37,7 +37,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         return Err(CommandError::WrongArity);
     };
     let key = LockKey::open(ctx, name, false);
-    let now_ms = clock::now_ms();
+    let now_ms = clock::command_ms();
     // Shared holders whose lease ended do not count, even before they are dropped.
     let lock = key.lock()?.filter(|held| held.live_holders(now_ms) > 0);
     let (waiting_exclusive, waiting_shared) = blocking::waiter_counts(ctx, name.as_slice());

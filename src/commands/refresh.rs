@@ -41,7 +41,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     let token = parse_compared_token(token.as_slice(), limits.max_token_length)?;
     let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::now_ms();
+    let now_ms = clock::command_ms();
     effects::drop_ended(ctx, &mut key, name, now_ms)?;
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));

@@ -60,7 +60,7 @@ impl<'a> LockKey<'a> {
     /// for one (0: a time no lease is compared with).
     pub fn holders_clock_ms(&self) -> i64 {
         match self.lock() {
-            Ok(Some(LockRef::Shared(_))) => super::clock::now_ms(),
+            Ok(Some(LockRef::Shared(_))) => super::clock::command_ms(),
             _ => 0,
         }
     }

@@ -483,7 +483,9 @@ fn blocked_cost(con: &mut Connection, clients: &mut [(RawClient, i64)], wait: &[
         client.send(wait);
     }
     let count = i64::try_from(clients.len()).unwrap();
-    eventually(Duration::from_secs(30), "all blocked", || blocked(con) == count);
+    eventually(Duration::from_secs(30), "all blocked", || {
+        blocked(con) == count
+    });
     let cost = (used_memory(con) - before) / count;
     for (client, id) in clients.iter_mut() {
         assert_eq!(int(con, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);

@@ -1703,3 +1703,63 @@ fn lock_apply_refuses_a_fence_another_holder_has() {
     assert!(apply(&mut raw, "a", "5").is_ok());
     assert!(apply(&mut raw, "b", "6").is_ok());
 }
+
+/// Inside `MULTI` (and scripts) Redis judges key expiry by the time the transaction
+/// started, so an exclusive lease that ends during one still holds to its end; a shared
+/// holder's own lease follows the same rule, on servers that tell modules that time
+/// (Redis 7.2 and later, Valkey). Redis 7.0 does not: there a shared holder's lease is
+/// judged by the wall clock, as the README says.
+#[test]
+fn inside_multi_every_lease_is_judged_by_the_transaction_time() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let frozen = !info_field(&mut con, "server", "redis_version")
+        .is_some_and(|version| version.starts_with("7.0."))
+        || info_field(&mut con, "server", "valkey_version").is_some();
+    acquire(&mut con, "x", 100, &["TOKEN", "a"]).unwrap();
+    acquire(&mut con, "s", 100, &["SHARED", "TOKEN", "a"]).unwrap();
+    let (x_fence, s_fence) = (fence(&mut con, "x"), fence(&mut con, "s"));
+    let during: Vec<Value> = redis::pipe()
+        .atomic()
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.2")
+        .ignore()
+        .cmd("LOCK.FENCE")
+        .arg("x")
+        .arg("a")
+        .cmd("LOCK.FENCE")
+        .arg("s")
+        .arg("a")
+        .cmd("LOCK.ACQUIRE")
+        .arg("x")
+        .arg(1_000)
+        .arg("TOKEN")
+        .arg("b")
+        .cmd("LOCK.ACQUIRE")
+        .arg("s")
+        .arg(1_000)
+        .arg("TOKEN")
+        .arg("b")
+        .query(&mut con)
+        .unwrap();
+    let fence_reply = |value: &Value| match value {
+        Value::Int(fence) => Some(*fence),
+        _ => None,
+    };
+    assert_eq!(
+        fence_reply(&during[0]),
+        x_fence,
+        "the exclusive lease still holds"
+    );
+    assert_eq!(during[2], Value::Nil, "so the exclusive lock is busy");
+    if frozen {
+        assert_eq!(fence_reply(&during[1]), s_fence, "the shared lease too");
+        assert_eq!(during[3], Value::Nil, "and the shared lock is busy");
+        // After the transaction both leases have ended.
+        assert_eq!(fence(&mut con, "s"), None);
+    } else {
+        assert_eq!(during[1], Value::Nil, "Redis 7.0: the wall clock");
+    }
+    assert_eq!(fence(&mut con, "x"), None);
+}
