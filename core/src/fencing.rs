@@ -48,17 +48,61 @@ pub fn parse_node_fence(bytes: &[u8]) -> Result<u64, CommandError> {
     }
 }
 
+/// Commands that always wait for something: a guard may run none of them. (Redis 7.0
+/// refuses some in script mode and runs others without waiting; newer servers run all
+/// without waiting: one rule for every server instead.)
+const BLOCKING: [&str; 12] = [
+    "blpop",
+    "brpop",
+    "brpoplpush",
+    "blmove",
+    "blmpop",
+    "bzpopmin",
+    "bzpopmax",
+    "bzmpop",
+    "wait",
+    "waitaof",
+    "xread",
+    "xreadgroup",
+];
+
 /// Commands a guard or a fence check may not run, beyond what Redis refuses in script
-/// mode: themselves (a guard inside a guard proves nothing more), and a waiting
-/// `LOCK.ACQUIRE … BLOCK` (a guard is one atomic step; it cannot wait).
+/// mode: themselves (a guard inside a guard proves nothing more), and any command that
+/// waits (a guard is one atomic step; it cannot wait): a `LOCK.ACQUIRE … BLOCK`, a
+/// blocking list, sorted-set or `WAIT` command, and `XREAD`/`XREADGROUP` with `BLOCK`.
 pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
-    let waits = is("lock.acquire") && acquire_waits(args);
+    let waits = if is("lock.acquire") {
+        acquire_waits(args)
+    } else if is("xread") || is("xreadgroup") {
+        stream_read_waits(is("xreadgroup"), args)
+    } else {
+        BLOCKING.iter().any(|name| is(name))
+    };
     if is("lock.guard") || is("lock.fenced") || waits {
         Err(CommandError::NotAllowedInside)
     } else {
         Ok(())
     }
+}
+
+/// Whether `XREAD`/`XREADGROUP`'s options (before `STREAMS`) include `BLOCK`: read
+/// option by option, so a group, consumer or count spelled `BLOCK` asks for nothing.
+fn stream_read_waits(group: bool, args: &[&[u8]]) -> bool {
+    // XREADGROUP GROUP group consumer …
+    let mut at = if group { 3 } else { 0 };
+    while let Some(option) = args.get(at) {
+        let is = |name: &str| option.eq_ignore_ascii_case(name.as_bytes());
+        if is("block") {
+            return true;
+        }
+        at += match () {
+            _ if is("count") => 2,
+            _ if is("noack") => 1,
+            _ => return false,
+        };
+    }
+    false
 }
 
 /// Whether `LOCK.ACQUIRE`'s arguments (key, ttl, options) ask to wait: a `BLOCK`
@@ -136,6 +180,31 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn guards_run_no_command_that_waits() {
+        for blocking in [&b"BLPOP"[..], b"bzpopmin", b"Wait", b"BLMPOP", b"waitaof"] {
+            assert_eq!(
+                allowed_inside(blocking, &[b"k", b"0"]),
+                Err(CommandError::NotAllowedInside),
+                "{blocking:?}"
+            );
+        }
+        let xread = |args: &[&[u8]]| allowed_inside(b"XREAD", args);
+        assert!(xread(&[b"STREAMS", b"s", b"0"]).is_ok());
+        assert!(xread(&[b"COUNT", b"5", b"STREAMS", b"block", b"0"]).is_ok());
+        assert_eq!(
+            xread(&[b"COUNT", b"5", b"block", b"0", b"STREAMS", b"s", b"$"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        let group = |args: &[&[u8]]| allowed_inside(b"xreadgroup", args);
+        assert!(group(&[b"GROUP", b"BLOCK", b"BLOCK", b"NOACK", b"STREAMS", b"s", b">"]).is_ok());
+        assert_eq!(
+            group(&[b"GROUP", b"g", b"c", b"NOACK", b"BLOCK", b"10", b"STREAMS", b"s", b">"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        assert!(allowed_inside(b"LPOP", &[b"k"]).is_ok());
     }
 
     #[test]

@@ -407,3 +407,62 @@ fn a_command_name_with_a_nul_inside_is_unknown() {
     );
     assert_eq!(raw.call_str(&["EXISTS", "k"]), Reply::Integer(0));
 }
+
+/// A guard is one atomic step: no inner command may wait, on any server (Redis 7.0
+/// refused the blocking list commands in script mode but ran `XREAD … BLOCK`; newer
+/// servers ran them all without waiting). Nothing runs, and the mark stays as it was.
+#[test]
+fn no_command_that_waits_runs_inside_a_guard() {
+    let (_server, mut raw) = held();
+    assert!(!matches!(
+        raw.call_str(&["XADD", "stream", "*", "f", "v"]),
+        Reply::Error(_)
+    ));
+    assert!(raw.call_str(&["RPUSH", "list", "x"]).integer().is_some());
+    let waiting: [&[&str]; 7] = [
+        &["BLPOP", "list", "1"],
+        &["BLMOVE", "list", "other", "LEFT", "LEFT", "1"],
+        &["BZPOPMIN", "zset", "1"],
+        &["WAIT", "0", "100"],
+        &["XREAD", "BLOCK", "100", "STREAMS", "stream", "0"],
+        &[
+            "XREAD", "COUNT", "1", "BLOCK", "100", "STREAMS", "stream", "0",
+        ],
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "100",
+            "STREAMS",
+            "stream",
+            ">",
+        ],
+    ];
+    for inner in waiting {
+        let mut guard = vec!["LOCK.GUARD", "lock:a", "t"];
+        guard.extend(inner);
+        assert_eq!(raw.call_str(&guard), err(NOT_INSIDE), "{inner:?}");
+        let mut fenced = vec!["LOCK.FENCED", "mark", "7"];
+        fenced.extend(inner);
+        assert_eq!(raw.call_str(&fenced), err(NOT_INSIDE), "{inner:?}");
+    }
+    assert_eq!(
+        raw.call_str(&["LLEN", "list"]).integer(),
+        Some(1),
+        "BLPOP never ran"
+    );
+    assert_eq!(raw.call_str(&["EXISTS", "mark"]).integer(), Some(0));
+    // Reading a stream without waiting is a read like any other.
+    let read = raw.call_str(&[
+        "LOCK.GUARD",
+        "lock:a",
+        "t",
+        "XREAD",
+        "STREAMS",
+        "stream",
+        "0",
+    ]);
+    assert!(matches!(read, Reply::Array(Some(_))), "{read:?}");
+}
