@@ -31,6 +31,9 @@ thread_local! {
     /// Armed timers by database, then name (two levels, so that a grant looks its name
     /// up without copying it).
     static ARMED: RefCell<HashMap<i32, ArmedInDb>> = RefCell::new(HashMap::new());
+    /// Watched locks Redis unlinked since the event loop last slept: their timers are
+    /// stopped then, unless the name is a shared lock again.
+    static UNLINKED: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
 }
 
 /// When the armed timer of `name` in `db` fires, if one is armed.
@@ -112,6 +115,63 @@ fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) -> i64 {
         drop(timers::stop::<HolderLeaseEnd>(ctx, old));
     }
     fires_at
+}
+
+/// Forgets the armed timer of `name` in `db` and stops it.
+fn disarm(ctx: &Context, db: i32, name: &[u8]) {
+    let removed = ARMED.with(|armed| {
+        let mut armed = armed.borrow_mut();
+        let names = armed.get_mut(&db)?;
+        let removed = names.remove(name);
+        trim(names);
+        if names.is_empty() {
+            armed.remove(&db);
+        }
+        removed
+    });
+    if let Some((_, timer)) = removed {
+        drop(timers::stop::<HolderLeaseEnd>(ctx, timer));
+    }
+}
+
+/// Redis unlinked the lock `name` in `db` (deleted, expired, evicted, overwritten,
+/// renamed or moved away; no context at hand): if a timer follows it, it is looked at
+/// before the server sleeps.
+pub fn note_unlinked(db: i32, name: &[u8]) {
+    if armed_at(db, name).is_some() {
+        UNLINKED.with(|unlinked| unlinked.borrow_mut().push((db, name.to_vec())));
+    }
+}
+
+/// Stops the timers of the unlinked locks whose names hold no shared lock any more: a
+/// lock released, deleted or moved early does not keep its timer until the earliest
+/// lease would have ended.
+pub fn stop_unlinked(ctx: &Context) {
+    let unlinked = UNLINKED.with(|unlinked| std::mem::take(&mut *unlinked.borrow_mut()));
+    for (db, name) in unlinked {
+        if !select_db(ctx, db) {
+            continue;
+        }
+        let key_name = RedisString::create_from_slice(ctx.ctx, &name);
+        if LockKey::open(ctx, &key_name, false).shared_mut().is_none() {
+            disarm(ctx, db, &name);
+        }
+    }
+}
+
+/// `SWAPDB first second`: the watched locks of each database are in the other now, and
+/// are followed there (same ends, new timers).
+pub fn swapped(ctx: &Context, first: i32, second: i32) {
+    let taken = ARMED.with(|armed| {
+        let mut armed = armed.borrow_mut();
+        [(first, second), (second, first)].map(|(from, to)| (to, armed.remove(&from)))
+    });
+    for (to, names) in taken {
+        for (name, (fires_at, timer)) in names.into_iter().flatten() {
+            drop(timers::stop::<HolderLeaseEnd>(ctx, timer));
+            arm(ctx, to, &name, fires_at);
+        }
+    }
 }
 
 /// On a replica: while `name` is a shared lock, look at it again at its next lease end,

@@ -48,7 +48,11 @@ use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
 use timers::{arm_expiry_check, stop_abandoned_checks};
 
-pub use holder_leases::{follow_anew, follow_loaded, watch as watch_holder_leases};
+pub use holder_leases::{
+    follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
+    stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
+    watch as watch_holder_leases,
+};
 pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.

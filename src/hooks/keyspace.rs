@@ -45,10 +45,14 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         _ => {}
     }
     // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later
-    // expiry (PEXPIRE) or renamed still goes with its last holder's lease: an emptied
+    // expiry (PEXPIRE), renamed or moved to another database still goes with its last
+    // holder's lease, and each holder with its own: an emptied
     // key must not linger (nor count as held). `expire` comes with every `SET … PX` of
     // any key too; looking costs one key lookup.
-    if matches!(event, "persist" | "restore" | "rename_to" | "expire") {
+    if matches!(
+        event,
+        "persist" | "restore" | "rename_to" | "move_to" | "expire"
+    ) {
         blocking::follow_anew(ctx, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
@@ -69,6 +73,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 pub fn on_unlink(db: i32, name: &[u8], holders: usize) {
     unlinked::note(db, name, Gone::Lock { holders });
     blocking::note_changed(db, name);
+    blocking::note_unlinked_holder_leases(db, name);
 }
 
 /// A fence mark is being unlinked; only its eviction (announced next) matters.

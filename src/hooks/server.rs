@@ -1,16 +1,19 @@
 //! Server events: after a flush, a `SWAPDB` or a load every queue is settled against
 //! what its key holds now; a load or a role change can mean that the replication
 //! stream has a reader; before the event loop sleeps the command that unlinked a lock
-//! is certainly over, and queues of overwritten locks are settled.
+//! is certainly over, queues of overwritten locks are settled and the lease-end timers
+//! of shared locks that went are stopped.
 
 use redis_module::Context;
 
 use crate::blocking;
 use crate::keyspace::{propagation, unlinked};
 use crate::rm::data_type;
-use crate::rm::events::{BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED};
+use crate::rm::events::{
+    EventData, BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
+};
 
-pub fn flushed(ctx: &Context, subevent: u64) {
+pub fn flushed(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == FLUSH_ENDED {
         blocking::settle_all_queues(ctx);
     }
@@ -19,7 +22,7 @@ pub fn flushed(ctx: &Context, subevent: u64) {
 /// Loading an RDB or AOF can leave a replication backlog behind, replaces every key a
 /// client may be waiting for (`DEBUG RELOAD`), and brings shared locks whose holders'
 /// lease ends nothing follows yet.
-pub fn loaded(ctx: &Context, subevent: u64) {
+pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
     match subevent {
         LOADING_ENDED => {
             propagation::check_server(ctx);
@@ -32,23 +35,29 @@ pub fn loaded(ctx: &Context, subevent: u64) {
 }
 
 /// A server that was ever a replica keeps a backlog for its own replicas.
-pub fn role_changed(_ctx: &Context, subevent: u64) {
+pub fn role_changed(_ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BECAME_REPLICA {
         propagation::replication_started();
     }
 }
 
 /// `SWAPDB` exchanged two databases under the waiters' feet: the key each queue waits
-/// for may now be free, or held with another deadline.
-pub fn swapped_databases(ctx: &Context, _subevent: u64) {
+/// for may now be free, or held with another deadline; shared holders' lease ends are
+/// followed in the database their lock is in now.
+pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
+    if let Some((first, second)) = data.swapped {
+        blocking::holder_leases_swapped(ctx, first, second);
+    }
     blocking::settle_all_queues(ctx);
 }
 
-/// Before the server sleeps: the command that unlinked a lock is certainly over, and
-/// queues whose lock was overwritten are looked at again.
-pub fn event_loop(ctx: &Context, subevent: u64) {
+/// Before the server sleeps: the command that unlinked a lock is certainly over,
+/// queues whose lock was overwritten are looked at again, and shared locks that went
+/// give back their lease-end timers.
+pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
         blocking::settle_changed(ctx);
+        blocking::stop_unlinked_holder_leases(ctx);
     }
 }

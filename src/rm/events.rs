@@ -57,8 +57,15 @@ pub const LOADING_FAILED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_FAILED;
 pub const BECAME_REPLICA: u64 = raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
 pub const BEFORE_SLEEP: u64 = raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP;
 
-/// A server event handler: gets the subevent.
-pub type ServerEventHandler = fn(&Context, u64);
+/// What an event says beyond its subevent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventData {
+    /// `SWAPDB`: the two databases exchanged.
+    pub swapped: Option<(i32, i32)>,
+}
+
+/// A server event handler: gets the subevent and the event's data.
+pub type ServerEventHandler = fn(&Context, u64, EventData);
 
 static SERVER_HANDLERS: [OnceLock<ServerEventHandler>; EVENTS] =
     [const { OnceLock::new() }; EVENTS];
@@ -85,16 +92,26 @@ unsafe extern "C" fn server_event(
     ctx: *mut raw::RedisModuleCtx,
     event: raw::RedisModuleEvent,
     subevent: u64,
-    _data: *mut c_void,
+    data: *mut c_void,
 ) {
-    let handler = ServerEvent::from_id(event.id)
+    let kind = ServerEvent::from_id(event.id);
+    let handler = kind
         .and_then(|event| SERVER_HANDLERS.get(event.slot()))
         .and_then(OnceLock::get);
-    if let Some(handler) = handler {
-        guard::callback("a server event", (), || {
-            handler(&Context::new(ctx), subevent)
-        });
-    }
+    let Some(handler) = handler else {
+        return;
+    };
+    let swapped = match kind {
+        Some(ServerEvent::SwapDb) if !data.is_null() => {
+            // SAFETY: Redis passes a RedisModuleSwapDbInfo with the SWAPDB event.
+            let info = unsafe { &*data.cast::<raw::RedisModuleSwapDbInfo>() };
+            Some((info.dbnum_first, info.dbnum_second))
+        }
+        _ => None,
+    };
+    guard::callback("a server event", (), || {
+        handler(&Context::new(ctx), subevent, EventData { swapped })
+    });
 }
 
 /// A keyspace event handler: gets the event name and the key.

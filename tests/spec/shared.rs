@@ -1763,3 +1763,87 @@ fn inside_multi_every_lease_is_judged_by_the_transaction_time() {
     }
     assert_eq!(fence(&mut con, "x"), None);
 }
+
+/// `fencelock_expired` now.
+fn expired_count(con: &mut Connection) -> i64 {
+    info_field(con, "fencelock", "fencelock_expired")
+        .and_then(|v| v.parse().ok())
+        .expect("fencelock_expired")
+}
+
+/// A shared holder whose lease ends before the key's still leaves on time after the
+/// key moved to another database (`MOVE`, or `SWAPDB` of its database): it is dropped
+/// there, with `lock.expired`, without anyone touching the lock.
+#[test]
+fn a_holders_own_lease_end_follows_the_key_to_another_database() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (key, how) in [("moved", "MOVE"), ("swapped", "SWAPDB")] {
+        let _: () = cmd("SELECT").arg(0).query(&mut con).unwrap();
+        hold(&mut con, key, 200, &["SHARED", "TOKEN", "short"]);
+        hold(&mut con, key, 60_000, &["SHARED", "TOKEN", "long"]);
+        let before = expired_count(&mut con);
+        if how == "MOVE" {
+            assert_eq!(int(&mut con, &["MOVE", key, "3"]), 1);
+        } else {
+            let _: () = cmd("SWAPDB").arg(0).arg(3).query(&mut con).unwrap();
+        }
+        let _: () = cmd("SELECT").arg(3).query(&mut con).unwrap();
+        eventually(Duration::from_secs(3), "the short lease dropped", || {
+            expired_count(&mut con) == before + 1
+        });
+        // Only the long holder is left in the key itself (its digest changed).
+        assert_eq!(holders(&mut con, key), 1, "{how}");
+        assert_eq!(release(&mut con, key, "short"), 0, "{how}");
+        assert_eq!(release(&mut con, key, "long"), 1, "{how}");
+        if how == "SWAPDB" {
+            let _: () = cmd("SWAPDB").arg(0).arg(3).query(&mut con).unwrap();
+        }
+    }
+}
+
+/// A shared lock deleted or released before its earliest lease would end gives its
+/// lease-end timer back at once: thousands of them leave no memory behind.
+#[test]
+fn a_shared_lock_that_goes_early_leaves_no_timer_behind() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let round = |con: &mut Connection, prefix: &str| {
+        let mut pipe = redis::pipe();
+        for i in 0..5_000 {
+            let key = format!("{prefix}:{i}");
+            for (token, ttl) in [("a", 300_000), ("b", 600_000)] {
+                pipe.cmd("LOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg(ttl)
+                    .arg("SHARED")
+                    .arg("TOKEN")
+                    .arg(token)
+                    .ignore();
+            }
+            if i % 2 == 0 {
+                pipe.cmd("DEL").arg(&key).ignore();
+            } else {
+                for token in ["a", "b"] {
+                    pipe.cmd("LOCK.RELEASE").arg(&key).arg(token).ignore();
+                }
+            }
+        }
+        let _: () = pipe.query(con).unwrap();
+    };
+    round(&mut con, "warm");
+    std::thread::sleep(Duration::from_millis(200));
+    let baseline: i64 = info_field(&mut con, "memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    round(&mut con, "again");
+    std::thread::sleep(Duration::from_millis(200));
+    let after: i64 = info_field(&mut con, "memory", "used_memory")
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        after - baseline < 100_000,
+        "{} bytes left behind by 5,000 deleted shared locks",
+        after - baseline
+    );
+}
