@@ -127,10 +127,24 @@ pub fn lease_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> Option<i64> 
     now_ms.checked_add(ttl_ms)
 }
 
+/// The deadline of a lease granted at `now_ms` to a waiter that asked for `ttl_ms` when
+/// it queued (valid then): at most `max_ttl_ms` as it is now, since an operator who
+/// lowered `max-ttl` meanwhile caps every lease that starts after that.
+pub fn waiter_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> i64 {
+    now_ms.saturating_add(ttl_ms.clamp(1, max_ttl_ms.max(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::shared::SharedHolders;
+
+    #[test]
+    fn a_waiters_lease_is_capped_by_the_max_ttl_at_its_grant() {
+        assert_eq!(waiter_deadline(1_000, 500, 10_000), 1_500);
+        assert_eq!(waiter_deadline(1_000, 60_000, 10_000), 11_000);
+        assert_eq!(waiter_deadline(i64::MAX - 5, 500, 10_000), i64::MAX);
+    }
 
     const MAX: usize = 10_000;
 

@@ -215,7 +215,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId)
     let new = effects::NewHolder {
         token: &token,
         fence,
-        deadline_ms: clock::now_ms().saturating_add(ttl_ms),
+        deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
         mode,
         fresh_token: !chosen_token,
     };
@@ -273,7 +273,8 @@ fn answer_same_token(
             blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
             continue;
         }
-        let deadline = clock::now_ms().saturating_add(waiter.wanted.ttl_ms);
+        let max_ttl_ms = config::limits().max_ttl_ms;
+        let deadline = lock::waiter_deadline(clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
         // The grant's own reply follows; a failed renewal leaves the earlier lease.
         let _ = effects::extend(ctx, key, name, token, deadline);
         with_registry(|r| r.reply_pending(waiter.client_id));

@@ -15,7 +15,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Holding, MAX_TOKEN_BYTES};
 use fencelock_core::mode::Mode;
 use fencelock_core::shared::SharedHolders;
-use fencelock_core::value::LockValue;
+use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
@@ -64,6 +64,11 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     let mut key = LockKey::open(ctx, name, true);
     // Only a free name or a lock key may be overwritten; other types are WRONGTYPE.
     key.lock()?;
+    // A replayed effect that the key already holds writes, signals and propagates
+    // nothing (a `WATCH` on the key survives it).
+    if holds_already(&key, token, fence, deadline, mode) {
+        return Ok(RedisValue::SimpleStringStatic("OK"));
+    }
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
     let stored = match (mode, deadline) {
         // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
@@ -109,4 +114,28 @@ fn put_shared(
             key.store(LockValue::Shared(set), deadline)
         }
     })
+}
+
+/// Whether the key holds exactly this holding already: the same token with the same
+/// fence, in the same mode, with the same deadline and the key's expiry where it is.
+fn holds_already(
+    key: &LockKey,
+    token: &[u8],
+    fence: u64,
+    deadline: Option<i64>,
+    mode: Mode,
+) -> bool {
+    match (key.lock(), mode) {
+        (Ok(Some(LockRef::Exclusive(holding))), Mode::Exclusive) => {
+            holding.fence() == fence
+                && holding.is_token(token)
+                && deadline.is_none_or(|deadline| key.deadline_ms() == Some(deadline))
+        }
+        (Ok(Some(LockRef::Shared(set))), _) if set.mode() == mode => {
+            set.holder(token).is_some_and(|holder| {
+                holder.holding().fence() == fence && Some(holder.deadline_ms()) == deadline
+            }) && key.deadline_ms() == set.latest_deadline()
+        }
+        _ => false,
+    }
 }

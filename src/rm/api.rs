@@ -45,6 +45,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_GetContextFlags,
         RedisModule_GetCurrentCommandName,
         RedisModule_GetDbIdFromOptCtx,
+        RedisModule_GetAbsExpire,
         RedisModule_GetExpire,
         RedisModule_GetKeyNameFromOptCtx,
         RedisModule_GetSelectedDb,

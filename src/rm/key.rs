@@ -127,6 +127,16 @@ impl<'a> LockKey<'a> {
         (remaining >= 0).then_some(remaining)
     }
 
+    /// When the key expires (Unix ms), or `None` when it has no expiry.
+    pub fn deadline_ms(&self) -> Option<i64> {
+        if self.key.is_null() {
+            return None;
+        }
+        // SAFETY: the key handle is open.
+        let deadline = unsafe { api!(RedisModule_GetAbsExpire)(self.raw()) };
+        (deadline >= 0).then_some(deadline)
+    }
+
     /// Deletes the key (the lock becomes free).
     pub fn delete(&self) -> bool {
         self.value.set(None);

@@ -407,3 +407,40 @@ fn redis_conf_example_loads_with_its_settings_in_force() {
     }
     assert!(acquire(&mut con, "k", 1000, &[]).is_some());
 }
+
+/// A waiter queued with a ttl that `fencelock.max-ttl`, lowered meanwhile, no longer
+/// allows is still granted at its turn, with a lease of the new maximum: it asked
+/// validly, and the operator's cap holds for every lease that starts after it.
+#[test]
+fn a_waiter_granted_after_max_ttl_was_lowered_gets_at_most_the_new_maximum() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for mode in [&[][..], &["SHARED"][..]] {
+        let _: () = cmd("CONFIG")
+            .arg("SET")
+            .arg("fencelock.max-ttl")
+            .arg(2_592_000_000_i64)
+            .query(&mut con)
+            .unwrap();
+        let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
+        let mut waiter = RawClient::connect(server.port);
+        let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"k", b"600000"];
+        argv.extend(mode.iter().map(|m| m.as_bytes()));
+        argv.extend([&b"BLOCK"[..], b"0"]);
+        waiter.send(&argv);
+        wait_for_waiters(&mut con, "k", 1);
+        let _: () = cmd("CONFIG")
+            .arg("SET")
+            .arg("fencelock.max-ttl")
+            .arg(1_000)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &holder]), 1);
+        let granted = waiter.read_reply();
+        let (token, _) = granted.grant().expect("granted");
+        let token = String::from_utf8(token.to_vec()).unwrap();
+        let pttl = int(&mut con, &["PTTL", "k"]);
+        assert!(pttl > 0 && pttl <= 1_000, "{mode:?}: PTTL {pttl}");
+        assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &token]), 1);
+    }
+}

@@ -173,3 +173,51 @@ fn client_side_caching_is_invalidated_by_changes_only() {
         "a release did not invalidate a cached read of the lock"
     );
 }
+
+/// `LOCK.APPLY` that writes what the key already holds (a replayed effect, an AOF
+/// replayed twice, a repair run again) changes nothing, so it leaves a watch alone; one
+/// that moves a deadline, or writes another holder, does not.
+#[test]
+fn a_lock_apply_that_changes_nothing_leaves_a_watch_alone() {
+    let (server, mut watcher) = held_locks();
+    let mut raw = RawClient::connect(server.port);
+    let deadline = (now_ms() + 60_000).to_string();
+    let later = (now_ms() + 90_000).to_string();
+    let exclusive = ["LOCK.APPLY", "x", "t", "7", "PXAT", &deadline];
+    let shared = ["LOCK.APPLY", "rw", "r", "8", "PXAT", &deadline, "SHARED"];
+    let semaphore = [
+        "LOCK.APPLY",
+        "sm",
+        "p",
+        "9",
+        "PXAT",
+        &deadline,
+        "LIMIT",
+        "3",
+    ];
+    for apply in [&exclusive[..], &shared[..], &semaphore[..]] {
+        assert!(raw.call_str(apply).is_ok(), "{apply:?}");
+        assert!(
+            transaction_survives(&mut watcher, apply[1], apply),
+            "{apply:?} again changed nothing, yet a transaction watching it was aborted"
+        );
+    }
+    // Without PXAT (the AOF rewrite form) an exclusive holding that is the same.
+    assert!(transaction_survives(
+        &mut watcher,
+        "x",
+        &["LOCK.APPLY", "x", "t", "7"]
+    ));
+    for change in [
+        &["LOCK.APPLY", "x", "t", "7", "PXAT", &later][..],
+        &["LOCK.APPLY", "x", "u", "10", "PXAT", &later],
+        &["LOCK.APPLY", "rw", "r", "8", "PXAT", &later, "SHARED"],
+        &["LOCK.APPLY", "rw", "q", "11", "PXAT", &later, "SHARED"],
+        &["LOCK.APPLY", "sm", "p", "9", "PXAT", &deadline, "SHARED"],
+    ] {
+        assert!(
+            !transaction_survives(&mut watcher, change[1], change),
+            "{change:?} changed the lock, yet a transaction watching it ran"
+        );
+    }
+}
