@@ -105,11 +105,23 @@ pub fn writes(ctx: &Context) -> Writes {
     if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int != 0 {
         return Writes::Replica;
     }
-    // SAFETY: reads server state only.
-    if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
-        return Writes::Paused;
+    if !writes_paused() {
+        return Writes::Allowed;
     }
-    Writes::Allowed
+    // Redis 7.0 ends a pause only once its *cached* clock is past the pause's end, and
+    // outside commands only its cron moves that clock (every 100 ms at hz 10): a
+    // handoff would wait for it. Any command call moves it, so a `PING` does.
+    let _ = ctx.call("PING", &[] as &[&str]);
+    if writes_paused() {
+        Writes::Paused
+    } else {
+        Writes::Allowed
+    }
+}
+
+fn writes_paused() -> bool {
+    // SAFETY: reads server state only.
+    unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
 }
 
 /// Whether the command runs inside `MULTI`/`EXEC`.
