@@ -24,6 +24,7 @@ use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
+use super::string_bytes::bytes_of;
 use super::{guard, node_state_form};
 use crate::node_fence;
 use crate::stats;
@@ -118,14 +119,8 @@ fn note_loaded_shared(rdb: *mut raw::RedisModuleIO) {
     if name.is_null() {
         return;
     }
-    let mut len = 0usize;
-    // SAFETY: a live key string for the call.
-    let ptr = unsafe { api!(RedisModule_StringPtrLen)(name, &mut len) };
-    if ptr.is_null() {
-        return;
-    }
-    // SAFETY: `len` bytes owned by the key string for the call.
-    let name = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    // SAFETY: the key string lives for the call.
+    let name = unsafe { bytes_of(name) };
     LOADED_SHARED.with(|loaded| {
         if let Some(noted) = loaded.borrow_mut().as_mut() {
             noted.push((db, name.to_vec()));
@@ -404,19 +399,8 @@ pub(super) unsafe fn unlinked_key<'a>(
             api!(RedisModule_GetDbIdFromOptCtx)(ctx),
         )
     };
-    if name.is_null() {
-        return None;
-    }
-    let mut len = 0usize;
-    // SAFETY: a live key string for the call.
-    let ptr = unsafe { api!(RedisModule_StringPtrLen)(name, &mut len) };
-    if ptr.is_null() {
-        return None;
-    }
-    // SAFETY: `len` bytes owned by the key string for the call.
-    Some((db, unsafe {
-        std::slice::from_raw_parts(ptr.cast::<u8>(), len)
-    }))
+    // SAFETY: the key string lives for the call.
+    (!name.is_null()).then(|| (db, unsafe { bytes_of(name) }))
 }
 
 /// Before the keyspace: the node's last fence. After it: the floor of evicted marks.

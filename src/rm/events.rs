@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use redis_module::{raw, Context, NotifyEvent};
 
 use super::guard;
+use super::string_bytes::bytes_of;
 
 /// The server events the module follows.
 #[derive(Clone, Copy, Debug)]
@@ -147,15 +148,8 @@ unsafe extern "C" fn keyspace_event(
     let event = unsafe { CStr::from_ptr(event) }
         .to_str()
         .unwrap_or_default();
-    let mut len = 0usize;
-    // SAFETY: a live key string.
-    let ptr = unsafe { api!(RedisModule_StringPtrLen)(key, &mut len) };
-    let name: &[u8] = if ptr.is_null() {
-        &[]
-    } else {
-        // SAFETY: `len` bytes owned by the key string for the call.
-        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
-    };
+    // SAFETY: the key string lives for the call.
+    let name = unsafe { bytes_of(key) };
     guard::callback("a keyspace event", (), || {
         handler(&Context::new(ctx), event, name);
     });

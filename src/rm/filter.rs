@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use redis_module::{raw, Context};
 
 use super::guard;
+use super::string_bytes::bytes_of;
 
 /// The command being filtered.
 pub struct FilteredCommand(*mut raw::RedisModuleCommandFilterCtx);
@@ -17,18 +18,9 @@ impl FilteredCommand {
     pub fn arg(&self, position: c_int) -> &[u8] {
         // SAFETY: Redis checks the position; a missing argument is NULL.
         let string = unsafe { api!(RedisModule_CommandFilterArgGet)(self.0, position) };
-        if string.is_null() {
-            return &[];
-        }
-        let mut len = 0usize;
-        // SAFETY: a live argument string.
-        let ptr = unsafe { api!(RedisModule_StringPtrLen)(string, &mut len) };
-        if ptr.is_null() {
-            return &[];
-        }
-        // SAFETY: Redis's buffer of `len` bytes, unchanged while the filter runs (an
-        // argument is only replaced through `&mut self`).
-        unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+        // SAFETY: a live argument string, unchanged while the filter runs (an argument
+        // is only replaced through `&mut self`).
+        unsafe { bytes_of(string) }
     }
 
     /// Replaces argument `position` with `bytes`.

@@ -54,4 +54,5 @@ pub mod open_key;
 pub mod replicate;
 pub mod reply;
 pub mod server;
+mod string_bytes;
 pub mod timers;

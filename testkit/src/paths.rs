@@ -1,18 +1,67 @@
 //! Which server and which module the tests and the benchmark run.
 //!
 //! `FENCELOCK_REDIS_SERVER` picks the server binary (default `redis-server` on `PATH`),
-//! `FENCELOCK_MODULE` the module (default the release build of the workspace).
+//! `FENCELOCK_MODULE` the module (default the release build of the workspace, which
+//! must be newer than every source it is built from: a stale build is refused rather
+//! than silently tested).
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::SystemTime;
 
 pub fn server_binary() -> String {
     std::env::var("FENCELOCK_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
 pub fn module_path() -> PathBuf {
-    std::env::var_os("FENCELOCK_MODULE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target/release/libfencelock.so"))
+    if let Some(chosen) = std::env::var_os("FENCELOCK_MODULE") {
+        return PathBuf::from(chosen);
+    }
+    static CHECKED: OnceLock<PathBuf> = OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let root = workspace_root();
+            let built = root.join("target/release/libfencelock.so");
+            let built_at = modified(&built)
+                .unwrap_or_else(|| panic!("{} is missing: run make build", built.display()));
+            let sources = [
+                "src",
+                "core/src",
+                "Cargo.toml",
+                "core/Cargo.toml",
+                "Cargo.lock",
+            ];
+            if let Some(newer) = sources
+                .iter()
+                .flat_map(|source| files_under(&root.join(source)))
+                .find(|file| modified(file).is_some_and(|at| at > built_at))
+            {
+                panic!(
+                    "{} is older than {}: run make build",
+                    built.display(),
+                    newer.display()
+                );
+            }
+            built
+        })
+        .clone()
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path)
+        .and_then(|meta| meta.modified())
+        .ok()
+}
+
+/// `path` itself if it is a file, else every file below it.
+fn files_under(path: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(path) {
+        Err(_) => vec![path.to_path_buf()],
+        Ok(entries) => entries
+            .flatten()
+            .flat_map(|entry| files_under(&entry.path()))
+            .collect(),
+    }
 }
 
 /// The workspace root: this crate sits one level below it.
