@@ -121,3 +121,36 @@ pub fn keyspace_subscriber(server: &Server, con: &mut Connection, subscribe: &[&
     subscriber.call_str(subscribe);
     subscriber
 }
+
+/// `BGREWRITEAOF`, then waits up to `timeout` until the rewrite is done.
+pub fn rewrite_aof(con: &mut Connection, timeout: Duration) {
+    let _: Value = cmd("BGREWRITEAOF").query(con).expect("BGREWRITEAOF");
+    eventually(timeout, "AOF rewrite", || {
+        info_field(con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
+            && info_field(con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
+    });
+}
+
+/// `CONFIG GET name`'s value.
+pub fn config_get(con: &mut Connection, name: &str) -> String {
+    let pair: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
+    assert_eq!(pair.len(), 2, "CONFIG GET {name}: {pair:?}");
+    pair[1].clone()
+}
+
+/// `LOCK.FENCE key token`: the fence `token` holds `key` under, if it holds it.
+pub fn fence_of(con: &mut Connection, key: &str, token: &str) -> Option<i64> {
+    cmd("LOCK.FENCE").arg(key).arg(token).query(con).unwrap()
+}
+
+/// AOF on, fsync on every write, with or without the RDB preamble (`yes` / `no`).
+pub fn aof_always(preamble: &str) -> [&str; 6] {
+    [
+        "appendonly",
+        "yes",
+        "appendfsync",
+        "always",
+        "aof-use-rdb-preamble",
+        preamble,
+    ]
+}

@@ -60,6 +60,11 @@ impl Reply {
 }
 
 /// Appends one command in RESP multibulk form.
+/// An error reply with exactly `text`.
+pub fn err(text: &str) -> Reply {
+    Reply::Error(text.to_string())
+}
+
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     out.push(b'*');
     push_decimal(out, args.len() as u64);

@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use testkit::*;
 
-use crate::persistence::aof_always;
-
 /// Guarded and fenced writes, a refused one of each, and clock-dependent inner
 /// commands (their relative expiry must reach replicas and the AOF as absolute).
 fn guarded_writes(con: &mut Connection) {
@@ -77,11 +75,7 @@ fn aof_restart_keeps_marks(preamble: &str) {
     let mut server = Server::with_args(&aof_always(preamble));
     let mut con = server.connect();
     guarded_writes(&mut con);
-    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(10), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    rewrite_aof(&mut con, Duration::from_secs(10));
     // Written after the rewrite: replayed from the AOF's tail.
     let _: Value = cmd("LOCK.FENCED")
         .arg("mark:{t}")

@@ -30,19 +30,25 @@ fn debug_reload_keeps_locks_and_fences_rise_after_it() {
 /// being even higher.
 const FUTURE_FENCE: &str = "9000000000000000";
 
-#[test]
-fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
-    let mut server = Server::with_args(&["save", "3600 1"]);
-    let mut con = server.connect();
+/// Pushes the fence clock to `FUTURE_FENCE` through a lock that is gone again: only
+/// the clock itself remembers it.
+fn raise_the_clock_and_leave_no_key(con: &mut Connection) {
     let _: () = cmd("LOCK.APPLY")
         .arg("gone")
         .arg("t")
         .arg(FUTURE_FENCE)
         .arg("PXAT")
         .arg(i64::MAX / 4)
-        .query(&mut con)
+        .query(con)
         .unwrap();
-    assert_eq!(int(&mut con, &["DEL", "gone"]), 1);
+    assert_eq!(int(con, &["DEL", "gone"]), 1);
+}
+
+#[test]
+fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
+    let mut server = Server::with_args(&["save", "3600 1"]);
+    let mut con = server.connect();
+    raise_the_clock_and_leave_no_key(&mut con);
     let (_, fence) = acquire(&mut con, "k", 60_000, &["TOKEN", "t"]).unwrap();
     assert!(fence > 9_000_000_000_000_000);
     let deadline = expire_time(&mut con, "k");
@@ -60,18 +66,6 @@ fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
     );
 }
 
-/// AOF on, fsync on every write, with or without the RDB preamble.
-pub fn aof_always(preamble: &str) -> [&str; 6] {
-    [
-        "appendonly",
-        "yes",
-        "appendfsync",
-        "always",
-        "aof-use-rdb-preamble",
-        preamble,
-    ]
-}
-
 fn aof_round_trip(preamble: &str) {
     let args = aof_always(preamble);
     let mut server = Server::with_args(&args);
@@ -84,11 +78,7 @@ fn aof_round_trip(preamble: &str) {
         1
     );
     let deadline = expire_time(&mut con, "held");
-    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(10), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    rewrite_aof(&mut con, Duration::from_secs(10));
     let (late, late_fence) = acquire(&mut con, "late", 60_000, &[]).unwrap();
     let before = digest(&mut con);
     server.kill();
@@ -138,15 +128,7 @@ fn aof_rewrite_without_preamble_keeps_the_fence_clock() {
     let args = aof_always("no");
     let mut server = Server::with_args(&args);
     let mut con = server.connect();
-    let _: () = cmd("LOCK.APPLY")
-        .arg("gone")
-        .arg("t")
-        .arg(FUTURE_FENCE)
-        .arg("PXAT")
-        .arg(i64::MAX / 4)
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(int(&mut con, &["DEL", "gone"]), 1);
+    raise_the_clock_and_leave_no_key(&mut con);
     let _: () = cmd("LOCK.FENCED")
         .arg("mark")
         .arg(5)
@@ -155,11 +137,7 @@ fn aof_rewrite_without_preamble_keeps_the_fence_clock() {
         .arg("v")
         .query(&mut con)
         .unwrap();
-    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(10), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    rewrite_aof(&mut con, Duration::from_secs(10));
     server.kill();
     server.restart();
     let mut con = server.connect();

@@ -16,7 +16,6 @@ use testkit::resp::RawClient;
 use testkit::*;
 
 use crate::cluster::Cluster;
-use crate::persistence::aof_always;
 
 /// One holder as granted: its key, token and fence, its own deadline (Unix ms), and
 /// what the key is (`LOCK.INFO` mode and limit).
@@ -32,10 +31,6 @@ struct Holder {
 
 fn expire_time(con: &mut Connection, key: &str) -> i64 {
     int(con, &["PEXPIRETIME", key])
-}
-
-fn fence_of(con: &mut Connection, key: &str, token: &str) -> Option<i64> {
-    cmd("LOCK.FENCE").arg(key).arg(token).query(con).unwrap()
 }
 
 /// Takes `key` for `token` (`mode`: nothing, `SHARED` or `LIMIT n`). Each holder of a
@@ -220,12 +215,7 @@ fn aof_round_trip(preamble: &str, rewrite: bool) {
     let mut con = server.connect();
     let mut locks = populate(&mut con, true);
     if rewrite {
-        let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-        eventually(Duration::from_secs(10), "AOF rewrite", || {
-            info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-                && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref()
-                    == Some("0")
-        });
+        rewrite_aof(&mut con, Duration::from_secs(10));
     }
     // After the rewrite: a holder leaves a full semaphore, a newcomer takes the permit,
     // another key is taken.
@@ -563,11 +553,7 @@ fn a_rewrite_without_rdb_preamble_keeps_a_permanent_shared_lock_permanent() {
     let digest =
         |con: &mut Connection| -> String { cmd("DEBUG").arg("DIGEST").query(con).unwrap() };
     let before = digest(&mut con);
-    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(10), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    rewrite_aof(&mut con, Duration::from_secs(10));
     server.kill();
     server.restart();
     let mut con = server.connect();

@@ -315,11 +315,7 @@ fn persistence_workout(server: &Server) {
         .arg("no")
         .query(&mut con)
         .unwrap();
-    let _: Value = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(60), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    rewrite_aof(&mut con, Duration::from_secs(60));
     for dumped in ["p3", "ps2"] {
         let payload: Vec<u8> = cmd("DUMP").arg(dumped).query(&mut con).unwrap();
         for cut in 1..payload.len() {

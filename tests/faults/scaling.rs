@@ -33,21 +33,29 @@ fn repeat(con: &mut Connection, argv: &[String], times: usize) {
     let _: () = pipe.query(con).expect("pipeline");
 }
 
+/// `holders` readers of `rw` with the chosen tokens `reader-000000`…, pipelined in
+/// rounds of 10,000.
+fn readers(con: &mut Connection, holders: usize) {
+    for chunk in (0..holders).collect::<Vec<_>>().chunks(10_000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            pipe.cmd("LOCK.ACQUIRE")
+                .arg("rw")
+                .arg(600_000)
+                .arg("SHARED")
+                .arg("TOKEN")
+                .arg(format!("reader-{i:06}"))
+                .ignore();
+        }
+        let _: () = pipe.query(con).unwrap();
+    }
+}
+
 /// Per-call cost of each per-holder command on a lock with `holders` chosen tokens.
 fn costs_at(holders: usize) -> Vec<(&'static str, f64)> {
     let server = Server::with_module_args(&[], &["max-holders", "100000"]);
     let mut con = server.connect();
-    let mut pipe = redis::pipe();
-    for i in 0..holders {
-        pipe.cmd("LOCK.ACQUIRE")
-            .arg("rw")
-            .arg(600_000)
-            .arg("SHARED")
-            .arg("TOKEN")
-            .arg(format!("reader-{i:06}"))
-            .ignore();
-    }
-    let _: () = pipe.query(&mut con).unwrap();
+    readers(&mut con, holders);
     // The newest holder: the far end of any scan in grant order.
     let last = format!("reader-{:06}", holders - 1);
     let argv = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
@@ -169,24 +177,8 @@ fn aof_load_seconds(holders: usize) -> f64 {
     ];
     let mut server = Server::with_module_args(&args, &["max-holders", "100000"]);
     let mut con = server.connect();
-    for chunk in (0..holders).collect::<Vec<_>>().chunks(10_000) {
-        let mut pipe = redis::pipe();
-        for i in chunk {
-            pipe.cmd("LOCK.ACQUIRE")
-                .arg("rw")
-                .arg(600_000)
-                .arg("SHARED")
-                .arg("TOKEN")
-                .arg(format!("reader-{i:06}"))
-                .ignore();
-        }
-        let _: () = pipe.query(&mut con).unwrap();
-    }
-    let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    eventually(Duration::from_secs(30), "AOF rewrite", || {
-        info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
+    readers(&mut con, holders);
+    rewrite_aof(&mut con, Duration::from_secs(30));
     server.kill();
     let started = std::time::Instant::now();
     server.restart();

@@ -17,12 +17,6 @@ const DEFAULTS: [(&str, &str); 4] = [
     ("fencelock.max-holders", "10000"),
 ];
 
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let pair: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
-    assert_eq!(pair.len(), 2, "CONFIG GET {name}: {pair:?}");
-    pair[1].clone()
-}
-
 fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
     cmd("CONFIG").arg("SET").arg(name).arg(value).query(con)
 }

@@ -1,12 +1,8 @@
 //! Every error reply, byte for byte as the server sends it; bad input never changes a
 //! lock. (Random argv against every command: `reliability_input.rs`.)
 
-use testkit::resp::{RawClient, Reply};
+use testkit::resp::{err, RawClient, Reply};
 use testkit::*;
-
-fn err(text: &str) -> Reply {
-    Reply::Error(text.to_string())
-}
 
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";

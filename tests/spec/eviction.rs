@@ -199,49 +199,30 @@ fn the_mark_floor_replicates_and_reloads() {
     ));
 }
 
+/// Kills and restarts `server`, which must come back with the mark floor at 100.
+fn restarted_with_floor(server: &mut Server, how: &str) -> RawClient {
+    server.kill();
+    server.restart();
+    let mut raw = RawClient::connect(server.port);
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100", "{how}");
+    raw
+}
+
 /// After a restart from the AOF (replayed with and without the RDB preamble, before
 /// and after a rewrite) and from an RDB file, the floor still refuses.
 #[test]
 fn the_mark_floor_survives_restarts() {
     for preamble in ["yes", "no"] {
-        let mut server = Server::with_args(&[
-            "appendonly",
-            "yes",
-            "appendfsync",
-            "always",
-            "aof-use-rdb-preamble",
-            preamble,
-            "save",
-            "",
-        ]);
+        let mut server = Server::with_args(&aof_always(preamble));
         let mut raw = RawClient::connect(server.port);
         assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
         evict(&mut raw, "allkeys-lru", "mark:ledger");
-        server.kill();
-        server.restart();
-        let mut raw = RawClient::connect(server.port);
-        assert_eq!(
-            info(&mut raw, "fencelock_mark_floor"),
-            "100",
-            "replayed, preamble {preamble}"
-        );
+        let mut raw = restarted_with_floor(&mut server, &format!("replayed, {preamble}"));
         // A rewrite keeps it too (without the preamble: written with the first mark).
         assert!(fenced(&mut raw, "mark:kept", "200", "v200").is_ok());
         let mut con = server.connect();
-        let _: () = cmd("BGREWRITEAOF").query(&mut con).unwrap();
-        eventually(Duration::from_secs(10), "AOF rewrite", || {
-            info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-                && info_field(&mut con, "persistence", "aof_rewrite_scheduled").as_deref()
-                    == Some("0")
-        });
-        server.kill();
-        server.restart();
-        let mut raw = RawClient::connect(server.port);
-        assert_eq!(
-            info(&mut raw, "fencelock_mark_floor"),
-            "100",
-            "rewritten, preamble {preamble}"
-        );
+        rewrite_aof(&mut con, Duration::from_secs(10));
+        let mut raw = restarted_with_floor(&mut server, &format!("rewritten, {preamble}"));
         assert!(is_stale(
             &fenced(&mut raw, "mark:ledger", "50", "STALE"),
             100

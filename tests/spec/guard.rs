@@ -2,12 +2,8 @@
 //! the inner command under the caller's ACL and script rules, inside `MULTI` and Lua,
 //! under `maxmemory`, with its keys declared to Redis, and counted in `INFO`.
 
-use testkit::resp::{RawClient, Reply};
+use testkit::resp::{err, RawClient, Reply};
 use testkit::*;
-
-fn err(text: &str) -> Reply {
-    Reply::Error(text.to_string())
-}
 
 fn bulk(text: &str) -> Reply {
     Reply::Bulk(Some(text.as_bytes().to_vec()))

@@ -12,17 +12,13 @@
 
 use std::time::{Duration, Instant};
 
-use testkit::resp::{RawClient, Reply};
+use testkit::resp::{err, RawClient, Reply};
 use testkit::*;
 
 const NOT_INT: &str = "ERR value is not an integer or out of range";
 const SYNTAX: &str = "ERR syntax error";
 const BAD_LIMIT: &str = "ERR invalid limit";
 const NOT_HELD: &str = "NOTHELD this token does not hold the lock";
-
-fn err(text: &str) -> Reply {
-    Reply::Error(text.to_string())
-}
 
 /// A `LOCK.ACQUIRE` reply: `[token, fence]` or nil.
 type Grant = Option<(String, i64)>;
@@ -45,10 +41,6 @@ fn granted(reply: &Reply) -> (String, i64) {
         .grant()
         .unwrap_or_else(|| panic!("not a grant: {reply:?}"));
     (String::from_utf8(token.to_vec()).unwrap(), fence)
-}
-
-fn fence_of(con: &mut Connection, key: &str, token: &str) -> Option<i64> {
-    cmd("LOCK.FENCE").arg(key).arg(token).query(con).unwrap()
 }
 
 fn refresh(con: &mut Connection, key: &str, token: &str, ttl: i64) -> i64 {
@@ -1050,12 +1042,6 @@ fn a_guard_runs_for_any_live_shared_holders_token() {
 
 // ---------------------------------------------------------------------------------
 // Configs, MULTI, CLIENT UNBLOCK, queue rules
-
-fn config_get(con: &mut Connection, name: &str) -> String {
-    let pair: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
-    assert_eq!(pair.len(), 2, "CONFIG GET {name}: {pair:?}");
-    pair[1].clone()
-}
 
 #[test]
 fn max_holders_bounds_limits_and_caps_shared_locks() {
