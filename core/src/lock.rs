@@ -8,6 +8,7 @@
 //! that to the key, replicates it and replies. Time comes in as arguments so the rules
 //! are unit-tested with a fake clock.
 
+use crate::error::CommandError;
 use crate::fence::FenceClock;
 pub use crate::holding::Holding;
 use crate::mode::Mode;
@@ -127,6 +128,35 @@ pub fn lease_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> Option<i64> 
     now_ms.checked_add(ttl_ms)
 }
 
+/// When a lock next changes by itself: its key's expiry (an exclusive lock's lease, or
+/// whatever `PEXPIRE` set), or, sooner, when its earliest shared holder has ended — a
+/// holder holds through its deadline's millisecond, so one later.
+pub fn next_change(key_expires_at: Option<i64>, earliest_holder: Option<i64>) -> Option<i64> {
+    let holder_ends_at = earliest_holder.map(|deadline| deadline.saturating_add(1));
+    match (key_expires_at, holder_ends_at) {
+        (Some(key_at), Some(holder_at)) => Some(key_at.min(holder_at)),
+        (key_at, holder_at) => key_at.or(holder_at),
+    }
+}
+
+/// The lease a refresh of `ttl_ms` asks for: `ttl_ms` from now, or with `ADD` that much
+/// beyond what is `remaining`; a permanent lock (`PERSIST`) stays permanent under `ADD`
+/// (`Ok(None)`). An overflow is `InvalidExpire`.
+pub fn refreshed_lease(
+    remaining: Option<i64>,
+    ttl_ms: i64,
+    add: bool,
+) -> Result<Option<i64>, CommandError> {
+    match (add, remaining) {
+        (false, _) => Ok(Some(ttl_ms)),
+        (true, None) => Ok(None),
+        (true, Some(remaining)) => remaining
+            .checked_add(ttl_ms)
+            .map(Some)
+            .ok_or(CommandError::InvalidExpire("lock.refresh")),
+    }
+}
+
 /// The deadline of a lease granted at `now_ms` to a waiter that asked for `ttl_ms` when
 /// it queued (valid then): at most `max_ttl_ms` as it is now, since an operator who
 /// lowered `max-ttl` meanwhile caps every lease that starts after that.
@@ -138,6 +168,28 @@ pub fn waiter_deadline(now_ms: i64, ttl_ms: i64, max_ttl_ms: i64) -> i64 {
 mod tests {
     use super::*;
     use crate::shared::SharedHolders;
+
+    #[test]
+    fn a_lock_next_changes_at_its_key_expiry_or_just_after_its_earliest_holder() {
+        assert_eq!(next_change(Some(5_000), Some(1_000)), Some(1_001));
+        assert_eq!(next_change(Some(900), Some(1_000)), Some(900));
+        assert_eq!(next_change(None, Some(1_000)), Some(1_001));
+        assert_eq!(next_change(Some(5_000), None), Some(5_000));
+        assert_eq!(next_change(None, None), None);
+        assert_eq!(next_change(None, Some(i64::MAX)), Some(i64::MAX));
+    }
+
+    #[test]
+    fn a_refresh_restarts_or_adds_and_a_permanent_lock_stays_permanent() {
+        assert_eq!(refreshed_lease(Some(300), 1_000, false), Ok(Some(1_000)));
+        assert_eq!(refreshed_lease(None, 1_000, false), Ok(Some(1_000)));
+        assert_eq!(refreshed_lease(Some(300), 1_000, true), Ok(Some(1_300)));
+        assert_eq!(refreshed_lease(None, 1_000, true), Ok(None));
+        assert_eq!(
+            refreshed_lease(Some(i64::MAX), 1, true),
+            Err(CommandError::InvalidExpire("lock.refresh"))
+        );
+    }
 
     #[test]
     fn a_waiters_lease_is_capped_by_the_max_ttl_at_its_grant() {

@@ -160,8 +160,8 @@ impl Timer for GiveBack {
         let now_ms = clock::now_ms();
         let still_held = matches!(key.lock(), Ok(Some(held))
             if held.fence_of(&self.token, now_ms) == Some(self.fence));
-        if still_held && effects::release(ctx, &mut key, &name, &self.token).is_ok() {
-            hand_off(ctx, &mut key, &name);
+        if still_held && effects::release(ctx, &mut key, &self.token).is_ok() {
+            hand_off(ctx, &mut key);
         }
     }
 }

@@ -243,8 +243,8 @@ impl Timer for HolderLeaseEnd {
             set.set_watched_at(None);
         }
         // A failed drop leaves the ended holders counted as gone by every decision.
-        let _ = effects::drop_ended(ctx, &mut key, &name, clock::now_ms());
-        hand_off(ctx, &mut key, &name);
+        let _ = effects::drop_ended(ctx, &mut key, clock::now_ms());
+        hand_off(ctx, &mut key);
         watch(ctx, name.as_slice(), &mut key);
     }
 }

@@ -36,7 +36,8 @@ use fencelock_core::waiters::{self, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
-use crate::keyspace::{effects, events};
+use crate::keyspace::effects::{self, Change};
+use crate::keyspace::events;
 use crate::node_fence;
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
@@ -51,9 +52,9 @@ use timers::{arm_expiry_check, stop_abandoned_checks};
 pub use holder_leases::{
     follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
     stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
-    watch as watch_holder_leases,
 };
-pub use timers::{key_changed, lease_changed, settle_all_queues, settle_changed};
+use timers::lease_changed;
+pub use timers::{key_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
@@ -150,14 +151,47 @@ pub fn enqueue(
     true
 }
 
+/// What follows a write to the lock open as `key` (see `effects::Change`): the room a
+/// holder left goes to the queue, a moved lease re-times the queue's handoff, a shared
+/// holder's own lease end is followed, and an effect form settles the queue on the
+/// next turn. The one place a write's follow-ups are decided.
+pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
+    let name = key.name().as_slice();
+    match change {
+        Change::Granted(mode) => {
+            if mode.is_shared() {
+                holder_leases::watch(ctx, name, key);
+            }
+        }
+        Change::Extended => {
+            lease_changed(ctx, name, key);
+            holder_leases::watch(ctx, name, key);
+        }
+        Change::Released => {
+            hand_off(ctx, key);
+        }
+        Change::Dropped => key_changed(ctx, selected_db(ctx), name),
+        Change::Applied(mode) => {
+            // Waiters for this name (on a primary) follow the new holding's deadline;
+            // a shared holder's own lease end is followed from here (AOF replay, a
+            // replica that may be promoted, a lock restored by hand).
+            key_changed(ctx, selected_db(ctx), name);
+            if mode.is_shared() {
+                holder_leases::watch(ctx, name, key);
+            }
+        }
+    }
+}
+
 /// Called with the key open for writing (and its ended shared holders dropped): while
 /// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
 /// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
 /// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
-pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
+pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     if !anyone_waiting() {
         return false;
     }
+    let name = key.name();
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
     if has_waiters(&id) && in_transaction(ctx) {
         // After the transaction instead: a `CLIENT UNBLOCK` queued in it would otherwise
@@ -175,7 +209,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
             lock::admits(current, mode, max_holders, clock::now_ms())
         });
         match admission {
-            Admission::Admit => handed |= grant_first(ctx, key, name, &id),
+            Admission::Admit => handed |= grant_first(ctx, key, &id),
             Admission::WrongMode(held) => refuse_first(ctx, &id, name, held),
             Admission::Busy => break,
         }
@@ -194,7 +228,8 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey, name: &RedisString) -> bool {
 
 /// Makes the first waiter of `id` a holder and unblocks it with the grant (or with nil
 /// when the grant cannot be made). Returns whether it was granted.
-fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId) -> bool {
+fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
+    let name = key.name();
     let Some((client, waiter)) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
@@ -219,7 +254,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId)
         mode,
         fresh_token: !chosen_token,
     };
-    if effects::grant(ctx, key, name, &new).is_err() {
+    if effects::grant(ctx, key, &new).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);
@@ -229,7 +264,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, name: &RedisString, id: &KeyId)
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
     if chosen_token {
-        answer_same_token(ctx, key, name, id, &token, fence, mode);
+        answer_same_token(ctx, key, id, &token, fence, mode);
     }
     with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {
@@ -260,12 +295,12 @@ fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
 fn answer_same_token(
     ctx: &Context,
     key: &mut LockKey,
-    name: &RedisString,
     id: &KeyId,
     token: &[u8],
     fence: u64,
     mode: Mode,
 ) {
+    let name = key.name();
     for (client, waiter) in with_registry(|r| r.take_same_token(id, token)) {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
         if waiter.wanted.mode != mode {
@@ -276,7 +311,7 @@ fn answer_same_token(
         let max_ttl_ms = config::limits().max_ttl_ms;
         let deadline = lock::waiter_deadline(clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
         // The grant's own reply follows; a failed renewal leaves the earlier lease.
-        let _ = effects::extend(ctx, key, name, token, deadline);
+        let _ = effects::extend(ctx, key, token, deadline);
         with_registry(|r| r.reply_pending(waiter.client_id));
         let renewed = Delivery::Renewed {
             client_id: waiter.client_id,

@@ -131,8 +131,8 @@ fn settle(ctx: &Context, id: &KeyId) {
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
     let mut key = LockKey::open(ctx, &name, true);
     // A failed drop leaves the ended holders counted as gone by every decision anyway.
-    let _ = effects::drop_ended(ctx, &mut key, &name, clock::now_ms());
-    hand_off(ctx, &mut key, &name);
+    let _ = effects::drop_ended(ctx, &mut key, clock::now_ms());
+    hand_off(ctx, &mut key);
 }
 
 /// Settles the queues of keys Redis changed where no context was at hand (a lock

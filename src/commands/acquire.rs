@@ -75,10 +75,10 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     let name = request.key;
     let mut key = LockKey::open(ctx, name, true);
     let now_ms = clock::command_ms();
-    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    effects::drop_ended(ctx, &mut key, now_ms)?;
     // Waiters come first: if the lock has room because a holder's leaving has not been
     // settled yet, the queue takes it before this caller is considered.
-    blocking::hand_off(ctx, &mut key, name);
+    blocking::hand_off(ctx, &mut key);
     let token = match request.token {
         // A token over the length limit may only renew the holding it already has.
         Some(token) => {
@@ -113,17 +113,14 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
                 mode: request.mode,
                 fresh_token: asked.fresh_token,
             };
-            effects::grant(ctx, &mut key, name, &new)?;
-            if request.mode.is_shared() {
-                blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
-            }
+            let change = effects::grant(ctx, &mut key, &new)?;
+            blocking::after(ctx, &mut key, change);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Renewed { fence } => {
-            effects::extend(ctx, &mut key, name, &token, deadline)?;
-            blocking::lease_changed(ctx, name.as_slice(), &key);
-            blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
+            let change = effects::extend(ctx, &mut key, &token, deadline)?;
+            blocking::after(ctx, &mut key, change);
             reply::grant(ctx, &token, fence);
             Ok(RedisValue::NoReply)
         }

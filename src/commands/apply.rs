@@ -14,17 +14,16 @@ use fencelock_core::args::{parse_integer, parse_mode, parse_options_and_flags};
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Holding, MAX_TOKEN_BYTES};
 use fencelock_core::mode::Mode;
-use fencelock_core::shared::SharedHolders;
-use fencelock_core::value::{LockRef, LockValue};
+use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use crate::blocking;
+use crate::keyspace::effects;
 use crate::node_fence;
 use crate::rm::argv::Command;
 use crate::rm::key::LockKey;
 use crate::rm::replicate;
-use crate::rm::server::selected_db;
 
 pub struct Apply;
 
@@ -70,50 +69,12 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Ok(RedisValue::SimpleStringStatic("OK"));
     }
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    let stored = match (mode, deadline) {
-        // Without PXAT (AOF rewrite) Redis follows with its own PEXPIREAT.
-        (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
-        (Mode::Exclusive, Some(deadline)) => key.store(LockValue::Exclusive(holding), deadline),
-        // A shared holder's lease is its own: it must be spelled out.
-        (_, None) => return Err(CommandError::Syntax),
-        (_, Some(deadline)) => put_shared(&mut key, holding, deadline, mode)?,
-    };
-    if !stored {
-        return Err(CommandError::WriteFailed);
-    }
-    // Waiters for this name (on a primary) follow the new holding's deadline.
-    blocking::key_changed(ctx, selected_db(ctx), name.as_slice());
-    // A shared holder's own lease end is followed from here (AOF replay, a replica
-    // that may be promoted, a lock restored by hand).
-    if mode.is_shared() {
-        blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
-    }
+    let change = effects::apply(&mut key, holding, deadline, mode)?;
+    blocking::after(ctx, &mut key, change);
     // Deterministic: it carries every value, so it is propagated as it came (a replica
     // with an AOF, or a user restoring a lock on a primary).
     replicate::verbatim(ctx);
     Ok(RedisValue::SimpleStringStatic("OK"))
-}
-
-/// Adds (or re-times) a shared holder in a set of `mode`, starting a new set when the
-/// key is free or held in another mode; the key expires with the latest lease.
-fn put_shared(
-    key: &mut LockKey,
-    holding: Box<Holding>,
-    deadline: i64,
-    mode: Mode,
-) -> Result<bool, CommandError> {
-    Ok(match key.shared_mut().filter(|set| set.mode() == mode) {
-        Some(set) => {
-            set.put(holding, deadline)?;
-            let latest = set.latest_deadline().unwrap_or(deadline);
-            key.set_deadline(latest)
-        }
-        None => {
-            let mut set = SharedHolders::new(mode);
-            set.insert(holding, deadline)?;
-            key.store(LockValue::Shared(set), deadline)
-        }
-    })
 }
 
 /// Whether the key holds exactly this holding already: the same token with the same

@@ -14,7 +14,6 @@ use crate::keyspace::effects;
 use crate::rm::argv::Command;
 use crate::rm::key::LockKey;
 use crate::rm::replicate;
-use crate::rm::server::selected_db;
 
 pub struct Drop;
 
@@ -33,11 +32,11 @@ fn drop_holder(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Comman
     // Any token a holding can carry, as for `LOCK.APPLY`.
     let token = parse_token(token.as_slice(), MAX_TOKEN_BYTES)?;
     let mut key = LockKey::open(ctx, name, true);
-    if !effects::remove_holder(&mut key, token)? {
+    let Some(change) = effects::remove_holder(&mut key, token)? else {
         return Ok(RedisValue::Integer(0));
-    }
+    };
     // Waiters for this name (on a primary) may fit now.
-    blocking::key_changed(ctx, selected_db(ctx), name.as_slice());
+    blocking::after(ctx, &mut key, change);
     // Deterministic: propagated as it came.
     replicate::verbatim(ctx);
     Ok(RedisValue::Integer(1))

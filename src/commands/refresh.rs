@@ -42,26 +42,19 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let token = parse_compared_token(token.as_slice(), limits.max_token_length)?;
     let mut key = LockKey::open(ctx, name, true);
     let now_ms = clock::command_ms();
-    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    effects::drop_ended(ctx, &mut key, now_ms)?;
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));
     }
-    let lease_ms = if add {
-        // A lock made permanent (PERSIST) has no end to add to: it stays permanent.
-        let Some(remaining) = remaining_lease(&key, token.bytes, now_ms) else {
-            return Ok(RedisValue::Integer(1));
-        };
-        remaining
-            .checked_add(ttl_ms)
-            .ok_or(CommandError::InvalidExpire(NAME))?
-    } else {
-        ttl_ms
+    let remaining = remaining_lease(&key, token.bytes, now_ms);
+    // A lock made permanent (PERSIST) has no end to add to: it stays permanent.
+    let Some(lease_ms) = lock::refreshed_lease(remaining, ttl_ms, add)? else {
+        return Ok(RedisValue::Integer(1));
     };
     let deadline = lock::lease_deadline(now_ms, lease_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
-    effects::extend(ctx, &mut key, name, token.bytes, deadline)?;
-    blocking::lease_changed(ctx, name.as_slice(), &key);
-    blocking::watch_holder_leases(ctx, name.as_slice(), &mut key);
+    let change = effects::extend(ctx, &mut key, token.bytes, deadline)?;
+    blocking::after(ctx, &mut key, change);
     Ok(RedisValue::Integer(1))
 }
 

@@ -29,11 +29,11 @@ fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let mut key = LockKey::open(ctx, name, true);
     let now_ms = key.holders_clock_ms();
-    effects::drop_ended(ctx, &mut key, name, now_ms)?;
+    effects::drop_ended(ctx, &mut key, now_ms)?;
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));
     }
-    effects::release(ctx, &mut key, name, token.bytes)?;
-    blocking::hand_off(ctx, &mut key, name);
+    let change = effects::release(ctx, &mut key, token.bytes)?;
+    blocking::after(ctx, &mut key, change);
     Ok(RedisValue::Integer(1))
 }

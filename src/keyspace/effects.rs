@@ -1,11 +1,14 @@
 //! Applying a decision to the keyspace: write the key, replicate the *effect* (explicit
 //! token, fence and absolute deadline, never the clock-dependent command), announce it
-//! as a keyspace event and count it. Every path that changes a lock goes through here,
-//! so replicas and the AOF see exactly what the primary did. (While nothing reads the
-//! replication stream at all, `propagation` lets the command stand for itself.)
+//! as a keyspace event and count it. Every write of a lock goes through here (one
+//! `put_holder` for grants and applies, one rule for the key's expiry), so replicas and
+//! the AOF see exactly what the primary did; each write returns the `Change` it made,
+//! which `blocking::after` follows up. (While nothing reads the replication stream at
+//! all, `propagation` lets the command stand for itself.)
 
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::Holding;
+use fencelock_core::lock;
 use fencelock_core::mode::Mode;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
@@ -18,6 +21,22 @@ use crate::rm::mark_key::MarkKey;
 use crate::rm::node_state_form;
 use crate::rm::replicate;
 use crate::stats;
+
+/// What a write did to a lock, for `blocking::after` to follow up on (handoffs, lease
+/// timers): each effect says it, so no command has to remember its own recipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A new holder in this mode (a grant).
+    Granted(Mode),
+    /// A holder's lease moved (a refresh, or a holder's same-token retry).
+    Extended,
+    /// A holder left (a release): its room may go to the queue.
+    Released,
+    /// A holder was removed by its effect form (`LOCK.DROP`).
+    Dropped,
+    /// A holding was written by its effect form (`LOCK.APPLY`) in this mode.
+    Applied(Mode),
+}
 
 /// A grant about to be made.
 #[derive(Clone, Copy)]
@@ -34,12 +53,7 @@ pub struct NewHolder<'a> {
 /// for an exclusive grant or the first shared holder, one more holder otherwise (the
 /// caller decided it fits). Propagated as `LOCK.APPLY key token fence PXAT deadline`,
 /// with `SHARED` or `LIMIT n` for a shared holder.
-pub fn grant(
-    ctx: &Context,
-    key: &mut LockKey,
-    name: &RedisString,
-    new: &NewHolder,
-) -> Result<(), CommandError> {
+pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change, CommandError> {
     let NewHolder {
         token,
         fence,
@@ -48,30 +62,62 @@ pub fn grant(
         fresh_token,
     } = *new;
     let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    let stored = if mode == Mode::Exclusive {
-        key.store(LockValue::Exclusive(holding), deadline_ms)
-    } else if let Some(set) = key.shared_mut() {
-        if fresh_token {
-            set.insert(holding, deadline_ms)?;
-        } else {
-            set.put(holding, deadline_ms)?;
-        }
-        let latest = set.latest_deadline().unwrap_or(deadline_ms);
-        key.set_deadline(latest)
-    } else {
-        let mut set = SharedHolders::new(mode);
-        set.insert(holding, deadline_ms)?;
-        key.store(LockValue::Shared(set), deadline_ms)
-    };
-    if !stored {
-        return Err(CommandError::WriteFailed);
-    }
+    put_holder(key, holding, Some(deadline_ms), mode, fresh_token)?;
+    let name = key.name();
     propagate(ctx, || {
         replicate::grant(ctx, name, token, fence, deadline_ms, mode)
     });
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
-    Ok(())
+    Ok(Change::Granted(mode))
+}
+
+/// Writes a holding as `LOCK.APPLY` spells it: exclusive, the key's value (with no
+/// `deadline`, Redis's own `PEXPIREAT` follows, as in an AOF rewrite); shared, one more
+/// holder of a set in `mode` or a new set replacing a lock in another mode. Only the
+/// write: the command propagates itself.
+pub fn apply(
+    key: &mut LockKey,
+    holding: Box<Holding>,
+    deadline_ms: Option<i64>,
+    mode: Mode,
+) -> Result<Change, CommandError> {
+    put_holder(key, holding, deadline_ms, mode, false)?;
+    Ok(Change::Applied(mode))
+}
+
+/// The one write of a holder, for grants and applies. A shared holder joins a set of
+/// its mode (its token looked up unless `fresh`) or starts one; the key's expiry stays
+/// the latest lease.
+fn put_holder(
+    key: &mut LockKey,
+    holding: Box<Holding>,
+    deadline_ms: Option<i64>,
+    mode: Mode,
+    fresh: bool,
+) -> Result<(), CommandError> {
+    let stored = match (mode, deadline_ms) {
+        (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
+        (Mode::Exclusive, Some(deadline)) => key.store(LockValue::Exclusive(holding), deadline),
+        // A shared holder's lease is its own: it must be spelled out.
+        (_, None) => return Err(CommandError::Syntax),
+        (_, Some(deadline)) => match key.shared_mut().filter(|set| set.mode() == mode) {
+            Some(set) => {
+                if fresh {
+                    set.insert(holding, deadline)?;
+                } else {
+                    set.put(holding, deadline)?;
+                }
+                return follow_latest_lease(key);
+            }
+            None => {
+                let mut set = SharedHolders::new(mode);
+                set.insert(holding, deadline)?;
+                key.store(LockValue::Shared(set), deadline)
+            }
+        },
+    };
+    stored.then_some(()).ok_or(CommandError::WriteFailed)
 }
 
 /// Moves the lease of holder `token` to end at `deadline_ms`: the key's expiry for an
@@ -80,90 +126,89 @@ pub fn grant(
 pub fn extend(
     ctx: &Context,
     key: &mut LockKey,
-    name: &RedisString,
     token: &[u8],
     deadline_ms: i64,
-) -> Result<(), CommandError> {
+) -> Result<Change, CommandError> {
+    let name = key.name();
     let Some(set) = key.shared_mut() else {
         if !key.set_deadline(deadline_ms) {
             return Err(CommandError::WriteFailed);
         }
         propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
-        return announce_extended(ctx, name);
+        return Ok(announce_extended(ctx, name));
     };
     let fence = set
         .holder(token)
         .map(|holder| holder.holding().fence())
         .ok_or(CommandError::WriteFailed)?;
     set.set_deadline(token, deadline_ms);
-    let (mode, latest) = (set.mode(), set.latest_deadline().unwrap_or(deadline_ms));
-    if !key.set_deadline(latest) {
-        return Err(CommandError::WriteFailed);
-    }
+    let mode = set.mode();
+    follow_latest_lease(key)?;
     propagate(ctx, || {
         replicate::grant(ctx, name, token, fence, deadline_ms, mode)
     });
-    announce_extended(ctx, name)
+    Ok(announce_extended(ctx, name))
 }
 
-fn announce_extended(ctx: &Context, name: &RedisString) -> Result<(), CommandError> {
+fn announce_extended(ctx: &Context, name: &RedisString) -> Change {
     events::notify(ctx, events::REFRESHED, name);
     stats::REFRESHED.bump();
-    Ok(())
+    Change::Extended
 }
 
 /// Holder `token` (which the caller found holding) leaves: an exclusive lock's key is
 /// deleted (propagated as `DEL key`); a shared holder is removed (`LOCK.DROP key
 /// token`), and the key with the last one.
-pub fn release(
-    ctx: &Context,
-    key: &mut LockKey,
-    name: &RedisString,
-    token: &[u8],
-) -> Result<(), CommandError> {
-    if let Some(removed) = remove_shared(key, token) {
-        if !removed? {
+pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change, CommandError> {
+    let name = key.name();
+    if key.shared_mut().is_some() {
+        if !remove_shared(key, token)? {
             return Err(CommandError::WriteFailed);
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
-        follow_latest_lease(key, None)?;
+        follow_latest_lease(key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
     events::notify(ctx, events::RELEASED, name);
     stats::RELEASED.bump();
-    Ok(())
+    Ok(Change::Released)
 }
 
 /// Removes holder `token` whatever its lease, and the key with the last holder; only
-/// the write (the caller propagates). False when `token` holds nothing here.
-pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
-    if let Some(removed) = remove_shared(key, token) {
-        return removed;
-    }
-    match key.lock()? {
+/// the write (the command propagates itself). `None` when `token` holds nothing here.
+pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<Option<Change>, CommandError> {
+    let removed = match key.lock()? {
+        Some(LockRef::Shared(_)) => remove_shared(key, token)?,
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
-            follow_latest_lease(key, None)?;
-            Ok(true)
+            follow_latest_lease(key)?;
+            true
         }
-        _ => Ok(false),
-    }
+        _ => false,
+    };
+    Ok(removed.then_some(Change::Dropped))
 }
 
 /// Removes shared holder `token` (whether it was one), the key following the latest
-/// lease left or going with the last holder; `None` when the lock is not held shared.
-fn remove_shared(key: &mut LockKey, token: &[u8]) -> Option<Result<bool, CommandError>> {
-    let set = key.shared_mut()?;
-    if set.remove(token).is_none() {
-        return Some(Ok(false));
+/// lease left or going with the last holder.
+fn remove_shared(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
+    let removed = key
+        .shared_mut()
+        .is_some_and(|set| set.remove(token).is_some());
+    if removed {
+        follow_latest_lease(key)?;
     }
-    let latest = set.latest_deadline();
-    Some(follow_latest_lease(key, latest).map(|()| true))
+    Ok(removed)
 }
 
-/// After shared holders left: the key expires with the latest lease left, or goes with
-/// the last holder.
-fn follow_latest_lease(key: &LockKey, latest: Option<i64>) -> Result<(), CommandError> {
+/// The one rule of a lock key's expiry after its holders changed: a shared lock's key
+/// expires with its latest lease, and goes with its last holder (as does an exclusive
+/// lock's, whose holder left).
+fn follow_latest_lease(key: &LockKey) -> Result<(), CommandError> {
+    let latest = match key.lock()? {
+        Some(LockRef::Shared(set)) => set.latest_deadline(),
+        _ => None,
+    };
     let written = match latest {
         Some(latest) => key.set_deadline(latest),
         None => {
@@ -178,12 +223,7 @@ fn follow_latest_lease(key: &LockKey, latest: Option<i64>) -> Result<(), Command
 /// Removes the shared holders whose lease ended by `now_ms`, each announced as
 /// `lock.expired` and propagated as its `LOCK.DROP`. Every write path runs this first,
 /// so decisions see live holders only.
-pub fn drop_ended(
-    ctx: &Context,
-    key: &mut LockKey,
-    name: &RedisString,
-    now_ms: i64,
-) -> Result<(), CommandError> {
+pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), CommandError> {
     let Some(set) = key.shared_mut() else {
         return Ok(());
     };
@@ -191,8 +231,8 @@ pub fn drop_ended(
     if ended.is_empty() {
         return Ok(());
     }
-    let latest = set.latest_deadline();
-    follow_latest_lease(key, latest)?;
+    follow_latest_lease(key)?;
+    let name = key.name();
     for holder in &ended {
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
@@ -202,23 +242,17 @@ pub fn drop_ended(
     Ok(())
 }
 
-/// When the lock next changes by itself: the key's expiry (an exclusive lock's lease,
-/// or whatever `PEXPIRE` set), or, sooner, when the earliest shared holder has ended (a
-/// holder holds through its deadline's millisecond). `None` without an end.
+/// When the lock next changes by itself (see `lock::next_change`). `None` without an
+/// end.
 pub fn next_lease_end(key: &LockKey, now_ms: i64) -> Option<i64> {
     let key_expires_at = key
         .remaining_ms()
         .map(|remaining| now_ms.saturating_add(remaining));
-    let holder_ends_at = match key.lock() {
-        Ok(Some(LockRef::Shared(set))) => set
-            .earliest_deadline()
-            .map(|earliest| earliest.saturating_add(1)),
+    let earliest_holder = match key.lock() {
+        Ok(Some(LockRef::Shared(set))) => set.earliest_deadline(),
         _ => None,
     };
-    match (key_expires_at, holder_ends_at) {
-        (Some(key_at), Some(holder_at)) => Some(key_at.min(holder_at)),
-        (key_at, holder_at) => key_at.or(holder_at),
-    }
+    lock::next_change(key_expires_at, earliest_holder)
 }
 
 /// Propagates `effect`, or the command itself while nothing reads the stream.

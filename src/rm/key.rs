@@ -33,6 +33,11 @@ impl<'a> LockKey<'a> {
         }
     }
 
+    /// The lock's name (the key's).
+    pub fn name(&self) -> &'a RedisString {
+        self.key.name()
+    }
+
     fn raw(&self) -> *mut raw::RedisModuleKey {
         self.key.raw()
     }

@@ -41,6 +41,11 @@ impl<'a> OpenKey<'a> {
         }
     }
 
+    /// The key's name.
+    pub fn name(&self) -> &'a RedisString {
+        self.name
+    }
+
     /// The raw handle, null when the key is absent and was opened only for reading.
     pub fn raw(&self) -> *mut raw::RedisModuleKey {
         self.key
