@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use crate::reliability::checker;
+use crate::reliability::client::Sent;
 use crate::reliability::durability;
 use crate::reliability::durability::Found;
+use crate::reliability::guarded::GuardedCounts;
 use crate::reliability::history::{Mode, Op, Outcome, Request};
 
 const MS: i64 = 1_000;
@@ -245,16 +247,27 @@ fn durability_checker_catches_a_lost_shared_holder_and_an_old_one_back() {
     assert_eq!(judged.losses.len(), 3, "{:?}", judged.losses);
 }
 
+/// A guarded write sent at `at_us` and answered 1 ms later with `reply`.
+fn sent(reply: redis::RedisResult<redis::Value>, at_us: i64) -> Sent {
+    Sent {
+        reply,
+        invoked_us: at_us,
+        completed_us: at_us + 1_000,
+        confirmed: true,
+    }
+}
+
+fn timed_out() -> redis::RedisResult<redis::Value> {
+    Err(redis::RedisError::from(std::io::Error::other("timed out")))
+}
+
 #[test]
 fn guarded_counter_check_catches_a_lost_update_and_an_unexplained_one() {
-    use crate::reliability::guarded::GuardedCounts;
     let counts = GuardedCounts::default();
-    for _ in 0..5 {
-        counts.record(&Ok(redis::Value::Okay));
+    for value in 1..=5 {
+        counts.record("k", value, &sent(Ok(redis::Value::Okay), value));
     }
-    counts.record(&Err(redis::RedisError::from(std::io::Error::other(
-        "timed out",
-    ))));
+    counts.record("k", 6, &sent(timed_out(), 6));
     assert!(
         counts.check(5).is_empty(),
         "all acknowledged writes counted"
@@ -262,4 +275,36 @@ fn guarded_counter_check_catches_a_lost_update_and_an_unexplained_one() {
     assert!(counts.check(6).is_empty(), "the unknown write applied");
     assert_eq!(counts.check(4).len(), 1, "a stale write lost an update");
     assert_eq!(counts.check(7).len(), 1, "more writes than were sent");
+    // Answered but not confirmed by a replica: it may be missing, or there.
+    let mut unconfirmed = sent(Ok(redis::Value::Okay), 7);
+    unconfirmed.confirmed = false;
+    counts.record("k", 7, &unconfirmed);
+    assert!(counts.check(5).is_empty() && counts.check(7).is_empty());
+    assert_eq!(counts.check(8).len(), 1);
+}
+
+#[test]
+fn guarded_crash_checks_catch_a_lost_write_and_a_stale_one() {
+    let counts = GuardedCounts::default();
+    let okay = || Ok(redis::Value::Okay);
+    // Process 0 (killed at 10 ms): 1 and 2 acknowledged, 2 lost. Process 1: 2 again.
+    counts.record("k", 1, &sent(okay(), 1_000));
+    counts.record("k", 2, &sent(okay(), 5_000));
+    counts.record("k", 2, &sent(okay(), 20_000));
+    let restored = |value: i64| HashMap::from([("k".to_string(), value)]);
+    let lost = counts.lost_in_crash(&restored(1), 0, (9_000, 10_000, 11_000));
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].window_us, 3_000, "acknowledged 6 ms, crash at 9 ms");
+    assert!(counts
+        .lost_in_crash(&restored(2), 0, (9_000, 10_000, 11_000))
+        .is_empty());
+    // A write sent to the restarted process before the reading: not judged.
+    counts.record("k", 3, &sent(timed_out(), 10_500));
+    assert!(counts
+        .lost_in_crash(&restored(1), 0, (9_000, 10_000, 11_000))
+        .is_empty());
+    // One value twice across the crash is the lost write redone; within one process,
+    // a stale write admitted.
+    assert!(counts.stale_within_processes(&[10_000]).is_empty());
+    assert_eq!(counts.stale_within_processes(&[30_000]).len(), 1);
 }

@@ -1,8 +1,10 @@
 //! Crash faults: `kill -9` of redis-server every few seconds under load (50 clients on
-//! mutexes, read-write locks and semaphores, BLOCK and plain acquires mixed), restarted
-//! from its AOF, first with `appendfsync always` (nothing acknowledged may be lost), then
-//! with `everysec` (the loss window is measured and reported); and a restart after a
-//! downtime longer than every lease (no lease may come back alive).
+//! mutexes, read-write locks and semaphores, BLOCK and plain acquires mixed, exclusive
+//! holders incrementing a counter through `LOCK.GUARD`), restarted from its AOF, first
+//! with `appendfsync always` (nothing acknowledged may be lost, grant or guarded write),
+//! then with `everysec` (the loss window is measured and reported, and still no stale
+//! guarded write may be admitted); and a restart after a downtime longer than every
+//! lease (no lease may come back alive).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::reliability::checker;
 use crate::reliability::durability::{self, Loss};
+use crate::reliability::guarded;
 use crate::reliability::history::now_us;
 use crate::reliability::report::{assert_none, Summary};
 use crate::reliability::scale::{pick, seconds};
@@ -22,49 +25,80 @@ use testkit::*;
 struct CrashRun {
     spec: LoadSpec,
     finished: Finished,
-    crashes: usize,
+    crashes: Crashes,
+    /// The guarded counters' total on the server as last restarted.
+    guarded_total: i64,
+}
+
+/// What the kills and restarts showed.
+#[derive(Default)]
+struct Crashes {
+    count: usize,
     losses: Vec<Loss>,
     /// Holdings checked in full after a restart (held, unexpired, acknowledged).
     verified: usize,
+    /// Acknowledged guarded writes a restarted server did not show.
+    guarded_losses: Vec<Loss>,
+    /// When each killed process was gone: where one server process ends and the next
+    /// begins, for the guarded writes.
+    killed_us: Vec<i64>,
 }
 
-/// Runs the standard load with shared holders against an AOF server with `fsync`,
-/// killing it with SIGKILL every `every` for `duration`. Before load resumes on each
-/// restarted server, the state of every key and of every holder acknowledged before the
-/// kill is read and compared with what was acknowledged.
+/// Runs the standard load with shared holders and guarded writes against an AOF server
+/// with `fsync`, killing it with SIGKILL every `every` for `duration`.
 fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
-    let spec = LoadSpec::with_shared_holders("crash:");
+    let spec = LoadSpec {
+        guarded_counter: true,
+        ..LoadSpec::with_shared_holders("crash:")
+    };
     let keys = spec.key_names();
     let mut server = Server::with_args(&["appendonly", "yes", "appendfsync", fsync]);
     let target = Arc::new(Target::new(server.port));
     let load = Load::start(spec.clone(), target.clone());
     let started = Instant::now();
-    let mut crashes = 0;
-    let mut losses = Vec::new();
-    let mut verified = 0;
+    let mut crashes = Crashes::default();
     while started.elapsed() + every < duration {
         thread::sleep(every);
         target.close();
-        let crash_us = now_us();
-        server.kill();
-        server.restart();
-        let holders = durability::holders_to_read(&load.history.snapshot(), crash_us);
-        let (found, observed_us) = durability::observe(&mut server.connect(), &keys, &holders);
-        let ops = load.history.snapshot();
-        let judged = durability::losses(&ops, crash_us, &found, observed_us);
-        verified += judged.verified;
-        losses.extend(judged.losses);
-        crashes += 1;
+        crash(&mut server, &load, &keys, &mut crashes);
         target.open();
     }
     thread::sleep(every);
+    let finished = load.finish();
+    // Read on the process last restarted: what every crash left, plus what came after.
+    let guarded_total = guarded::final_total(&mut server.connect(), &keys);
     CrashRun {
         spec,
-        finished: load.finish(),
+        finished,
         crashes,
-        losses,
-        verified,
+        guarded_total,
     }
+}
+
+/// Kills the server and restarts it from its AOF while the gate holds the load back.
+/// Before load resumes, the state of every key, of every holder acknowledged before the
+/// kill and of every guarded counter is read and compared with what was acknowledged.
+fn crash(server: &mut Server, load: &Load, keys: &[String], crashes: &mut Crashes) {
+    let crash_us = now_us();
+    server.kill();
+    let killed_us = now_us();
+    server.restart();
+    let holders = durability::holders_to_read(&load.history.snapshot(), crash_us);
+    let mut con = server.connect();
+    let (found, observed_us) = durability::observe(&mut con, keys, &holders);
+    let restored = guarded::counters(&mut con, keys);
+    let counters_read_us = now_us();
+    let judged = durability::losses(&load.history.snapshot(), crash_us, &found, observed_us);
+    crashes.verified += judged.verified;
+    crashes.losses.extend(judged.losses);
+    let since_us = crashes.killed_us.last().copied().unwrap_or(0);
+    crashes.guarded_losses.extend(load.guarded.lost_in_crash(
+        &restored,
+        since_us,
+        (crash_us, killed_us, counters_read_us),
+    ));
+    crashes.killed_us.push(killed_us);
+    crashes.count += 1;
 }
 
 #[test]
@@ -72,30 +106,39 @@ fn kill_9_under_load_with_appendfsync_always_loses_nothing_acknowledged() {
     let every = Duration::from_millis(pick(1_500, 2_500));
     let run = run_crashes("always", seconds(8, 90), every);
     let ops = &run.finished.ops;
+    let crashes = &run.crashes;
+    let guarded = &run.finished.guarded;
     let mut anomalies = checker::fenced_run(&run.finished);
-    anomalies.extend(run.losses.iter().map(|loss| loss.what.clone()));
+    anomalies.extend(crashes.losses.iter().map(|loss| loss.what.clone()));
+    anomalies.extend(crashes.guarded_losses.iter().map(|loss| loss.what.clone()));
+    anomalies.extend(guarded.check(run.guarded_total));
     let tally = checker::tally(ops);
     Summary {
         scenario: "crash, AOF always",
-        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), run.crashes),
+        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), crashes.count),
         load: run.spec.describe(),
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants, {} unknown outcomes, lost acknowledged effects {} (0 required) over {} fully checked holdings; stale writes refused by fence {}; control (no fence check) stale writes {}; {}",
+            "{} grants, {} unknown outcomes, lost acknowledged effects {} (0 required) over {} fully checked holdings; stale writes refused by fence {}; control (no fence check) stale writes {}; {}; lost acknowledged guarded writes {} (0 required); {}",
             tally.grants,
             tally.unknown,
-            run.losses.len(),
-            run.verified,
+            crashes.losses.len(),
+            crashes.verified,
             run.finished.fenced.rejected,
             run.finished.control.stale,
-            tally.modes()
+            tally.modes(),
+            crashes.guarded_losses.len(),
+            guarded.describe(run.guarded_total)
         ),
     }
     .emit();
     assert_none("crash with appendfsync always", &anomalies);
-    assert!(run.crashes >= 3, "only {} kills", run.crashes);
-    assert!(run.verified > 0, "no holding was checked after a restart");
+    assert!(crashes.count >= 3, "only {} kills", crashes.count);
+    assert!(
+        crashes.verified > 0,
+        "no holding was checked after a restart"
+    );
     tally.assert_limits_tested();
     assert!(
         tally.grants > 100,
@@ -113,29 +156,33 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
     let every = Duration::from_millis(pick(1_500, 2_500));
     let run = run_crashes("everysec", seconds(8, 40), every);
     let ops = &run.finished.ops;
+    let crashes = &run.crashes;
+    let guarded = &run.finished.guarded;
     let mut anomalies = checker::always_required(ops);
     anomalies.extend(checker::stale_writes(&run.finished));
+    // Lost guarded writes lower the total as a stale one would, so the total alone
+    // cannot tell them apart; two writes of one value by one process can.
+    anomalies.extend(guarded.stale_within_processes(&crashes.killed_us));
+    anomalies.extend(guarded.beyond_sent(run.guarded_total));
     let overlaps = checker::overlap_count(ops);
-    let window_ms = run
-        .losses
-        .iter()
-        .map(|loss| loss.window_us / 1_000)
-        .max()
-        .unwrap_or(0);
+    let window_ms = loss_window_ms(&crashes.losses);
+    let guarded_window_ms = loss_window_ms(&crashes.guarded_losses);
     let tally = checker::tally(ops);
     Summary {
         scenario: "crash, AOF everysec",
-        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), run.crashes),
+        fault: format!("kill -9 every {} ms, {} kills", every.as_millis(), crashes.count),
         load: run.spec.describe(),
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; lost acknowledged effects {} (loss window {window_ms} ms), holder overlaps from them {overlaps}; stale writes refused by fence {}; control stale writes {}; {}",
+            "{} grants; lost acknowledged effects {} (loss window {window_ms} ms), holder overlaps from them {overlaps}; stale writes refused by fence {}; control stale writes {}; {}; lost acknowledged guarded writes {} (loss window {guarded_window_ms} ms); {}",
             tally.grants,
-            run.losses.len(),
+            crashes.losses.len(),
             run.finished.fenced.rejected,
             run.finished.control.stale,
-            tally.modes()
+            tally.modes(),
+            crashes.guarded_losses.len(),
+            guarded.describe(run.guarded_total)
         ),
     }
     .emit();
@@ -145,9 +192,23 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
     assert!(
         window_ms <= 2_500,
         "loss window {window_ms} ms: {:?}",
-        run.losses
+        crashes.losses
+    );
+    assert!(
+        guarded_window_ms <= 2_500,
+        "guarded loss window {guarded_window_ms} ms: {:?}",
+        crashes.guarded_losses
     );
     assert!(run.finished.control.stale > 0, "control run saw no overlap");
+}
+
+/// How far back before their crash the losses reach, in ms.
+fn loss_window_ms(losses: &[Loss]) -> i64 {
+    losses
+        .iter()
+        .map(|loss| loss.window_us / 1_000)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Locks on many keys with leases up to `max_ttl` ms, half refreshed, some with blocked

@@ -6,23 +6,32 @@
 //! only once `WAIT 1` confirms a replica has it (async replication otherwise loses grants
 //! by design). Then a graceful `FAILOVER`, where nothing acknowledged may be lost even
 //! without `WAIT`. Neither may ever show more holders at once than their modes admit.
+//! In both, exclusive holders increment a counter through `LOCK.GUARD`, and the last
+//! primary's counters must hold every acknowledged write: after the kill, a write counts
+//! as acknowledged only once `WAIT 1` confirms it, as a grant does (the others are
+//! reported, and may be lost); after the graceful switch, every answered write.
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::reliability::checker;
+use crate::reliability::guarded::{self, Written};
 use crate::reliability::report::{assert_none, Summary};
 use crate::reliability::scale::{pick, seconds};
 use crate::reliability::target::Target;
 use crate::reliability::workload::{Finished, Load, LoadSpec};
 use testkit::*;
 
-/// A fenced run's anomalies, plus fences that did not rise across the failover.
-fn judge(finished: &Finished) -> Vec<String> {
+/// A fenced run's anomalies, plus fences that did not rise across the failover and
+/// acknowledged guarded writes missing from the counters of `primary`, the last one;
+/// and the guarded figures for the notes.
+fn judge(finished: &Finished, primary: &Server, keys: &[String]) -> (Vec<String>, String) {
     let mut anomalies = checker::fenced_run(finished);
     anomalies.extend(checker::later_nodes_fence_higher(&finished.ops));
-    anomalies
+    let total = guarded::final_total(&mut primary.connect(), keys);
+    anomalies.extend(finished.guarded.check(total));
+    (anomalies, finished.guarded.describe(total))
 }
 
 /// Grants the old node issued after its replica stopped listening.
@@ -39,6 +48,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     let spec = LoadSpec {
         clients: 30,
         confirm_with_wait: true,
+        guarded_counter: true,
         ..LoadSpec::with_shared_holders("failover:")
     };
     let rounds = pick(1, 4);
@@ -71,7 +81,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     }
     thread::sleep(phase);
     let finished = load.finish();
-    let anomalies = judge(&finished);
+    let (anomalies, guarded_notes) = judge(&finished, &primary, &spec.key_names());
     let tally = checker::tally(&finished.ops);
     Summary {
         scenario: "failover, kill -9 primary",
@@ -80,7 +90,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; {missed} grants the promoted replica never received, all below its fences; stale accesses refused by fence {}; control stale writes {}; {}",
+            "{} grants; {missed} grants the promoted replica never received, all below its fences; stale accesses refused by fence {}; control stale writes {}; {}; {guarded_notes} (every confirmed one required)",
             tally.grants,
             finished.fenced.rejected,
             finished.control.stale,
@@ -92,6 +102,10 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     assert!(
         missed > 0,
         "the old primary granted nothing the replica missed"
+    );
+    assert!(
+        finished.guarded.count(Written::Unconfirmed) > 0,
+        "no guarded write went unconfirmed: the failover put none at risk (is WAIT asked?)"
     );
     assert!(finished.control.stale > 0, "control run saw no overlap");
     tally.assert_limits_tested();
@@ -115,6 +129,7 @@ fn role(con: &mut Connection) -> String {
 fn graceful_failover_loses_no_acknowledged_grant() {
     let spec = LoadSpec {
         clients: 30,
+        guarded_counter: true,
         ..LoadSpec::with_shared_holders("graceful:")
     };
     let rounds = pick(1, 4);
@@ -145,7 +160,7 @@ fn graceful_failover_loses_no_acknowledged_grant() {
     }
     thread::sleep(phase);
     let finished = load.finish();
-    let anomalies = judge(&finished);
+    let (anomalies, guarded_notes) = judge(&finished, &primary, &spec.key_names());
     let tally = checker::tally(&finished.ops);
     Summary {
         scenario: "graceful FAILOVER",
@@ -154,7 +169,7 @@ fn graceful_failover_loses_no_acknowledged_grant() {
         ops: tally.ops,
         anomalies: anomalies.len(),
         notes: format!(
-            "{} grants; stale accesses refused by fence {}; control stale writes {}; {}",
+            "{} grants; stale accesses refused by fence {}; control stale writes {}; {}; {guarded_notes} (every acknowledged one required)",
             tally.grants,
             finished.fenced.rejected,
             finished.control.stale,

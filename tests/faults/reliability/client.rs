@@ -12,6 +12,15 @@ use redis::{Connection, ErrorKind, Value};
 use super::history::{now_us, History, Mode, Op, Outcome, Request};
 use super::target::Target;
 
+/// A command sent outside the history, with when it was sent and answered.
+pub struct Sent {
+    pub reply: redis::RedisResult<Value>,
+    pub invoked_us: i64,
+    pub completed_us: i64,
+    /// False when confirmation was asked for and `WAIT 1` did not give it.
+    pub confirmed: bool,
+}
+
 pub struct LockClient {
     pub id: usize,
     target: Arc<Target>,
@@ -101,10 +110,9 @@ impl LockClient {
         let mut confirmed = true;
         let mut broken = matches!(outcome, Outcome::Unknown(_));
         if confirm && positive {
-            // Only a replica-confirmed answer survives the primary's death.
-            let acked = redis::cmd("WAIT").arg(1).arg(250).query::<i64>(con);
-            confirmed = acked.as_ref().is_ok_and(|replicas| *replicas >= 1);
-            broken |= acked.is_err_and(|error| !matches!(error.kind(), ErrorKind::Server(_)));
+            let (replicated, lost_link) = wait_for_replica(con);
+            confirmed = replicated;
+            broken |= lost_link;
         }
         // A demoted primary refuses writes and unblocks waiters: find the new one.
         broken |= matches!(&outcome, Outcome::Failed(text)
@@ -127,19 +135,44 @@ impl LockClient {
 
     /// Sends `command` on this client's connection, outside the recorded history (the
     /// guarded counter's reads and writes); `None` when not sent.
-    pub fn query(&mut self, command: &redis::Cmd) -> Option<redis::RedisResult<Value>> {
+    pub fn query(&mut self, command: &redis::Cmd) -> Option<Sent> {
         if !self.target.pass() {
             return None;
         }
         self.connect()?;
         let (con, _, _) = self.con.as_mut()?;
+        // Taken once connected: the gate may have held the command back until then.
+        let invoked_us = now_us();
         let reply = command.query::<Value>(con);
         if reply.as_ref().is_err_and(|error| {
             !matches!(error.kind(), ErrorKind::Server(_) | ErrorKind::Extension)
         }) {
             self.con = None;
         }
-        Some(reply)
+        Some(Sent {
+            reply,
+            invoked_us,
+            completed_us: now_us(),
+            confirmed: true,
+        })
+    }
+
+    /// Like `query`, for a write: with `confirm`, an answered write counts as confirmed
+    /// only once `WAIT 1` says a replica has it, as grants do.
+    pub fn write(&mut self, command: &redis::Cmd) -> Option<Sent> {
+        let mut sent = self.query(command)?;
+        if self.confirm && sent.reply.is_ok() {
+            let (replicated, lost_link) = self
+                .con
+                .as_mut()
+                .map_or((false, true), |(con, _, _)| wait_for_replica(con));
+            sent.confirmed = replicated;
+            if lost_link {
+                self.con = None;
+            }
+            sent.completed_us = now_us();
+        }
+        Some(sent)
     }
 
     /// Connects to the current target if not connected to it; returns its generation.
@@ -165,6 +198,17 @@ impl LockClient {
         }
         Some(node)
     }
+}
+
+/// `WAIT 1` after an answer: (a replica has it, the connection broke). Only a
+/// replica-confirmed answer survives the primary's death.
+fn wait_for_replica(con: &mut Connection) -> (bool, bool) {
+    let acked = redis::cmd("WAIT").arg(1).arg(250).query::<i64>(con);
+    let confirmed = acked.as_ref().is_ok_and(|replicas| *replicas >= 1);
+    (
+        confirmed,
+        acked.is_err_and(|error| !matches!(error.kind(), ErrorKind::Server(_))),
+    )
 }
 
 fn command_for(key: &str, request: &Request) -> redis::Cmd {

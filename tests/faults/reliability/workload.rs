@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redis::Value;
 
 use super::client::LockClient;
-use super::guarded::{counter_key, guard, GuardedCounts};
+use super::guarded::{counter_key, guard, read_value, GuardedCounts};
 use super::history::{History, Mode, Op, Outcome};
 use super::resource::{Counts, Resource};
 use super::target::Target;
@@ -239,11 +238,9 @@ impl Worker {
         let control_seen = writer.then(|| self.control.read(key, fence)).flatten();
         let counter = counter_key(key);
         let counted = if writer && self.spec.guarded_counter {
-            match self.client.query(&guard(key, token, &["GET", &counter])) {
-                Some(Ok(Value::Nil)) => Some(0),
-                Some(Ok(value)) => redis::from_redis_value::<i64>(value).ok(),
-                _ => None,
-            }
+            self.client
+                .query(&guard(key, token, &["GET", &counter]))
+                .and_then(read_value)
         } else {
             None
         };
@@ -270,11 +267,11 @@ impl Worker {
         }
         if let Some(seen) = counted {
             let next = (seen + 1).to_string();
-            if let Some(reply) = self
+            if let Some(sent) = self
                 .client
-                .query(&guard(key, token, &["SET", &counter, &next]))
+                .write(&guard(key, token, &["SET", &counter, &next]))
             {
-                self.guarded.record(&reply);
+                self.guarded.record(key, seen + 1, &sent);
             }
         }
         let _ = self.client.release(key, token);
