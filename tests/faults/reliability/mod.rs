@@ -5,8 +5,6 @@
 //! what the history proves of each holding: `holding`) and reports the figures
 //! (`report`). `scale` picks the short CI or the long soak durations.
 
-#![allow(dead_code)]
-
 pub mod checker;
 pub mod client;
 pub mod durability;

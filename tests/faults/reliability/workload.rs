@@ -130,7 +130,6 @@ impl LoadSpec {
 
 /// A running load; `finish` stops it and returns what happened.
 pub struct Load {
-    pub spec: LoadSpec,
     pub target: Arc<Target>,
     pub history: History,
     pub fenced: Arc<Resource>,
@@ -174,7 +173,6 @@ impl Load {
             })
             .collect();
         Load {
-            spec,
             target,
             history,
             fenced,
