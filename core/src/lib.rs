@@ -17,7 +17,9 @@
 //! - `digits`: numbers as ready-made decimal digits;
 //! - `slot`: Redis Cluster's hash slot of a key;
 //! - `capacity`: tables give back their room once mostly empty;
-//! - holdings read back from RDB payloads are validated in `holding`.
+//! - holdings read back from RDB payloads are validated in `holding`;
+//! - `shared` keeps a small set's holders in a list (`holder_list`) and a large one's
+//!   indexed by token and lease end (`holder_index`).
 
 #![deny(unsafe_code)]
 
@@ -28,6 +30,8 @@ pub mod digits;
 pub mod error;
 pub mod fence;
 pub mod fencing;
+mod holder_index;
+mod holder_list;
 #[allow(unsafe_code)]
 pub mod holding;
 pub mod limits;

@@ -2,29 +2,16 @@
 //! permits): each with its own token, fence and lease. Pure: the deadlines are Unix
 //! milliseconds passed in and compared with a `now` passed in.
 //!
-//! Every per-holder operation is O(log n) in the holders, so a lock with 10,000 readers
-//! answers a refresh as fast as one with ten:
-//!
-//! - holders are kept by fence, which is grant order (a renewal keeps its fence and
-//!   place), the same on a primary and its replicas whatever order their removals came
-//!   in, so saving, digesting and rewriting walk them alike; two holders of one set
-//!   never share a fence (every grant has its own, and a write that would repeat one
-//!   is refused);
-//! - a token index finds a holder's fence from a hash of its token (keyed per process,
-//!   so client-chosen tokens cannot be picked to collide) without storing the token
-//!   twice; the last comparison is the holding's constant-time one;
-//! - the leases in end order give the next holder to leave (the lease-end timer), the
-//!   latest lease (the key's expiry) and the holders whose lease ended.
-//!
-//! That costs about 150 bytes a holder, three times a plain list's (see
-//! `allocated_bytes`): the price of not scanning.
+//! Holders are kept by fence, which is grant order (a renewal keeps its fence and
+//! place), the same on a primary and its replicas whatever order their removals came
+//! in, so saving, digesting and rewriting walk them alike. Two holders of one set never
+//! share a fence: every grant has its own, and a write that would repeat one is refused.
+//! A small set is a list searched by a scan (`HolderList`); past `holder_list::MOST`
+//! holders it is indexed by token and lease end (`HolderIndex`), so that every command
+//! on one holder stays O(log n), and it goes back to a list once it shrank to half that.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, Hasher, RandomState};
-use std::sync::OnceLock;
-
-use hashbrown::HashTable;
-
+use crate::holder_index::HolderIndex;
+use crate::holder_list::{self, HolderList};
 use crate::holding::{Holding, Offered, OwnedHolding};
 use crate::mode::Mode;
 
@@ -33,7 +20,7 @@ use crate::mode::Mode;
 pub struct SharedHolder {
     holding: OwnedHolding,
     /// When its lease ends (Unix ms); it holds while `now <= deadline_ms`, as Redis keys do.
-    deadline_ms: i64,
+    pub(crate) deadline_ms: i64,
 }
 
 impl SharedHolder {
@@ -60,6 +47,59 @@ impl From<FenceTaken> for crate::error::CommandError {
     }
 }
 
+/// Where the holders are kept.
+#[derive(Debug)]
+enum Store {
+    List(HolderList),
+    /// Boxed: a list-sized set stays small.
+    Index(Box<HolderIndex>),
+}
+
+/// `$store.$method(args)` on whichever store the set has.
+macro_rules! on_store {
+    ($store:expr, $method:ident($($arg:expr),*)) => {
+        match $store {
+            Store::List(list) => list.$method($($arg),*),
+            Store::Index(index) => index.$method($($arg),*),
+        }
+    };
+}
+
+/// Every holder of a set, in grant order.
+pub enum AllHolders<'a> {
+    List(std::slice::Iter<'a, SharedHolder>),
+    Index(std::collections::btree_map::Values<'a, u64, SharedHolder>),
+}
+
+impl<'a> Iterator for AllHolders<'a> {
+    type Item = &'a SharedHolder;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            AllHolders::List(list) => list.next(),
+            AllHolders::Index(index) => index.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            AllHolders::List(list) => list.size_hint(),
+            AllHolders::Index(index) => index.size_hint(),
+        }
+    }
+}
+
+impl DoubleEndedIterator for AllHolders<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            AllHolders::List(list) => list.next_back(),
+            AllHolders::Index(index) => index.next_back(),
+        }
+    }
+}
+
+impl ExactSizeIterator for AllHolders<'_> {}
+
 /// Every shared holder of one lock. `repr(C)` with the tag first: a lock value's first
 /// eight bytes tell a set of shared holders (zero) from an exclusive holding (its fence,
 /// never zero); see `value`.
@@ -73,34 +113,11 @@ pub struct SharedHolders {
     /// before the earliest holder's end (+1 ms): a deadline set earlier forgets it. So
     /// until then no holder has ended, which spares the write paths a look. Not saved.
     watched_at: i64,
-    by_fence: BTreeMap<u64, SharedHolder>,
-    /// Fences, found by the hash of their holder's token.
-    by_token: HashTable<u64>,
-    /// (deadline, fence) of every holder.
-    by_deadline: BTreeSet<(i64, u64)>,
+    store: Store,
 }
 
 /// The value of `SharedHolders::tag`.
 pub(crate) const SHARED_TAG: u64 = 0;
-
-/// The hash of the token of the holder with `fence`, as the token index needs it when
-/// it grows or shrinks.
-fn rehash(by_fence: &BTreeMap<u64, SharedHolder>) -> impl Fn(&u64) -> u64 + '_ {
-    |fence| {
-        by_fence
-            .get(fence)
-            .map_or(0, |h| token_hash(h.holding.token_key()))
-    }
-}
-
-/// The hash of a token in its stored form (see `Holding::token_key`).
-fn token_hash((compact, bytes): (bool, &[u8])) -> u64 {
-    static KEY: OnceLock<RandomState> = OnceLock::new();
-    let mut hasher = KEY.get_or_init(RandomState::new).build_hasher();
-    hasher.write_u8(u8::from(compact));
-    hasher.write(bytes);
-    hasher.finish()
-}
 
 impl SharedHolders {
     /// An empty set in `mode` (shared or a semaphore; exclusive is stored as shared).
@@ -109,9 +126,7 @@ impl SharedHolders {
             tag: SHARED_TAG,
             limit: mode.stored_limit(),
             watched_at: 0,
-            by_fence: BTreeMap::new(),
-            by_token: HashTable::new(),
-            by_deadline: BTreeSet::new(),
+            store: Store::List(HolderList::default()),
         })
     }
 
@@ -120,22 +135,25 @@ impl SharedHolders {
     }
 
     /// Every holder, live or with an ended lease not yet removed, in grant order.
-    pub fn all(&self) -> impl ExactSizeIterator<Item = &SharedHolder> + DoubleEndedIterator {
-        self.by_fence.values()
+    pub fn all(&self) -> AllHolders<'_> {
+        match &self.store {
+            Store::List(list) => AllHolders::List(list.iter()),
+            Store::Index(index) => AllHolders::Index(index.iter()),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.by_fence.len()
+        on_store!(&self.store, len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_fence.is_empty()
+        self.len() == 0
     }
 
-    /// How many holders' lease has not ended: all but the few at the front of the
-    /// lease order that ended and were not dropped yet.
+    /// How many holders' lease has not ended (all but the few that ended and were not
+    /// dropped yet).
     pub fn live_count(&self, now_ms: i64) -> usize {
-        let ended = self.by_deadline.range(..(now_ms, 0)).count();
+        let ended = on_store!(&self.store, count_ended(now_ms));
         self.len() - ended
     }
 
@@ -147,32 +165,13 @@ impl SharedHolders {
     /// The holder with `token`, whether its lease ended or not.
     pub fn holder(&self, token: &[u8]) -> Option<&SharedHolder> {
         self.fence_of(token)
-            .and_then(|fence| self.by_fence.get(&fence))
+            .and_then(|fence| on_store!(&self.store, get(fence)))
     }
 
     /// The fence of the holder with `token` (the token decoded once).
     fn fence_of(&self, token: &[u8]) -> Option<u64> {
         let offered = Offered::new(token);
-        let by_fence = &self.by_fence;
-        self.by_token
-            .find(token_hash(offered.token_key()), |fence| {
-                by_fence
-                    .get(fence)
-                    .is_some_and(|h| h.holding.is_offered(&offered))
-            })
-            .copied()
-    }
-
-    /// The fence of the holder with the token of `holding`.
-    fn fence_of_holding(&self, holding: &Holding) -> Option<u64> {
-        let by_fence = &self.by_fence;
-        self.by_token
-            .find(token_hash(holding.token_key()), |fence| {
-                by_fence
-                    .get(fence)
-                    .is_some_and(|h| h.holding.same_token(holding))
-            })
-            .copied()
+        on_store!(&self.store, fence_of(&offered))
     }
 
     /// The highest fence among live holders: the newest, unless its lease ended.
@@ -187,7 +186,7 @@ impl SharedHolders {
     /// or a replayed effect); its fence stays the one it was granted. Refused when
     /// another holder has the fence.
     pub fn put(&mut self, holding: Box<Holding>, deadline_ms: i64) -> Result<(), FenceTaken> {
-        match self.fence_of_holding(&holding) {
+        match on_store!(&self.store, fence_of_holding(&holding)) {
             Some(fence) => {
                 self.move_deadline(fence, deadline_ms);
                 Ok(())
@@ -199,28 +198,35 @@ impl SharedHolders {
     /// Adds a holder whose token holds nothing here (a freshly generated one, or one
     /// just looked for). Refused when another holder has the fence.
     pub fn insert(&mut self, holding: Box<Holding>, deadline_ms: i64) -> Result<(), FenceTaken> {
-        let fence = holding.fence();
-        if self.by_fence.contains_key(&fence) {
+        if on_store!(&self.store, contains_fence(holding.fence())) {
             return Err(FenceTaken);
         }
-        let hash = token_hash(holding.token_key());
-        self.by_fence.insert(
-            fence,
-            SharedHolder {
-                holding: OwnedHolding::new(holding),
-                deadline_ms,
-            },
-        );
-        self.by_token
-            .insert_unique(hash, fence, rehash(&self.by_fence));
-        self.by_deadline.insert((deadline_ms, fence));
+        let holder = SharedHolder {
+            holding: OwnedHolding::new(holding),
+            deadline_ms,
+        };
+        on_store!(&mut self.store, insert(holder));
         self.deadline_set(deadline_ms);
+        if matches!(self.store, Store::List(_)) && self.len() > holder_list::MOST {
+            self.restore(|holders| {
+                let mut index = Box::<HolderIndex>::default();
+                holders.into_iter().for_each(|holder| index.insert(holder));
+                Store::Index(index)
+            });
+        }
         Ok(())
+    }
+
+    /// Moves every holder into another kind of store.
+    fn restore(&mut self, rebuild: impl FnOnce(Vec<SharedHolder>) -> Store) {
+        let store = std::mem::replace(&mut self.store, Store::List(HolderList::default()));
+        let holders = on_store!(store, into_holders());
+        self.store = rebuild(holders);
     }
 
     /// Whether the token of `holding` holds here already (a load checks each holder).
     pub fn holds_token_of(&self, holding: &Holding) -> bool {
-        self.fence_of_holding(holding).is_some()
+        on_store!(&self.store, fence_of_holding(holding)).is_some()
     }
 
     /// When the lease-end timer fires, if one is armed (see `watched_at`).
@@ -243,12 +249,8 @@ impl SharedHolders {
 
     /// Moves the lease of the holder with `fence` (which exists).
     fn move_deadline(&mut self, fence: u64, deadline_ms: i64) {
-        if let Some(holder) = self.by_fence.get_mut(&fence) {
-            self.by_deadline.remove(&(holder.deadline_ms, fence));
-            holder.deadline_ms = deadline_ms;
-            self.by_deadline.insert((deadline_ms, fence));
-            self.deadline_set(deadline_ms);
-        }
+        on_store!(&mut self.store, move_deadline(fence, deadline_ms));
+        self.deadline_set(deadline_ms);
     }
 
     /// Moves the deadline of the holder with `token`; false if there is none.
@@ -265,19 +267,9 @@ impl SharedHolders {
     /// Removes the holder with `token`, live or not.
     pub fn remove(&mut self, token: &[u8]) -> Option<SharedHolder> {
         let fence = self.fence_of(token)?;
-        self.remove_fence(fence)
-    }
-
-    /// Removes the holder with `fence` from the set and both indexes.
-    fn remove_fence(&mut self, fence: u64) -> Option<SharedHolder> {
-        let removed = self.by_fence.remove(&fence)?;
-        let hash = token_hash(removed.holding.token_key());
-        if let Ok(entry) = self.by_token.find_entry(hash, |&f| f == fence) {
-            entry.remove();
-        }
-        self.by_deadline.remove(&(removed.deadline_ms, fence));
+        let removed = on_store!(&mut self.store, remove(fence));
         self.shrink();
-        Some(removed)
+        removed
     }
 
     /// Removes every holder whose lease ended before `now_ms`, in grant order.
@@ -286,49 +278,44 @@ impl SharedHolders {
         if none_ended_yet {
             return Vec::new();
         }
-        let mut fences: Vec<u64> = self
-            .by_deadline
-            .range(..(now_ms, 0))
-            .map(|&(_, fence)| fence)
-            .collect();
+        let mut fences = on_store!(&self.store, ended_fences(now_ms));
+        if fences.is_empty() {
+            return Vec::new();
+        }
         fences.sort_unstable();
-        fences
+        let ended = fences
             .into_iter()
-            .filter_map(|fence| self.remove_fence(fence))
-            .collect()
+            .filter_map(|fence| on_store!(&mut self.store, remove(fence)))
+            .collect();
+        self.shrink();
+        ended
+    }
+
+    /// An indexed set that shrank to half a list's most goes back to a list.
+    fn shrink(&mut self) {
+        if matches!(self.store, Store::Index(_)) && self.len() <= holder_list::MOST / 2 {
+            self.restore(|holders| Store::List(HolderList::from_holders(holders)));
+        }
     }
 
     /// The latest deadline: the key's own expiry.
     pub fn latest_deadline(&self) -> Option<i64> {
-        self.by_deadline.last().map(|&(deadline, _)| deadline)
+        on_store!(&self.store, latest_deadline())
     }
 
     /// The earliest deadline: when a holder next leaves by itself.
     pub fn earliest_deadline(&self) -> Option<i64> {
-        self.by_deadline.first().map(|&(deadline, _)| deadline)
+        on_store!(&self.store, earliest_deadline())
     }
 
-    /// Bytes allocated for the set and every holding (for `MEMORY USAGE`): the tree
-    /// nodes are counted half full, as nodes filled in grant order stay.
+    /// Bytes allocated for the set and every holding (for `MEMORY USAGE`).
     pub fn allocated_bytes(&self) -> usize {
-        let tree_entry =
-            std::mem::size_of::<(u64, SharedHolder)>() + std::mem::size_of::<(i64, u64)>();
         std::mem::size_of::<SharedHolders>()
-            + self.len() * tree_entry * 2
-            + self.by_token.allocation_size()
+            + on_store!(&self.store, allocated_bytes())
             + self
                 .all()
                 .map(|h| h.holding.allocated_bytes())
                 .sum::<usize>()
-    }
-
-    /// Gives back the token index's spare room once the set shrank to a quarter of it
-    /// (the trees free their nodes as they go).
-    fn shrink(&mut self) {
-        if self.by_token.capacity() > 4 * self.by_token.len() + 16 {
-            self.by_token
-                .shrink_to(self.by_token.len() * 2, rehash(&self.by_fence));
-        }
     }
 }
 
@@ -426,6 +413,49 @@ mod tests {
         assert_eq!(ended, vec![2, 3, 4], "in grant order");
         assert_eq!(set.earliest_deadline(), Some(500));
         assert!(set.holder(b"t2").is_none() && set.holder(b"t1").is_some());
+    }
+
+    #[test]
+    fn a_set_moves_between_list_and_index_keeping_every_holder_in_order() {
+        let mut set = SharedHolders::new(Mode::Shared);
+        let fences =
+            |set: &SharedHolders| -> Vec<u64> { set.all().map(|h| h.holding().fence()).collect() };
+        for i in 1..=40u64 {
+            let deadline = 1_000 + i64::try_from(i).unwrap();
+            set.insert(holding(&format!("t{i}"), i * 10), deadline)
+                .unwrap();
+            assert_eq!(set.len(), usize::try_from(i).unwrap());
+            assert_eq!(set.holder(b"t1").map(|h| h.deadline_ms()), Some(1_001));
+        }
+        // An explicit LOCK.APPLY may bring an older fence: it takes its place.
+        set.insert(holding("old", 15), 5).unwrap();
+        assert_eq!(set.insert(holding("dup", 20), 5), Err(FenceTaken));
+        assert_eq!(fences(&set)[..3], [10, 15, 20]);
+        assert_eq!(
+            (set.earliest_deadline(), set.latest_deadline()),
+            (Some(5), Some(1_040))
+        );
+        assert_eq!(set.live_count(1_000), 40);
+        for i in 1..=35u64 {
+            assert!(set.remove(format!("t{i}").as_bytes()).is_some(), "t{i}");
+            assert!(set.holder(b"t40").is_some());
+        }
+        assert_eq!(fences(&set), vec![15, 360, 370, 380, 390, 400]);
+        assert!(set.set_deadline(b"t36", 2_000));
+        assert_eq!(set.latest_deadline(), Some(2_000));
+        let ended: Vec<u64> = set
+            .take_ended(6)
+            .iter()
+            .map(|h| h.holding().fence())
+            .collect();
+        assert_eq!(ended, vec![15]);
+        assert_eq!(set.highest_fence(1_030), Some(400));
+        assert_eq!(
+            set.highest_fence(1_500),
+            Some(360),
+            "only t36 holds past 1,040"
+        );
+        assert_eq!(set.len(), 5);
     }
 
     #[test]

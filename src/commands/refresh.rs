@@ -46,7 +46,10 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));
     }
-    let remaining = remaining_lease(&key, token.bytes, now_ms);
+    // Only `ADD` needs what is left (a key-expiry lookup otherwise spared).
+    let remaining = add
+        .then(|| remaining_lease(&key, token.bytes, now_ms))
+        .flatten();
     // A lock made permanent (PERSIST) has no end to add to: it stays permanent.
     let Some(lease_ms) = lock::refreshed_lease(remaining, ttl_ms, add)? else {
         return Ok(RedisValue::Integer(1));
