@@ -203,7 +203,7 @@ const CONFIGS: [Setting; 4] = [
 ];
 
 /// The server events the module follows, and who handles each.
-const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 5] = [
+const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 6] = [
     (ServerEvent::FlushDb, hooks::server::flushed),
     (ServerEvent::Loading, hooks::server::loaded),
     (
@@ -212,6 +212,7 @@ const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 5] = [
     ),
     (ServerEvent::SwapDb, hooks::server::swapped_databases),
     (ServerEvent::EventLoop, hooks::server::event_loop),
+    (ServerEvent::ForkChild, hooks::server::forked),
 ];
 
 /// The keyspace events the module follows: deletions, expiries, evictions and every

@@ -76,6 +76,10 @@ pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError
         acquire_waits(args)
     } else if is("xread") || is("xreadgroup") {
         stream_read_waits(is("xreadgroup"), args)
+    } else if is("vsim") {
+        // Redis 8's vector search runs in a thread and waits for it, unless told not to
+        // (and Redis's command table does not say it may block).
+        !args.iter().any(|arg| arg.eq_ignore_ascii_case(b"NOTHREAD"))
     } else {
         BLOCKING.iter().any(|name| is(name))
     };
@@ -84,6 +88,14 @@ pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError
     } else {
         Ok(())
     }
+}
+
+/// Commands that remove keys without naming them: a fence check may not run them, since
+/// they would take its own mark with them (and a missing mark admits older fences).
+pub fn empties_databases(command: &[u8]) -> bool {
+    ["flushdb", "flushall", "swapdb"]
+        .iter()
+        .any(|name| command.eq_ignore_ascii_case(name.as_bytes()))
 }
 
 /// Whether `XREAD`/`XREADGROUP`'s options (before `STREAMS`) include `BLOCK`: read
@@ -205,6 +217,19 @@ mod tests {
             Err(CommandError::NotAllowedInside)
         );
         assert!(allowed_inside(b"LPOP", &[b"k"]).is_ok());
+        assert_eq!(
+            allowed_inside(b"VSIM", &[b"v", b"ELE", b"a"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        assert!(allowed_inside(b"vsim", &[b"v", b"ELE", b"a", b"nothread"]).is_ok());
+    }
+
+    #[test]
+    fn whole_database_removals_are_told_apart() {
+        for command in [&b"FLUSHDB"[..], b"flushall", b"SwapDb"] {
+            assert!(empties_databases(command), "{command:?}");
+        }
+        assert!(!empties_databases(b"DEL"));
     }
 
     #[test]

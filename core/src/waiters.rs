@@ -20,6 +20,8 @@ use crate::wait_queue::{Ticket, WaitQueue};
 pub trait Waiter {
     /// The token it asked for (`TOKEN`), if it chose one.
     fn token(&self) -> Option<&[u8]>;
+    /// Whether it asked to hold shared (`SHARED` or `LIMIT n`).
+    fn is_shared(&self) -> bool;
 }
 
 /// When a key's handoff is next looked at, and by which timer.
@@ -36,6 +38,9 @@ pub struct KeyQueue<C, W, T> {
     queue: WaitQueue<(C, W)>,
     /// Tickets of waiters that chose their token, by token.
     by_token: HashMap<Vec<u8>, Vec<Ticket>>,
+    /// How many of the waiters asked to hold shared (`LOCK.INFO` counts both kinds
+    /// without walking the queue).
+    shared: usize,
     /// The pending expiry check of this key, if any.
     pub expiry_check: Option<ExpiryCheck<T>>,
     /// A settle of this queue (after a change Redis announced) is already scheduled.
@@ -47,6 +52,7 @@ impl<C, W, T> Default for KeyQueue<C, W, T> {
         Self {
             queue: WaitQueue::default(),
             by_token: HashMap::new(),
+            shared: 0,
             expiry_check: None,
             settle_scheduled: false,
         }
@@ -54,8 +60,12 @@ impl<C, W, T> Default for KeyQueue<C, W, T> {
 }
 
 impl<C, W: Waiter, T> KeyQueue<C, W, T> {
-    /// Forgets `ticket` in the token index (its waiter is leaving the queue).
+    /// Forgets `ticket` in the token index and the counts (its waiter is leaving the
+    /// queue).
     fn unindex(&mut self, ticket: Ticket, waiter: &W) {
+        if waiter.is_shared() {
+            self.shared = self.shared.saturating_sub(1);
+        }
         let Some(token) = waiter.token() else {
             return;
         };
@@ -104,6 +114,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         self.next_ticket += 1;
         self.queued.insert(client, (key.clone(), ticket));
         let waiting = self.keys.entry(key).or_default();
+        waiting.shared += usize::from(waiter.is_shared());
         if let Some(token) = waiter.token() {
             waiting
                 .by_token
@@ -140,14 +151,9 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             .map(|(_, waiter)| waiter)
     }
 
-    /// Waiters for `key` that `matches` picks.
-    pub fn count_where(&self, key: &K, matches: impl Fn(&W) -> bool) -> usize {
-        self.keys.get(key).map_or(0, |k| {
-            k.queue
-                .entries()
-                .filter(|(_, waiter)| matches(waiter))
-                .count()
-        })
+    /// Waiters for `key` that asked to hold shared.
+    pub fn count_shared(&self, key: &K) -> usize {
+        self.keys.get(key).map_or(0, |k| k.shared)
     }
 
     /// Takes the first waiter of `key`.
@@ -189,6 +195,11 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             .into_iter()
             .filter_map(|ticket| waiting.queue.remove(ticket))
             .collect();
+        let shared = taken
+            .iter()
+            .filter(|(_, waiter)| waiter.is_shared())
+            .count();
+        waiting.shared = waiting.shared.saturating_sub(shared);
         for (client, _) in &taken {
             self.unqueue(client);
         }
@@ -297,6 +308,11 @@ mod tests {
         fn token(&self) -> Option<&[u8]> {
             self.strip_prefix("t:").map(str::as_bytes)
         }
+
+        /// Test waiters whose name ends in `+` asked to hold shared.
+        fn is_shared(&self) -> bool {
+            self.ends_with('+')
+        }
     }
 
     type Book = Waiters<&'static str, u32, &'static str, u8>;
@@ -305,11 +321,11 @@ mod tests {
     fn the_first_waiter_can_be_looked_at_before_it_is_taken() {
         let mut book = Book::default();
         book.enqueue("k", 1, "a");
-        book.enqueue("k", 2, "b:x");
+        book.enqueue("k", 2, "b+");
         assert_eq!(book.first(&"k"), Some(&"a"));
-        assert_eq!(book.count_where(&"k", |w| w.contains(':')), 1);
+        assert_eq!(book.count_shared(&"k"), 1);
         assert_eq!(book.pop_first(&"k"), Some((1, "a")));
-        assert_eq!(book.first(&"k"), Some(&"b:x"));
+        assert_eq!(book.first(&"k"), Some(&"b+"));
         assert_eq!(book.first(&"other"), None);
     }
 
@@ -373,6 +389,21 @@ mod tests {
         assert!(book.is_reply_pending(7));
         book.reply_settled(7);
         assert!(!book.is_reply_pending(7));
+    }
+
+    #[test]
+    fn shared_waiters_are_counted_whichever_way_they_leave() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "a+");
+        book.enqueue("k", 2, "b");
+        book.enqueue("k", 3, "t:w+");
+        book.enqueue("k", 4, "c+");
+        assert_eq!(book.count_shared(&"k"), 3);
+        assert_eq!(book.pop_first(&"k"), Some((1, "a+")));
+        assert_eq!(book.take_same_token(&"k", b"w+"), vec![(3, "t:w+")]);
+        assert_eq!(book.count_shared(&"k"), 1);
+        assert_eq!(book.take(4, None), Some(("k", "c+")));
+        assert_eq!((book.count_shared(&"k"), book.count(&"k")), (0, 1));
     }
 
     #[test]

@@ -76,6 +76,10 @@ struct Waiter {
 }
 
 impl waiters::Waiter for Waiter {
+    fn is_shared(&self) -> bool {
+        self.wanted.mode.is_shared()
+    }
+
     fn token(&self) -> Option<&[u8]> {
         self.wanted.token.as_deref()
     }
@@ -101,8 +105,8 @@ pub fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
 pub fn waiter_counts(ctx: &Context, name: &[u8]) -> (usize, usize) {
     let id = (selected_db(ctx), name.to_vec());
     with_registry(|r| {
-        let exclusive = r.count_where(&id, |w| !w.wanted.mode.is_shared());
-        (exclusive, r.count(&id).saturating_sub(exclusive))
+        let shared = r.count_shared(&id);
+        (r.count(&id).saturating_sub(shared), shared)
     })
 }
 

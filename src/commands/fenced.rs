@@ -9,7 +9,7 @@
 //! itself is refused before it runs.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{admit, parse_fence, Admission};
+use fencelock_core::fencing::{admit, empties_databases, parse_fence, Admission};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
@@ -65,9 +65,12 @@ fn admit_fence(
     match admit(key.highest()?, node_fence::mark_floor(), fence) {
         // Deleting or overwriting the mark would re-open the door to every older fence.
         Admission::Admit { .. }
-            if looked_up
-                .unwrap_or_else(|| keys::inner_key_names(ctx, inner))
-                .contains(&mark.as_slice()) =>
+            if inner
+                .first()
+                .is_some_and(|command| empties_databases(command.as_slice()))
+                || looked_up
+                    .unwrap_or_else(|| keys::inner_key_names(ctx, inner))
+                    .contains(&mark.as_slice()) =>
         {
             Err(CommandError::OwnMarkInside)
         }

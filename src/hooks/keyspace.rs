@@ -36,11 +36,12 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             stats::EVICTED.bump();
             events::notify(ctx, events::EVICTED, &key);
         }
-        // An evicted mark would admit every older fence again: its fence becomes the
-        // floor of every missing mark.
-        (Some(Gone::Mark { fence }), "evicted") => {
+        // An evicted mark, or one that expired (an expiry set by hand: a mark never
+        // expires by itself), would admit every older fence again: its fence becomes
+        // the floor of every missing mark. Only `DEL` forgets a mark on purpose.
+        (Some(Gone::Mark { fence }), "evicted" | "expired") => {
             let key = RedisString::create_from_slice(ctx.ctx, name);
-            effects::mark_evicted(ctx, &key, fence);
+            effects::mark_lost(ctx, &key, fence, event == "evicted");
         }
         _ => {}
     }

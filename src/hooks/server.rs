@@ -10,8 +10,10 @@ use crate::blocking;
 use crate::keyspace::{propagation, unlinked};
 use crate::rm::data_type;
 use crate::rm::events::{
-    EventData, BECAME_REPLICA, BEFORE_SLEEP, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
+    EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
 };
+use crate::rm::node_state_form;
+use crate::rm::server;
 
 pub fn flushed(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == FLUSH_ENDED {
@@ -49,6 +51,15 @@ pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
         blocking::holder_leases_swapped(ctx, first, second);
     }
     blocking::settle_all_queues(ctx);
+}
+
+/// An AOF rewrite forked its child, after the AOF that follows the rewrite was opened:
+/// the node's state goes there, since a rewrite without the RDB preamble carries it only
+/// with a lock or mark key to write, and there may be none (every mark evicted).
+pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
+    if subevent == CHILD_BORN && server::aof_rewrite_running(ctx) {
+        node_state_form::replicate(ctx);
+    }
 }
 
 /// Before the server sleeps: the command that unlinked a lock is certainly over,

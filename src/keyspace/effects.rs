@@ -278,12 +278,17 @@ pub fn raise_mark(
     Ok(())
 }
 
-/// The server evicted the mark `name`, which had admitted `fence`: the node's mark floor
-/// rises to it, propagated as `LOCK.CLOCK last-fence mark-floor` after Redis's `DEL`.
-pub fn mark_evicted(ctx: &Context, name: &RedisString, fence: u64) {
-    stats::EVICTED_MARKS.bump();
+/// The server evicted (or expired) the mark `name`, which had admitted `fence`: the
+/// node's mark floor rises to it, propagated as `LOCK.CLOCK last-fence mark-floor` with
+/// Redis's `DEL`.
+pub fn mark_lost(ctx: &Context, name: &RedisString, fence: u64, evicted: bool) {
     if node_fence::raise_mark_floor(fence) {
         node_state_form::replicate(ctx);
     }
-    events::notify(ctx, events::MARK_EVICTED, name);
+    if evicted {
+        stats::EVICTED_MARKS.bump();
+        events::notify(ctx, events::MARK_EVICTED, name);
+    } else {
+        events::notify(ctx, events::MARK_EXPIRED, name);
+    }
 }

@@ -18,6 +18,8 @@ pub const HANDOFF: &CStr = c"lock.handoff";
 pub const MARK_RAISED: &CStr = c"mark.raised";
 /// The server evicted a fence mark under `maxmemory`: the mark floor holds its fence.
 pub const MARK_EVICTED: &CStr = c"mark.evicted";
+/// A fence mark given an expiry by hand expired: the mark floor holds its fence.
+pub const MARK_EXPIRED: &CStr = c"mark.expired";
 
 /// Emits `event` for `key`.
 pub fn notify(ctx: &Context, event: &CStr, key: &RedisString) {

@@ -1,5 +1,5 @@
 //! Subscriptions to what the server announces: server events (flushes, loading, role
-//! changes, `SWAPDB`, the event loop going to sleep) and keyspace events. Redis passes
+//! changes, `SWAPDB`, the event loop going to sleep, a forked child) and keyspace events. Redis passes
 //! no user data to these callbacks, so each handler is kept in a static set at load;
 //! every call runs inside the guard.
 
@@ -19,9 +19,10 @@ pub enum ServerEvent {
     ReplicationRoleChanged,
     SwapDb,
     EventLoop,
+    ForkChild,
 }
 
-const EVENTS: usize = 5;
+const EVENTS: usize = 6;
 
 impl ServerEvent {
     fn id(self) -> u64 {
@@ -31,6 +32,7 @@ impl ServerEvent {
             ServerEvent::ReplicationRoleChanged => raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
             ServerEvent::SwapDb => raw::REDISMODULE_EVENT_SWAPDB,
             ServerEvent::EventLoop => raw::REDISMODULE_EVENT_EVENTLOOP,
+            ServerEvent::ForkChild => raw::REDISMODULE_EVENT_FORK_CHILD,
         }
     }
 
@@ -45,6 +47,7 @@ impl ServerEvent {
             ServerEvent::ReplicationRoleChanged,
             ServerEvent::SwapDb,
             ServerEvent::EventLoop,
+            ServerEvent::ForkChild,
         ]
         .into_iter()
         .find(|event| event.id() == id)
@@ -57,6 +60,7 @@ pub const LOADING_ENDED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_ENDED;
 pub const LOADING_FAILED: u64 = raw::REDISMODULE_SUBEVENT_LOADING_FAILED;
 pub const BECAME_REPLICA: u64 = raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA;
 pub const BEFORE_SLEEP: u64 = raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP;
+pub const CHILD_BORN: u64 = raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN;
 
 /// What an event says beyond its subevent.
 #[derive(Clone, Copy, Debug, Default)]

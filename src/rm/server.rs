@@ -61,31 +61,52 @@ pub fn in_command(ctx: &Context) -> bool {
     !unsafe { api!(RedisModule_GetCurrentCommandName)(ctx.ctx) }.is_null()
 }
 
-/// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.
-pub fn replicates(ctx: &Context) -> bool {
+/// Asks the server's INFO section `section`, judged by `judge` (which gets each field's
+/// value by name); `None` without an answer.
+fn ask_info(
+    ctx: &Context,
+    section: &CStr,
+    judge: impl FnOnce(&dyn Fn(&CStr) -> Option<Vec<u8>>) -> bool,
+) -> Option<bool> {
     let (get_info, field, free_info) = (
         api!(RedisModule_GetServerInfo),
         api!(RedisModule_ServerInfoGetFieldC),
         api!(RedisModule_FreeServerInfo),
     );
     // SAFETY: the info object lives until `free_info`; the C strings it hands out are
-    // read before that and never kept.
+    // copied before that and never kept.
     unsafe {
-        let info = get_info(ctx.ctx, c"replication".as_ptr());
+        let info = get_info(ctx.ctx, section.as_ptr());
         if info.is_null() {
-            // Without an answer, assume the stream is read: effects are the safe side.
-            return true;
+            return None;
         }
-        let value = |name: &CStr| -> Option<&[u8]> {
+        let value = |name: &CStr| -> Option<Vec<u8>> {
             let text = field(info, name.as_ptr());
-            (!text.is_null()).then(|| CStr::from_ptr(text).to_bytes())
+            (!text.is_null()).then(|| CStr::from_ptr(text).to_bytes().to_vec())
         };
-        let replicated = value(c"role").is_some_and(|role| role != b"master")
-            || value(c"connected_slaves").is_some_and(|n| n != b"0")
-            || value(c"repl_backlog_active").is_some_and(|active| active != b"0");
+        let verdict = judge(&value);
         free_info(ctx.ctx, info);
-        replicated
+        Some(verdict)
     }
+}
+
+/// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.
+pub fn replicates(ctx: &Context) -> bool {
+    ask_info(ctx, c"replication", |value| {
+        value(c"role").is_some_and(|role| role != b"master")
+            || value(c"connected_slaves").is_some_and(|n| n != b"0")
+            || value(c"repl_backlog_active").is_some_and(|active| active != b"0")
+    })
+    // Without an answer, assume the stream is read: effects are the safe side.
+    .unwrap_or(true)
+}
+
+/// Whether an AOF rewrite is running (its child was just forked, say).
+pub fn aof_rewrite_running(ctx: &Context) -> bool {
+    ask_info(ctx, c"persistence", |value| {
+        value(c"aof_rewrite_in_progress").is_some_and(|running| running == b"1")
+    })
+    .unwrap_or(false)
 }
 
 /// Whether a timer may write to the keyspace now.

@@ -5,7 +5,8 @@
 //! costs with generated ones. Measured as the server's own time per call (`INFO
 //! commandstats`), so the network does not count; the bounds leave room for a busy
 //! machine and still catch a return to scanning (10,000 holders cost 30–90× before).
-//! And an AOF without the RDB preamble loads a shared lock in O(n log n).
+//! And an AOF without the RDB preamble loads a shared lock in O(n log n), and
+//! `LOCK.INFO` counts thousands of waiters without walking them.
 
 use std::time::Duration;
 
@@ -202,5 +203,43 @@ fn an_aof_without_preamble_loads_a_shared_lock_in_n_log_n() {
     assert!(
         large <= 20.0 * small.max(0.02),
         "{large:.3} s at 40,000 against {small:.3} s at 4,000"
+    );
+}
+
+/// Server time of one `LOCK.INFO` on a lock with `waiters` queued (half of them shared).
+fn info_cost_with_waiters(waiters: usize) -> f64 {
+    let server = Server::with_args(&["maxclients", "10100"]);
+    let mut con = server.connect();
+    acquire(&mut con, "rw", 600_000, &[]).unwrap();
+    let _queued: Vec<RawClient> = (0..waiters)
+        .map(|i| {
+            let mut waiter = RawClient::connect(server.port);
+            let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"rw", b"60000", b"BLOCK", b"0"];
+            if i % 2 == 0 {
+                argv.push(b"SHARED");
+            }
+            waiter.send(&argv);
+            waiter
+        })
+        .collect();
+    wait_for_waiters(&mut con, "rw", i64::try_from(waiters).unwrap());
+    let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    repeat(
+        &mut con,
+        &["LOCK.INFO".to_string(), "rw".to_string()],
+        2_000,
+    );
+    usec_per_call(&mut con, "lock.info")
+}
+
+#[test]
+fn lock_info_costs_the_same_at_10_and_thousands_of_waiters() {
+    let many = pick(4_000, 8_000);
+    let (few, lots) = (info_cost_with_waiters(10), info_cost_with_waiters(many));
+    eprintln!("LOCK.INFO: {few:.2} µs with 10 waiters, {lots:.2} µs with {many}");
+    // Walking the queue cost 2.8× at 4,000 waiters (14× at 15,000).
+    assert!(
+        lots <= 2.0 * few.max(1.0),
+        "{lots:.2} µs with {many} waiters against {few:.2} µs with 10"
     );
 }

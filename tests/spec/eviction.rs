@@ -199,12 +199,12 @@ fn the_mark_floor_replicates_and_reloads() {
     ));
 }
 
-/// Kills and restarts `server`, which must come back with the mark floor at 100.
-fn restarted_with_floor(server: &mut Server, how: &str) -> RawClient {
+/// Kills and restarts `server`, which must come back with the mark floor at `floor`.
+fn restarted_with_floor(server: &mut Server, floor: &str, how: &str) -> RawClient {
     server.kill();
     server.restart();
     let mut raw = RawClient::connect(server.port);
-    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100", "{how}");
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), floor, "{how}");
     raw
 }
 
@@ -217,12 +217,12 @@ fn the_mark_floor_survives_restarts() {
         let mut raw = RawClient::connect(server.port);
         assert!(fenced(&mut raw, "mark:ledger", "100", "v100").is_ok());
         evict(&mut raw, "allkeys-lru", "mark:ledger");
-        let mut raw = restarted_with_floor(&mut server, &format!("replayed, {preamble}"));
+        let mut raw = restarted_with_floor(&mut server, "100", &format!("replayed, {preamble}"));
         // A rewrite keeps it too (without the preamble: written with the first mark).
         assert!(fenced(&mut raw, "mark:kept", "200", "v200").is_ok());
         let mut con = server.connect();
         rewrite_aof(&mut con, Duration::from_secs(10));
-        let mut raw = restarted_with_floor(&mut server, &format!("rewritten, {preamble}"));
+        let mut raw = restarted_with_floor(&mut server, "100", &format!("rewritten, {preamble}"));
         assert!(is_stale(
             &fenced(&mut raw, "mark:ledger", "50", "STALE"),
             100
@@ -236,4 +236,66 @@ fn the_mark_floor_survives_restarts() {
     server.restart();
     let mut raw = RawClient::connect(server.port);
     assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100", "RDB");
+}
+
+/// With every mark evicted and no lock held, nothing in the keyspace carries the floor
+/// into an AOF rewritten without the preamble, so the rewrite itself must (also when
+/// `CONFIG SET appendonly yes` writes the first AOF).
+#[test]
+fn the_mark_floor_survives_a_rewrite_that_has_no_module_key() {
+    for how in ["rewrite", "appendonly at runtime"] {
+        let at_start: &[&str] = if how == "rewrite" {
+            &["appendonly", "yes", "aof-use-rdb-preamble", "no"]
+        } else {
+            &["appendonly", "no", "aof-use-rdb-preamble", "no"]
+        };
+        let mut server = Server::with_args(at_start);
+        let mut raw = RawClient::connect(server.port);
+        assert!(fenced(&mut raw, "mark:ledger", "1000", "v").is_ok());
+        evict(&mut raw, "allkeys-lru", "mark:ledger");
+        assert!(raw.call_str(&["FLUSHALL"]).is_ok());
+        let mut con = server.connect();
+        if how == "rewrite" {
+            rewrite_aof(&mut con, Duration::from_secs(10));
+        } else {
+            set(&mut raw, "appendonly", "yes");
+            eventually(Duration::from_secs(10), "the first AOF written", || {
+                info_field(&mut con, "persistence", "aof_rewrite_in_progress").as_deref()
+                    == Some("0")
+                    && info_field(&mut con, "persistence", "aof_enabled").as_deref() == Some("1")
+            });
+            server.kill();
+            server.restart_with_args(&["appendonly", "yes", "aof-use-rdb-preamble", "no"]);
+            let mut raw = RawClient::connect(server.port);
+            assert_eq!(info(&mut raw, "fencelock_mark_floor"), "1000", "{how}");
+            continue;
+        }
+        let mut raw = restarted_with_floor(&mut server, "1000", how);
+        assert!(is_stale(
+            &fenced(&mut raw, "mark:ledger", "999", "STALE"),
+            1000
+        ));
+    }
+}
+
+/// A mark given an expiry by hand is lost when it expires as when it is evicted: its
+/// fence joins the floor (only `DEL` forgets a mark on purpose).
+#[test]
+fn an_expired_mark_leaves_a_floor_too() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    assert!(fenced(&mut raw, "mark:ledger", "100", "v").is_ok());
+    assert_eq!(
+        raw.call_str(&["PEXPIRE", "mark:ledger", "50"]).integer(),
+        Some(1)
+    );
+    let mut con = server.connect();
+    eventually(Duration::from_secs(3), "the mark expired", || {
+        int(&mut con, &["EXISTS", "mark:ledger"]) == 0
+    });
+    assert!(is_stale(
+        &fenced(&mut raw, "mark:ledger", "5", "STALE"),
+        100
+    ));
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100");
 }

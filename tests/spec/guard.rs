@@ -462,3 +462,61 @@ fn no_command_that_waits_runs_inside_a_guard() {
     ]);
     assert!(matches!(read, Reply::Array(Some(_))), "{read:?}");
 }
+
+/// Commands that name no key can still remove a mark: a fence check refuses the ones
+/// that empty or exchange a whole database, before they run.
+#[test]
+fn a_fence_check_refuses_commands_that_empty_its_database() {
+    let (_server, mut raw) = held();
+    assert!(raw
+        .call_str(&["LOCK.FENCED", "mark", "100", "SET", "x", "1"])
+        .is_ok());
+    for inner in [
+        &["FLUSHDB"][..],
+        &["FLUSHALL", "SYNC"],
+        &["flushall"],
+        &["SWAPDB", "0", "1"],
+    ] {
+        let mut fenced = vec!["LOCK.FENCED", "mark", "100"];
+        fenced.extend(inner);
+        assert_eq!(
+            raw.call_str(&fenced),
+            err("ERR a fenced command may not touch its own mark"),
+            "{inner:?}"
+        );
+    }
+    assert_eq!(raw.call_str(&["EXISTS", "mark", "x"]).integer(), Some(2));
+    assert_eq!(
+        raw.call_str(&["LOCK.FENCED", "mark", "5", "SET", "x", "stale"]),
+        err("STALE fence is below the highest admitted (100)")
+    );
+}
+
+/// Redis 8's `VSIM` runs in a thread and waits for it unless told `NOTHREAD`: inside a
+/// guard that would take the server down, so it is refused like any command that waits.
+#[test]
+fn a_guard_refuses_a_threaded_vector_search() {
+    let (_server, mut raw) = held();
+    if matches!(raw.call_str(&["COMMAND", "INFO", "VSIM"]), Reply::Array(Some(ref infos)) if infos.first().is_some_and(Reply::is_nil))
+    {
+        return; // a server without vector sets
+    }
+    assert!(raw
+        .call_str(&["VADD", "v", "VALUES", "3", "1", "2", "3", "a"])
+        .integer()
+        .is_some());
+    for wrapper in [
+        &["LOCK.GUARD", "lock:a", "t"][..],
+        &["LOCK.FENCED", "mark", "5"],
+    ] {
+        let mut argv = wrapper.to_vec();
+        argv.extend(["VSIM", "v", "ELE", "a"]);
+        assert_eq!(raw.call_str(&argv), err(NOT_INSIDE), "{wrapper:?}");
+        let mut argv = wrapper.to_vec();
+        argv.extend(["VSIM", "v", "ELE", "a", "NOTHREAD"]);
+        assert!(
+            matches!(raw.call_str(&argv), Reply::Array(Some(_))),
+            "{wrapper:?}"
+        );
+    }
+}
