@@ -63,23 +63,19 @@ impl HolderIndex {
     }
 
     pub(crate) fn fence_of(&self, offered: &Offered) -> Option<u64> {
-        let by_fence = &self.by_fence;
-        self.by_token
-            .find(token_hash(offered.token_key()), |fence| {
-                by_fence
-                    .get(fence)
-                    .is_some_and(|h| h.holding().is_offered(offered))
-            })
-            .copied()
+        self.find(token_hash(offered.token_key()), |h| h.is_offered(offered))
     }
 
     pub(crate) fn fence_of_holding(&self, holding: &Holding) -> Option<u64> {
+        self.find(token_hash(holding.token_key()), |h| h.same_token(holding))
+    }
+
+    /// The fence under `hash` whose holding `is_it` accepts.
+    fn find(&self, hash: u64, is_it: impl Fn(&Holding) -> bool) -> Option<u64> {
         let by_fence = &self.by_fence;
         self.by_token
-            .find(token_hash(holding.token_key()), |fence| {
-                by_fence
-                    .get(fence)
-                    .is_some_and(|h| h.holding().same_token(holding))
+            .find(hash, |fence| {
+                by_fence.get(fence).is_some_and(|h| is_it(h.holding()))
             })
             .copied()
     }

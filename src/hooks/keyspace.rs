@@ -1,6 +1,6 @@
 //! Redis's generic, expired and evicted keyspace events, seen from the lock keys and
 //! fence marks: an expired lease is counted and announced as `lock.expired`, an evicted
-//! lock as `lock.evicted`, an evicted mark raises the mark floor; any change to a key that
+//! lock as `lock.evicted`, an evicted or expired mark raises the mark floor; any change to a key that
 //! clients wait for (gone, a new deadline, a new value) settles its queue. Also the
 //! data type's word that a lock key is being unlinked, which is all the module hears
 //! of a lock overwritten by another value (`SET` over it announces itself in a class
@@ -77,7 +77,7 @@ pub fn on_unlink(db: i32, name: &[u8], holders: usize) {
     blocking::note_unlinked_holder_leases(db, name);
 }
 
-/// A fence mark is being unlinked; only its eviction (announced next) matters.
+/// A fence mark is being unlinked; only its eviction or expiry (announced next) matters.
 pub fn on_mark_unlink(db: i32, name: &[u8], fence: u64) {
     unlinked::note(db, name, Gone::Mark { fence });
 }
