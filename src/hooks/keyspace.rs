@@ -1,7 +1,8 @@
 //! Redis's generic, expired and evicted keyspace events, seen from the lock keys and
 //! fence marks: an expired lease is counted and announced as `lock.expired`, an evicted
-//! lock as `lock.evicted`, an evicted or expired mark raises the mark floor; any change to a key that
-//! clients wait for (gone, a new deadline, a new value) settles its queue. Also the
+//! lock as `lock.evicted`, an evicted or expired mark raises the mark floor; any change
+//! to a key that clients wait for (gone, a new deadline, a new value) settles its
+//! queue. Also the
 //! data type's word that a lock key is being unlinked, which is all the module hears
 //! of a lock overwritten by another value (`SET` over it announces itself in a class
 //! the module does not follow).
