@@ -1,11 +1,15 @@
-//! A command filter that sees every command's name just before it runs, for two
-//! things the module cannot learn otherwise:
+//! A command filter that sees every command's name just before it runs, for what the
+//! module cannot learn otherwise:
 //!
 //! - `MIGRATE` (cluster resharding): its deletion of a lock key on the source must not
 //!   count as a release, as the lock is still held on the target. Redis announces it as
 //!   a plain `del` event whose context does not name the command, so the filter records
 //!   whether the running command is `MIGRATE`. (One queued in `MULTI` runs under `EXEC`
 //!   and is not recognised.)
+//! - `EXPIRE` and its kin with a time already past delete a key at once, and Redis 7.0
+//!   and 8.2 announce that as `del` too: a fence mark lost that way still raises the
+//!   mark floor (only `DEL` forgets a mark on purpose). (One queued in `MULTI` is not
+//!   recognised, as for `MIGRATE`.)
 //! - `SYNC`/`PSYNC`: a replica is attaching, and from now on the replication stream
 //!   has a reader (see `keyspace::propagation`). The filter runs before Redis creates the
 //!   replication backlog, so no effect is missed.
@@ -25,10 +29,25 @@ use crate::keyspace::{propagation, unlinked};
 use crate::rm::filter::FilteredCommand;
 
 static RUNNING_MIGRATE: AtomicBool = AtomicBool::new(false);
+static RUNNING_EXPIRE: AtomicBool = AtomicBool::new(false);
 
 /// Whether the command being executed is `MIGRATE`.
 pub fn running_migrate() -> bool {
     RUNNING_MIGRATE.load(Ordering::Relaxed)
+}
+
+/// Whether the command being executed sets an expiry (`EXPIRE` and its kin).
+pub fn running_expire() -> bool {
+    RUNNING_EXPIRE.load(Ordering::Relaxed)
+}
+
+/// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`: with a time already past they delete
+/// the key at once, which Redis 7.0 and 8.2 announce as `del`.
+fn sets_expiry(name: &[u8]) -> bool {
+    matches!(name.first(), Some(b'e' | b'E' | b'p' | b'P'))
+        && ["expire", "pexpire", "expireat", "pexpireat"]
+            .iter()
+            .any(|expire| name.eq_ignore_ascii_case(expire.as_bytes()))
 }
 
 /// The filter: runs before every command.
@@ -36,6 +55,7 @@ pub fn before_command(command: &mut FilteredCommand) {
     unlinked::forget();
     let name = command.arg(0);
     RUNNING_MIGRATE.store(name.eq_ignore_ascii_case(b"migrate"), Ordering::Relaxed);
+    RUNNING_EXPIRE.store(sets_expiry(name), Ordering::Relaxed);
     if name.eq_ignore_ascii_case(b"psync") || name.eq_ignore_ascii_case(b"sync") {
         propagation::replication_started();
     }

@@ -44,6 +44,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             let key = RedisString::create_from_slice(ctx.ctx, name);
             effects::mark_lost(ctx, &key, fence, event == "evicted");
         }
+        // An expiry already past deletes at once, announced as `del` (Redis 7.0, 8.2).
+        (Some(Gone::Mark { fence }), "del") if filter::running_expire() => {
+            let key = RedisString::create_from_slice(ctx.ctx, name);
+            effects::mark_lost(ctx, &key, fence, false);
+        }
         _ => {}
     }
     // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later

@@ -299,3 +299,28 @@ fn an_expired_mark_leaves_a_floor_too() {
     ));
     assert_eq!(info(&mut raw, "fencelock_mark_floor"), "100");
 }
+
+/// An expiry already past deletes a mark at once, which Redis 7.0 and 8.2 announce as a
+/// deletion: it still counts as the mark expiring, not as a `DEL`.
+#[test]
+fn a_mark_given_an_expiry_already_past_leaves_a_floor() {
+    let server = Server::start();
+    let mut raw = RawClient::connect(server.port);
+    for (mark, expire) in [
+        ("m1", &["EXPIRE", "m1", "-1"][..]),
+        ("m2", &["PEXPIREAT", "m2", "1"]),
+        ("m3", &["EXPIREAT", "m3", "1"]),
+    ] {
+        assert!(fenced(&mut raw, mark, "1000", "v").is_ok());
+        assert_eq!(raw.call_str(expire).integer(), Some(1), "{expire:?}");
+        assert!(is_stale(&fenced(&mut raw, mark, "5", "STALE"), 1000), "{expire:?}");
+    }
+    // Inside a script too (a command queued in MULTI runs under EXEC: not told apart).
+    assert!(fenced(&mut raw, "m4", "2000", "v").is_ok());
+    raw.call_str(&["EVAL", "return redis.call('EXPIRE', KEYS[1], -1)", "1", "m4"]);
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "2000");
+    // DEL is the one way to forget a mark on purpose.
+    assert!(fenced(&mut raw, "m5", "3000", "v").is_ok());
+    assert_eq!(raw.call_str(&["DEL", "m5"]).integer(), Some(1));
+    assert_eq!(info(&mut raw, "fencelock_mark_floor"), "2000");
+}

@@ -492,31 +492,41 @@ fn a_fence_check_refuses_commands_that_empty_its_database() {
     );
 }
 
-/// Redis 8's `VSIM` runs in a thread and waits for it unless told `NOTHREAD`: inside a
-/// guard that would take the server down, so it is refused like any command that waits.
+/// Redis 8's vector-set commands `VSIM` and `VADD … CAS` run in a thread and wait for
+/// it: inside a guard that takes the server down, and an argument spelled `NOTHREAD`
+/// (an element, a key, a vector blob) cannot be told from the option without parsing
+/// their whole grammar. Both are refused like any command that waits.
 #[test]
-fn a_guard_refuses_a_threaded_vector_search() {
+fn a_guard_refuses_the_vector_set_commands_that_may_run_in_a_thread() {
     let (_server, mut raw) = held();
     if matches!(raw.call_str(&["COMMAND", "INFO", "VSIM"]), Reply::Array(Some(ref infos)) if infos.first().is_some_and(Reply::is_nil))
     {
         return; // a server without vector sets
     }
-    assert!(raw
-        .call_str(&["VADD", "v", "VALUES", "3", "1", "2", "3", "a"])
-        .integer()
-        .is_some());
+    for add in [
+        &["VADD", "v", "VALUES", "2", "1", "1", "a"][..],
+        &["VADD", "v", "VALUES", "2", "1", "2", "NOTHREAD"],
+        &["VADD", "NOTHREAD", "VALUES", "2", "1", "1", "a"],
+    ] {
+        assert!(raw.call_str(add).integer().is_some(), "{add:?}");
+    }
+    let threaded: [&[&str]; 6] = [
+        &["VSIM", "v", "ELE", "a"],
+        &["VSIM", "v", "ELE", "a", "NOTHREAD"],
+        &["VSIM", "v", "ELE", "NOTHREAD"],
+        &["VSIM", "NOTHREAD", "ELE", "a"],
+        &["VSIM", "v", "FP32", "NOTHREAD"],
+        &["VADD", "v", "VALUES", "2", "1", "3", "d", "CAS"],
+    ];
     for wrapper in [
         &["LOCK.GUARD", "lock:a", "t"][..],
         &["LOCK.FENCED", "mark", "5"],
     ] {
-        let mut argv = wrapper.to_vec();
-        argv.extend(["VSIM", "v", "ELE", "a"]);
-        assert_eq!(raw.call_str(&argv), err(NOT_INSIDE), "{wrapper:?}");
-        let mut argv = wrapper.to_vec();
-        argv.extend(["VSIM", "v", "ELE", "a", "NOTHREAD"]);
-        assert!(
-            matches!(raw.call_str(&argv), Reply::Array(Some(_))),
-            "{wrapper:?}"
-        );
+        for inner in threaded {
+            let mut argv = wrapper.to_vec();
+            argv.extend(inner);
+            assert_eq!(raw.call_str(&argv), err(NOT_INSIDE), "{argv:?}");
+        }
     }
+    assert_eq!(raw.call_str(&["PING"]), Reply::Status("PONG".into()));
 }
