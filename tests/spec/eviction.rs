@@ -313,11 +313,19 @@ fn a_mark_given_an_expiry_already_past_leaves_a_floor() {
     ] {
         assert!(fenced(&mut raw, mark, "1000", "v").is_ok());
         assert_eq!(raw.call_str(expire).integer(), Some(1), "{expire:?}");
-        assert!(is_stale(&fenced(&mut raw, mark, "5", "STALE"), 1000), "{expire:?}");
+        assert!(
+            is_stale(&fenced(&mut raw, mark, "5", "STALE"), 1000),
+            "{expire:?}"
+        );
     }
     // Inside a script too (a command queued in MULTI runs under EXEC: not told apart).
     assert!(fenced(&mut raw, "m4", "2000", "v").is_ok());
-    raw.call_str(&["EVAL", "return redis.call('EXPIRE', KEYS[1], -1)", "1", "m4"]);
+    raw.call_str(&[
+        "EVAL",
+        "return redis.call('EXPIRE', KEYS[1], -1)",
+        "1",
+        "m4",
+    ]);
     assert_eq!(info(&mut raw, "fencelock_mark_floor"), "2000");
     // DEL is the one way to forget a mark on purpose.
     assert!(fenced(&mut raw, "m5", "3000", "v").is_ok());
