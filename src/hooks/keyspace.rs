@@ -20,11 +20,13 @@ use crate::stats;
 pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let db = selected_db(ctx);
     let gone = unlinked::take(db, name);
+    // Made only for an event that announces something.
+    let key = || RedisString::create_from_slice(ctx.ctx, name);
     match (gone, event) {
         // A lock key expires with its last lease, and with it every holder whose lease
         // ended at the same time and was not dropped yet: one `lock.expired` each.
         (Some(Gone::Lock { holders }), "expired") => {
-            let key = RedisString::create_from_slice(ctx.ctx, name);
+            let key = key();
             for _ in 0..holders {
                 stats::EXPIRED.bump();
                 events::notify(ctx, events::EXPIRED, &key);
@@ -33,21 +35,18 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         // Evicted under maxmemory: for its waiters a `DEL` (settled below), for its
         // holders a loss they should hear of.
         (Some(Gone::Lock { .. }), "evicted") => {
-            let key = RedisString::create_from_slice(ctx.ctx, name);
             stats::EVICTED.bump();
-            events::notify(ctx, events::EVICTED, &key);
+            events::notify(ctx, events::EVICTED, &key());
         }
         // An evicted mark, or one that expired (an expiry set by hand: a mark never
-        // expires by itself), would admit every older fence again: its fence becomes
+        // expires by itself; one already past deletes at once, which Redis 7.0 and 8.2
+        // announce as `del`), would admit every older fence again: its fence becomes
         // the floor of every missing mark. Only `DEL` forgets a mark on purpose.
-        (Some(Gone::Mark { fence }), "evicted" | "expired") => {
-            let key = RedisString::create_from_slice(ctx.ctx, name);
-            effects::mark_lost(ctx, &key, fence, event == "evicted");
-        }
-        // An expiry already past deletes at once, announced as `del` (Redis 7.0, 8.2).
-        (Some(Gone::Mark { fence }), "del") if filter::running_expire() => {
-            let key = RedisString::create_from_slice(ctx.ctx, name);
-            effects::mark_lost(ctx, &key, fence, false);
+        (Some(Gone::Mark { fence }), _)
+            if matches!(event, "evicted" | "expired")
+                || (event == "del" && filter::running_expire()) =>
+        {
+            effects::mark_lost(ctx, &key(), fence, event == "evicted");
         }
         _ => {}
     }
