@@ -269,9 +269,27 @@ macro_rules! allocator {
     };
 }
 
+/// The crate's version as Redis modules spell theirs in `MODULE LIST` (`ver`):
+/// major·10000 + minor·100 + patch, so 0.2.0 is 200 and 1.4.2 is 10402.
+const MODULE_VERSION: i32 = decimal(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+    + decimal(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + decimal(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// Cargo's version parts are plain decimal digits; evaluated at compile time.
+const fn decimal(digits: &str) -> i32 {
+    let bytes = digits.as_bytes();
+    let mut value = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        value = value * 10 + (bytes[at] - b'0') as i32;
+        at += 1;
+    }
+    value
+}
+
 redis_module! {
     name: "fencelock",
-    version: 1,
+    version: MODULE_VERSION,
     allocator: (allocator!(), allocator!()),
     data_types: [LOCK_TYPE, MARK_TYPE],
     init: init,

@@ -266,3 +266,29 @@ fn fence_is_readonly_and_commands_have_the_documented_flags() {
         ["readonly", "module", "fast"]
     );
 }
+
+/// Operators check which build a server runs with `MODULE LIST`: its `ver` is the
+/// crate's version spelt as Redis modules spell theirs (major·10000 + minor·100 + patch).
+#[test]
+fn module_list_shows_the_crate_version() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let modules: Vec<Vec<redis::Value>> = cmd("MODULE").arg("LIST").query(&mut con).unwrap();
+    let number = |part: &str| part.parse::<i64>().expect("version part");
+    let expected = number(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+        + number(env!("CARGO_PKG_VERSION_MINOR")) * 100
+        + number(env!("CARGO_PKG_VERSION_PATCH"));
+    let ours = modules
+        .iter()
+        .find(|fields| {
+            fields
+                .windows(2)
+                .any(|pair| pair[1] == redis::Value::BulkString(b"fencelock".to_vec()))
+        })
+        .expect("fencelock in MODULE LIST");
+    let version = ours
+        .windows(2)
+        .find(|pair| pair[0] == redis::Value::BulkString(b"ver".to_vec()))
+        .map(|pair| pair[1].clone());
+    assert_eq!(version, Some(redis::Value::Int(expected)), "{ours:?}");
+}

@@ -37,7 +37,7 @@ from .errors import (
 )
 from .info import LockInfo
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Lease",
