@@ -5,7 +5,7 @@
 //! one key, memory and where the server's time goes per command, with every comparison
 //! alternating within each repetition, then prints a table and writes `report.json`,
 //! `report.md` and `bench.svg` (see `--help`); with `--docs` (`make bench-docs`) also
-//! the figures in README.md and docs/.
+//! docs/performance.md and docs/bench.svg.
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
 //! contention scenario, one process per client), and `make bench-all`'s combiner:
@@ -133,7 +133,7 @@ fn run(settings: &Settings) -> io::Result<()> {
     std::fs::write(settings.out_dir.join("report.json"), json + "\n")?;
     std::fs::write(
         settings.out_dir.join("report.md"),
-        report::markdown(&results, &tables, "bench.svg"),
+        report::markdown(&results, &tables, docs::CHART_LINK),
     )?;
     let chart = svg::chart(&results)?;
     std::fs::write(settings.out_dir.join("bench.svg"), &chart)?;

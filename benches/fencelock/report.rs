@@ -1,5 +1,5 @@
 //! The human-readable report: the same tables printed on stdout and written as
-//! `report.md` (whose text also becomes the generated block of README.md). `combine`
+//! `report.md` (whose text also becomes the figures of docs/performance.md). `combine`
 //! reuses the targets and throughput tables per server.
 
 use crate::results::Results;

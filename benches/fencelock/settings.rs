@@ -11,7 +11,7 @@ use lexopt::prelude::*;
 pub const USAGE: &str = "usage: cargo bench --bench fencelock -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST] [--server NAME]
        cargo bench --bench fencelock -- combine OUT.md DIR...
   --smoke   a few seconds instead of minutes (CI); reports go to target/bench/smoke
-  --docs    also write docs/bench.svg and the figures block of README.md
+  --docs    also write docs/bench.svg and docs/performance.md
   --reps N  repetitions of every measurement (at least 3; default 3)
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
