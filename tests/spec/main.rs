@@ -1,17 +1,19 @@
-//! The specification: every command, reply and error as the README states it, waiting
-//! and handoff, configs, ACL, and the README's own transcript, against a real
-//! `redis-server` per test (`testkit`).
+//! The specification: every command, reply and error as the docs state it, waiting
+//! and handoff, configs, ACL, against a real `redis-server` per test (`testkit`); and
+//! the docs themselves: every redis-cli transcript in them replays, every relative link
+//! and anchor resolves.
 
 mod acl;
 mod blocking;
 mod commands;
 mod config;
+mod docs_links;
+mod docs_transcripts;
 mod errors;
 mod eviction;
 mod guard;
 mod hardening;
 mod inner_commands;
 mod out_of_memory;
-mod readme_transcript;
 mod shared;
 mod watch;
