@@ -1,6 +1,6 @@
 //! `--docs` (`make bench-docs`): publishes a full run into the repository's
 //! documentation — the chart as docs/bench.svg and the page docs/performance.md, written
-//! whole from its template (`performance_page.md` beside this file: the prose that says
+//! whole from its template (`performance.md.in` beside this file: the prose that says
 //! what is measured and why) with the run's figures in place of `{{figures}}`. Nothing
 //! else is read or kept, so the page always says what its last run measured. Plain
 //! `make bench` never gets here, so a local run leaves the docs alone.
@@ -8,7 +8,7 @@
 use std::io;
 use std::path::Path;
 
-const TEMPLATE: &str = include_str!("performance_page.md");
+const TEMPLATE: &str = include_str!("performance.md.in");
 const FIGURES: &str = "{{figures}}";
 
 /// The chart's link, relative to the page (and to report.md beside its own chart).
@@ -31,7 +31,7 @@ pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
 fn render(figures: &str) -> io::Result<String> {
     if TEMPLATE.matches(FIGURES).count() != 1 {
         return Err(io::Error::other(format!(
-            "performance_page.md must hold {FIGURES} exactly once"
+            "performance.md.in must hold {FIGURES} exactly once"
         )));
     }
     Ok(TEMPLATE.replace(FIGURES, figures.trim_end()))

@@ -19,7 +19,8 @@
 //!   appears, and documented fences in increasing order must be increasing actual
 //!   fences;
 //! - a generated token (32 hex characters in quotes) matches any 32 hex characters,
-//!   bound the same way, and is substituted where a later command uses it;
+//!   bound the same way; bound tokens and fences are substituted where a later command
+//!   uses them, and bound fences also inside later reply text (an error naming one);
 //! - a remaining lease (the value after `ttl-ms`, or a `PTTL` reply) matches any integer
 //!   from 1 up to the ttl the key was last acquired or refreshed with.
 //!
@@ -179,11 +180,29 @@ impl Bindings {
         );
     }
 
-    /// Documented tokens in a command become the server's.
+    /// Documented tokens and fences in a command become the server's, so that a
+    /// transcript can hand a grant's fence on (`LOCK.FENCED mark <fence> …`).
     fn substitute(&self, args: &[String]) -> Vec<String> {
         args.iter()
-            .map(|arg| self.tokens.get(arg).unwrap_or(arg).clone())
+            .map(|arg| {
+                let fence = self
+                    .fences
+                    .iter()
+                    .find(|(documented, _)| documented.to_string() == *arg)
+                    .map(|(_, actual)| actual.to_string());
+                fence.unwrap_or_else(|| self.tokens.get(arg).unwrap_or(arg).clone())
+            })
             .collect()
+    }
+
+    /// A documented reply with every bound fence spelt as the server's, for fences
+    /// inside text (`STALE … (<fence>)`).
+    fn with_actual_fences(&self, text: &str) -> String {
+        self.fences
+            .iter()
+            .fold(text.to_string(), |text, (documented, actual)| {
+                text.replace(&documented.to_string(), &actual.to_string())
+            })
     }
 
     fn note_lease(&mut self, args: &[String]) {
@@ -259,7 +278,11 @@ fn check_line(
             return;
         }
     }
-    assert_eq!(expected_value, actual_value, "{at}");
+    assert_eq!(
+        bindings.with_actual_fences(expected_value),
+        actual_value,
+        "{at}"
+    );
 }
 
 fn redis_cli(port: u16, args: &[String], at: &str) -> Vec<String> {
@@ -468,4 +491,41 @@ fn shapes_reject_what_does_not_fit() {
         );
     }));
     assert!(too_long.is_err());
+}
+
+#[test]
+fn bound_fences_are_the_servers_in_later_commands_and_errors() {
+    let mut bindings = Bindings::default();
+    bindings.bind_fence(1764412345700001, 1800000000000042, "t");
+    let args: Vec<String> = ["LOCK.FENCED", "m", "1764412345700001", "GET", "41"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(
+        bindings.substitute(&args),
+        ["LOCK.FENCED", "m", "1800000000000042", "GET", "41"]
+    );
+    let step = Step {
+        at: "doc.md:1".into(),
+        line: "LOCK.FENCED m 1764412345700000 GET k".into(),
+        args: vec!["LOCK.FENCED".into()],
+        expected: Vec::new(),
+    };
+    let stale = "(error) STALE fence is below the highest admitted";
+    check_line(
+        &mut bindings,
+        &step,
+        &format!("{stale} (1764412345700001)"),
+        &format!("{stale} (1800000000000042)"),
+        None,
+    );
+    let another_fence = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_line(
+            &mut bindings,
+            &step,
+            &format!("{stale} (1764412345700001)"),
+            &format!("{stale} (1800000000000043)"),
+            None,
+        );
+    }));
+    assert!(another_fence.is_err());
 }
