@@ -3,49 +3,56 @@
 #   make test   unit tests (core and module) and integration tests against a real
 #               redis-server
 #   make lint   rustfmt check and clippy with warnings as errors
+#   make help   every target, one line each (from the `## ` text on its rule)
 
 MODULE := target/release/libfencelock.so
 # A build with forced panics at the boundary (test only; tests/faults/panics.rs).
 PANIC_MODULE_DIR := target/panic-injection
 
-.PHONY: all deps build build-panic-injection run test unit integration lint clean
+.PHONY: all deps build build-panic-injection run test unit integration lint clean help
 
-all: build
+##@ Build and test
 
-deps:
+all: build ## the default goal: build
+
+deps: ## install the Debian packages the build and tests need, when missing (root or sudo)
 	@scripts/install-deps.sh
 
-build: deps
+build: deps ## release build of the module: target/release/libfencelock.so
 	cargo build --release
 
 # Built in the same target directory (only the module itself recompiles), copied
 # aside, then the normal module is linked back in place.
-build-panic-injection: deps
+build-panic-injection: deps ## the module with forced panics (tests only) in target/panic-injection/
 	cargo build --release --features panic-injection
 	mkdir -p $(PANIC_MODULE_DIR)
 	cp $(MODULE) $(PANIC_MODULE_DIR)/libfencelock.so
 	cargo build --release
 
-run: build
+run: build ## start redis-server with redis.conf.example
 	redis-server redis.conf.example
 
-unit: deps
+unit: deps ## unit tests of the core and the module
 	cargo test --release --workspace --lib
 	cargo test --release -p fencelock-core --tests
 
-integration: build build-panic-injection
+integration: build build-panic-injection ## integration tests against a real redis-server
 	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --tests
 
 # The 10,000-waiter test needs ~10,000 sockets on each side.
-test: build build-panic-injection
+test: build build-panic-injection ## unit and integration tests
 	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --workspace --lib --tests
 
-lint: deps
+lint: deps ## cargo fmt --check and clippy with warnings as errors
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
 
-clean:
+clean: ## remove target/: builds, virtualenvs, reports, release artifacts
 	cargo clean
 
-# Benchmark, compatibility and reliability targets live in their own fragments.
--include mk/*.mk
+# Groups start at `##@ ` lines; a .PHONY target without `## ` text fails the list.
+help: ## this list
+	@awk -f scripts/make-help.awk $(MAKEFILE_LIST)
+
+# Benchmark, compatibility, release and reliability targets live in their own fragments.
+include mk/*.mk

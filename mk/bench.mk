@@ -1,6 +1,6 @@
 # fencelock benchmark (benches/fencelock): fencelock against the Lua-and-polling lock
 # pattern, the ZSET semaphore recipe and, where the server has them, its native owner
-# checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`-include mk/*.mk`).
+# checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`include mk/*.mk`).
 # The server launcher and the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
 #                     and target/bench/bench.svg; README.md and docs/ are left alone
@@ -43,16 +43,18 @@ endef
 
 .PHONY: bench bench-docs bench-smoke bench-all bench-python
 
-bench: build $(bench_venv)
+##@ Benchmark (SERVER=redis-7.0|redis-8.2|valkey-9.1, BENCH_ARGS)
+
+bench: build $(bench_venv) ## full benchmark run (minutes): target/bench/report.{json,md}, bench.svg
 	server=$(SERVER); $(bench_on) $(BENCH_ARGS)
 
-bench-docs: build $(bench_venv)
+bench-docs: build $(bench_venv) ## full run, then rewrite README.md's figures and docs/bench.svg
 	server=$(SERVER); $(bench_on) --docs $(BENCH_ARGS)
 
-bench-smoke: build $(bench_venv)
+bench-smoke: build $(bench_venv) ## every scenario for a few seconds (CI): target/bench/smoke/
 	server=$(SERVER); $(bench_on) --smoke $(BENCH_ARGS)
 
-bench-all: build venv
+bench-all: build venv ## a full run on each server, then target/bench/all-servers.md
 	for server in $(BENCH_SERVERS); do \
 	  $(bench_on) --out $(BENCH_DIR)/$$server $(BENCH_ARGS) || exit 1; \
 	done
@@ -62,5 +64,5 @@ bench-all: build venv
 
 # The server as for the client's tests: FENCELOCK_REDIS_SERVER (default redis-server on
 # PATH) and FENCELOCK_MODULE (default target/release/libfencelock.so).
-bench-python: build venv
+bench-python: build venv ## the Python client's cycles against redis-py's lock (PYTHON_BENCH_ARGS)
 	$(VENV)/bin/python clients/python/benchmarks/cycles.py $(PYTHON_BENCH_ARGS)

