@@ -3,8 +3,8 @@
 # checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`include mk/*.mk`).
 # The server launcher and the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
-#                     and target/bench/bench.svg; README.md and docs/ are left alone
-#   make bench-docs   the same full run, then also rewrites the figures block of README.md
+#                     and target/bench/bench.svg; docs/ is left alone
+#   make bench-docs   the same full run, then also writes docs/performance.md anew
 #                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs
 #   make bench-smoke  the same scenarios and rows (semaphores included), a few seconds
 #                     each (CI); reports in target/bench/smoke
@@ -48,7 +48,7 @@ endef
 bench: build $(bench_venv) ## full benchmark run (minutes): target/bench/report.{json,md}, bench.svg
 	server=$(SERVER); $(bench_on) $(BENCH_ARGS)
 
-bench-docs: build $(bench_venv) ## full run, then rewrite README.md's figures and docs/bench.svg
+bench-docs: build $(bench_venv) ## full run, then write docs/performance.md and docs/bench.svg anew
 	server=$(SERVER); $(bench_on) --docs $(BENCH_ARGS)
 
 bench-smoke: build $(bench_venv) ## every scenario for a few seconds (CI): target/bench/smoke/
