@@ -1,4 +1,4 @@
-# fencelock benchmark (benches/fencelock): fencelock against the Lua-and-polling lock
+# fencelock benchmark (bench/, the crate fencelock-bench): fencelock against the Lua-and-polling lock
 # pattern, the ZSET semaphore recipe and, where the server has them, its native owner
 # checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`include mk/*.mk`).
 # The server launcher and the RESP codec come from the dev-only `testkit` crate.
@@ -38,7 +38,7 @@ case " $(BENCH_SERVERS) " in *" $$server "*) ;; \
 if [ "$$server" = redis-7.0 ]; then binary=$$(command -v redis-server); \
 else binary=$$(scripts/compat-servers.sh $(VENV) | awk -v s="$$server" '$$1 == s { print $$2 }'); fi; \
 [ -x "$$binary" ] || { echo "no binary for $$server" >&2; exit 1; }; \
-FENCELOCK_REDIS_SERVER=$$binary cargo bench --bench fencelock -- --server $$server
+FENCELOCK_REDIS_SERVER=$$binary cargo run --release -p fencelock-bench -- --server $$server
 endef
 
 .PHONY: bench bench-docs bench-smoke bench-all bench-python
@@ -58,7 +58,7 @@ bench-all: build venv ## a full run on each server, then target/bench/all-server
 	for server in $(BENCH_SERVERS); do \
 	  $(bench_on) --out $(BENCH_DIR)/$$server $(BENCH_ARGS) || exit 1; \
 	done
-	cargo bench --bench fencelock -- combine $(BENCH_DIR)/all-servers.md \
+	cargo run --release -p fencelock-bench -- combine $(BENCH_DIR)/all-servers.md \
 	  $(addprefix $(BENCH_DIR)/,$(BENCH_SERVERS)) >/dev/null
 	@echo "combined table: $(BENCH_DIR)/all-servers.md"
 

@@ -1,5 +1,5 @@
 //! fencelock's development kit, shared by the integration tests (`tests/`) and the
-//! benchmark (`benches/fencelock`); never part of the module.
+//! benchmark (`bench/`); never part of the module.
 //!
 //! - `paths`: which `redis-server` binary and which built module to use;
 //! - `ports`: free loopback ports;

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use testkit::resp::Conn;
 
-use crate::load::client_token;
-use crate::lua::Scripts;
+use crate::measure::load::client_token;
+use crate::measure::lua::Scripts;
 
 /// The one contended key.
 pub const KEY: &[u8] = b"lock:contended";

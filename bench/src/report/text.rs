@@ -4,8 +4,8 @@
 
 use crate::results::Results;
 use crate::stats::spread;
-use crate::table::{fixed, ms, rate, spread_with, Table};
-use crate::targets::Target;
+use crate::report::table::{fixed, ms, rate, spread_with, Table};
+use crate::report::targets::Target;
 
 pub struct Tables {
     pub throughput: Table,
@@ -36,7 +36,7 @@ fn profile(results: &Results) -> Table {
         "reply bytes",
     ]);
     for row in &results.profile.rows {
-        let counts = |f: fn(&crate::profile::PerCommand) -> f64, decimals| {
+        let counts = |f: fn(&crate::measure::profile::PerCommand) -> f64, decimals| {
             row.counts
                 .as_ref()
                 .map_or("n/a".to_string(), |c| fixed(decimals)(f(c)))
@@ -122,7 +122,7 @@ fn contention(results: &Results) -> Table {
         "Jain",
     ]);
     for entry in &results.contention {
-        let column = |f: fn(&crate::contention::Sample) -> f64| {
+        let column = |f: fn(&crate::measure::contention::Sample) -> f64| {
             spread(&entry.samples.iter().map(f).collect::<Vec<_>>())
         };
         table.row(vec![

@@ -11,11 +11,11 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::contender::{Lock, Mode};
-use crate::contention::{self, MODES};
+use crate::measure::contender::{Lock, Mode};
+use crate::measure::contention::{self, MODES};
 use crate::results::{Ratio, Results};
 use crate::stats::wait_histogram;
-use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
+use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), Box<dyn std::error::Error>>;

@@ -4,10 +4,10 @@
 //! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
 //! several servers line up.
 
-use crate::contender::{Lock, Mode};
+use crate::measure::contender::{Lock, Mode};
 use crate::results::Results;
 use crate::stats::{spread, Spread};
-use crate::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
+use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
 
 #[derive(Debug, Clone)]
 pub struct Target {

@@ -6,7 +6,6 @@
 //! `make bench` never gets here, so a local run leaves the docs alone.
 
 use std::io;
-use std::path::Path;
 
 const TEMPLATE: &str = include_str!("performance.md.in");
 const FIGURES: &str = "{{figures}}";
@@ -15,7 +14,7 @@ const FIGURES: &str = "{{figures}}";
 pub const CHART_LINK: &str = "bench.svg";
 
 pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs = testkit::paths::workspace_root().join("docs");
     std::fs::create_dir_all(&docs)?;
     std::fs::write(docs.join(CHART_LINK), svg)?;
     let page = docs.join("performance.md");

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use testkit::resp::{encode, Conn, Reply};
 
-use crate::load::client_token;
-use crate::lua::{fence_key, lock_key, Scripts};
-use crate::server::{self, flush, info_field, Server};
+use crate::measure::load::client_token;
+use crate::measure::lua::{fence_key, lock_key, Scripts};
+use crate::measure::server::{self, flush, info_field, Server};
 
 const BATCH: u64 = 1_000;
 const LEASE: &[u8] = b"3600000";

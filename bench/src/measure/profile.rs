@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use testkit::resp::Conn;
 
-use crate::callgrind::{Callgrind, Counts};
-use crate::load;
-use crate::lua::Scripts;
-use crate::natives::Natives;
-use crate::recipes::{Command, Recipe};
-use crate::server::{self, flush, info_field, Server};
+use crate::measure::callgrind::{Callgrind, Counts};
+use crate::measure::load;
+use crate::measure::lua::Scripts;
+use crate::measure::natives::Natives;
+use crate::measure::recipes::{Command, Recipe};
+use crate::measure::server::{self, flush, info_field, Server};
 use crate::settings::Settings;
-use crate::throughput::{prepare, DELEX_IFEQ, DELIFEQ, SET_IFEQ};
+use crate::measure::throughput::{prepare, DELEX_IFEQ, DELIFEQ, SET_IFEQ};
 
 /// What is profiled, module commands next to what they replace.
 const KINDS: &[(&str, Command)] = &[

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use testkit::resp::{Conn, Reply};
 
-use crate::recipes::Recipe;
+use crate::measure::recipes::Recipe;
 
 /// One operation in progress: its number on its connection (unique there), its key
 /// number, the step it is at, and the token it learnt or chose.

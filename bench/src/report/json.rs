@@ -3,10 +3,10 @@
 
 use serde_json::{json, Value};
 
-use crate::contention::Sample;
+use crate::measure::contention::Sample;
 use crate::results::Results;
 use crate::stats::{percentile_ms, spread, Spread};
-use crate::targets::Target;
+use crate::report::targets::Target;
 
 fn summary(s: Spread) -> Value {
     json!({ "median": s.median, "min": s.min, "max": s.max })

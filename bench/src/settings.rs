@@ -4,12 +4,12 @@
 //! reports go, whether the docs are updated (`make bench-docs`) and whether server and
 //! load generator are pinned to separate CPUs. Parsed with `lexopt`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use lexopt::prelude::*;
 
-pub const USAGE: &str = "usage: cargo bench --bench fencelock -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST] [--server NAME]
-       cargo bench --bench fencelock -- combine OUT.md DIR...
+pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST] [--server NAME]
+       cargo run --release -p fencelock-bench -- combine OUT.md DIR...
   --smoke   a few seconds instead of minutes (CI); reports go to target/bench/smoke
   --docs    also write docs/bench.svg and docs/performance.md
   --reps N  repetitions of every measurement (at least 3; default 3)
@@ -72,7 +72,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
 
 impl Settings {
     pub fn parse(args: &[String]) -> Result<Self, String> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = testkit::paths::workspace_root();
         let mut settings = Self {
             smoke: false,
             docs: false,
@@ -101,8 +101,6 @@ impl Settings {
         let mut parser = lexopt::Parser::from_args(args);
         while let Some(arg) = parser.next().map_err(|e| format!("{e}\n{USAGE}"))? {
             match arg {
-                // cargo passes --bench to every bench target.
-                Long("bench") => {}
                 Long("smoke") => settings.smoke = true,
                 Long("docs") => settings.docs = true,
                 Long("no-pin") => settings.pin = false,

@@ -11,33 +11,18 @@
 //! contention scenario, one process per client), and `make bench-all`'s combiner:
 //! `combine OUT.md DIR…` (one table out of several servers' `report.json`).
 
-mod callgrind;
-mod combine;
-mod contender;
-mod contention;
-mod docs;
-mod json;
-mod load;
-mod lua;
-mod machine;
-mod memory;
-mod natives;
-mod profile;
-mod recipes;
+mod measure;
 mod report;
 mod results;
-mod server;
 mod settings;
 mod stats;
-mod svg;
-mod table;
-mod targets;
-mod throughput;
 
 use std::io;
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use measure::{contender, contention, machine, memory, natives, profile, server, throughput};
+use report::{combine, docs, json, svg, targets, text};
 use results::Results;
 use settings::{Scenario, Settings};
 
@@ -124,8 +109,8 @@ fn run(settings: &Settings) -> io::Result<()> {
         profile,
     };
     let targets = targets::evaluate(&results);
-    let tables = report::tables(&results, &targets);
-    println!("{}", report::text(&results, &tables));
+    let tables = text::tables(&results, &targets);
+    println!("{}", text::text(&results, &tables));
 
     std::fs::create_dir_all(&settings.out_dir)?;
     let json = serde_json::to_string_pretty(&json::report(&results, &targets))
@@ -133,7 +118,7 @@ fn run(settings: &Settings) -> io::Result<()> {
     std::fs::write(settings.out_dir.join("report.json"), json + "\n")?;
     std::fs::write(
         settings.out_dir.join("report.md"),
-        report::markdown(&results, &tables, docs::CHART_LINK),
+        text::markdown(&results, &tables, docs::CHART_LINK),
     )?;
     let chart = svg::chart(&results)?;
     std::fs::write(settings.out_dir.join("bench.svg"), &chart)?;
@@ -144,7 +129,7 @@ fn run(settings: &Settings) -> io::Result<()> {
     if settings.docs {
         docs::publish(
             &chart,
-            &report::markdown(&results, &tables, docs::CHART_LINK),
+            &text::markdown(&results, &tables, docs::CHART_LINK),
         )?;
     }
     Ok(())

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use testkit::resp::Conn;
 
-use crate::server::load_script;
+use crate::measure::server::load_script;
 
 /// `if GET == token then DEL`: the safe release.
 pub const RELEASE: &str =

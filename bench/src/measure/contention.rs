@@ -10,8 +10,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use hdrhistogram::Histogram;
 
-use crate::contender::{self, Lock, Mode};
-use crate::server::{self, flush, Server};
+use crate::measure::contender::{self, Lock, Mode};
+use crate::measure::server::{self, flush, Server};
 use crate::settings::Settings;
 use crate::stats::{jain, percentile_ms, wait_histogram};
 

@@ -7,7 +7,7 @@ use std::io;
 
 use testkit::resp::{Conn, Reply};
 
-use crate::recipes::Command;
+use crate::measure::recipes::Command;
 
 /// Never created: every probe is a miss, so it changes nothing.
 const PROBE_KEY: &[u8] = b"fencelock-bench:probe";

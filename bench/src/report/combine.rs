@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::stats::Spread;
-use crate::table::{fixed, rate, spread_with, Table};
+use crate::report::table::{fixed, rate, spread_with, Table};
 
 struct Report {
     dir: PathBuf,
@@ -250,9 +250,7 @@ fn server_table(report: &Report) -> Table {
 }
 
 pub fn main(args: &[String]) -> io::Result<()> {
-    // cargo appends `--bench` to a bench target's arguments.
-    let args: Vec<&String> = args.iter().filter(|a| *a != "--bench").collect();
-    let [out, dirs @ ..] = args.as_slice() else {
+    let [out, dirs @ ..] = args else {
         return Err(io::Error::other("usage: combine OUT.md DIR..."));
     };
     if dirs.is_empty() {

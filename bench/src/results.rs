@@ -2,15 +2,15 @@
 //! per repetition (fencelock and its baseline measured back to back), then summarised
 //! as median and min–max.
 
-use crate::contender::{Lock, Mode};
-use crate::contention::ContentionResult;
-use crate::machine::Machine;
-use crate::memory::MemoryResult;
-use crate::natives::Natives;
-use crate::profile::ProfileResult;
+use crate::measure::contender::{Lock, Mode};
+use crate::measure::contention::ContentionResult;
+use crate::measure::machine::Machine;
+use crate::measure::memory::MemoryResult;
+use crate::measure::natives::Natives;
+use crate::measure::profile::ProfileResult;
 use crate::settings::Settings;
 use crate::stats::{spread, Spread};
-use crate::throughput::GroupResult;
+use crate::measure::throughput::GroupResult;
 
 pub struct Results {
     pub machine: Machine,
@@ -94,7 +94,7 @@ impl Results {
         clients: usize,
         numerator: Mode,
         denominator: Mode,
-        f: impl Fn(&crate::contention::Sample) -> f64,
+        f: impl Fn(&crate::measure::contention::Sample) -> f64,
     ) -> Option<Vec<f64>> {
         let top = self.contention(lock, clients, numerator)?;
         let bottom = self.contention(lock, clients, denominator)?;

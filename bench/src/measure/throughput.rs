@@ -9,11 +9,11 @@ use std::io;
 
 use testkit::resp::Conn;
 
-use crate::load::{self, Keys};
-use crate::lua::Scripts;
-use crate::natives::Natives;
-use crate::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
-use crate::server::{self, flush, Server};
+use crate::measure::load::{self, Keys};
+use crate::measure::lua::Scripts;
+use crate::measure::natives::Natives;
+use crate::measure::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
+use crate::measure::server::{self, flush, Server};
 use crate::settings::Settings;
 
 /// One comparison: the fencelock variant first, then the baselines (those the server

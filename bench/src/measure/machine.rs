@@ -7,7 +7,7 @@ use std::io;
 use testkit::resp::Conn;
 use testkit::{module_path, server_binary};
 
-use crate::server::info_field;
+use crate::measure::server::info_field;
 
 #[derive(Debug, Clone)]
 pub struct Machine {
