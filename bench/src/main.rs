@@ -127,10 +127,7 @@ fn run(settings: &Settings) -> io::Result<()> {
         settings.out_dir.display()
     );
     if settings.docs {
-        docs::publish(
-            &chart,
-            &text::markdown(&results, &tables, docs::CHART_LINK),
-        )?;
+        docs::publish(&chart, &text::markdown(&results, &tables, docs::CHART_LINK))?;
     }
     Ok(())
 }

@@ -8,9 +8,9 @@ use crate::measure::machine::Machine;
 use crate::measure::memory::MemoryResult;
 use crate::measure::natives::Natives;
 use crate::measure::profile::ProfileResult;
+use crate::measure::throughput::GroupResult;
 use crate::settings::Settings;
 use crate::stats::{spread, Spread};
-use crate::measure::throughput::GroupResult;
 
 pub struct Results {
     pub machine: Machine,

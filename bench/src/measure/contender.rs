@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use testkit::resp::Conn;
 
-use crate::measure::load::client_token;
 use crate::measure::lua::Scripts;
+use crate::measure::operation::client_token;
 
 /// The one contended key.
 pub const KEY: &[u8] = b"lock:contended";

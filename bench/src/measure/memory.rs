@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use testkit::resp::{encode, Conn, Reply};
 
-use crate::measure::load::client_token;
 use crate::measure::lua::{fence_key, lock_key, Scripts};
+use crate::measure::operation::client_token;
 use crate::measure::server::{self, flush, info_field, Server};
 
 const BATCH: u64 = 1_000;

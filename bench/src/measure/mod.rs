@@ -9,6 +9,7 @@ pub mod lua;
 pub mod machine;
 pub mod memory;
 pub mod natives;
+pub mod operation;
 pub mod profile;
 pub mod recipes;
 pub mod server;

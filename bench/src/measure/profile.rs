@@ -19,8 +19,8 @@ use crate::measure::lua::Scripts;
 use crate::measure::natives::Natives;
 use crate::measure::recipes::{Command, Recipe};
 use crate::measure::server::{self, flush, info_field, Server};
-use crate::settings::Settings;
 use crate::measure::throughput::{prepare, DELEX_IFEQ, DELIFEQ, SET_IFEQ};
+use crate::settings::Settings;
 
 /// What is profiled, module commands next to what they replace.
 const KINDS: &[(&str, Command)] = &[

@@ -21,8 +21,8 @@
 
 use testkit::resp::{encode, Reply};
 
-use crate::measure::load::{client_token, Keys, Op, Outcome};
 use crate::measure::lua::{data_key, fence_key, lock_key, mark_key, Name, Scripts};
+use crate::measure::operation::{client_token, Keys, Op, Outcome};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";

@@ -9,9 +9,10 @@ use std::io;
 
 use testkit::resp::Conn;
 
-use crate::measure::load::{self, Keys};
+use crate::measure::load;
 use crate::measure::lua::Scripts;
 use crate::measure::natives::Natives;
+use crate::measure::operation::Keys;
 use crate::measure::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
 use crate::measure::server::{self, flush, Server};
 use crate::settings::Settings;

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::stats::Spread;
 use crate::report::table::{fixed, rate, spread_with, Table};
+use crate::stats::Spread;
 
 struct Report {
     dir: PathBuf,

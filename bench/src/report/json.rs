@@ -4,9 +4,9 @@
 use serde_json::{json, Value};
 
 use crate::measure::contention::Sample;
+use crate::report::targets::Target;
 use crate::results::Results;
 use crate::stats::{percentile_ms, spread, Spread};
-use crate::report::targets::Target;
 
 fn summary(s: Spread) -> Value {
     json!({ "median": s.median, "min": s.min, "max": s.max })

@@ -5,9 +5,9 @@
 //! several servers line up.
 
 use crate::measure::contender::{Lock, Mode};
+use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
 use crate::results::Results;
 use crate::stats::{spread, Spread};
-use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
 
 #[derive(Debug, Clone)]
 pub struct Target {

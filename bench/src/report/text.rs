@@ -2,10 +2,10 @@
 //! `report.md` (whose text also becomes the figures of docs/performance.md). `combine`
 //! reuses the targets and throughput tables per server.
 
-use crate::results::Results;
-use crate::stats::spread;
 use crate::report::table::{fixed, ms, rate, spread_with, Table};
 use crate::report::targets::Target;
+use crate::results::Results;
+use crate::stats::spread;
 
 pub struct Tables {
     pub throughput: Table,
