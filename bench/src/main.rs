@@ -10,6 +10,11 @@
 //! The same binary is also the contention client: `contender …` (re-executed by the
 //! contention scenario, one process per client), and `make bench-all`'s combiner:
 //! `combine OUT.md DIR…` (one table out of several servers' `report.json`).
+//!
+//! `measure/` talks to the servers and produces the `results::Results` of a run;
+//! `report/` makes every table, chart and file from them and from nothing else. Neither
+//! imports the other: `results` (with the types of report.json) is what they share, and
+//! `settings` (the command line) and `stats` stand below all three.
 
 mod measure;
 mod report;
@@ -17,14 +22,11 @@ mod results;
 mod settings;
 mod stats;
 
-use std::io;
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use measure::{contender, contention, machine, memory, natives, profile, server, throughput};
-use report::{combine, docs, json, svg, targets, text};
-use results::Results;
-use settings::{Scenario, Settings};
+use measure::contender;
+use report::combine;
+use settings::Settings;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,85 +51,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&settings) {
+    let run = measure::run(&settings)
+        .and_then(|results| report::publish(results, &settings.out_dir, settings.docs));
+    match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("fencelock bench failed: {error}");
             ExitCode::FAILURE
         }
     }
-}
-
-fn run(settings: &Settings) -> io::Result<()> {
-    let placement = server::pinning_plan(settings.pin);
-    if placement.is_some() {
-        server::pin_self()?;
-    }
-    let server = server::start(placement.is_some())?;
-    let mut admin = server::connect(&server)?;
-    let machine = machine::describe(&mut admin, &settings.server, placement.as_deref())?;
-    let natives = natives::Natives::detect(&mut admin)?;
-    drop(admin);
-    eprintln!("fencelock bench on {}", machine.one_line());
-    eprintln!("{}", natives.describe());
-    let started = Instant::now();
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-
-    let mut throughput = Vec::new();
-    if settings.runs(Scenario::Throughput) {
-        eprintln!("1+2. throughput and lock cycle");
-        throughput = throughput::run(&server, settings, natives)?;
-    }
-    let mut contention = Vec::new();
-    if settings.runs(Scenario::Contention) {
-        eprintln!("3. contention");
-        contention = contention::run(&server, settings)?;
-    }
-    let mut memory = memory::MemoryResult::default();
-    if settings.runs(Scenario::Memory) {
-        eprintln!("4. memory");
-        memory = memory::run(&server, settings.memory_locks, settings.repetitions)?;
-    }
-    let mut profile = profile::ProfileResult::default();
-    if settings.runs(Scenario::Profile) {
-        eprintln!("5. where the time goes");
-        profile = profile::run(&server, settings, natives)?;
-    }
-    drop(server);
-
-    let results = Results {
-        machine,
-        settings: settings.clone(),
-        started_unix,
-        elapsed_s: started.elapsed().as_secs_f64(),
-        throughput,
-        contention,
-        memory,
-        natives,
-        profile,
-    };
-    let targets = targets::evaluate(&results);
-    let tables = text::tables(&results, &targets);
-    println!("{}", text::text(&results, &tables));
-
-    std::fs::create_dir_all(&settings.out_dir)?;
-    let json = serde_json::to_string_pretty(&json::report(&results, &targets))
-        .map_err(|e| io::Error::other(format!("report.json: {e}")))?;
-    std::fs::write(settings.out_dir.join("report.json"), json + "\n")?;
-    std::fs::write(
-        settings.out_dir.join("report.md"),
-        text::markdown(&results, &tables, docs::CHART_LINK),
-    )?;
-    let chart = svg::chart(&results)?;
-    std::fs::write(settings.out_dir.join("bench.svg"), &chart)?;
-    eprintln!(
-        "wrote report.json, report.md and bench.svg in {}",
-        settings.out_dir.display()
-    );
-    if settings.docs {
-        docs::publish(&chart, &text::markdown(&results, &tables, docs::CHART_LINK))?;
-    }
-    Ok(())
 }

@@ -1,38 +1,92 @@
-//! Everything one run measured, and the ratios derived from it: each ratio is taken
-//! per repetition (fencelock and its baseline measured back to back), then summarised
-//! as median and min–max.
+//! Everything one run measured, typed: what `measure` produces and `report` reads,
+//! the one vocabulary both sides share (neither imports the other), and what
+//! report.json holds (`ReportFile`), written with serde and read back by `combine`.
+//! The ratios derived from the results are here too: each ratio is taken per
+//! repetition (fencelock and its baseline measured back to back), then summarised as
+//! median and min–max.
+//!
+//! One file a scenario under `results/`; this one holds the run as a whole.
 
-use crate::measure::contender::{Lock, Mode};
-use crate::measure::contention::ContentionResult;
-use crate::measure::machine::Machine;
-use crate::measure::memory::MemoryResult;
-use crate::measure::natives::Natives;
-use crate::measure::profile::ProfileResult;
-use crate::measure::throughput::GroupResult;
-use crate::settings::Settings;
-use crate::stats::{spread, Spread};
+pub mod contention;
+pub mod machine;
+pub mod memory;
+pub mod profile;
+pub mod throughput;
 
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{nullable, spread, summarised, Spread};
+use contention::{ContentionResult, Lock, Mode, Sample};
+use machine::{Machine, Natives};
+use memory::MemoryResult;
+use profile::ProfileResult;
+use throughput::GroupResult;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Results {
     pub machine: Machine,
-    pub settings: Settings,
+    pub natives: Natives,
+    pub workload: Workload,
     pub started_unix: u64,
+    #[serde(with = "nullable")]
     pub elapsed_s: f64,
     pub throughput: Vec<GroupResult>,
     pub contention: Vec<ContentionResult>,
     pub memory: MemoryResult,
-    pub natives: Natives,
     pub profile: ProfileResult,
 }
 
-/// fencelock's rate over one baseline's, per repetition.
-#[derive(Debug, Clone)]
-pub struct Ratio {
-    pub group: &'static str,
+/// How much each scenario did (the part of the command line a report states): the
+/// run's size, smoke or full, and every count and length the scenarios used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub smoke: bool,
+    pub repetitions: usize,
+    pub connections: usize,
+    /// Commands in flight per connection in a pipelined run.
+    #[serde(rename = "pipeline_depth")]
     pub depth: usize,
-    pub fencelock: &'static str,
-    pub baseline: &'static str,
+    /// Commands each connection sends in one pipelined run (split into operations).
+    #[serde(rename = "pipelined_commands_per_connection")]
+    pub pipelined_commands: u64,
+    /// Commands each connection sends in one unpipelined run.
+    #[serde(rename = "unpipelined_commands_per_connection")]
+    pub unpipelined_commands: u64,
+    /// Length of one contention run.
+    pub contention_ms: u64,
+    /// Client counts contending for one lock.
+    pub contention_clients: Vec<usize>,
+    /// Client counts contending for one semaphore of `semaphore_limit` permits.
+    pub semaphore_clients: Vec<usize>,
+    pub semaphore_limit: u32,
+    pub memory_locks: u64,
+    /// Commands per connection in each profile run.
+    #[serde(rename = "profile_commands_per_connection")]
+    pub profile_commands: u64,
+}
+
+impl Workload {
+    /// What is contended for, with how many clients: the lock with each of
+    /// `contention_clients`, then the semaphore with each of `semaphore_clients`.
+    pub fn contention_setups(&self) -> Vec<(Lock, usize)> {
+        let semaphore = Lock::Semaphore {
+            limit: self.semaphore_limit,
+        };
+        let locks = self.contention_clients.iter().map(|&c| (Lock::Mutex, c));
+        let semaphores = self.semaphore_clients.iter().map(|&c| (semaphore, c));
+        locks.chain(semaphores).collect()
+    }
+}
+
+/// fencelock's rate over one baseline's, per repetition.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ratio {
+    pub group: String,
+    pub depth: usize,
+    pub fencelock: String,
+    pub baseline: String,
+    #[serde(rename = "ratio", with = "summarised")]
     pub samples: Vec<f64>,
-    pub spread: Spread,
 }
 
 impl Ratio {
@@ -43,6 +97,33 @@ impl Ratio {
             "unpipelined"
         }
     }
+
+    pub fn spread(&self) -> Spread {
+        spread(&self.samples)
+    }
+}
+
+/// One of the issues' targets as checked against a run (the checks are `report`'s).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    pub wanted: String,
+    pub measured: Spread,
+    pub unit: String,
+    /// Decimals the measured figures are shown with.
+    pub decimals: usize,
+    /// `None` when the run did not measure it (`--only`).
+    pub met: Option<bool>,
+}
+
+/// report.json: the results, and the ratios and targets made of them, for tools and
+/// for comparing runs (`combine`). The results' fields stand at the top level.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReportFile {
+    #[serde(flatten)]
+    pub results: Results,
+    pub ratios: Vec<Ratio>,
+    pub targets: Vec<Target>,
 }
 
 fn paired(numerator: &[f64], denominator: &[f64]) -> Vec<f64> {
@@ -61,14 +142,12 @@ impl Results {
                 continue;
             };
             for baseline in baselines {
-                let samples = paired(&ours.samples, &baseline.samples);
                 ratios.push(Ratio {
-                    group: group.id,
+                    group: group.id.clone(),
                     depth: group.depth,
-                    fencelock: ours.label,
-                    baseline: baseline.label,
-                    spread: spread(&samples),
-                    samples,
+                    fencelock: ours.label.clone(),
+                    baseline: baseline.label.clone(),
+                    samples: paired(&ours.samples, &baseline.samples),
                 });
             }
         }
@@ -94,7 +173,7 @@ impl Results {
         clients: usize,
         numerator: Mode,
         denominator: Mode,
-        f: impl Fn(&crate::measure::contention::Sample) -> f64,
+        f: impl Fn(&Sample) -> f64,
     ) -> Option<Vec<f64>> {
         let top = self.contention(lock, clients, numerator)?;
         let bottom = self.contention(lock, clients, denominator)?;

@@ -2,11 +2,15 @@
 //! smoke CI runs (`--smoke`), repetitions, which server it is (the name `make bench
 //! SERVER=…` gives it; the binary itself comes from `FENCELOCK_REDIS_SERVER`), where
 //! reports go, whether the docs are updated (`make bench-docs`) and whether server and
-//! load generator are pinned to separate CPUs. Parsed with `lexopt`.
+//! load generator are pinned to separate CPUs. Parsed with `lexopt`. The part that
+//! says how much the scenarios do is the results' `Workload`, which every report
+//! states.
 
 use std::path::PathBuf;
 
 use lexopt::prelude::*;
+
+use crate::results::Workload;
 
 pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smoke] [--docs] [--reps N] [--out DIR] [--no-pin] [--only LIST] [--server NAME]
        cargo run --release -p fencelock-bench -- combine OUT.md DIR...
@@ -32,32 +36,17 @@ pub enum Scenario {
     Profile,
 }
 
+/// The command line: what the run measures (`workload`, which the report states) and
+/// where it runs and writes.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub smoke: bool,
     pub docs: bool,
     pub pin: bool,
-    pub repetitions: usize,
-    pub connections: usize,
-    pub depth: usize,
-    /// Commands each connection sends in one pipelined run (split into operations).
-    pub pipelined_commands: u64,
-    /// Commands each connection sends in one unpipelined run.
-    pub unpipelined_commands: u64,
-    /// Length of one contention run.
-    pub contention_ms: u64,
-    /// Client counts contending for one lock.
-    pub contention_clients: Vec<usize>,
-    /// Client counts contending for one semaphore of `semaphore_limit` permits.
-    pub semaphore_clients: Vec<usize>,
-    pub semaphore_limit: u32,
-    pub memory_locks: u64,
-    /// Commands per connection in each profile run.
-    pub profile_commands: u64,
     /// The name of the server under test, for the report.
     pub server: String,
     pub out_dir: PathBuf,
     pub scenarios: Vec<Scenario>,
+    pub workload: Workload,
 }
 
 fn scenario(name: &str) -> Result<Scenario, String> {
@@ -72,22 +61,11 @@ fn scenario(name: &str) -> Result<Scenario, String> {
 
 impl Settings {
     pub fn parse(args: &[String]) -> Result<Self, String> {
+        // Reports go under the repository's target/, beside the builds.
         let root = testkit::paths::workspace_root();
         let mut settings = Self {
-            smoke: false,
             docs: false,
             pin: true,
-            repetitions: 3,
-            connections: 50,
-            depth: 32,
-            pipelined_commands: 16_000,
-            unpipelined_commands: 1_200,
-            contention_ms: 5_000,
-            contention_clients: vec![4, 32],
-            semaphore_clients: vec![32],
-            semaphore_limit: 4,
-            memory_locks: 100_000,
-            profile_commands: 4_000,
             server: testkit::server_binary(),
             out_dir: root.join("target/bench"),
             scenarios: vec![
@@ -96,17 +74,31 @@ impl Settings {
                 Scenario::Memory,
                 Scenario::Profile,
             ],
+            workload: Workload {
+                smoke: false,
+                repetitions: 3,
+                connections: 50,
+                depth: 32,
+                pipelined_commands: 16_000,
+                unpipelined_commands: 1_200,
+                contention_ms: 5_000,
+                contention_clients: vec![4, 32],
+                semaphore_clients: vec![32],
+                semaphore_limit: 4,
+                memory_locks: 100_000,
+                profile_commands: 4_000,
+            },
         };
         let mut out_dir = None;
         let mut parser = lexopt::Parser::from_args(args);
         while let Some(arg) = parser.next().map_err(|e| format!("{e}\n{USAGE}"))? {
             match arg {
-                Long("smoke") => settings.smoke = true,
+                Long("smoke") => settings.workload.smoke = true,
                 Long("docs") => settings.docs = true,
                 Long("no-pin") => settings.pin = false,
                 Long("reps") => {
                     let value = parser.value().map_err(|_| "--reps needs a number")?;
-                    settings.repetitions = value
+                    settings.workload.repetitions = value
                         .parse::<usize>()
                         .ok()
                         .filter(|&n| n >= 3)
@@ -138,18 +130,19 @@ impl Settings {
                 Value(other) => return Err(format!("unknown argument {other:?}\n{USAGE}")),
             }
         }
-        if settings.smoke {
-            settings.pipelined_commands = 320;
-            settings.unpipelined_commands = 20;
-            settings.contention_ms = 200;
-            settings.memory_locks = 50_000;
-            settings.profile_commands = 200;
+        if settings.workload.smoke {
+            let workload = &mut settings.workload;
+            workload.pipelined_commands = 320;
+            workload.unpipelined_commands = 20;
+            workload.contention_ms = 200;
+            workload.memory_locks = 50_000;
+            workload.profile_commands = 200;
             settings.out_dir = settings.out_dir.join("smoke");
         }
         if let Some(dir) = out_dir {
             settings.out_dir = dir;
         }
-        if settings.smoke && settings.docs {
+        if settings.workload.smoke && settings.docs {
             return Err("--docs takes figures from a full run only, not --smoke".into());
         }
         if settings.docs && settings.scenarios.len() < 4 {

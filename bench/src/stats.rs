@@ -1,13 +1,18 @@
 //! Summary statistics: median with min–max over repetitions, latency percentiles (an
-//! HdrHistogram of waits in microseconds) and Jain's fairness index.
+//! HdrHistogram of waits in microseconds) and Jain's fairness index; and how figures
+//! are written in report.json, where JSON has no NaN (a figure of nothing measured).
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Median and range of a set of repetitions.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
+    #[serde(with = "nullable")]
     pub median: f64,
+    #[serde(with = "nullable")]
     pub min: f64,
+    #[serde(with = "nullable")]
     pub max: f64,
 }
 
@@ -55,4 +60,64 @@ pub fn jain(values: &[f64]) -> f64 {
         return f64::NAN;
     }
     sum * sum / (values.len() as f64 * squares)
+}
+
+/// One figure that may be NaN (nothing measured, no `/proc` to read): written as
+/// `null`, read back as NaN, so that a file round-trips (`#[serde(with = "nullable")]`).
+pub mod nullable {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        x.is_finite().then_some(*x).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+}
+
+/// A list of figures, each as `nullable` writes it.
+pub mod nullable_each {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(xs: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(xs.iter().map(|x| x.is_finite().then_some(*x)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        let xs = Vec::<Option<f64>>::deserialize(d)?;
+        Ok(xs.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
+    }
+}
+
+/// One figure per repetition, written with its summary beside it for whoever reads
+/// the file (`{"samples": [...], "summary": {"median", "min", "max"}}`); only the
+/// samples are read back, the summary being theirs.
+pub mod summarised {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Written<'a> {
+        #[serde(with = "nullable_each")]
+        samples: &'a [f64],
+        summary: Spread,
+    }
+
+    #[derive(Deserialize)]
+    struct Read {
+        #[serde(with = "nullable_each")]
+        samples: Vec<f64>,
+    }
+
+    pub fn serialize<S: Serializer>(samples: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        Written {
+            samples,
+            summary: spread(samples),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        Ok(Read::deserialize(d)?.samples)
+    }
 }

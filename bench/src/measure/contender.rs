@@ -14,10 +14,12 @@ use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use testkit::resp::Conn;
 
 use crate::measure::lua::Scripts;
 use crate::measure::operation::client_token;
+use crate::results::contention::{Lock, Mode};
 
 /// The one contended key.
 pub const KEY: &[u8] = b"lock:contended";
@@ -28,23 +30,8 @@ const BLOCK_TIMEOUT: &[u8] = b"30000";
 const THINK_MAX_US: u64 = 2_000;
 const HOLD: Duration = Duration::from_micros(500);
 
-/// What the clients contend for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lock {
-    /// One holder at a time.
-    Mutex,
-    /// At most `limit` holders at a time.
-    Semaphore { limit: u32 },
-}
-
+/// The contender's command line names the lock and the mode in these words.
 impl Lock {
-    pub fn label(self) -> String {
-        match self {
-            Lock::Mutex => "mutex".into(),
-            Lock::Semaphore { limit } => format!("semaphore of {limit}"),
-        }
-    }
-
     fn arg(self) -> String {
         match self {
             Lock::Mutex => "mutex".into(),
@@ -66,20 +53,7 @@ pub fn args(lock: Lock, mode: Mode) -> Vec<String> {
     std::iter::once(lock.arg()).chain(mode.args()).collect()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Block,
-    Poll { retry_ms: u64 },
-}
-
 impl Mode {
-    pub fn label(self) -> String {
-        match self {
-            Mode::Block => "fencelock BLOCK".into(),
-            Mode::Poll { retry_ms } => format!("polling {retry_ms} ms"),
-        }
-    }
-
     fn args(self) -> Vec<String> {
         match self {
             Mode::Block => vec!["block".into()],
@@ -98,12 +72,18 @@ impl Mode {
     }
 }
 
-struct Tally {
-    grants: u64,
-    grants_in_window: u64,
-    failed: u64,
-    lost: u64,
-    waits_us: Vec<u64>,
+/// What one contender did in its run: the line it prints for the parent.
+#[derive(Serialize, Deserialize)]
+pub struct Tally {
+    /// Every grant, also those asked for inside the window and granted after it.
+    pub grants: u64,
+    /// Grants that came inside the window (the per-client share, and grants/s).
+    pub grants_in_window: u64,
+    pub failed: u64,
+    /// Releases that found the lease gone.
+    pub lost: u64,
+    /// Every wait, ask to grant, in µs.
+    pub waits_us: Vec<u64>,
 }
 
 /// Entry point of `contender <port> <client-index> mutex|semaphore:<n> block|poll
@@ -173,13 +153,7 @@ pub fn main(args: &[String]) -> io::Result<()> {
             .waits_us
             .push(u64::try_from(granted.duration_since(asked).as_micros()).unwrap_or(u64::MAX));
     }
-    let report = serde_json::json!({
-        "grants": tally.grants,
-        "grants_in_window": tally.grants_in_window,
-        "failed": tally.failed,
-        "lost": tally.lost,
-        "waits_us": tally.waits_us,
-    });
+    let report = serde_json::to_string(&tally).map_err(io::Error::other)?;
     writeln!(stdout, "{report}")?;
     stdout.flush()
 }

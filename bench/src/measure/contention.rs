@@ -8,43 +8,11 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use hdrhistogram::Histogram;
-
-use crate::measure::contender::{self, Lock, Mode};
+use crate::measure::contender::{self, Tally};
 use crate::measure::server::{self, flush, Server};
-use crate::settings::Settings;
+use crate::results::contention::{ContentionResult, Lock, Mode, Sample, MODES};
+use crate::results::Workload;
 use crate::stats::{jain, percentile_ms, wait_histogram};
-
-pub const MODES: [Mode; 3] = [
-    Mode::Block,
-    Mode::Poll { retry_ms: 50 },
-    Mode::Poll { retry_ms: 5 },
-];
-
-/// One repetition of one (lock, clients, mode).
-#[derive(Debug, Clone)]
-pub struct Sample {
-    pub grants_per_s: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub failed_per_grant: f64,
-    pub failed: u64,
-    /// Releases that found the lease gone (never expected: ttl ≫ hold).
-    pub lost: u64,
-    pub jain: f64,
-    pub per_client_grants: Vec<u64>,
-    /// Every wait of the run (ask to grant), in µs.
-    pub waits: Histogram<u64>,
-}
-
-#[derive(Debug, Clone)]
-pub struct ContentionResult {
-    pub lock: Lock,
-    pub clients: usize,
-    pub mode: Mode,
-    pub samples: Vec<Sample>,
-}
 
 struct Contender {
     child: Child,
@@ -108,16 +76,15 @@ fn run_once(
     let mut waits = wait_histogram();
     for contender in &mut contenders {
         let line = read_line(contender)?;
-        let report: serde_json::Value = serde_json::from_str(&line)
+        let tally: Tally = serde_json::from_str(&line)
             .map_err(|e| io::Error::other(format!("contender report {line:?}: {e}")))?;
-        let count = |field: &str| report[field].as_u64().unwrap_or(0);
-        per_client_grants.push(count("grants_in_window"));
-        granted += count("grants");
-        failed += count("failed");
-        lost += count("lost");
-        for wait in report["waits_us"].as_array().into_iter().flatten() {
+        per_client_grants.push(tally.grants_in_window);
+        granted += tally.grants;
+        failed += tally.failed;
+        lost += tally.lost;
+        for wait in tally.waits_us {
             waits
-                .record(wait.as_u64().unwrap_or(0))
+                .record(wait)
                 .map_err(|e| io::Error::other(format!("wait {wait}: {e}")))?;
         }
     }
@@ -134,8 +101,10 @@ fn run_once(
     Ok(Sample {
         grants_per_s: in_window as f64 / (duration_ms as f64 / 1e3),
         p50_ms: percentile_ms(&waits, 50.0),
+        p90_ms: percentile_ms(&waits, 90.0),
         p99_ms: percentile_ms(&waits, 99.0),
         max_ms: percentile_ms(&waits, 100.0),
+        wait_count: waits.len(),
         failed_per_grant: failed as f64 / granted.max(1) as f64,
         failed,
         lost,
@@ -145,24 +114,11 @@ fn run_once(
     })
 }
 
-/// What is contended for, with how many clients: the lock with each of
-/// `contention_clients`, then the semaphore with each of `semaphore_clients`.
-pub fn setups(settings: &Settings) -> Vec<(Lock, usize)> {
-    let semaphore = Lock::Semaphore {
-        limit: settings.semaphore_limit,
-    };
-    let locks = settings
-        .contention_clients
-        .iter()
-        .map(|&c| (Lock::Mutex, c));
-    let semaphores = settings.semaphore_clients.iter().map(|&c| (semaphore, c));
-    locks.chain(semaphores).collect()
-}
-
-/// Every (lock, client count) × mode, `settings.repetitions` times, modes alternating.
-pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionResult>> {
+/// Every (lock, client count) × mode, `workload.repetitions` times, modes alternating.
+pub fn run(server: &Server, workload: &Workload) -> io::Result<Vec<ContentionResult>> {
     let mut admin = server::connect(server)?;
-    let mut results: Vec<ContentionResult> = setups(settings)
+    let mut results: Vec<ContentionResult> = workload
+        .contention_setups()
         .into_iter()
         .flat_map(|(lock, clients)| {
             MODES.iter().map(move |&mode| ContentionResult {
@@ -173,7 +129,7 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionRes
             })
         })
         .collect();
-    for rep in 0..settings.repetitions {
+    for rep in 0..workload.repetitions {
         for result in results.chunks_mut(MODES.len()) {
             let mut order: Vec<usize> = (0..result.len()).collect();
             if rep % 2 == 1 {
@@ -187,12 +143,12 @@ pub fn run(server: &Server, settings: &Settings) -> io::Result<Vec<ContentionRes
                     entry.lock,
                     entry.clients,
                     entry.mode,
-                    settings.contention_ms,
+                    workload.contention_ms,
                 )?;
                 eprintln!(
                     "  [rep {}/{}] {:<14} {:>2} clients  {:<16} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
                     rep + 1,
-                    settings.repetitions,
+                    workload.repetitions,
                     entry.lock.label(),
                     entry.clients,
                     entry.mode.label(),

@@ -1,6 +1,7 @@
-//! Where the figures came from: CPU model and count, memory, OS, kernel, which server
-//! (the `--server` name the run was given, the product and version it reports, its
-//! allocator), and how server and load generator were placed.
+//! Finds out where the figures come from: CPU model and count, memory, OS and kernel
+//! from `/proc` and `/etc/os-release`, which server it is (the `--server` name the
+//! run was given, the product and version it reports, its allocator), and how server
+//! and load generator were placed.
 
 use std::io;
 
@@ -8,22 +9,7 @@ use testkit::resp::Conn;
 use testkit::{module_path, server_binary};
 
 use crate::measure::server::info_field;
-
-#[derive(Debug, Clone)]
-pub struct Machine {
-    pub cpu: String,
-    pub cpus: usize,
-    pub memory_gib: f64,
-    pub os: String,
-    pub kernel: String,
-    /// The name the run was given (`make bench SERVER=…`), e.g. `valkey-9.1`.
-    pub server: String,
-    /// Product, version and allocator as the server reports them.
-    pub redis: String,
-    pub server_binary: String,
-    pub module: String,
-    pub placement: String,
-}
+use crate::results::machine::Machine;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
@@ -81,20 +67,4 @@ pub fn describe(conn: &mut Conn, server: &str, placement: Option<&str>) -> io::R
             .unwrap_or("not pinned (server and load generator share all CPUs)")
             .to_string(),
     })
-}
-
-impl Machine {
-    pub fn one_line(&self) -> String {
-        format!(
-            "{} × {}, {:.0} GiB RAM, {}, Linux {}, server {}: {}; {}",
-            self.cpus,
-            self.cpu,
-            self.memory_gib,
-            self.os,
-            self.kernel,
-            self.server,
-            self.redis,
-            self.placement
-        )
-    }
 }

@@ -15,21 +15,10 @@ use testkit::resp::{encode, Conn, Reply};
 use crate::measure::lua::{fence_key, lock_key, Scripts};
 use crate::measure::operation::client_token;
 use crate::measure::server::{self, flush, info_field, Server};
+use crate::results::memory::MemoryResult;
 
 const BATCH: u64 = 1_000;
 const LEASE: &[u8] = b"3600000";
-
-/// Per-repetition figures, bytes per lock or per lock name.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryResult {
-    pub locks: u64,
-    pub fencelock_held: Vec<f64>,
-    pub set_held: Vec<f64>,
-    /// `SET NX PX` lock plus its `fence:` counter.
-    pub set_with_fence_held: Vec<f64>,
-    pub fencelock_left: Vec<f64>,
-    pub lua_left: Vec<f64>,
-}
 
 fn used_memory(probe: &mut Conn) -> io::Result<i64> {
     info_field(probe, "memory", "used_memory")?

@@ -1,5 +1,6 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! five scenarios, each producing its part of the results.
+//! five scenarios, each producing its part of the `Results`. Nothing here formats a
+//! report: what is printed while measuring is progress, on stderr.
 
 pub mod callgrind;
 pub mod contender;
@@ -14,3 +15,67 @@ pub mod profile;
 pub mod recipes;
 pub mod server;
 pub mod throughput;
+
+use std::io;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::results::machine::Natives;
+use crate::results::memory::MemoryResult;
+use crate::results::profile::ProfileResult;
+use crate::results::Results;
+use crate::settings::{Scenario, Settings};
+
+/// Starts the server, describes machine and server, runs the scenarios `settings`
+/// asks for in their order and stops the server.
+pub fn run(settings: &Settings) -> io::Result<Results> {
+    let workload = &settings.workload;
+    let placement = server::pinning_plan(settings.pin);
+    if placement.is_some() {
+        server::pin_self()?;
+    }
+    let server = server::start(placement.is_some())?;
+    let mut admin = server::connect(&server)?;
+    let machine = machine::describe(&mut admin, &settings.server, placement.as_deref())?;
+    let natives = Natives::detect(&mut admin)?;
+    drop(admin);
+    eprintln!("fencelock bench on {}", machine.one_line());
+    eprintln!("{}", natives.describe());
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+
+    let mut throughput = Vec::new();
+    if settings.runs(Scenario::Throughput) {
+        eprintln!("1+2. throughput and lock cycle");
+        throughput = throughput::run(&server, workload, natives)?;
+    }
+    let mut contention = Vec::new();
+    if settings.runs(Scenario::Contention) {
+        eprintln!("3. contention");
+        contention = contention::run(&server, workload)?;
+    }
+    let mut memory = MemoryResult::default();
+    if settings.runs(Scenario::Memory) {
+        eprintln!("4. memory");
+        memory = memory::run(&server, workload.memory_locks, workload.repetitions)?;
+    }
+    let mut profile = ProfileResult::default();
+    if settings.runs(Scenario::Profile) {
+        eprintln!("5. where the time goes");
+        profile = profile::run(&server, workload, natives)?;
+    }
+    drop(server);
+
+    Ok(Results {
+        machine,
+        natives,
+        workload: workload.clone(),
+        started_unix,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        throughput,
+        contention,
+        memory,
+        profile,
+    })
+}

@@ -2,26 +2,18 @@
 //! `SET … IFEQ`, Redis 8.4's `DELEX … IFEQ` — found out at run time by trying each
 //! once on a key that does not exist (a version table would go stale, and forks
 //! report other servers' version numbers: Valkey 9.1 says `redis_version:7.2.4`).
+//! What was found (`Natives`) is part of the results; which recipes need which is
+//! here, beside the probes.
 
 use std::io;
 
 use testkit::resp::{Conn, Reply};
 
 use crate::measure::recipes::Command;
+use crate::results::machine::Natives;
 
 /// Never created: every probe is a miss, so it changes nothing.
 const PROBE_KEY: &[u8] = b"fencelock-bench:probe";
-
-/// Which native owner checks the server under test accepts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Natives {
-    /// `DELIFEQ key value`: delete if the value equals.
-    pub delifeq: bool,
-    /// `DELEX key IFEQ value`.
-    pub delex_ifeq: bool,
-    /// `SET key value IFEQ value PX ms`: set (and so re-arm the lease) if equal.
-    pub set_ifeq: bool,
-}
 
 /// A miss answers 0 or nil; an unknown command or option answers an error.
 fn accepted(reply: &Reply) -> bool {
@@ -45,24 +37,6 @@ impl Natives {
             Command::DelexIfEq => self.delex_ifeq,
             Command::SetIfEq => self.set_ifeq,
             _ => true,
-        }
-    }
-
-    /// For the report: the native commands found, or that there are none.
-    pub fn describe(&self) -> String {
-        let found: Vec<&str> = [
-            (self.delifeq, "DELIFEQ"),
-            (self.delex_ifeq, "DELEX … IFEQ"),
-            (self.set_ifeq, "SET … IFEQ"),
-        ]
-        .iter()
-        .filter(|(has, _)| *has)
-        .map(|(_, name)| *name)
-        .collect();
-        if found.is_empty() {
-            "no native owner checks (DELIFEQ, DELEX … IFEQ, SET … IFEQ all refused)".into()
-        } else {
-            format!("native owner checks: {}", found.join(", "))
         }
     }
 }

@@ -16,11 +16,13 @@ use testkit::resp::Conn;
 use crate::measure::callgrind::{Callgrind, Counts};
 use crate::measure::load;
 use crate::measure::lua::Scripts;
-use crate::measure::natives::Natives;
 use crate::measure::recipes::{Command, Recipe};
 use crate::measure::server::{self, flush, info_field, Server};
-use crate::measure::throughput::{prepare, DELEX_IFEQ, DELIFEQ, SET_IFEQ};
-use crate::settings::Settings;
+use crate::measure::throughput::prepare;
+use crate::results::machine::Natives;
+use crate::results::profile::{PerCommand, ProfileResult, Row};
+use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, SET_IFEQ};
+use crate::results::Workload;
 
 /// What is profiled, module commands next to what they replace.
 const KINDS: &[(&str, Command)] = &[
@@ -55,30 +57,6 @@ const CALLGRIND_COMMANDS: u64 = 200;
 /// Lets the server close the set-up's connections before counting starts.
 const SETTLE: Duration = Duration::from_millis(50);
 
-/// Per-command figures of one command kind.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub label: &'static str,
-    pub cpu_us: f64,
-    pub bytes_in: f64,
-    pub bytes_out: f64,
-    /// `None` without callgrind.
-    pub counts: Option<PerCommand>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct PerCommand {
-    pub instructions: f64,
-    pub allocations: f64,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct ProfileResult {
-    pub rows: Vec<Row>,
-    /// Why there are no instruction counts, when there are none.
-    pub without_callgrind: Option<String>,
-}
-
 fn net_bytes(conn: &mut Conn) -> io::Result<(f64, f64)> {
     let field = |conn: &mut Conn, name: &str| -> io::Result<f64> {
         info_field(conn, "stats", name)?
@@ -91,7 +69,7 @@ fn net_bytes(conn: &mut Conn) -> io::Result<(f64, f64)> {
     ))
 }
 
-pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result<ProfileResult> {
+pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result<ProfileResult> {
     let mut admin = server::connect(server)?;
     let scripts = Scripts::load(&mut admin)?;
     let kinds: Vec<(&'static str, Command)> = KINDS
@@ -103,8 +81,8 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
         command,
         scripts: scripts.clone(),
     };
-    let ops = settings.profile_commands;
-    let commands = (ops * settings.connections as u64) as f64;
+    let ops = workload.profile_commands;
+    let commands = (ops * workload.connections as u64) as f64;
     // CPU time of one run: its connections' accept and close are not the command's,
     // so a run of no commands is taken off each.
     let cpu_of_run = |recipe: &Recipe, ops: u64| -> io::Result<f64> {
@@ -112,8 +90,8 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
         let before = server::cpu_seconds(server);
         load::run(
             server.port,
-            settings.connections,
-            settings.depth,
+            workload.connections,
+            workload.depth,
             ops,
             recipe,
         )?;
@@ -126,12 +104,12 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
     for &(label, command) in &kinds {
         let recipe = recipe(command);
         flush(&mut admin)?;
-        prepare(server.port, settings, &recipe, ops)?;
+        prepare(server.port, workload, &recipe, ops)?;
         let (in_before, out_before) = net_bytes(&mut admin)?;
         let cpu = cpu_of_run(&recipe, ops)? - connections_cpu;
         let (in_after, out_after) = net_bytes(&mut admin)?;
         rows.push(Row {
-            label,
+            label: label.to_string(),
             cpu_us: cpu * 1e6 / commands,
             bytes_in: (in_after - in_before) / commands,
             bytes_out: (out_after - out_before) / commands,
@@ -140,7 +118,7 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
     }
     flush(&mut admin)?;
 
-    if settings.smoke {
+    if workload.smoke {
         return Ok(ProfileResult {
             rows,
             without_callgrind: Some("not in a smoke run".into()),
@@ -162,19 +140,19 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
         profiled.zero()?;
         load::run(
             profiled.port,
-            settings.connections,
-            settings.depth,
+            workload.connections,
+            workload.depth,
             ops,
             recipe,
         )?;
         profiled.dump()
     };
     let connections = counts_of_run(&recipe(Command::Ping), 0)?;
-    let n = (CALLGRIND_COMMANDS * settings.connections as u64) as f64;
+    let n = (CALLGRIND_COMMANDS * workload.connections as u64) as f64;
     for (row, &(label, command)) in rows.iter_mut().zip(&kinds) {
         let recipe = recipe(command);
         flush(&mut conn)?;
-        prepare(profiled.port, settings, &recipe, CALLGRIND_COMMANDS)?;
+        prepare(profiled.port, workload, &recipe, CALLGRIND_COMMANDS)?;
         let counts = counts_of_run(&recipe, CALLGRIND_COMMANDS)?;
         let per = PerCommand {
             instructions: counts.instructions.saturating_sub(connections.instructions) as f64 / n,

@@ -11,11 +11,14 @@ use testkit::resp::Conn;
 
 use crate::measure::load;
 use crate::measure::lua::Scripts;
-use crate::measure::natives::Natives;
 use crate::measure::operation::Keys;
 use crate::measure::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
 use crate::measure::server::{self, flush, Server};
-use crate::settings::Settings;
+use crate::results::machine::Natives;
+use crate::results::throughput::{
+    GroupResult, Series, DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE,
+};
+use crate::results::Workload;
 
 /// One comparison: the fencelock variant first, then the baselines (those the server
 /// cannot run are left out).
@@ -25,14 +28,6 @@ struct Group {
     unit: &'static str,
     variants: &'static [(&'static str, Command)],
 }
-
-/// Labels of the native baselines (the targets look them up by label).
-pub const DELIFEQ: &str = "DELIFEQ";
-pub const DELEX_IFEQ: &str = "DELEX IFEQ";
-pub const SET_IFEQ: &str = "SET IFEQ PX";
-pub const NATIVE_CYCLE: &str = "SET NX PX + INCR + DELIFEQ";
-/// Label of the semaphore cycle's baseline.
-pub const ZSET_SEMAPHORE: &str = "ZSET Lua semaphore + ZREM";
 
 const GROUPS: [Group; 8] = [
     Group {
@@ -115,38 +110,13 @@ const GROUPS: [Group; 8] = [
     },
 ];
 
-/// Measured rates of one comparison in one pipelining mode: one series per variant,
-/// one sample per repetition.
-#[derive(Debug, Clone)]
-pub struct GroupResult {
-    pub id: &'static str,
-    pub title: &'static str,
-    pub unit: &'static str,
-    pub depth: usize,
-    pub series: Vec<Series>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Series {
-    pub label: &'static str,
-    pub commands_per_op: u64,
-    /// Operations per second, one per repetition.
-    pub samples: Vec<f64>,
-    /// Operations retried because a random key was taken, summed over repetitions.
-    pub busy: u64,
-    /// Share of the run's wall time the server's event loop spent on a CPU, one per
-    /// repetition: well below 1 in a pipelined run means the load generator, not the
-    /// server, set the pace.
-    pub server_busy: Vec<f64>,
-}
-
-/// Runs every comparison in both modes, `settings.repetitions` times.
-pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result<Vec<GroupResult>> {
+/// Runs every comparison in both modes, `workload.repetitions` times.
+pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result<Vec<GroupResult>> {
     let mut admin = server::connect(server)?;
     let scripts = Scripts::load(&mut admin)?;
     let modes = [
-        (settings.depth, settings.pipelined_commands),
-        (1, settings.unpipelined_commands),
+        (workload.depth, workload.pipelined_commands),
+        (1, workload.unpipelined_commands),
     ];
     let variants = |group: &Group| -> Vec<(&'static str, Command)> {
         group
@@ -160,14 +130,14 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
     for group in &GROUPS {
         for &(depth, _) in &modes {
             results.push(GroupResult {
-                id: group.id,
-                title: group.title,
-                unit: group.unit,
+                id: group.id.to_string(),
+                title: group.title.to_string(),
+                unit: group.unit.to_string(),
                 depth,
                 series: variants(group)
                     .into_iter()
                     .map(|(label, command)| Series {
-                        label,
+                        label: label.to_string(),
                         commands_per_op: command.commands_per_op(),
                         samples: Vec::new(),
                         busy: 0,
@@ -177,7 +147,7 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
             });
         }
     }
-    for rep in 0..settings.repetitions {
+    for rep in 0..workload.repetitions {
         for (g, group) in GROUPS.iter().enumerate() {
             let variants = variants(group);
             for (m, &(depth, commands)) in modes.iter().enumerate() {
@@ -194,14 +164,14 @@ pub fn run(server: &Server, settings: &Settings, natives: Natives) -> io::Result
                     };
                     let ops = (commands / command.commands_per_op()).max(1);
                     let (measured, busy) = measure(
-                        server, settings, &mut admin, &recipe, depth, ops,
+                        server, workload, &mut admin, &recipe, depth, ops,
                     )
                     .map_err(|e| io::Error::other(format!("{label} ({}): {e}", group.id)))?;
                     let rate = measured.per_second();
                     eprintln!(
                         "  [rep {}/{}] {:<8} depth {:>2}  {:<26} {:>10.0} {:<12} server busy {:>3.0}%",
                         rep + 1,
-                        settings.repetitions,
+                        workload.repetitions,
                         group.id,
                         depth,
                         label,
@@ -232,19 +202,19 @@ const ATTEMPTS: usize = 3;
 /// the run and the server's busy share during it.
 fn measure(
     server: &Server,
-    settings: &Settings,
+    workload: &Workload,
     admin: &mut Conn,
     recipe: &Recipe,
     depth: usize,
     ops: u64,
 ) -> io::Result<(load::Run, f64)> {
     let mut best: Option<(load::Run, f64)> = None;
-    let attempts = if settings.smoke { 1 } else { ATTEMPTS };
+    let attempts = if workload.smoke { 1 } else { ATTEMPTS };
     for attempt in 0..attempts {
         flush(admin)?;
-        prepare(server.port, settings, recipe, ops)?;
+        prepare(server.port, workload, recipe, ops)?;
         let cpu_before = server::cpu_seconds(server);
-        let run = load::run(server.port, settings.connections, depth, ops, recipe)?;
+        let run = load::run(server.port, workload.connections, depth, ops, recipe)?;
         let busy = server::cpu_seconds(server)
             .zip(cpu_before)
             .map_or(f64::NAN, |(after, before)| (after - before) / run.seconds);
@@ -265,7 +235,7 @@ fn measure(
 
 /// Puts the keys a variant's hit path needs in place, untimed. Set-up commands visit
 /// fresh keys, which are the timed run's keys: both number them from 0 per connection.
-pub fn prepare(port: u16, settings: &Settings, recipe: &Recipe, ops: u64) -> io::Result<()> {
+pub fn prepare(port: u16, workload: &Workload, recipe: &Recipe, ops: u64) -> io::Result<()> {
     let (command, count) = match recipe.command.setup() {
         None => return Ok(()),
         Some(Setup::SameKeys(command)) => (command, ops),
@@ -278,8 +248,8 @@ pub fn prepare(port: u16, settings: &Settings, recipe: &Recipe, ops: u64) -> io:
     };
     load::run(
         port,
-        settings.connections,
-        settings.depth.max(32),
+        workload.connections,
+        workload.depth.max(32),
         count,
         &setup,
     )

@@ -1,21 +1,23 @@
-//! `make bench-all`'s last step: `combine OUT.md DIR…` reads the `report.json` each
-//! server's run left in its directory and writes one markdown page: tables with a
-//! column per server — the targets (met or missed), every throughput ratio and the
-//! per-command profile — so that servers can be compared line by line, then one
-//! throughput and memory table per server with its rates. Each comparison stays a
+//! `make bench-all`'s last step: `combine OUT.md DIR…` reads back the `report.json`
+//! each server's run left in its directory (into the same `ReportFile` the run wrote)
+//! and writes one markdown page: tables with a column per server — the targets (met
+//! or missed), every throughput ratio and the per-command profile — so that servers
+//! can be compared line by line, then one throughput and memory table per server with
+//! its rates. Each comparison stays a
 //! ratio measured within one server's run: rates are not comparable across servers.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use crate::report::table::{fixed, rate, spread_with, Table};
-use crate::stats::Spread;
+use crate::results::profile::PerCommand;
+use crate::results::throughput::Series;
+use crate::results::ReportFile;
+use crate::stats::spread;
 
 struct Report {
     dir: PathBuf,
-    json: Value,
+    file: ReportFile,
 }
 
 impl Report {
@@ -23,34 +25,17 @@ impl Report {
         let path = dir.join("report.json");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
-        let json = serde_json::from_str(&text)
+        let file = serde_json::from_str(&text)
             .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
         Ok(Self {
             dir: dir.to_path_buf(),
-            json,
+            file,
         })
     }
 
     fn header(&self) -> String {
-        let machine = &self.json["machine"];
-        format!(
-            "{} ({})",
-            machine["server"].as_str().unwrap_or("?"),
-            machine["redis"].as_str().unwrap_or("?")
-        )
-    }
-
-    fn array(&self, key: &str) -> &[Value] {
-        self.json[key].as_array().map_or(&[], Vec::as_slice)
-    }
-}
-
-fn spread_of(summary: &Value) -> Spread {
-    let get = |k: &str| summary[k].as_f64().unwrap_or(f64::NAN);
-    Spread {
-        median: get("median"),
-        min: get("min"),
-        max: get("max"),
+        let machine = &self.file.results.machine;
+        format!("{} ({})", machine.server, machine.redis)
     }
 }
 
@@ -95,27 +80,20 @@ fn table(first: &[&str], reports: &[Report], rows: Vec<(String, Vec<String>)>) -
 fn targets(reports: &[Report]) -> Table {
     let rows = merge(reports, |report| {
         report
-            .array("targets")
+            .file
+            .targets
             .iter()
             .map(|t| {
-                let decimals = t["decimals"].as_u64().unwrap_or(2) as usize;
-                let unit = t["unit"].as_str().unwrap_or("");
-                let cell = match t["met"].as_bool() {
+                let cell = match t.met {
                     None => "n/a".to_string(),
                     Some(met) => format!(
-                        "{}{unit} {}",
-                        spread_with(spread_of(&t["measured"]), fixed(decimals)),
+                        "{}{} {}",
+                        spread_with(t.measured, fixed(t.decimals)),
+                        t.unit,
                         if met { "met" } else { "**MISSED**" }
                     ),
                 };
-                (
-                    format!(
-                        "{}\u{1f}{}",
-                        t["name"].as_str().unwrap_or("?"),
-                        t["wanted"].as_str().unwrap_or("?")
-                    ),
-                    cell,
-                )
+                (format!("{}\u{1f}{}", t.name, t.wanted), cell)
             })
             .collect()
     });
@@ -125,19 +103,19 @@ fn targets(reports: &[Report]) -> Table {
 fn ratios(reports: &[Report]) -> Table {
     let rows = merge(reports, |report| {
         report
-            .array("ratios")
+            .file
+            .ratios
             .iter()
             .map(|r| {
-                let text = |k: &str| r[k].as_str().unwrap_or("?").to_string();
                 (
                     format!(
                         "{}\u{1f}{}\u{1f}{} ÷ {}",
-                        text("group"),
-                        text("mode"),
-                        text("fencelock"),
-                        text("baseline")
+                        r.group,
+                        r.mode(),
+                        r.fencelock,
+                        r.baseline
                     ),
-                    spread_with(spread_of(&r["ratio"]["summary"]), |x| format!("{x:.2}×")),
+                    spread_with(r.spread(), |x| format!("{x:.2}×")),
                 )
             })
             .collect()
@@ -151,23 +129,26 @@ fn ratios(reports: &[Report]) -> Table {
 
 fn profile(reports: &[Report]) -> Table {
     let rows = merge(reports, |report| {
-        report.json["profile"]["per_command"]
-            .as_array()
-            .map_or(&[][..], Vec::as_slice)
+        report
+            .file
+            .results
+            .profile
+            .rows
             .iter()
             .map(|p| {
-                let number = |k: &str, decimals: usize| {
-                    p[k].as_f64()
-                        .map_or("n/a".to_string(), |x| fixed(decimals)(x))
+                let counts = |f: fn(&PerCommand) -> f64, decimals| {
+                    p.counts
+                        .as_ref()
+                        .map_or("n/a".to_string(), |c| fixed(decimals)(f(c)))
                 };
                 (
-                    p["command"].as_str().unwrap_or("?").to_string(),
+                    p.label.clone(),
                     format!(
                         "{} / {} / {} µs / {} B",
-                        number("instructions", 0),
-                        number("allocations", 2),
-                        number("server_cpu_us", 2),
-                        number("reply_bytes", 1)
+                        counts(|c| c.instructions, 0),
+                        counts(|c| c.allocations, 2),
+                        fixed(2)(p.cpu_us),
+                        fixed(1)(p.bytes_out)
                     ),
                 )
             })
@@ -183,66 +164,45 @@ fn profile(reports: &[Report]) -> Table {
 /// One server's rates: each baseline of each comparison against fencelock's variant.
 fn server_table(report: &Report) -> Table {
     let mut table = Table::new(&["comparison", "mode", "fencelock", "baseline", "ratio"]);
-    let ratios = report.array("ratios");
-    for group in report.array("throughput") {
-        let series = group["series"].as_array().map_or(&[][..], Vec::as_slice);
-        let Some((ours, baselines)) = series.split_first() else {
+    let results = &report.file.results;
+    for group in &results.throughput {
+        let Some((ours, baselines)) = group.series.split_first() else {
             continue;
         };
-        let mode = if group["pipeline_depth"].as_u64().unwrap_or(1) > 1 {
-            "pipelined"
-        } else {
-            "unpipelined"
-        };
-        let rates = |s: &Value| {
-            format!(
-                "{} {}",
-                s["label"].as_str().unwrap_or("?"),
-                spread_with(spread_of(&s["per_second"]["summary"]), rate)
-            )
-        };
+        let pipelined = group.depth > 1;
+        let rates = |s: &Series| format!("{} {}", s.label, spread_with(spread(&s.samples), rate));
         for baseline in baselines {
-            let ratio = ratios.iter().find(|r| {
-                r["group"] == group["group"]
-                    && r["mode"] == mode
-                    && r["baseline"] == baseline["label"]
+            let ratio = report.file.ratios.iter().find(|r| {
+                r.group == group.id && (r.depth > 1) == pipelined && r.baseline == baseline.label
             });
             table.row(vec![
-                format!(
-                    "{} ({})",
-                    group["title"].as_str().unwrap_or("?"),
-                    group["unit"].as_str().unwrap_or("?")
-                ),
-                mode.to_string(),
+                format!("{} ({})", group.title, group.unit),
+                if pipelined {
+                    "pipelined"
+                } else {
+                    "unpipelined"
+                }
+                .to_string(),
                 rates(ours),
                 rates(baseline),
                 ratio.map_or("n/a".into(), |r| {
-                    spread_with(spread_of(&r["ratio"]["summary"]), |x| format!("{x:.2}×"))
+                    spread_with(r.spread(), |x| format!("{x:.2}×"))
                 }),
             ]);
         }
     }
-    let memory = &report.json["memory"];
+    let memory = &results.memory;
     table.row(vec![
         "memory per held lock (bytes)".into(),
         String::new(),
         format!(
             "fencelock {}",
-            spread_with(
-                spread_of(&memory["bytes_per_held_lock"]["fencelock"]["summary"]),
-                fixed(1)
-            )
+            spread_with(spread(&memory.fencelock_held), fixed(1))
         ),
         format!(
             "SET NX PX {} (+ fence: key {})",
-            spread_with(
-                spread_of(&memory["bytes_per_held_lock"]["set_nx_px"]["summary"]),
-                fixed(1)
-            ),
-            spread_with(
-                spread_of(&memory["bytes_per_held_lock"]["set_nx_px_with_fence_key"]["summary"]),
-                fixed(1)
-            )
+            spread_with(spread(&memory.set_held), fixed(1)),
+            spread_with(spread(&memory.set_with_fence_held), fixed(1))
         ),
         String::new(),
     ]);
@@ -260,7 +220,7 @@ pub fn main(args: &[String]) -> io::Result<()> {
         .iter()
         .map(|dir| Report::read(Path::new(dir)))
         .collect::<io::Result<Vec<_>>>()?;
-    let machine = &reports[0].json["machine"];
+    let machine = &reports[0].file.results.machine;
     let sources: Vec<String> = reports
         .iter()
         .map(|r| format!("`{}`", r.dir.join("report.md").display()))
@@ -271,11 +231,11 @@ pub fn main(args: &[String]) -> io::Result<()> {
          ratio within that server's run (median [min–max] over alternating repetitions). \
          Each server's own report: {}.\n\n\
          ## Targets\n\n{}\n## Throughput ratios\n\n{}\n## Per command on the server\n\n{}{}",
-        machine["cpus"],
-        machine["cpu"].as_str().unwrap_or("?"),
-        machine["os"].as_str().unwrap_or("?"),
-        machine["kernel"].as_str().unwrap_or("?"),
-        machine["placement"].as_str().unwrap_or("?"),
+        machine.cpus,
+        machine.cpu,
+        machine.os,
+        machine.kernel,
+        machine.placement,
         sources.join(", "),
         targets(&reports).markdown(),
         ratios(&reports).markdown(),

@@ -14,6 +14,7 @@ const FIGURES: &str = "{{figures}}";
 pub const CHART_LINK: &str = "bench.svg";
 
 pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
+    // The repository's docs/, not this crate's directory (bench/).
     let docs = testkit::paths::workspace_root().join("docs");
     std::fs::create_dir_all(&docs)?;
     std::fs::write(docs.join(CHART_LINK), svg)?;

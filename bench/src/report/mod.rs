@@ -1,10 +1,195 @@
 //! Reporting: the tables, the targets, the chart, report.json, the docs page and
-//! `combine`'s page of several servers, all made from the results.
+//! `combine`'s page of several servers, all made from the results alone (nothing here
+//! talks to a server).
 
 pub mod combine;
 pub mod docs;
-pub mod json;
 pub mod svg;
 pub mod table;
 pub mod targets;
 pub mod text;
+
+use std::io;
+use std::path::Path;
+
+use crate::results::{ReportFile, Results};
+
+/// Checks the targets, prints the tables on stdout and writes report.json, report.md
+/// and bench.svg into `out_dir`; with `docs`, also docs/performance.md and
+/// docs/bench.svg.
+pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
+    let file = ReportFile {
+        ratios: results.ratios(),
+        targets: targets::evaluate(&results),
+        results,
+    };
+    let results = &file.results;
+    let tables = text::tables(results, &file.targets);
+    println!("{}", text::text(results, &tables));
+
+    std::fs::create_dir_all(out_dir)?;
+    let json = serde_json::to_string_pretty(&file)
+        .map_err(|e| io::Error::other(format!("report.json: {e}")))?;
+    std::fs::write(out_dir.join("report.json"), json + "\n")?;
+    std::fs::write(
+        out_dir.join("report.md"),
+        text::markdown(results, &tables, docs::CHART_LINK),
+    )?;
+    let chart = svg::chart(results)?;
+    std::fs::write(out_dir.join("bench.svg"), &chart)?;
+    eprintln!(
+        "wrote report.json, report.md and bench.svg in {}",
+        out_dir.display()
+    );
+    if docs {
+        docs::publish(&chart, &text::markdown(results, &tables, docs::CHART_LINK))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::contention::{ContentionResult, Lock, Mode, Sample};
+    use crate::results::machine::{Machine, Natives};
+    use crate::results::memory::MemoryResult;
+    use crate::results::profile::{PerCommand, ProfileResult, Row};
+    use crate::results::throughput::{GroupResult, Series};
+    use crate::results::Workload;
+    use crate::stats::wait_histogram;
+
+    fn sample(grants_per_s: f64, p50_ms: f64) -> Sample {
+        Sample {
+            grants_per_s,
+            p50_ms,
+            p90_ms: 2.0,
+            p99_ms: 3.5,
+            max_ms: 4.25,
+            wait_count: 12,
+            failed_per_grant: 0.0,
+            failed: 0,
+            lost: 0,
+            jain: 0.999,
+            per_client_grants: vec![3, 3, 3, 3],
+            waits: wait_histogram(),
+        }
+    }
+
+    /// A small run with a figure of every kind, NaN ones (nothing measured) included.
+    fn results() -> Results {
+        let series = |label: &str, samples: Vec<f64>| Series {
+            label: label.into(),
+            commands_per_op: 1,
+            samples,
+            busy: 2,
+            server_busy: vec![0.97, f64::NAN, 1.0],
+        };
+        Results {
+            machine: Machine {
+                cpu: "CPU".into(),
+                cpus: 2,
+                memory_gib: 24.0,
+                os: "OS".into(),
+                kernel: "6.1".into(),
+                server: "redis-7.0".into(),
+                redis: "Redis 7.0.15 (jemalloc-5.3.0)".into(),
+                server_binary: "redis-server".into(),
+                module: "libfencelock.so".into(),
+                placement: "not pinned".into(),
+            },
+            natives: Natives::default(),
+            workload: Workload {
+                smoke: true,
+                repetitions: 3,
+                connections: 50,
+                depth: 32,
+                pipelined_commands: 320,
+                unpipelined_commands: 20,
+                contention_ms: 200,
+                contention_clients: vec![4],
+                semaphore_clients: vec![],
+                semaphore_limit: 4,
+                memory_locks: 1000,
+                profile_commands: 200,
+            },
+            started_unix: 1_700_000_000,
+            elapsed_s: 12.5,
+            throughput: vec![GroupResult {
+                id: "acquire".into(),
+                title: "acquire on fresh keys".into(),
+                unit: "grants/s".into(),
+                depth: 32,
+                series: vec![
+                    series("LOCK.ACQUIRE", vec![688_123.4, 690_001.0, 685_000.5]),
+                    series("SET NX PX", vec![815_000.0, 773_000.25, 837_000.0]),
+                ],
+            }],
+            contention: [Mode::Block, Mode::Poll { retry_ms: 50 }]
+                .into_iter()
+                .map(|mode| ContentionResult {
+                    lock: Lock::Mutex,
+                    clients: 4,
+                    mode,
+                    samples: vec![sample(1500.0, 0.96), sample(1480.0, f64::NAN)],
+                })
+                .collect(),
+            memory: MemoryResult {
+                locks: 1000,
+                fencelock_held: vec![165.0, 165.0, 165.5],
+                set_held: vec![149.0, 149.0, 149.0],
+                set_with_fence_held: vec![223.1, 223.1, 223.1],
+                fencelock_left: vec![0.0, 0.0, 0.0],
+                lua_left: vec![84.65, 84.65, 84.65],
+            },
+            profile: ProfileResult {
+                rows: vec![
+                    Row {
+                        label: "PING".into(),
+                        cpu_us: f64::NAN,
+                        bytes_in: 14.0,
+                        bytes_out: 7.3,
+                        counts: None,
+                    },
+                    Row {
+                        label: "LOCK.ACQUIRE".into(),
+                        cpu_us: 1.57,
+                        bytes_in: 56.6,
+                        bytes_out: 62.3,
+                        counts: Some(PerCommand {
+                            instructions: 4210.0,
+                            allocations: 3.02,
+                        }),
+                    },
+                ],
+                without_callgrind: None,
+            },
+        }
+    }
+
+    fn written(results: Results) -> (ReportFile, String) {
+        let file = ReportFile {
+            ratios: results.ratios(),
+            targets: targets::evaluate(&results),
+            results,
+        };
+        let json = serde_json::to_string_pretty(&file).expect("a report serializes");
+        (file, json)
+    }
+
+    fn page(file: &ReportFile) -> String {
+        let tables = text::tables(&file.results, &file.targets);
+        text::markdown(&file.results, &tables, docs::CHART_LINK)
+    }
+
+    /// What `combine` reads back is what the run wrote: the same file again, and the
+    /// same tables (NaN figures come back as NaN, not as an error or a zero).
+    #[test]
+    fn report_json_reads_back_into_the_same_report() {
+        let (file, json) = written(results());
+        let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        assert_eq!(page(&back), page(&file));
+        assert!(back.results.profile.rows[0].cpu_us.is_nan());
+        assert!(back.results.contention[0].samples[1].p50_ms.is_nan());
+    }
+}

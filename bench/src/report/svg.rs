@@ -11,9 +11,8 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::measure::contender::{Lock, Mode};
-use crate::measure::contention::{self, MODES};
-use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
+use crate::results::contention::{Lock, Mode, MODES};
+use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
 use crate::results::{Ratio, Results};
 use crate::stats::wait_histogram;
 
@@ -33,7 +32,7 @@ const CDF_POINTS: u32 = 200;
 
 /// The target for a ratio, if it has one.
 fn target_for(r: &Ratio) -> Option<f64> {
-    match (r.group, r.depth > 1, r.baseline) {
+    match (r.group.as_str(), r.depth > 1, r.baseline.as_str()) {
         ("acquire", _, "SET NX PX") => Some(0.9),
         ("acquire", true, "SET NX PX + INCR fence") => Some(1.5),
         ("release", _, DELIFEQ | DELEX_IFEQ) | ("refresh", _, SET_IFEQ) => Some(0.95),
@@ -60,7 +59,7 @@ fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
     let n = ratios.len().max(1) as i32;
     let highest = ratios
         .iter()
-        .flat_map(|r| [r.spread.max, target_for(r).unwrap_or(0.0)])
+        .flat_map(|r| [r.spread().max, target_for(r).unwrap_or(0.0)])
         .filter(|x| x.is_finite())
         .fold(3.0_f64, f64::max);
     let x_max = (highest * 1.1 * 2.0).ceil() / 2.0;
@@ -115,7 +114,7 @@ fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
             .filter(|(_, r)| (r.depth > 1) == pipelined);
         chart
             .draw_series(rows.map(|(i, r)| {
-                let (y, median) = (row(i), r.spread.median.clamp(0.0, x_max));
+                let (y, median) = (row(i), r.spread().median.clamp(0.0, x_max));
                 let mut bar = Rectangle::new(
                     [
                         (0.0, SegmentValue::Exact(y)),
@@ -131,7 +130,7 @@ fn ratios_panel(area: &Area, ratios: &[Ratio]) -> Drawn {
     }
     let value = TextStyle::from(("sans-serif", 11)).pos(Pos::new(HPos::Left, VPos::Center));
     for (i, r) in ratios.iter().enumerate() {
-        let (y, s) = (row(i), r.spread);
+        let (y, s) = (row(i), r.spread());
         let (min, max) = (s.min.clamp(0.0, x_max), s.max.clamp(0.0, x_max));
         let center = || SegmentValue::CenterOf(y);
         chart.draw_series([PathElement::new(
@@ -182,7 +181,7 @@ fn wait_panel(area: &Area, results: &Results) -> Drawn {
         .ceil()
         .max(lo + 2.0);
     let decades: Vec<f64> = (lo as i32..=hi as i32).map(|d| 10f64.powi(d)).collect();
-    let setups = contention::setups(&results.settings);
+    let setups = results.workload.contention_setups();
     let panels = area.split_evenly((1, setups.len().max(1)));
     for (panel, &(lock, clients)) in panels.iter().zip(&setups) {
         let caption = match lock {

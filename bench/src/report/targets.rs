@@ -4,22 +4,10 @@
 //! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
 //! several servers line up.
 
-use crate::measure::contender::{Lock, Mode};
-use crate::measure::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
-use crate::results::Results;
-use crate::stats::{spread, Spread};
-
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub name: String,
-    pub wanted: String,
-    pub measured: Spread,
-    pub unit: &'static str,
-    /// Decimals the measured figures are shown with.
-    pub decimals: usize,
-    /// `None` when the run did not measure it (`--only`).
-    pub met: Option<bool>,
-}
+use crate::results::contention::{Lock, Mode};
+use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
+use crate::results::{Results, Target};
+use crate::stats::spread;
 
 #[derive(Clone, Copy)]
 enum Want {
@@ -60,7 +48,7 @@ fn target(name: String, want: Want, unit: &'static str, samples: Option<Vec<f64>
         wanted: want.describe(unit),
         met: (!samples.is_empty()).then(|| want.met(measured.median)),
         measured,
-        unit,
+        unit: unit.to_string(),
         decimals,
     }
 }
@@ -173,14 +161,14 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
     targets.extend(contention_targets(
         results,
         Lock::Mutex,
-        &results.settings.contention_clients,
+        &results.workload.contention_clients,
     ));
     targets.extend(contention_targets(
         results,
         Lock::Semaphore {
-            limit: results.settings.semaphore_limit,
+            limit: results.workload.semaphore_limit,
         },
-        &results.settings.semaphore_clients,
+        &results.workload.semaphore_clients,
     ));
     targets.push(target(
         "memory: bytes per held fencelock lock".into(),
@@ -246,7 +234,7 @@ fn contention_targets(results: &Results, lock: Lock, clients: &[usize]) -> Vec<T
             .iter()
             .filter(move |c| c.lock == lock && c.mode == Mode::Block)
     };
-    let block_failures: Vec<f64> = (0..results.settings.repetitions)
+    let block_failures: Vec<f64> = (0..results.workload.repetitions)
         .map(|rep| {
             blocking()
                 .filter_map(|c| c.samples.get(rep))

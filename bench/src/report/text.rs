@@ -1,10 +1,10 @@
 //! The human-readable report: the same tables printed on stdout and written as
-//! `report.md` (whose text also becomes the figures of docs/performance.md). `combine`
-//! reuses the targets and throughput tables per server.
+//! `report.md` (whose text also becomes the figures of docs/performance.md).
 
 use crate::report::table::{fixed, ms, rate, spread_with, Table};
-use crate::report::targets::Target;
-use crate::results::Results;
+use crate::results::contention::Sample;
+use crate::results::profile::PerCommand;
+use crate::results::{Results, Target};
 use crate::stats::spread;
 
 pub struct Tables {
@@ -36,13 +36,13 @@ fn profile(results: &Results) -> Table {
         "reply bytes",
     ]);
     for row in &results.profile.rows {
-        let counts = |f: fn(&crate::measure::profile::PerCommand) -> f64, decimals| {
+        let counts = |f: fn(&PerCommand) -> f64, decimals| {
             row.counts
                 .as_ref()
                 .map_or("n/a".to_string(), |c| fixed(decimals)(f(c)))
         };
         table.row(vec![
-            row.label.to_string(),
+            row.label.clone(),
             counts(|c| c.instructions, 0),
             counts(|c| c.allocations, 2),
             fixed(2)(row.cpu_us),
@@ -79,7 +79,7 @@ pub fn throughput(results: &Results) -> Table {
                     baseline.label,
                     spread_with(spread(&baseline.samples), rate)
                 ),
-                spread_with(ratio.spread, |x| format!("{x:.2}×")),
+                spread_with(ratio.spread(), |x| format!("{x:.2}×")),
             ]);
         }
     }
@@ -122,9 +122,8 @@ fn contention(results: &Results) -> Table {
         "Jain",
     ]);
     for entry in &results.contention {
-        let column = |f: fn(&crate::measure::contention::Sample) -> f64| {
-            spread(&entry.samples.iter().map(f).collect::<Vec<_>>())
-        };
+        let column =
+            |f: fn(&Sample) -> f64| spread(&entry.samples.iter().map(f).collect::<Vec<_>>());
         table.row(vec![
             entry.lock.label(),
             entry.clients.to_string(),
@@ -169,7 +168,7 @@ fn memory(results: &Results) -> Table {
 }
 
 fn run_description(results: &Results) -> String {
-    let s = &results.settings;
+    let s = &results.workload;
     format!(
         "{} run, {} repetitions (alternating order), {} connections, pipeline {} deep and unpipelined; \
          {} / {} commands per connection per pipelined / unpipelined run; contention runs of {} ms; \
