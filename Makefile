@@ -45,7 +45,7 @@ test: build build-panic-injection ## unit and integration tests
 
 lint: deps ## cargo fmt --check and clippy with warnings as errors
 	cargo fmt --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --all-targets --workspace -- -D warnings
 
 clean: ## remove target/: builds, virtualenvs, reports, release artifacts
 	cargo clean
