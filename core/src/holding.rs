@@ -32,11 +32,22 @@ impl Holding {
         if fence == 0 {
             return None;
         }
-        let compact = token::compact(token);
-        let (stored, flag): (&[u8], u16) = match &compact {
-            Some(raw) => (raw, COMPACT),
-            None => (token, 0),
-        };
+        match token::compact(token) {
+            Some(raw) => Self::pack_stored(&raw, COMPACT, fence),
+            None => Self::pack_stored(token, 0, fence),
+        }
+    }
+
+    /// Packs a token generated for this grant: its raw bytes are stored as they are,
+    /// the same holding `pack` makes of its hex spelling.
+    pub fn pack_generated(token: &token::Generated, fence: u64) -> Option<Box<Holding>> {
+        if fence == 0 {
+            return None;
+        }
+        Self::pack_stored(token.raw(), COMPACT, fence)
+    }
+
+    fn pack_stored(stored: &[u8], flag: u16, fence: u64) -> Option<Box<Holding>> {
         let len = u16::try_from(stored.len())
             .ok()
             .filter(|&l| usize::from(l) <= MAX_TOKEN_BYTES)?;
@@ -248,6 +259,22 @@ mod tests {
         assert_eq!(holding.fence(), 42);
         assert_eq!(holding.token().as_ref(), token.as_slice());
         assert!(holding.is_token(&token));
+    }
+
+    #[test]
+    fn a_generated_token_packs_as_its_hex_spelling_does() {
+        let generated = token::Generated::fresh();
+        let packed = Holding::pack_generated(&generated, 42).unwrap();
+        assert_eq!(
+            Some(packed.as_ref()),
+            Holding::pack(generated.hex(), 42).as_deref()
+        );
+        assert_eq!(packed.token().as_ref(), generated.hex());
+        assert_eq!(
+            token::compact(generated.hex()).as_ref(),
+            Some(generated.raw())
+        );
+        assert!(Holding::pack_generated(&generated, 0).is_none());
     }
 
     #[test]

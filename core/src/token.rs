@@ -5,11 +5,42 @@ use rand::RngCore;
 /// Random bytes in a generated token: 128 bits, printed as 32 lowercase hex characters.
 pub const GENERATED_TOKEN_BYTES: usize = 16;
 
-/// A fresh unguessable token. `ThreadRng` is a CSPRNG seeded and reseeded from the OS.
+/// A token generated for one grant: its random bytes and their hex spelling, both on
+/// the stack. A grant stores the bytes as they are (`Holding::pack_generated`) and
+/// replies with the hex, so it neither allocates for its token nor decodes the hex it
+/// has just encoded (that decode was the largest cost a grant had over a bare module
+/// command doing the same key work).
+#[derive(Clone, Copy)]
+pub struct Generated {
+    raw: [u8; GENERATED_TOKEN_BYTES],
+    hex: [u8; GENERATED_TOKEN_BYTES * 2],
+}
+
+impl Generated {
+    /// A fresh unguessable token. `ThreadRng` is a CSPRNG seeded and reseeded from the OS.
+    pub fn fresh() -> Self {
+        let mut raw = [0u8; GENERATED_TOKEN_BYTES];
+        rand::thread_rng().fill_bytes(&mut raw);
+        let mut hex = [0u8; GENERATED_TOKEN_BYTES * 2];
+        write_hex(&raw, &mut hex);
+        Self { raw, hex }
+    }
+
+    /// The token as clients see it: 32 lowercase hex characters.
+    pub fn hex(&self) -> &[u8] {
+        &self.hex
+    }
+
+    /// The 16 random bytes, as `compact` would decode them from `hex`.
+    pub fn raw(&self) -> &[u8; GENERATED_TOKEN_BYTES] {
+        &self.raw
+    }
+}
+
+/// A fresh unguessable token, as its hex spelling (for where the token must outlive
+/// the grant, such as a waiter's reply sent later).
 pub fn generate() -> Vec<u8> {
-    let mut raw = [0u8; GENERATED_TOKEN_BYTES];
-    rand::thread_rng().fill_bytes(&mut raw);
-    to_hex(&raw)
+    Generated::fresh().hex().to_vec()
 }
 
 const HEX: [u8; 16] = *b"0123456789abcdef";
@@ -17,13 +48,18 @@ const HEX: [u8; 16] = *b"0123456789abcdef";
 /// Lowercase hex spelling of `raw`.
 pub fn to_hex(raw: &[u8]) -> Vec<u8> {
     let mut printable = vec![0u8; raw.len() * 2];
+    write_hex(raw, &mut printable);
+    printable
+}
+
+/// Writes the hex spelling of `raw` into `printable` (twice its length).
+fn write_hex(raw: &[u8], printable: &mut [u8]) {
     for (pair, &byte) in printable.chunks_exact_mut(2).zip(raw) {
         if let [high, low] = pair {
             *high = HEX[usize::from(byte >> 4)];
             *low = HEX[usize::from(byte & 0x0f)];
         }
     }
-    printable
 }
 
 /// The 16 raw bytes behind a token spelled exactly as `generate` spells them (32

@@ -31,7 +31,7 @@ use std::cell::RefCell;
 use fencelock_core::error::CommandError;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
-use fencelock_core::token;
+use fencelock_core::token::Generated;
 use fencelock_core::waiters::{self, Waiters};
 use redis_module::{Context, RedisString};
 
@@ -244,7 +244,11 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         mode,
     } = waiter.wanted;
     let chosen_token = token.is_some();
-    let token = token.unwrap_or_else(token::generate);
+    // The waiter's reply is sent later, so the token is kept as its hex spelling.
+    let generated = (!chosen_token).then(Generated::fresh);
+    let token = token
+        .or_else(|| generated.map(|generated| generated.hex().to_vec()))
+        .unwrap_or_default();
     let issued = node_fence::with_clock(|clock| lock::issue(clock, clock::now_micros()));
     let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
@@ -256,7 +260,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         fence,
         deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
         mode,
-        fresh_token: !chosen_token,
+        generated: generated.as_ref(),
     };
     if effects::grant(ctx, key, &new).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left

@@ -2,15 +2,13 @@
 //! `[token, fence]` or nil. Exclusive by default; `SHARED` for a read-write lock's
 //! reader, `LIMIT n` for one of a semaphore's n permits.
 
-use std::borrow::Cow;
-
 use fencelock_core::args::{parse_mode, parse_options_and_flags, parse_timeout, parse_ttl};
 use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
 use fencelock_core::error::CommandError;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock::{self, Acquire as Decision, AcquireRequest};
 use fencelock_core::mode::Mode;
-use fencelock_core::token;
+use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::{to_redis, to_redis_on};
@@ -79,20 +77,21 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     // Waiters come first: if the lock has room because a holder's leaving has not been
     // settled yet, the queue takes it before this caller is considered.
     blocking::hand_off(ctx, &mut key);
-    let token = match request.token {
+    let generated = request.token.is_none().then(Generated::fresh);
+    let token: &[u8] = match (request.token, &generated) {
         // A token over the length limit may only renew the holding it already has.
-        Some(token) => {
+        (Some(token), _) => {
             if token.over_limit() {
                 token.holds(key.lock(), now_ms)?;
             }
-            Cow::Borrowed(token.bytes)
+            token.bytes
         }
-        None => Cow::Owned(token::generate()),
+        (None, generated) => generated.as_ref().map_or(&[], Generated::hex),
     };
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let asked = AcquireRequest {
-        token: &token,
+        token,
         mode: request.mode,
         max_holders: limits.max_holders,
         queued_before: blocking::anyone_waiting()
@@ -107,21 +106,21 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         Decision::Granted { .. } if server::out_of_memory(ctx) => Err(CommandError::OutOfMemory),
         Decision::Granted { fence } => {
             let new = NewHolder {
-                token: &token,
+                token,
                 fence,
                 deadline_ms: deadline,
                 mode: request.mode,
-                fresh_token: asked.fresh_token,
+                generated: generated.as_ref(),
             };
             let change = effects::grant(ctx, &mut key, &new)?;
             blocking::after(ctx, &mut key, change);
-            reply::grant(ctx, &token, fence);
+            reply::grant(ctx, token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Renewed { fence } => {
-            let change = effects::extend(ctx, &mut key, &token, deadline)?;
+            let change = effects::extend(ctx, &mut key, token, deadline)?;
             blocking::after(ctx, &mut key, change);
-            reply::grant(ctx, &token, fence);
+            reply::grant(ctx, token, fence);
             Ok(RedisValue::NoReply)
         }
         Decision::Busy => wait_or_give_up(ctx, &key, request, limits),

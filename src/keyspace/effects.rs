@@ -11,6 +11,7 @@ use fencelock_core::holding::Holding;
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
 use fencelock_core::shared::SharedHolders;
+use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
@@ -45,8 +46,9 @@ pub struct NewHolder<'a> {
     pub fence: u64,
     pub deadline_ms: i64,
     pub mode: Mode,
-    /// The token was generated for this grant, so it holds nothing here yet.
-    pub fresh_token: bool,
+    /// The token was generated for this grant (these are its bytes), so it holds
+    /// nothing here yet and is stored without decoding its hex.
+    pub generated: Option<&'a Generated>,
 }
 
 /// Makes `token` a holder under `fence` until `deadline_ms`, in `mode`: the key's value
@@ -59,10 +61,14 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
         fence,
         deadline_ms,
         mode,
-        fresh_token,
+        generated,
     } = *new;
-    let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    put_holder(key, holding, Some(deadline_ms), mode, fresh_token)?;
+    let holding = match generated {
+        Some(generated) => Holding::pack_generated(generated, fence),
+        None => Holding::pack(token, fence),
+    }
+    .ok_or(CommandError::InvalidToken)?;
+    put_holder(key, holding, Some(deadline_ms), mode, generated.is_some())?;
     let name = key.name();
     propagate(ctx, || {
         replicate::grant(ctx, name, token, fence, deadline_ms, mode)
