@@ -20,6 +20,9 @@ pub struct CommandSpec {
     /// `fencelock` category, which is what application users are given.
     pub replication_form: bool,
     pub summary: &'static str,
+    /// `COMMAND DOCS`: the release the command came in, and its cost.
+    pub since: &'static CStr,
+    pub complexity: &'static CStr,
     /// Redis convention: N exactly, -N at least N (counting the command name).
     pub arity: c_int,
     /// Key-spec flags of the key at position 1, or `None` for a command that declares
@@ -87,10 +90,9 @@ fn command_handle(ctx: &Context, name: &str) -> Option<*mut raw::RedisModuleComm
 /// everything it is given, so the structures can live on the stack.
 fn describe(ctx: &Context, command: &CommandSpec) {
     let set_info = api!(RedisModule_SetCommandInfo);
-    let (Some(handle), Ok(summary), Ok(since)) = (
+    let (Some(handle), Ok(summary)) = (
         command_handle(ctx, command.name),
         CString::new(command.summary),
-        CString::new(env!("CARGO_PKG_VERSION")),
     ) else {
         return;
     };
@@ -124,8 +126,8 @@ fn describe(ctx: &Context, command: &CommandSpec) {
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: summary.as_ptr(),
-        complexity: c"O(1)".as_ptr(),
-        since: since.as_ptr(),
+        complexity: command.complexity.as_ptr(),
+        since: command.since.as_ptr(),
         history: std::ptr::null_mut(),
         tips: std::ptr::null(),
         arity: command.arity,

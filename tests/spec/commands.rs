@@ -292,3 +292,43 @@ fn module_list_shows_the_crate_version() {
         .map(|pair| pair[1].clone());
     assert_eq!(version, Some(redis::Value::Int(expected)), "{ours:?}");
 }
+
+/// `COMMAND DOCS` names the release each command came in (the CHANGELOG's), not the
+/// running build's version.
+#[test]
+fn command_docs_name_the_release_each_command_came_in() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let first_release = [
+        "lock.acquire",
+        "lock.refresh",
+        "lock.release",
+        "lock.fence",
+        "lock.info",
+        "lock.apply",
+    ];
+    let second_release = [
+        "lock.drop",
+        "lock.guard",
+        "lock.fenced",
+        "lock.mark",
+        "lock.clock",
+    ];
+    let since = |name: &str, con: &mut Connection| -> String {
+        let docs: Vec<Value> = cmd("COMMAND").arg("DOCS").arg(name).query(con).unwrap();
+        let Some(Value::Array(fields)) = docs.get(1) else {
+            panic!("{name}: {docs:?}")
+        };
+        fields
+            .windows(2)
+            .find(|pair| pair[0] == Value::BulkString(b"since".to_vec()))
+            .map(|pair| redis::from_redis_value::<String>(pair[1].clone()).unwrap())
+            .unwrap_or_else(|| panic!("{name}: no since in {fields:?}"))
+    };
+    for name in first_release {
+        assert_eq!(since(name, &mut con), "0.1.0", "{name}");
+    }
+    for name in second_release {
+        assert_eq!(since(name, &mut con), "0.2.0", "{name}");
+    }
+}
