@@ -25,9 +25,14 @@ CARGO_TOOLS := target/cargo-tools
 # SOURCE_DATE_EPOCH would make cargo rebuild redis-module.
 source_date_epoch = SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)}
 
-# Shell code: writes the .deb into $(DIST_DIR), saying what it runs. make runs it
-# without `set -e`, hence the explicit exits.
+# The example config the package ships (Cargo.toml's assets) loads the module from
+# the path the package installs it at.
+DEB_CONF := target/package/redis.conf.example
+
+# Recipe lines: write the package's example config, then the .deb into $(DIST_DIR),
+# saying what they run. make runs the second without `set -e`, hence the explicit exits.
 define cargo_deb
+scripts/release-conf.sh /usr/lib/redis/modules/fencelock.so $(DEB_CONF)
 @if cargo deb --version >/dev/null 2>&1; then cargo_deb="cargo deb"; \
 else \
   cargo_deb=$(CARGO_TOOLS)/bin/cargo-deb; \

@@ -43,13 +43,8 @@ mkdir -p "$stage/$name" "$out"
 # Executable: Redis 7 refuses to load a module without an execute bit.
 install -m 755 "$module" "$stage/$name/fencelock.so"
 install -m 644 "$@" "$stage/$name/"
-# The example loads the module from a source checkout's build; beside the module it is
-# ./fencelock.so, started from the unpacked directory.
-conf=$stage/$name/redis.conf.example
-sed -e 's|^loadmodule \./target/release/libfencelock\.so$|loadmodule ./fencelock.so|' \
-    -e 's|^# Start it from the repository root: .*|# Start it from this directory: `redis-server redis.conf.example`.|' \
-    redis.conf.example >"$conf"
-grep -qx 'loadmodule ./fencelock.so' "$conf" || fail "redis.conf.example: no loadmodule line to point at ./fencelock.so"
+# The example as a release ships it: loading ./fencelock.so beside it.
+scripts/release-conf.sh ./fencelock.so "$stage/$name/redis.conf.example"
 (cd "$stage/$name" && LC_ALL=C sha256sum fencelock.so "$@" | LC_ALL=C sort -k 2 >SHA256SUMS)
 chmod 644 "$stage/$name/SHA256SUMS"
 chmod 755 "$stage/$name"
