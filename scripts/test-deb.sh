@@ -174,6 +174,16 @@ done
 shutdown_server "$port"
 say "include of $conffile (loadmodule and $settings settings uncommented) loads the module"
 
+# The example config the package ships must load the installed module as it stands
+# (only where it listens and writes is changed, by arguments after the file).
+example=/usr/share/doc/fencelock/examples/redis.conf.example
+port=$(free_port)
+start_server "$port" "$example" --port "$port" --bind 127.0.0.1 --dir "$work" \
+    --appendonly no --save ''
+check_module_listed "$port"
+shutdown_server "$port"
+say "$example loads the installed module"
+
 say "dpkg --purge fencelock"
 dpkg --purge fencelock
 if dpkg -s fencelock >/dev/null 2>&1; then
