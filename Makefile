@@ -6,6 +6,10 @@
 #   make help   every target, one line each (from the `## ` text on its rule)
 
 MODULE := target/release/libfencelock.so
+# What `build` builds: the module, and the benchmark's floor module (bench/floor, a
+# test-only cdylib: target/release/libfencelock_floor.so), which the benchmark loads
+# beside it and whose own tests (part of `make test`) load the built .so.
+BUILD_PACKAGES := -p fencelock -p fencelock-floor
 # A build with forced panics at the boundary (test only; tests/faults/panics.rs).
 PANIC_MODULE_DIR := target/panic-injection
 
@@ -18,8 +22,8 @@ all: build ## the default goal: build
 deps: ## install the Debian packages the build and tests need, when missing (root or sudo)
 	@scripts/install-deps.sh
 
-build: deps ## release build of the module: target/release/libfencelock.so
-	cargo build --release
+build: deps ## release build of the module (target/release/libfencelock.so) and the floor module
+	cargo build --release $(BUILD_PACKAGES)
 
 # Built in the same target directory (only the module itself recompiles), copied
 # aside, then the normal module is linked back in place.
@@ -27,7 +31,7 @@ build-panic-injection: deps ## the module with forced panics (tests only) in tar
 	cargo build --release --features panic-injection
 	mkdir -p $(PANIC_MODULE_DIR)
 	cp $(MODULE) $(PANIC_MODULE_DIR)/libfencelock.so
-	cargo build --release
+	cargo build --release $(BUILD_PACKAGES)
 
 run: build ## start redis-server with redis.conf.example
 	redis-server redis.conf.example

@@ -1,6 +1,8 @@
 # fencelock benchmark (bench/, the crate fencelock-bench): fencelock against the Lua-and-polling lock
-# pattern, the ZSET semaphore recipe and, where the server has them, its native owner
-# checks (DELIFEQ, SET IFEQ), in one run. Included by the Makefile (`include mk/*.mk`).
+# pattern, the ZSET semaphore recipe, where the server has them its native owner checks
+# (DELIFEQ, SET IFEQ), and the floor module (bench/floor, the crate fencelock-floor: the
+# same key work and nothing else, loaded beside fencelock; `build` builds it), in one
+# run. Included by the Makefile (`include mk/*.mk`).
 # The server launcher and the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
 #                     and target/bench/bench.svg; docs/ is left alone

@@ -1,7 +1,8 @@
-//! `make bench`: fencelock against the Lua-and-polling lock pattern and the server's
-//! own Lua-free owner checks where it has them, side by side, in one run. Starts its
-//! own server with the module (persistence off, through `testkit`; Redis 7.0, Redis
-//! 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle, contention on
+//! `make bench`: fencelock against the Lua-and-polling lock pattern, the server's own
+//! Lua-free owner checks where it has them and the floor module (`bench/floor`: the
+//! same key work and nothing else), side by side, in one run. Starts its own server
+//! with the module and the floor module (persistence off, through `testkit`; Redis
+//! 7.0, Redis 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle, contention on
 //! one key, memory and where the server's time goes per command, with every comparison
 //! alternating within each repetition, then prints a table and writes `report.json`,
 //! `report.md` and `bench.svg` (see `--help`); with `--docs` (`make bench-docs`) also

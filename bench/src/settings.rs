@@ -23,6 +23,8 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
             (default all)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
+  The modules loaded are FENCELOCK_MODULE and FENCELOCK_FLOOR_MODULE, else the release
+  builds target/release/libfencelock.so and libfencelock_floor.so (make build)
   combine   one markdown table out of the report.json of several runs (make bench-all)";
 
 /// The scenarios a run can include.

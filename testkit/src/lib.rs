@@ -1,7 +1,8 @@
 //! fencelock's development kit, shared by the integration tests (`tests/`) and the
 //! benchmark (`bench/`); never part of the module.
 //!
-//! - `paths`: which `redis-server` binary and which built module to use;
+//! - `paths`: which `redis-server` binary and which built modules to use (fencelock's,
+//!   and the benchmark's floor module);
 //! - `ports`: free loopback ports;
 //! - `server`: a real `redis-server` with the module loaded, in its own temporary
 //!   directory, killed on drop;
@@ -15,7 +16,7 @@ pub mod resp;
 pub mod server;
 
 pub use locks::*;
-pub use paths::{module_path, server_binary};
+pub use paths::{floor_module_path, module_path, server_binary};
 pub use ports::free_port;
 pub use redis::{cmd, Connection, Value};
 pub use server::{Options, Server};

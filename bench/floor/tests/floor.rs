@@ -3,50 +3,18 @@
 //! that a held floorlock costs what a held fencelock costs (`MEMORY USAGE` and
 //! `used_memory` per lock), which is what makes the floor rows comparable.
 //!
-//! The floor's `.so` is not built by `cargo test` (a cdylib): `cargo build --release -p
-//! fencelock-floor` first. `FENCELOCK_FLOOR_MODULE` picks another build.
+//! The floor's `.so` is not built by `cargo test` (a cdylib): `make build` (or `cargo
+//! build --release -p fencelock-floor`) first; a missing or stale build is refused
+//! (`testkit::floor_module_path`). `FENCELOCK_FLOOR_MODULE` picks another build.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use testkit::{cmd, Connection, Options, Server, Value};
 
-const BUILD: &str = "run cargo build --release -p fencelock-floor";
-
-/// The built floor module: `FENCELOCK_FLOOR_MODULE`, else the workspace's release
-/// build; refused when missing or older than its sources.
+/// The built floor module (testkit's finder, shared with the benchmark).
 fn floor_module() -> PathBuf {
-    if let Some(chosen) = std::env::var_os("FENCELOCK_FLOOR_MODULE") {
-        return PathBuf::from(chosen);
-    }
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| testkit::paths::workspace_root().join("target"));
-    let built = target.join("release/libfencelock_floor.so");
-    let built_at =
-        modified(&built).unwrap_or_else(|| panic!("{} is missing: {BUILD}", built.display()));
-    let sources = std::fs::read_dir(crate_dir.join("src"))
-        .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
-        .unwrap_or_else(|_| Vec::new());
-    if let Some(newer) = sources
-        .iter()
-        .chain([crate_dir.join("Cargo.toml")].iter())
-        .find(|source| modified(source).is_some_and(|at| at > built_at))
-    {
-        panic!(
-            "{} is older than {}: {BUILD}",
-            built.display(),
-            newer.display()
-        );
-    }
-    built
-}
-
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path)
-        .and_then(|meta| meta.modified())
-        .ok()
+    testkit::floor_module_path()
 }
 
 /// A server with the floor module alone.

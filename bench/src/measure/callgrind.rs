@@ -6,10 +6,11 @@
 //! `<not supported>`).
 //!
 //! Started here rather than through `testkit`, because the profiler wraps the server
-//! binary; the server gets the same arguments the benchmark's own server gets.
+//! binary; the server gets the same arguments and modules (fencelock and the floor)
+//! the benchmark's own server gets.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,8 +59,9 @@ fn run_quietly(program: &str, args: &[&str]) -> io::Result<bool> {
 }
 
 impl Callgrind {
-    /// `Ok(None)` where valgrind is not installed (CI, most laptops).
-    pub fn start(binary: &str, module: &Path) -> io::Result<Option<Self>> {
+    /// `Ok(None)` where valgrind is not installed (CI, most laptops). Each of `modules`
+    /// is loaded, in order.
+    pub fn start(binary: &str, modules: &[PathBuf]) -> io::Result<Option<Self>> {
         if !run_quietly("valgrind", &["--version"]).unwrap_or(false)
             || !run_quietly("callgrind_control", &["--version"]).unwrap_or(false)
         {
@@ -69,7 +71,8 @@ impl Callgrind {
         let dir = testkit::tempfile::Builder::new()
             .prefix("fencelock-callgrind-")
             .tempdir()?;
-        let child = Command::new("valgrind")
+        let mut command = Command::new("valgrind");
+        command
             .args([
                 "--tool=callgrind",
                 "--dump-instr=no",
@@ -85,9 +88,11 @@ impl Callgrind {
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .arg("--dir")
             .arg(dir.path())
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--loadmodule")
-            .arg(module)
+            .args(["--save", "", "--appendonly", "no"]);
+        for module in modules {
+            command.arg("--loadmodule").arg(module);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;

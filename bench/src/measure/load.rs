@@ -14,11 +14,8 @@ use std::time::Instant;
 
 use testkit::resp::{Conn, Reply};
 
-use crate::measure::operation::{Keys, Op, Outcome};
+use crate::measure::operation::{Keys, Op, Outcome, CONN_STRIDE};
 use crate::measure::recipes::Recipe;
-
-/// Key numbers of one connection start at `conn * CONN_STRIDE` (see `Keys`).
-const CONN_STRIDE: u64 = 1_000_000_000;
 
 /// What a run did: operations completed, operations that found their key taken, and
 /// the wall-clock time from the common start to the last connection's end.
@@ -57,7 +54,9 @@ pub fn run(
                     let mut session = Session::new(recipe, index, ops_per_conn);
                     barrier.wait();
                     let result = session.drive(conn, depth);
-                    result.map(|()| (session.completed, session.busy, Instant::now()))
+                    let end = Instant::now();
+                    result.and_then(|()| session.publish_granted())?;
+                    Ok((session.completed, session.busy, end))
                 })
             })
             .collect();
@@ -101,6 +100,9 @@ struct Session<'a> {
     completed: u64,
     busy: u64,
     rng: u64,
+    /// The tokens granted so far, by key place, where the recipe keeps them
+    /// (`Command::records_tokens`): published into `recipe.held` at the end.
+    granted: Vec<Vec<u8>>,
 }
 
 impl<'a> Session<'a> {
@@ -115,7 +117,33 @@ impl<'a> Session<'a> {
             completed: 0,
             busy: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (conn as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            granted: Vec::new(),
         }
+    }
+
+    /// Hands the tokens this connection was granted to the recipe's `HeldTokens`, for
+    /// the timed run that follows the set-up (a recipe that keeps none has none).
+    fn publish_granted(&mut self) -> io::Result<()> {
+        if !self.recipe.command.records_tokens() {
+            return Ok(());
+        }
+        let granted = std::mem::take(&mut self.granted);
+        if self.recipe.held.publish(self.conn, granted) {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "connection {}: nowhere to keep the tokens granted",
+                self.conn
+            )))
+        }
+    }
+
+    fn record_granted(&mut self, op: &mut Op) {
+        let place = usize::try_from(op.key % CONN_STRIDE).unwrap_or(usize::MAX);
+        if place >= self.granted.len() {
+            self.granted.resize(place + 1, Vec::new());
+        }
+        self.granted[place] = std::mem::take(&mut op.token);
     }
 
     fn next_key(&mut self) -> u64 {
@@ -170,7 +198,12 @@ impl<'a> Session<'a> {
                 op.step += 1;
                 self.ready.push_back(op);
             }
-            Outcome::Done => self.completed += 1,
+            Outcome::Done => {
+                if self.recipe.command.records_tokens() {
+                    self.record_granted(&mut op);
+                }
+                self.completed += 1;
+            }
             Outcome::Busy => {
                 self.busy += 1;
                 self.to_start += 1;

@@ -6,7 +6,7 @@
 use std::io;
 
 use testkit::resp::Conn;
-use testkit::{module_path, server_binary};
+use testkit::{floor_module_path, module_path, server_binary};
 
 use crate::measure::server::info_field;
 use crate::results::machine::Machine;
@@ -63,6 +63,7 @@ pub fn describe(conn: &mut Conn, server: &str, placement: Option<&str>) -> io::R
         redis: format!("{product} ({allocator})"),
         server_binary: server_binary(),
         module: module_path().display().to_string(),
+        floor_module: floor_module_path().display().to_string(),
         placement: placement
             .unwrap_or("not pinned (server and load generator share all CPUs)")
             .to_string(),

@@ -1,7 +1,8 @@
 //! Scenario 4: memory. Bytes per held lock (`used_memory` delta over N locks) for a
-//! fencelock lock (server-generated token) and a `SET NX PX` lock with a 22-character
-//! token; and bytes left behind per released lock name: fencelock deletes the key,
-//! the Lua pattern keeps its `fence:` counter forever.
+//! fencelock lock (server-generated token), a floor-module lock (`FLOOR.ACQUIRE`: the
+//! same holding, nothing else; same key names, same count) and a `SET NX PX` lock with
+//! a 22-character token; and bytes left behind per released lock name: fencelock and
+//! the floor delete the key, the Lua pattern keeps its `fence:` counter forever.
 //!
 //! `used_memory` is read on a separate idle connection after the loading connection
 //! has closed, so client buffers do not count; after releases the reading waits until
@@ -78,18 +79,43 @@ fn per_lock(before: i64, after: i64, n: u64) -> f64 {
     (after - before) as f64 / n as f64
 }
 
-fn measure_fencelock(server: &Server, probe: &mut Conn, n: u64) -> io::Result<(f64, f64)> {
+/// A module's lock commands: fencelock's, or the floor module's.
+#[derive(Clone, Copy)]
+struct Module {
+    acquire: &'static str,
+    release: &'static str,
+}
+
+const FENCELOCK: Module = Module {
+    acquire: "LOCK.ACQUIRE",
+    release: "LOCK.RELEASE",
+};
+
+const FLOOR: Module = Module {
+    acquire: "FLOOR.ACQUIRE",
+    release: "FLOOR.RELEASE",
+};
+
+/// Bytes per held lock and per released lock name of one module, its tokens the ones
+/// the server generated.
+fn measure_module(
+    server: &Server,
+    probe: &mut Conn,
+    module: Module,
+    n: u64,
+) -> io::Result<(f64, f64)> {
     flush(probe)?;
     let before = settled_memory(probe)?;
     let mut tokens = vec![Vec::new(); usize::try_from(n).unwrap_or(0)];
+    let (acquire, release) = (module.acquire, module.release);
     pipeline(
         server,
         n,
-        |i, out| encode(out, &[b"LOCK.ACQUIRE", lock_key(i).as_bytes(), LEASE]),
+        |i, out| encode(out, &[acquire.as_bytes(), lock_key(i).as_bytes(), LEASE]),
         |i, reply| {
             let (token, _) = reply
                 .grant()
-                .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))?;
+                .ok_or_else(|| io::Error::other(format!("{acquire} replied {reply:?}")))?;
             tokens[i as usize] = token.to_vec();
             Ok(())
         },
@@ -101,10 +127,14 @@ fn measure_fencelock(server: &Server, probe: &mut Conn, n: u64) -> io::Result<(f
         |i, out| {
             encode(
                 out,
-                &[b"LOCK.RELEASE", lock_key(i).as_bytes(), &tokens[i as usize]],
+                &[
+                    release.as_bytes(),
+                    lock_key(i).as_bytes(),
+                    &tokens[i as usize],
+                ],
             )
         },
-        |_, reply| expect("LOCK.RELEASE", reply.integer() == Some(1), &reply),
+        |_, reply| expect(release, reply.integer() == Some(1), &reply),
     )?;
     let left = settled_memory(probe)?;
     Ok((per_lock(before, held, n), per_lock(before, left, n)))
@@ -170,15 +200,28 @@ pub fn run(server: &Server, locks: u64, repetitions: usize) -> io::Result<Memory
         locks,
         ..MemoryResult::default()
     };
+    // Alternating order, as throughput: fencelock, floor, SET NX PX, then the reverse;
+    // fencelock and the floor always measured one after the other.
     for rep in 0..repetitions {
-        let fencelock_first = rep % 2 == 0;
-        for turn in 0..2 {
-            if (turn == 0) == fencelock_first {
-                let (held, left) = measure_fencelock(server, &mut probe, locks)?;
+        let mut turns = [0, 1, 2];
+        if rep % 2 == 1 {
+            turns.reverse();
+        }
+        for turn in turns {
+            if turn == 0 {
+                let (held, left) = measure_module(server, &mut probe, FENCELOCK, locks)?;
                 result.fencelock_held.push(held);
                 result.fencelock_left.push(left);
                 eprintln!(
                     "  [rep {}/{repetitions}] fencelock: {held:.1} B per held lock, {left:.2} B left per released name",
+                    rep + 1
+                );
+            } else if turn == 1 {
+                let (held, left) = measure_module(server, &mut probe, FLOOR, locks)?;
+                result.floor_held.push(held);
+                result.floor_left.push(left);
+                eprintln!(
+                    "  [rep {}/{repetitions}] floor module: {held:.1} B per held lock, {left:.2} B left per released name",
                     rep + 1
                 );
             } else {

@@ -1,8 +1,11 @@
 //! What the load driver and the recipes it runs agree on: one operation in progress,
-//! how its key number is chosen, what a reply means for it, and the token a
-//! connection uses where the client chooses one. Below both, so that the driver
-//! (`load`) can run a `Recipe` and a recipe can describe its operations without either
-//! importing the other.
+//! how its key number is chosen, what a reply means for it, the token a connection
+//! uses where the client chooses one, and the tokens a set-up was granted where the
+//! server chooses them (`HeldTokens`). Below both, so that the driver (`load`) can run
+//! a `Recipe` and a recipe can describe its operations without either importing the
+//! other.
+
+use std::sync::{Arc, OnceLock};
 
 /// One operation in progress: its number on its connection (unique there), its key
 /// number, the step it is at, and the token it learnt or chose.
@@ -26,6 +29,9 @@ pub enum Outcome {
     Unexpected(String),
 }
 
+/// Key numbers of one connection start at `conn * CONN_STRIDE` (see `Keys`).
+pub const CONN_STRIDE: u64 = 1_000_000_000;
+
 /// How an operation's key number is chosen.
 #[derive(Clone, Copy)]
 pub enum Keys {
@@ -48,4 +54,41 @@ pub fn client_token(conn: usize) -> [u8; 22] {
         rest /= 10;
     }
     token
+}
+
+/// The tokens a set-up was granted, per connection, by the key's place in that
+/// connection's sequence (`key - conn * CONN_STRIDE`), for a timed run that releases
+/// or refreshes keys whose token the server chose (the floor module's: it takes no
+/// client token). Each connection of the set-up publishes its tokens once, when it has
+/// finished; the timed run only reads them (no lock per command). Empty, and never
+/// written, for every other recipe.
+#[derive(Clone, Debug, Default)]
+pub struct HeldTokens(Arc<Vec<OnceLock<Vec<Vec<u8>>>>>);
+
+impl HeldTokens {
+    /// Room for the tokens of `connections` connections.
+    pub fn new(connections: usize) -> Self {
+        Self(Arc::new(
+            (0..connections).map(|_| OnceLock::new()).collect(),
+        ))
+    }
+
+    /// Publishes connection `conn`'s tokens, indexed by key place; `false` if that
+    /// connection has no room or has published already.
+    pub fn publish(&self, conn: usize, tokens: Vec<Vec<u8>>) -> bool {
+        self.0
+            .get(conn)
+            .is_some_and(|slot| slot.set(tokens).is_ok())
+    }
+
+    /// The token connection `conn` holds key number `key` with; empty when there is
+    /// none (which the server refuses, so a missing set-up shows as an error).
+    pub fn token(&self, conn: usize, key: u64) -> &[u8] {
+        let place = usize::try_from(key % CONN_STRIDE).unwrap_or(usize::MAX);
+        self.0
+            .get(conn)
+            .and_then(OnceLock::get)
+            .and_then(|tokens| tokens.get(place))
+            .map_or(&[], Vec::as_slice)
+    }
 }

@@ -6,7 +6,9 @@
 //! - on a second server run under callgrind (where valgrind is installed; not in a
 //!   smoke run): instructions executed and calls into the allocator.
 //!
-//! `PING` is the floor every command pays (read, parse, dispatch, reply, write).
+//! `PING` is the cost every command pays (read, parse, dispatch, reply, write); the
+//! floor module's `FLOOR.*` rows, next to fencelock's, the cost of the key work a
+//! lock command does through the module API and nothing else.
 
 use std::io;
 use std::time::Duration;
@@ -21,20 +23,25 @@ use crate::measure::server::{self, flush, info_field, Server};
 use crate::measure::throughput::prepare;
 use crate::results::machine::Natives;
 use crate::results::profile::{PerCommand, ProfileResult, Row};
-use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, SET_IFEQ};
+use crate::results::throughput::{
+    DELEX_IFEQ, DELIFEQ, FLOOR_ACQUIRE, FLOOR_REFRESH, FLOOR_RELEASE, SET_IFEQ,
+};
 use crate::results::Workload;
 
 /// What is profiled, module commands next to what they replace.
 const KINDS: &[(&str, Command)] = &[
     ("PING", Command::Ping),
     ("LOCK.ACQUIRE", Command::LockAcquire),
+    (FLOOR_ACQUIRE, Command::FloorAcquire),
     ("SET NX PX", Command::SetNxPx),
     ("INCR fence", Command::Incr),
     ("LOCK.RELEASE", Command::LockRelease),
+    (FLOOR_RELEASE, Command::FloorRelease),
     ("Lua release (EVALSHA)", Command::LuaRelease),
     (DELIFEQ, Command::DelIfEq),
     (DELEX_IFEQ, Command::DelexIfEq),
     ("LOCK.REFRESH", Command::LockRefresh),
+    (FLOOR_REFRESH, Command::FloorRefresh),
     ("Lua refresh (EVALSHA)", Command::LuaRefresh),
     (SET_IFEQ, Command::SetIfEq),
     ("LOCK.FENCE", Command::LockFence),
@@ -77,10 +84,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
         .copied()
         .filter(|&(_, command)| natives.has(command))
         .collect();
-    let recipe = |command| Recipe {
-        command,
-        scripts: scripts.clone(),
-    };
+    let recipe = |command| Recipe::new(command, &scripts);
     let ops = workload.profile_commands;
     let commands = (ops * workload.connections as u64) as f64;
     // CPU time of one run: its connections' accept and close are not the command's,
@@ -104,7 +108,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
     for &(label, command) in &kinds {
         let recipe = recipe(command);
         flush(&mut admin)?;
-        prepare(server.port, workload, &recipe, ops)?;
+        let recipe = prepare(server.port, workload, &recipe, ops)?;
         let (in_before, out_before) = net_bytes(&mut admin)?;
         let cpu = cpu_of_run(&recipe, ops)? - connections_cpu;
         let (in_after, out_after) = net_bytes(&mut admin)?;
@@ -124,8 +128,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
             without_callgrind: Some("not in a smoke run".into()),
         });
     }
-    let Some(profiled) = Callgrind::start(&testkit::server_binary(), &testkit::module_path())?
-    else {
+    let Some(profiled) = Callgrind::start(&testkit::server_binary(), &server::modules()?)? else {
         return Ok(ProfileResult {
             rows,
             without_callgrind: Some("valgrind is not installed".into()),
@@ -152,7 +155,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
     for (row, &(label, command)) in rows.iter_mut().zip(&kinds) {
         let recipe = recipe(command);
         flush(&mut conn)?;
-        prepare(profiled.port, workload, &recipe, CALLGRIND_COMMANDS)?;
+        let recipe = prepare(profiled.port, workload, &recipe, CALLGRIND_COMMANDS)?;
         let counts = counts_of_run(&recipe, CALLGRIND_COMMANDS)?;
         let per = PerCommand {
             instructions: counts.instructions.saturating_sub(connections.instructions) as f64 / n,

@@ -6,6 +6,12 @@
 //! server would pick instead: `DELIFEQ key token`, `DELEX key IFEQ token` and
 //! `SET key token IFEQ token PX ttl`.
 //!
+//! The floor module's commands (`bench/floor`, loaded beside fencelock): the same key
+//! work as fencelock's lock commands and nothing else. `FLOOR.ACQUIRE key ttl` on fresh
+//! keys as `LOCK.ACQUIRE`; `FLOOR.RELEASE key token` and `FLOOR.REFRESH key token ttl`
+//! on keys a set-up `FLOOR.ACQUIRE` holds, with the token it was granted (the floor
+//! takes no client token: the set-up keeps each connection's grants, `HeldTokens`).
+//!
 //! The lock cycles (acquire with a fence, then release, on random keys) are recipes of
 //! several steps — fencelock: `LOCK.ACQUIRE` (token and fence in the reply), then
 //! `LOCK.RELEASE` with that token; the Lua pattern: `SET NX PX`, `INCR fence:key` once
@@ -22,7 +28,7 @@
 use testkit::resp::{encode, Reply};
 
 use crate::measure::lua::{data_key, fence_key, lock_key, mark_key, Name, Scripts};
-use crate::measure::operation::{client_token, Keys, Op, Outcome};
+use crate::measure::operation::{client_token, HeldTokens, Keys, Op, Outcome};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";
@@ -48,12 +54,16 @@ pub const SEMAPHORE_LIMIT: &[u8] = b"64";
 pub enum Command {
     /// `LOCK.ACQUIRE key ttl` on a fresh key (server-generated token).
     LockAcquire,
+    /// `FLOOR.ACQUIRE key ttl` on a fresh key: the floor module's grant.
+    FloorAcquire,
     /// `SET key token NX PX ttl` on a fresh key.
     SetNxPx,
     /// `SET key token NX PX ttl`, then on success `INCR fence:key`: the fenced grant.
     SetNxPxIncr,
     /// `LOCK.RELEASE key token` on a key the token holds.
     LockRelease,
+    /// `FLOOR.RELEASE key token` on a key the floor granted to that token.
+    FloorRelease,
     /// `EVALSHA release 1 key token` on a key the token holds.
     LuaRelease,
     /// `DELIFEQ key token` on a key the token holds (Valkey 9).
@@ -62,6 +72,8 @@ pub enum Command {
     DelexIfEq,
     /// `LOCK.REFRESH key token ttl` on a key the token holds.
     LockRefresh,
+    /// `FLOOR.REFRESH key token ttl` on a key the floor granted to that token.
+    FloorRefresh,
     /// `EVALSHA refresh 1 key token ttl` on a key the token holds.
     LuaRefresh,
     /// `SET key token IFEQ token PX ttl` on a key the token holds (Valkey 9, Redis 8.4+).
@@ -96,6 +108,8 @@ pub enum Command {
     HoldWithFencelock,
     /// Set-up: `SET key token PX ttl`.
     HoldWithSet,
+    /// Set-up: `FLOOR.ACQUIRE key ttl`, each granted token kept (`records_tokens`).
+    HoldWithFloor,
 }
 
 /// Untimed keys a variant needs before its run.
@@ -111,6 +125,7 @@ impl Command {
     pub fn keys(self) -> Keys {
         match self {
             Command::LockRefresh
+            | Command::FloorRefresh
             | Command::LuaRefresh
             | Command::SetIfEq
             | Command::LockFence
@@ -130,6 +145,8 @@ impl Command {
     pub fn setup(self) -> Option<Setup> {
         match self {
             Command::LockRelease => Some(Setup::SameKeys(Command::HoldWithFencelock)),
+            Command::FloorRelease => Some(Setup::SameKeys(Command::HoldWithFloor)),
+            Command::FloorRefresh => Some(Setup::Held(Command::HoldWithFloor)),
             Command::LuaRelease | Command::DelIfEq | Command::DelexIfEq => {
                 Some(Setup::SameKeys(Command::HoldWithSet))
             }
@@ -141,6 +158,12 @@ impl Command {
             }
             _ => None,
         }
+    }
+
+    /// Whether a run keeps the tokens it is granted, for the timed run after it (the
+    /// floor's set-up: its release and refresh need the server's tokens).
+    pub fn records_tokens(self) -> bool {
+        matches!(self, Command::HoldWithFloor)
     }
 
     pub fn commands_per_op(self) -> u64 {
@@ -155,10 +178,23 @@ impl Command {
     }
 }
 
-/// A `Command` with the script SHA1s its `EVALSHA`s need.
+/// A `Command` with the script SHA1s its `EVALSHA`s need, and the tokens its set-up
+/// was granted (where the server chose them; else empty).
+#[derive(Clone)]
 pub struct Recipe {
     pub command: Command,
     pub scripts: Scripts,
+    pub held: HeldTokens,
+}
+
+impl Recipe {
+    pub fn new(command: Command, scripts: &Scripts) -> Self {
+        Self {
+            command,
+            scripts: scripts.clone(),
+            held: HeldTokens::default(),
+        }
+    }
 }
 
 /// The ZSET semaphore's token for operation `id` of connection `conn`: the
@@ -183,6 +219,20 @@ impl Recipe {
             (Command::LockAcquire | Command::FencelockCycle, 0) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, TTL])
             }
+            (Command::FloorAcquire, _) => encode(out, &[b"FLOOR.ACQUIRE", key, TTL]),
+            (Command::FloorRelease, _) => {
+                encode(out, &[b"FLOOR.RELEASE", key, self.held.token(conn, op.key)])
+            }
+            (Command::FloorRefresh, _) => encode(
+                out,
+                &[
+                    b"FLOOR.REFRESH",
+                    key,
+                    self.held.token(conn, op.key),
+                    LONG_TTL,
+                ],
+            ),
+            (Command::HoldWithFloor, _) => encode(out, &[b"FLOOR.ACQUIRE", key, LONG_TTL]),
             (Command::SemaphoreCycle, 0) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, TTL, b"LIMIT", SEMAPHORE_LIMIT])
             }
@@ -291,14 +341,18 @@ impl Recipe {
             ) if reply.is_nil() => return Outcome::Busy,
             // The semaphore script answers 0 when every permit is taken.
             (Command::LuaSemaphoreCycle, 0) if reply.integer() == Some(0) => return Outcome::Busy,
-            (Command::FencelockCycle | Command::SemaphoreCycle, 0) => match reply.grant() {
-                Some((token, _fence)) => {
-                    op.token = token.to_vec();
-                    true
+            (Command::FencelockCycle | Command::SemaphoreCycle | Command::HoldWithFloor, 0) => {
+                match reply.grant() {
+                    Some((token, _fence)) => {
+                        op.token = token.to_vec();
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
-            },
-            (Command::LockAcquire | Command::HoldWithFencelock, _) => reply.grant().is_some(),
+            }
+            (Command::LockAcquire | Command::FloorAcquire | Command::HoldWithFencelock, _) => {
+                reply.grant().is_some()
+            }
             (Command::SetNxPx | Command::HoldWithSet, _) => reply.is_ok(),
             (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 0)
             | (Command::SetIfEq, _) => reply.is_ok(),
@@ -312,8 +366,8 @@ impl Recipe {
                 Command::LockGuard | Command::LuaGuard | Command::LockFenced | Command::LuaFenced,
                 _,
             ) => reply.is_ok(),
-            // Releases and refreshes, fencelock's, the scripts' and the native ones,
-            // answer 1 on a hit; so do the semaphore script's grant and `ZREM`.
+            // Releases and refreshes, fencelock's, the floor's, the scripts' and the
+            // native ones, answer 1 on a hit; so do the semaphore script's grant and `ZREM`.
             _ => reply.integer() == Some(1),
         };
         match (hit, last) {

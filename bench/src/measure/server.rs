@@ -1,10 +1,13 @@
 //! The redis-server under test, launched by `testkit` (module loaded, persistence off,
 //! own port and temporary directory, `SHUTDOWN NOSAVE` on drop so a server run under a
-//! profiler writes its profile). This file adds what only the benchmark needs: the
+//! profiler writes its profile), with the floor module (`bench/floor`) loaded beside
+//! fencelock for the floor rows. Nothing reads its replication stream (no replica, no
+//! AOF): the setting the floor's verbatim propagation is only right in. This file adds what only the benchmark needs: the
 //! CPU placement of server and load generator, the server's on-CPU time, and the small
 //! admin calls the scenarios share (flush, INFO fields, script loading).
 
 use std::io;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use testkit::resp::Conn;
@@ -43,17 +46,26 @@ pub fn pin_self() -> io::Result<()> {
     }
 }
 
-/// Starts the server, pinned to `SERVER_CPU` when `pinned`. The module is checked
-/// first: a missing build is the usual mistake and deserves a plain message.
-pub fn start(pinned: bool) -> io::Result<Server> {
-    let module = testkit::module_path();
-    if !module.exists() {
+/// The modules the server loads, fencelock's first, then the floor module. Checked
+/// first: a missing build is the usual mistake and deserves a plain message (testkit
+/// refuses a stale one).
+pub fn modules() -> io::Result<[PathBuf; 2]> {
+    let modules = [testkit::module_path(), testkit::floor_module_path()];
+    if let Some(missing) = modules.iter().find(|module| !module.exists()) {
         return Err(io::Error::other(format!(
-            "{} not found: run `cargo build --release` first",
-            module.display()
+            "{} not found: run `make build` first",
+            missing.display()
         )));
     }
+    Ok(modules)
+}
+
+/// Starts the server with both modules, pinned to `SERVER_CPU` when `pinned`.
+pub fn start(pinned: bool) -> io::Result<Server> {
+    let [module, floor] = modules()?;
     Ok(Server::with_options(testkit::Options {
+        module: Some(module),
+        args: vec!["loadmodule".into(), floor.display().to_string()],
         cpu: pinned.then_some(SERVER_CPU),
         graceful_stop: true,
         ..testkit::Options::default()

@@ -1,9 +1,10 @@
 //! Scenarios 1 and 2: per-command throughput, the lock cycle and the semaphore cycle,
-//! fencelock against the Lua pattern (the ZSET recipe for the semaphore) and, where
-//! the server has them, its native owner checks, pipelined and unpipelined. Every
-//! comparison runs its variants
-//! back to back within each repetition, in alternating order (ABC, CBA, …), on a
-//! flushed server, with any set-up (keys held by the right token) untimed.
+//! fencelock against the Lua pattern (the ZSET recipe for the semaphore), where the
+//! server has them its native owner checks, and for acquire, release and refresh the
+//! floor module (`bench/floor`: the same key work and nothing else), pipelined and
+//! unpipelined. Every comparison runs its variants back to back within each
+//! repetition, in alternating order (ABC, CBA, …), on a flushed server, with any
+//! set-up (keys held by the right token) untimed.
 
 use std::io;
 
@@ -11,17 +12,19 @@ use testkit::resp::Conn;
 
 use crate::measure::load;
 use crate::measure::lua::Scripts;
-use crate::measure::operation::Keys;
+use crate::measure::operation::{HeldTokens, Keys};
 use crate::measure::recipes::{Command, Recipe, Setup, HELD_PER_CONN};
 use crate::measure::server::{self, flush, Server};
 use crate::results::machine::Natives;
 use crate::results::throughput::{
-    GroupResult, Series, DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE,
+    GroupResult, Series, DELEX_IFEQ, DELIFEQ, FLOOR_ACQUIRE, FLOOR_REFRESH, FLOOR_RELEASE,
+    NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE,
 };
 use crate::results::Workload;
 
 /// One comparison: the fencelock variant first, then the baselines (those the server
-/// cannot run are left out).
+/// cannot run are left out). The floor comes right after fencelock's variant: the two
+/// compared most closely also run next to each other.
 struct Group {
     id: &'static str,
     title: &'static str,
@@ -36,6 +39,7 @@ const GROUPS: [Group; 8] = [
         unit: "grants/s",
         variants: &[
             ("LOCK.ACQUIRE", Command::LockAcquire),
+            (FLOOR_ACQUIRE, Command::FloorAcquire),
             ("SET NX PX", Command::SetNxPx),
             ("SET NX PX + INCR fence", Command::SetNxPxIncr),
         ],
@@ -46,6 +50,7 @@ const GROUPS: [Group; 8] = [
         unit: "releases/s",
         variants: &[
             ("LOCK.RELEASE", Command::LockRelease),
+            (FLOOR_RELEASE, Command::FloorRelease),
             ("Lua release (EVALSHA)", Command::LuaRelease),
             (DELIFEQ, Command::DelIfEq),
             (DELEX_IFEQ, Command::DelexIfEq),
@@ -57,6 +62,7 @@ const GROUPS: [Group; 8] = [
         unit: "refreshes/s",
         variants: &[
             ("LOCK.REFRESH", Command::LockRefresh),
+            (FLOOR_REFRESH, Command::FloorRefresh),
             ("Lua refresh (EVALSHA)", Command::LuaRefresh),
             (SET_IFEQ, Command::SetIfEq),
         ],
@@ -158,10 +164,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
                 }
                 for v in order {
                     let (label, command) = variants[v];
-                    let recipe = Recipe {
-                        command,
-                        scripts: scripts.clone(),
-                    };
+                    let recipe = Recipe::new(command, &scripts);
                     let ops = (commands / command.commands_per_op()).max(1);
                     let (measured, busy) = measure(
                         server, workload, &mut admin, &recipe, depth, ops,
@@ -212,9 +215,9 @@ fn measure(
     let attempts = if workload.smoke { 1 } else { ATTEMPTS };
     for attempt in 0..attempts {
         flush(admin)?;
-        prepare(server.port, workload, recipe, ops)?;
+        let recipe = prepare(server.port, workload, recipe, ops)?;
         let cpu_before = server::cpu_seconds(server);
-        let run = load::run(server.port, workload.connections, depth, ops, recipe)?;
+        let run = load::run(server.port, workload.connections, depth, ops, &recipe)?;
         let busy = server::cpu_seconds(server)
             .zip(cpu_before)
             .map_or(f64::NAN, |(after, before)| (after - before) / run.seconds);
@@ -235,23 +238,28 @@ fn measure(
 
 /// Puts the keys a variant's hit path needs in place, untimed. Set-up commands visit
 /// fresh keys, which are the timed run's keys: both number them from 0 per connection.
-pub fn prepare(port: u16, workload: &Workload, recipe: &Recipe, ops: u64) -> io::Result<()> {
+/// Returns the recipe to time: `recipe`, with the tokens the set-up was granted where
+/// the server chose them (the floor's).
+pub fn prepare(port: u16, workload: &Workload, recipe: &Recipe, ops: u64) -> io::Result<Recipe> {
     let (command, count) = match recipe.command.setup() {
-        None => return Ok(()),
+        None => return Ok(recipe.clone()),
         Some(Setup::SameKeys(command)) => (command, ops),
         Some(Setup::Held(command)) => (command, HELD_PER_CONN),
     };
     debug_assert!(matches!(command.keys(), Keys::Fresh));
-    let setup = Recipe {
-        command,
-        scripts: recipe.scripts.clone(),
-    };
+    let mut setup = Recipe::new(command, &recipe.scripts);
+    if command.records_tokens() {
+        setup.held = HeldTokens::new(workload.connections);
+    }
     load::run(
         port,
         workload.connections,
         workload.depth.max(32),
         count,
         &setup,
-    )
-    .map(drop)
+    )?;
+    Ok(Recipe {
+        held: setup.held,
+        ..recipe.clone()
+    })
 }

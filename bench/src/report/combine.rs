@@ -206,6 +206,29 @@ fn server_table(report: &Report) -> Table {
         ),
         String::new(),
     ]);
+    let per_rep: Vec<f64> = memory
+        .fencelock_held
+        .iter()
+        .zip(&memory.floor_held)
+        .map(|(ours, floor)| ours / floor)
+        .collect();
+    // A report from before the floor rows has no floor memory figures: no row.
+    if per_rep.is_empty() {
+        return table;
+    }
+    table.row(vec![
+        "memory per held lock (bytes), against the floor module".into(),
+        String::new(),
+        format!(
+            "fencelock {}",
+            spread_with(spread(&memory.fencelock_held), fixed(1))
+        ),
+        format!(
+            "floor {}",
+            spread_with(spread(&memory.floor_held), fixed(1))
+        ),
+        spread_with(spread(&per_rep), |x| format!("{x:.2}×")),
+    ]);
     table
 }
 

@@ -95,6 +95,7 @@ mod tests {
                 redis: "Redis 7.0.15 (jemalloc-5.3.0)".into(),
                 server_binary: "redis-server".into(),
                 module: "libfencelock.so".into(),
+                floor_module: "libfencelock_floor.so".into(),
                 placement: "not pinned".into(),
             },
             natives: Natives::default(),
@@ -121,6 +122,7 @@ mod tests {
                 depth: 32,
                 series: vec![
                     series("LOCK.ACQUIRE", vec![688_123.4, 690_001.0, 685_000.5]),
+                    series("FLOOR.ACQUIRE", vec![700_000.0, 710_000.0, 705_000.0]),
                     series("SET NX PX", vec![815_000.0, 773_000.25, 837_000.0]),
                 ],
             }],
@@ -136,9 +138,11 @@ mod tests {
             memory: MemoryResult {
                 locks: 1000,
                 fencelock_held: vec![165.0, 165.0, 165.5],
+                floor_held: vec![165.0, 164.5, 165.0],
                 set_held: vec![149.0, 149.0, 149.0],
                 set_with_fence_held: vec![223.1, 223.1, 223.1],
                 fencelock_left: vec![0.0, 0.0, 0.0],
+                floor_left: vec![0.0, 0.0, 0.0],
                 lua_left: vec![84.65, 84.65, 84.65],
             },
             profile: ProfileResult {
@@ -179,6 +183,47 @@ mod tests {
     fn page(file: &ReportFile) -> String {
         let tables = text::tables(&file.results, &file.targets);
         text::markdown(&file.results, &tables, docs::CHART_LINK)
+    }
+
+    /// The floor targets: every one listed, wanting ≥ 0.95× (and ≤ 1.05× for memory),
+    /// judged where measured and `n/a` (never dropped) where not.
+    #[test]
+    fn floor_targets_are_all_listed_and_judged() {
+        let (file, _) = written(results());
+        let floor: Vec<&crate::results::Target> = file
+            .targets
+            .iter()
+            .filter(|t| t.name.contains("FLOOR."))
+            .collect();
+        let names: Vec<&str> = floor.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "pipelined: LOCK.ACQUIRE ÷ FLOOR.ACQUIRE",
+                "pipelined: LOCK.RELEASE ÷ FLOOR.RELEASE",
+                "pipelined: LOCK.REFRESH ÷ FLOOR.REFRESH",
+                "unpipelined: LOCK.ACQUIRE ÷ FLOOR.ACQUIRE",
+                "unpipelined: LOCK.RELEASE ÷ FLOOR.RELEASE",
+                "unpipelined: LOCK.REFRESH ÷ FLOOR.REFRESH",
+            ]
+        );
+        assert!(floor.iter().all(|t| t.wanted == "≥ 0.95×"));
+        // The fixture measures the pipelined acquire only: 690k ÷ 710k at the median.
+        assert_eq!(floor[0].met, Some(true));
+        assert!((floor[0].measured.median - 690_001.0 / 710_000.0).abs() < 1e-9);
+        assert!(floor[1..].iter().all(|t| t.met.is_none()));
+        let memory = file
+            .targets
+            .iter()
+            .find(|t| t.name == "memory: held fencelock lock ÷ held floor lock")
+            .expect("the memory floor target");
+        assert_eq!(memory.wanted, "≤ 1.05×");
+        assert_eq!(memory.met, Some(true));
+        let page = page(&file);
+        assert!(page.contains(
+            "| pipelined: LOCK.ACQUIRE ÷ FLOOR.ACQUIRE | ≥ 0.95× | 0.97 [0.97–0.98]× | met |"
+        ));
+        assert!(page.contains("per held lock: floor module"));
     }
 
     /// What `combine` reads back is what the run wrote: the same file again, and the

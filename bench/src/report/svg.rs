@@ -11,6 +11,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::report::targets::{FLOOR_ROWS, FLOOR_TARGET};
 use crate::results::contention::{Lock, Mode, MODES};
 use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ};
 use crate::results::{Ratio, Results};
@@ -32,6 +33,12 @@ const CDF_POINTS: u32 = 200;
 
 /// The target for a ratio, if it has one.
 fn target_for(r: &Ratio) -> Option<f64> {
+    let floor = FLOOR_ROWS
+        .iter()
+        .any(|&(group, _, floor)| r.group == group && r.baseline == floor);
+    if floor {
+        return Some(FLOOR_TARGET);
+    }
     match (r.group.as_str(), r.depth > 1, r.baseline.as_str()) {
         ("acquire", _, "SET NX PX") => Some(0.9),
         ("acquire", true, "SET NX PX + INCR fence") => Some(1.5),
@@ -269,4 +276,38 @@ pub fn chart(results: &Results) -> io::Result<String> {
             .map_err(|e| io::Error::other(format!("bench.svg: {e}")))?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ratio(group: &str, depth: usize, baseline: &str) -> Ratio {
+        Ratio {
+            group: group.into(),
+            depth,
+            fencelock: String::new(),
+            baseline: baseline.into(),
+            samples: vec![1.0],
+        }
+    }
+
+    /// The floor rows are marked at 0.95× in both modes, not at the other baselines'
+    /// targets of their group (2.5× for the pipelined release and refresh).
+    #[test]
+    fn floor_ratios_are_marked_at_their_target() {
+        for (group, floor) in [
+            ("acquire", "FLOOR.ACQUIRE"),
+            ("release", "FLOOR.RELEASE"),
+            ("refresh", "FLOOR.REFRESH"),
+        ] {
+            for depth in [1, 32] {
+                assert_eq!(target_for(&ratio(group, depth, floor)), Some(0.95));
+            }
+        }
+        assert_eq!(
+            target_for(&ratio("release", 32, "Lua release (EVALSHA)")),
+            Some(2.5)
+        );
+    }
 }

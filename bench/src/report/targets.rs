@@ -1,11 +1,16 @@
 //! The issues' targets, checked against this run's figures. A target is judged on the
 //! median over repetitions; the min–max is reported beside it, and a miss is listed
-//! as a miss. A target against a native command the server lacks (`DELIFEQ`,
+//! as a miss. The floor targets come first: fencelock ÷ the floor module (`bench/floor`,
+//! the same key work through the module API and nothing else) ≥ 0.95× — what is above
+//! the floor is fencelock's to remove, what is below it the server's. A target against a native command the server lacks (`DELIFEQ`,
 //! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
 //! several servers line up.
 
 use crate::results::contention::{Lock, Mode};
-use crate::results::throughput::{DELEX_IFEQ, DELIFEQ, NATIVE_CYCLE, SET_IFEQ, ZSET_SEMAPHORE};
+use crate::results::throughput::{
+    DELEX_IFEQ, DELIFEQ, FLOOR_ACQUIRE, FLOOR_REFRESH, FLOOR_RELEASE, NATIVE_CYCLE, SET_IFEQ,
+    ZSET_SEMAPHORE,
+};
 use crate::results::{Results, Target};
 use crate::stats::spread;
 
@@ -56,6 +61,16 @@ fn target(name: String, want: Want, unit: &'static str, samples: Option<Vec<f64>
 const POLL_50: Mode = Mode::Poll { retry_ms: 50 };
 const POLL_5: Mode = Mode::Poll { retry_ms: 5 };
 
+/// Each floor comparison: the group, fencelock's command, the floor's.
+pub const FLOOR_ROWS: [(&str, &str, &str); 3] = [
+    ("acquire", "LOCK.ACQUIRE", FLOOR_ACQUIRE),
+    ("release", "LOCK.RELEASE", FLOOR_RELEASE),
+    ("refresh", "LOCK.REFRESH", FLOOR_REFRESH),
+];
+
+/// What fencelock ÷ the floor module must reach, in every mode.
+pub const FLOOR_TARGET: f64 = 0.95;
+
 /// Per-repetition `numerator / denominator` of two memory series.
 fn memory_ratio(numerator: &[f64], denominator: &[f64]) -> Option<Vec<f64>> {
     (!numerator.is_empty()).then(|| {
@@ -72,6 +87,16 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         results.ratio(group, pipelined, baseline).map(|r| r.samples)
     };
     let mut targets = Vec::new();
+    for (mode, pipelined) in [("pipelined", true), ("unpipelined", false)] {
+        for (group, ours, floor) in FLOOR_ROWS {
+            targets.push(target(
+                format!("{mode}: {ours} ÷ {floor}"),
+                Want::AtLeast(FLOOR_TARGET),
+                "×",
+                ratio(group, pipelined, floor),
+            ));
+        }
+    }
     for (mode, pipelined) in [("pipelined", true), ("unpipelined", false)] {
         targets.push(target(
             format!("{mode}: LOCK.ACQUIRE ÷ SET NX PX"),
@@ -177,6 +202,12 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         (!results.memory.fencelock_held.is_empty()).then(|| results.memory.fencelock_held.clone()),
     ));
     let m = &results.memory;
+    targets.push(target(
+        "memory: held fencelock lock ÷ held floor lock".into(),
+        Want::AtMost(1.05),
+        "×",
+        memory_ratio(&m.fencelock_held, &m.floor_held),
+    ));
     targets.push(target(
         "memory: held fencelock lock ÷ SET NX PX lock (22-char token)".into(),
         Want::AtMost(1.1),

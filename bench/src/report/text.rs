@@ -147,12 +147,17 @@ fn memory(results: &Results) -> Table {
             "per held lock: fencelock (32-char server token)",
             &m.fencelock_held,
         ),
+        (
+            "per held lock: floor module (the same holding, nothing else)",
+            &m.floor_held,
+        ),
         ("per held lock: SET NX PX (22-char token)", &m.set_held),
         (
             "per held lock: SET NX PX + its fence: key",
             &m.set_with_fence_held,
         ),
         ("left per released lock name: fencelock", &m.fencelock_left),
+        ("left per released lock name: floor module", &m.floor_left),
         (
             "left per released lock name: Lua pattern (fence: key)",
             &m.lua_left,

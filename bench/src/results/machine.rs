@@ -19,6 +19,10 @@ pub struct Machine {
     pub redis: String,
     pub server_binary: String,
     pub module: String,
+    /// The floor module loaded beside it (`bench/floor`); empty in a report from
+    /// before the floor rows.
+    #[serde(default)]
+    pub floor_module: String,
     pub placement: String,
 }
 

@@ -11,6 +11,11 @@ pub const DELIFEQ: &str = "DELIFEQ";
 pub const DELEX_IFEQ: &str = "DELEX IFEQ";
 pub const SET_IFEQ: &str = "SET IFEQ PX";
 pub const NATIVE_CYCLE: &str = "SET NX PX + INCR + DELIFEQ";
+/// Labels of the floor module's rows (`bench/floor`): fencelock's key work and nothing
+/// else, the limit for any module.
+pub const FLOOR_ACQUIRE: &str = "FLOOR.ACQUIRE";
+pub const FLOOR_RELEASE: &str = "FLOOR.RELEASE";
+pub const FLOOR_REFRESH: &str = "FLOOR.REFRESH";
 /// Label of the semaphore cycle's baseline.
 pub const ZSET_SEMAPHORE: &str = "ZSET Lua semaphore + ZREM";
 
