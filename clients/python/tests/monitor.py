@@ -32,14 +32,18 @@ class Monitor:
                 self._ready.set()
             self._chunks.append(data)
 
+    def lines(self) -> list[str]:
+        """The command lines seen so far, lower-cased (monitoring goes on)."""
+        text = b"".join(list(self._chunks)).decode(errors="replace")
+        return [line.lower() for line in text.splitlines() if line[1:2].isdigit()]
+
     def stop(self) -> list[str]:
         """Stops monitoring; the command lines seen, lower-cased."""
         time.sleep(0.1)  # the last commands' lines are still on their way
         self._stop.set()
         self._thread.join()
         self._sock.close()
-        text = b"".join(self._chunks).decode(errors="replace")
-        return [line.lower() for line in text.splitlines() if line[1:2].isdigit()]
+        return self.lines()
 
     def count(self, lines: list[str], command: str) -> int:
         return sum(1 for line in lines if f'"{command.lower()}"' in line)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis
 import redis.asyncio
 import redis.asyncio.cluster
 from conftest import async_client, run
@@ -91,3 +92,21 @@ def test_cluster(cluster: list[Server]) -> None:
         await client.aclose()
 
     run(main())
+
+
+def test_the_asyncio_functions_refuse_a_sync_client(r: redis.Redis) -> None:
+    """The reverse: a sync client's replies are not awaitable, so the asyncio side
+    refuses it at once too, naming the sync twin."""
+    with pytest.raises(TypeError, match=r"for a sync client use fencelock\.fenced$"):
+        asyncio.run(fenced(r, "mark:ledger", 1, "SET", "ledger", 0))
+    with pytest.raises(TypeError, match=r"use fencelock\.lock_info$"):
+        asyncio.run(fencelock.asyncio.lock_info(r, "k"))
+    for name, make in [
+        ("Lock", lambda: r.lock("k", timeout=5, lock_class=fencelock.asyncio.Lock)),
+        ("Locks", lambda: fencelock.asyncio.Locks(r)),
+        ("Semaphore", lambda: fencelock.asyncio.Semaphore(r, "k", 2, timeout=5)),
+    ]:
+        with pytest.raises(TypeError) as refused:
+            make()
+        assert str(refused.value).endswith(f"use fencelock.{name}"), name
+    assert r.get("ledger") is None

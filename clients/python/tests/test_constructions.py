@@ -40,7 +40,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import LockError
 from redis.retry import Retry
-from servers import Server, wait_until
+from servers import Server, module_path, wait_until
 from setups import (
     Node,
     Sentinel,
@@ -1180,6 +1180,7 @@ def assert_module_not_loaded(error: BaseException, node: Node) -> None:
     text = str(error)
     assert node.address in text, text
     assert "loadmodule" in text and "libfencelock.so" in text, text
+    assert "enable-module-command" in text, text
     assert SECRET not in shown(error), shown(error)
 
 
@@ -1256,6 +1257,24 @@ def test_asyncio_without_the_module_module_not_loaded(
     error = asyncio.run(attempt())
     assert time.monotonic() - start < 2, "refused at once, not waited"
     assert_module_not_loaded(error, bare)
+
+
+def test_module_not_loaded_says_how_to_load_the_module(bare: Node) -> None:
+    """The usual way first (``loadmodule`` in redis.conf, ``--loadmodule``); ``MODULE
+    LOAD`` only with ``enable-module-command``, since a server refuses it by default,
+    as this one (started without that option) does."""
+    client = redis.Redis("127.0.0.1", bare.port)
+    with pytest.raises(fencelock.ModuleNotLoaded) as raised:
+        fencelock.Locks(client).acquire("m", ttl=30)
+    text = str(raised.value)
+    assert "`loadmodule /path/to/libfencelock.so`" in text, text
+    assert "`--loadmodule /path/to/libfencelock.so`" in text, text
+    assert "enable-module-command yes" in text and "`local`" in text, text
+    with pytest.raises(redis.ResponseError) as refused:
+        client.execute_command("MODULE", "LOAD", module_path())
+    assert "enable-module-command" in str(refused.value)
+    assert "fencelock" not in str(client.execute_command("MODULE", "LIST")).lower()
+    client.close()
 
 
 def test_module_not_loaded_keeps_no_server_message(bare: Node) -> None:

@@ -10,7 +10,9 @@ import time
 
 import pytest
 import redis
+import redis.asyncio
 import redis.cluster
+from conftest import run
 from redis.exceptions import (
     LockError,
     LockNotOwnedError,
@@ -141,3 +143,30 @@ def test_cluster_routes_guards_and_fences_by_their_keys(
         client.delete(f"{tag}:stock", f"{tag}:mark")
     assert client.exists("elsewhere") == 0
     client.close()
+
+
+def test_the_sync_functions_refuse_an_asyncio_client(r: redis.Redis, url: str) -> None:
+    """``fencelock.fenced`` with a ``redis.asyncio`` client would only make a
+    coroutine, whose ``STALE`` refusal would surface raw where it is awaited: refused
+    at once with a TypeError that names the asyncio twin; nothing is sent."""
+    r.execute_command("LOCK.FENCED", "mark:ledger", 50, "SET", "ledger", 1)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        with pytest.raises(TypeError, match=r"use fencelock\.asyncio\.fenced "):
+            fenced(client, "mark:ledger", 49, "SET", "ledger", 0)
+        made = [
+            ("lock_info", lambda: fencelock.lock_info(client, "k")),
+            ("Lock", lambda: client.lock("k", timeout=5, lock_class=fencelock.Lock)),
+            ("Locks", lambda: fencelock.Locks(client)),
+            ("Semaphore", lambda: fencelock.Semaphore(client, "k", 2, timeout=5)),
+            ("ReadWriteLock", lambda: fencelock.ReadWriteLock(client, "k", timeout=5)),
+        ]
+        for name, make in made:
+            with pytest.raises(TypeError) as refused:
+                make()
+            assert f"use fencelock.asyncio.{name} " in str(refused.value), name
+        await client.aclose()
+
+    run(main())
+    assert r.get("ledger") == b"1"

@@ -167,6 +167,77 @@ def test_a_refused_guard_and_a_release_that_finds_it_gone_report_the_loss(
     assert reported[-1] is lease and lease.lost.is_set()
 
 
+def test_lock_lost_says_a_deleted_lock_was_removed_not_expired(
+    r: redis.Redis,
+) -> None:
+    """After a ``DEL`` the server no longer has the lock while its lease still runs:
+    the error says someone removed it (the release, a refresh, ``guard`` and
+    ``ensure_held(check=True)`` each find it so), never that the lease ran out."""
+    locks = Locks(r)
+    with pytest.raises(LockLost) as left:  # noqa: SIM117
+        with locks.lock("deleted", ttl=30):
+            r.delete("lock:deleted")
+    assert left.value.reason == LockLost.GONE
+    assert "released or deleted by someone else" in str(left.value), left.value
+    assert "deadline" not in str(left.value)
+
+    with locks.lock("refreshed", ttl=0.6, lost_ok=True) as lease:
+        r.delete("lock:refreshed")
+        assert lease.lost.wait(2), "the refresher found it gone"
+        assert lease.lost_reason == LockLost.GONE
+        with pytest.raises(LockLost) as raised:
+            lease.ensure_held()
+    assert raised.value.reason == LockLost.GONE
+
+    for found in ("guard", "check"):
+        lease = locks.acquire(found, ttl=30)
+        r.delete(f"lock:{found}")
+        with pytest.raises(LockLost) as raised:
+            if found == "guard":
+                lease.guard("SET", "x", 1)
+            else:
+                lease.ensure_held(check=True)
+        assert raised.value.reason == LockLost.GONE, found
+        assert "released or deleted by someone else" in str(raised.value)
+
+
+def test_lock_lost_says_a_deadline_passed(r: redis.Redis) -> None:
+    locks = Locks(r)
+    with pytest.raises(LockLost) as raised:  # noqa: SIM117
+        with locks.lock("late", ttl=0.3, auto_refresh=False) as lease:
+            assert lease.lost.wait(2)
+    assert raised.value.reason == LockLost.DEADLINE
+    assert lease.lost_reason == LockLost.DEADLINE
+    assert "deadline passed with no refresh confirmed" in str(raised.value)
+    # A drop-in lock has no deadline to go by: the server's refusal says what it can.
+    lock = r.lock("drop-in", timeout=30, lock_class=fencelock.Lock)
+    assert lock.acquire()
+    r.delete("drop-in")
+    with pytest.raises(LockLost) as refused:
+        lock.guard("SET", "x", 1)
+    assert refused.value.reason == LockLost.NOT_HELD
+    assert "its lease ended, or it was released or deleted" in str(refused.value)
+
+
+def test_asyncio_lock_lost_says_how_it_was_lost(url: str, r: redis.Redis) -> None:
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        with pytest.raises(LockLost) as removed:
+            async with locks.lock("deleted", ttl=0.6):
+                r.delete("lock:deleted")
+                await asyncio.sleep(0.5)  # the refresher finds it gone
+        assert removed.value.reason == LockLost.GONE
+        assert "released or deleted by someone else" in str(removed.value)
+        with pytest.raises(LockLost) as late:
+            async with locks.lock("late", ttl=0.3, auto_refresh=False):
+                await asyncio.sleep(0.5)
+        assert late.value.reason == LockLost.DEADLINE
+        await client.aclose()
+
+    run(main())
+
+
 def test_max_hold_stops_refreshing(r: redis.Redis) -> None:
     reported: list[Lease] = []
     locks = Locks(r)
@@ -466,34 +537,44 @@ def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
         fencelock.sql.claim(db, "other", 2, table="fences; DROP TABLE x")
 
 
-def test_waiters_filling_a_bounded_pool_do_not_starve_the_refresher(
+def test_a_full_bounded_pool_does_not_starve_the_refresher(
     server: Server, r: redis.Redis
 ) -> None:
-    """Two waiters hold both connections of a pool of two while they wait; the lease
-    already held is still refreshed (the refresher has a connection of its own)."""
+    """A pool of two, both connections taken for seconds: a waiter in the queue on
+    one (the pool had room for it), a long command of the application's own on the
+    other. The lease already held is still refreshed: the refresher has a connection
+    of its own."""
     pool = redis.BlockingConnectionPool(port=server.port, max_connections=2, timeout=5)
     client = redis.Redis(connection_pool=pool)
     locks = Locks(client)
     blocker = Locks(r).acquire("b", ttl=30)
 
     def wait_for_b() -> None:
-        with contextlib.suppress(LockNotAcquired):  # b stays held: each waits 4 s
+        with contextlib.suppress(LockNotAcquired):  # b stays held: it waits 4 s
             locks.acquire("b", ttl=5, wait=4)
 
-    waiters = [threading.Thread(target=wait_for_b, daemon=True) for _ in range(2)]
+    def long_command() -> None:
+        client.blpop(["never"], timeout=4)
+
+    def blocked(command: str) -> int:
+        return sum(1 for entry in r.client_list() if entry.get("cmd") == command)
+
+    waiter = threading.Thread(target=wait_for_b, daemon=True)
+    other = threading.Thread(target=long_command, daemon=True)
     with locks.lock("a", ttl=1) as lease:
-        for waiter in waiters:
-            waiter.start()
+        waiter.start()
         wait_until(
-            lambda: r.execute_command("LOCK.INFO", "lock:b")[7] == 2, 5, "two waiters"
+            lambda: r.execute_command("LOCK.INFO", "lock:b")[7] == 1, 5, "the waiter"
         )
+        other.start()
+        wait_until(lambda: blocked("blpop") == 1, 5, "the long command")
         time.sleep(2.5)  # more than twice the ttl
         lease.ensure_held(check=False)
         assert not lease.lost.is_set()
         assert r.execute_command("LOCK.FENCE", "lock:a", lease.token) == lease.fence
     Locks(r).release(blocker)
-    for waiter in waiters:
-        waiter.join(10)
+    for thread in (waiter, other):
+        thread.join(10)
     client.close()
 
 
@@ -515,9 +596,10 @@ def test_every_error_reads_as_its_message_on_every_redis_py() -> None:
 def test_waiters_filling_the_pool_cannot_keep_holders_from_releasing(
     server: Server,
 ) -> None:
-    """30 tasks queue for one lock through a pool of 5: the waiters hold every pooled
-    connection, yet each holder leaves at once on the manager's own connection, so
-    every task gets its turn (none waits for a lease to run out)."""
+    """30 tasks queue for one lock through a pool of 5: the waiters hold all pooled
+    connections but the one they leave free (those that find no room try now and
+    then), yet each holder leaves at once, on the manager's own connection, so every
+    task gets its turn (none waits for a lease to run out)."""
 
     async def main() -> None:
         pool = redis.asyncio.BlockingConnectionPool(

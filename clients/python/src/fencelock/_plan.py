@@ -70,8 +70,9 @@ class Plan:
     def blocks(self) -> bool:
         return block_ms(self.wait) is not None
 
-    def args(self, now: Optional[float] = None) -> Args:
-        """The acquire to send at ``now``: a retry waits only for what is left."""
+    def args(self, now: Optional[float] = None, *, block: bool = True) -> Args:
+        """The acquire to send at ``now``: a retry waits only for what is left.
+        ``block=False`` sends one try, whatever the wait (a wait that polls)."""
         wait = self.wait
         if self.deadline is not None and now is not None:
             wait = self.deadline - now
@@ -79,17 +80,28 @@ class Plan:
             self.key,
             self.lease_ms,
             self.token,
-            block_ms(wait),
+            block_ms(wait) if block else None,
             shared=self.shared,
             limit=self.limit,
         )
 
-    def read_timeout(self, socket_timeout: Optional[float]) -> Optional[float]:
+    def left(self, now: float) -> Optional[float]:
+        """Seconds of the wait left at ``now`` (None: without limit)."""
+        return None if self.deadline is None else self.deadline - now
+
+    def read_timeout(
+        self, socket_timeout: Optional[float], block: bool = True
+    ) -> Optional[float]:
         """How long the connection that carries the acquire may wait for its reply:
         the wait, then as long as the client would wait for any reply (and for
         ``WAIT``); None, without limit, for a wait without limit or a client without
-        a socket timeout."""
-        if socket_timeout is None or self.wait is None:
+        a socket timeout. A try (``block=False``) answers at once: the socket
+        timeout (and ``WAIT``'s) alone."""
+        if socket_timeout is None:
             return None
         extra = self.replicas_timeout if self.wait_replicas else 0.0
+        if not block:
+            return socket_timeout + extra
+        if self.wait is None:
+            return None
         return max(self.wait, 0.0) + socket_timeout + extra

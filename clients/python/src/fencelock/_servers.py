@@ -16,6 +16,18 @@ def is_cluster(client: Any) -> bool:
     return hasattr(client, "get_node_from_key")
 
 
+def is_asyncio(client: Any) -> bool:
+    """Whether ``client`` is a ``redis.asyncio`` client (its commands are coroutines).
+    Duck-typed like ``is_cluster``, and looked up once per client class."""
+    client_class: Any = type(client)
+    return _has_coroutine_commands(client_class)
+
+
+@functools.cache
+def _has_coroutine_commands(client_class: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(client_class, "execute_command", None))
+
+
 def connection_args(pool: Any) -> tuple[Any, ...]:
     """What ``pool.get_connection`` wants: redis-py < 5.3 requires a command name,
     later versions warn when given one. Looked up once per pool class (reading the

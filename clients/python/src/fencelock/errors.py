@@ -4,12 +4,13 @@ derives from redis-py's ``LockError``, so code that already catches lock errors 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from redis.exceptions import (
     ConnectionError,
     LockError,
     LockNotOwnedError,
+    MaxConnectionsError,
     RedisError,
     ResponseError,
 )
@@ -45,15 +46,38 @@ class LockNotAcquired(LockError):
 
 class LockLost(LockNotOwnedError):
     """The lease ended (expired, deleted, taken over) while its holder still worked:
-    found by a refresh, or by ``guard`` when the server refused the guarded command
-    (``NOTHELD``: nothing ran). A ``LockNotOwnedError``, which redis-py raises when a
-    lock is used after its lease ended, so handlers of either catch it."""
+    found by its deadline, by a refresh or a release, or by ``guard`` when the server
+    refused the guarded command (``NOTHELD``: nothing ran). A ``LockNotOwnedError``,
+    which redis-py raises when a lock is used after its lease ended, so handlers of
+    either catch it.
 
-    def __init__(self, key: Key) -> None:
-        message = f"lock {key!r} was lost: its lease ended while held"
+    ``reason`` says how it was found, and the message what that means:
+    ``"deadline"`` (no refresh was confirmed in time: the lease may have run out on
+    the server), ``"gone"`` (the server no longer had it for this token while its
+    lease could not have run out yet: someone released or deleted it, or the server
+    lost it in a restart or failover) or ``"not-held"`` (the server no longer had it,
+    and the client cannot tell whether the lease had run out first)."""
+
+    DEADLINE = "deadline"
+    GONE = "gone"
+    NOT_HELD = "not-held"
+    MEANING: ClassVar[dict[str, str]] = {
+        DEADLINE: "its deadline passed with no refresh confirmed, so its lease may"
+        " have ended on the server",
+        GONE: "the server no longer had it for this token before its lease could"
+        " have ended: it was released or deleted by someone else (a DEL, a FLUSHDB),"
+        " or lost in a server restart or failover",
+        NOT_HELD: "the server no longer has it for this token: its lease ended, or it"
+        " was released or deleted by someone else",
+    }
+
+    def __init__(self, key: Key, reason: str = NOT_HELD) -> None:
+        meaning = self.MEANING.get(reason, self.MEANING[self.NOT_HELD])
+        message = f"lock {key!r} was lost: {meaning}"
         super().__init__(message)
         self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key
+        self.reason = reason
         # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
 
@@ -133,8 +157,11 @@ class ModuleNotLoaded(LockError):
     def __init__(self, command: str, server: str) -> None:
         message = (
             f"{command} is an unknown command on {server}: the fencelock module is not"
-            " loaded there. Add `loadmodule /path/to/libfencelock.so` to its redis.conf"
-            " (or run `MODULE LOAD /path/to/libfencelock.so`) and try again."
+            " loaded there. Load it at start: add `loadmodule /path/to/libfencelock.so`"
+            " to its redis.conf, or start it with `--loadmodule"
+            " /path/to/libfencelock.so`. (`MODULE LOAD /path/to/libfencelock.so` works"
+            " on a running server only if it runs with `enable-module-command yes`,"
+            " or `local` for a client on the same host; Redis refuses it by default.)"
         )
         super().__init__(message)
         self.args = (message,)  # redis-py 5 keeps its own arguments there
@@ -153,14 +180,32 @@ class ModuleNotLoaded(LockError):
         return cls(command, server)
 
 
+# What redis-py's pools raise when they have no connection to hand out: a full
+# ``ConnectionPool`` ("Too many connections", a ``MaxConnectionsError`` on newer
+# redis-py), a ``BlockingConnectionPool`` whose ``timeout`` passed.
+POOL_HAD_NONE = ("Too many connections", "No connection available.")
+
+
+def _pool_had_none(error: RedisError) -> bool:
+    return isinstance(error, MaxConnectionsError) or str(error) in POOL_HAD_NONE
+
+
 class ServerUnavailable(LockError, ConnectionError):
     """An acquire could not reach the server, or the server did not answer in time
-    (the wait plus the client's socket timeout), after the client's own retries. Any
-    holding the acquire may have made was released (best effort). A ``LockError``
-    for ``except LockError`` and a redis-py ``ConnectionError``."""
+    (the wait plus the client's socket timeout), after the client's own retries; or
+    the client's bounded pool had no connection to give it (the message says which).
+    Any holding the acquire may have made was released (best effort). A
+    ``LockError`` for ``except LockError`` and a redis-py ``ConnectionError``."""
 
     def __init__(self, key: Key, server: str, error: RedisError) -> None:
-        message = f"lock {key!r}: no answer from {server}: {error}"
+        if _pool_had_none(error):
+            # The server was never asked: say so, rather than blame it.
+            message = (
+                f"lock {key!r}: the client's connection pool had no connection to"
+                f" {server} to give: {error}"
+            )
+        else:
+            message = f"lock {key!r}: no answer from {server}: {error}"
         super().__init__(message)
         self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.key = key

@@ -22,7 +22,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .._protocol import Key
-from .._servers import connection_args, is_cluster
+from .._servers import connection_args, is_asyncio, is_cluster
 from .._tasklocal import TaskLocal
 
 T = TypeVar("T")
@@ -32,6 +32,19 @@ sleep = asyncio.sleep
 
 # The event loop keeps only weak references to tasks: these must not vanish midway.
 _running: set[asyncio.Future[Any]] = set()
+
+
+def check_client(client: Any, what: str) -> None:
+    """``fencelock.asyncio.<what>`` awaits its commands: a sync client would answer
+    with a result where an awaitable is due, a TypeError far from its cause. Refused
+    here, naming the sync twin, as redis-py keeps its sync and asyncio APIs apart."""
+    if not is_asyncio(client):
+        kind = type(client)
+        raise TypeError(
+            f"fencelock.asyncio.{what} needs a redis.asyncio client, not a"
+            f" {kind.__module__}.{kind.__qualname__}: for a sync client use"
+            f" fencelock.{what}"
+        )
 
 
 def new_local(per_task: bool) -> Any:
@@ -65,11 +78,13 @@ def dedicated(client: Any, key: Key) -> Any:
 @contextlib.asynccontextmanager
 async def borrow(
     client: Any, key: Key, address: Optional[tuple[str, int]] = None
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[tuple[Any, bool]]:
     """A connection from the client's own pool for ``key``'s server (or the cluster
     node at ``address``), given back afterwards: the same kind of connection, with
     the same address resolution (Sentinel), TLS, auth and retry policy, as the
-    client's commands use, and no new TCP connection when one is idle."""
+    client's commands use, and no new TCP connection when one is idle. With it,
+    whether the pool could still hand out another connection (``spare``): see
+    ``_acquire`` for why a wait must not hold the last one."""
     if is_cluster(client):
         await client.initialize()
         if address is None:
@@ -80,7 +95,7 @@ async def borrow(
             raise LookupError(f"no cluster node at {address}")
         connection = node.acquire_connection()
         try:
-            yield connection
+            yield connection, _node_has_spare(node)
         finally:
             if hasattr(node, "release"):
                 node.release(connection)
@@ -90,9 +105,27 @@ async def borrow(
     pool = client.connection_pool
     connection = await pool.get_connection(*connection_args(pool))
     try:
-        yield connection
+        yield connection, _pool_has_spare(pool)
     finally:
         await pool.release(connection)
+
+
+def _pool_has_spare(pool: Any) -> bool:
+    """Whether ``pool`` (a ``ConnectionPool``, ``BlockingConnectionPool`` or Sentinel
+    pool, all asyncio) could hand out one more connection now: an idle one, or room
+    to make one. A pool this cannot read counts as having room."""
+    can_get = getattr(pool, "can_get_connection", None)
+    return True if can_get is None else bool(can_get())
+
+
+def _node_has_spare(node: Any) -> bool:
+    """The same for an asyncio cluster node, which keeps its own connections."""
+    free = getattr(node, "_free", None)
+    made = getattr(node, "_connections", None)
+    most = getattr(node, "max_connections", None)
+    if free is None or made is None or most is None:
+        return True
+    return bool(free) or len(made) < most
 
 
 @contextlib.contextmanager

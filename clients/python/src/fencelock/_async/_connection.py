@@ -4,7 +4,9 @@ from the client's own pool:
 - an acquire that waits (``BLOCK``): the connection reads for as long as the wait
   needs, then gets its own socket timeout back (redis-py 8 gives every connection a
   5 s one; a pooled read would time out and redis-py's retry would re-queue the wait
-  at the back). An uncontended acquire is one round trip on an idle connection.
+  at the back). An uncontended acquire is one round trip on an idle connection. A
+  wait that would hold the pool's last connection tries instead (``_acquire``):
+  ``exchange`` tells the work whether the pool has a connection to spare.
 - an acquire followed by ``WAIT``: ``WAIT`` counts the replicas that acknowledged the
   writes *of its own connection*, so both must go over the same one;
 - the refresher's pipelined ``LOCK.REFRESH`` batches, read with a bound, on a
@@ -37,12 +39,14 @@ TRYAGAIN_PAUSE = 0.05
 async def exchange(
     client: Any,
     key: Key,
-    work: Callable[[Any], Awaitable[T]],
-    read_timeout: Callable[[Optional[float]], Optional[float]],
+    work: Callable[[Any, bool], Awaitable[T]],
+    read_timeout: Callable[[Optional[float], bool], Optional[float]],
 ) -> T:
-    """Runs ``work(connection)`` (commands sent and read on one connection) on a
-    pooled connection to ``key``'s server whose reads may take
-    ``read_timeout(its own socket timeout)``.
+    """Runs ``work(connection, spare)`` (commands sent and read on one connection) on
+    a pooled connection to ``key``'s server whose reads may take
+    ``read_timeout(its own socket timeout, spare)``; ``spare`` says whether the pool
+    could still hand out another connection besides this one (a wait decides by it
+    whether it may hold the connection for long: ``_acquire``).
 
     A lost connection is retried by the connection's retry policy, as redis-py
     retries any command: ``work`` must be safe to run again (acquires carry a token,
@@ -52,8 +56,13 @@ async def exchange(
     redirects = 0
     while True:
         try:
-            async with borrow(client, key, address) as connection:
-                return await _with_retry(connection, work, read_timeout, asking)
+            async with borrow(client, key, address) as (connection, spare):
+                return await _with_retry(
+                    connection,
+                    lambda on: work(on, spare),
+                    read_timeout(connection.socket_timeout, spare),
+                    asking,
+                )
         except (AskError, TryAgainError) as redirect:
             redirects += 1
             if redirects > MAX_REDIRECTS:
@@ -69,11 +78,9 @@ async def exchange(
 async def _with_retry(
     connection: Any,
     work: Callable[[Any], Awaitable[T]],
-    read_timeout: Callable[[Optional[float]], Optional[float]],
+    timeout: Optional[float],
     asking: bool,
 ) -> T:
-    timeout = read_timeout(connection.socket_timeout)
-
     async def attempt() -> T:
         # Connecting explicitly, also after a lost connection: a Sentinel connection
         # asks the Sentinels for the current master only here (redis-py 8 reconnects

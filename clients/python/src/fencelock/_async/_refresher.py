@@ -194,7 +194,7 @@ class Refresher:
                 lease.confirmed(sent, lease.ttl)
             self._schedule.done(lease, sent, held)
             if not held:
-                await lease.report_lost()
+                await lease.report_lost(found_gone=True)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:

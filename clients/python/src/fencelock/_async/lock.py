@@ -39,7 +39,7 @@ from ..errors import lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
 from ._commands import call
-from ._compat import current_owner, new_local
+from ._compat import check_client, current_owner, new_local
 from ._compat import sleep as sleep_for
 
 if TYPE_CHECKING:
@@ -58,7 +58,10 @@ class Lock:
 
     Arguments as redis-py's. ``sleep`` is accepted for compatibility; waiting is done by
     the server's queue, so it is only used while the key holds another type (a plain
-    ``SET`` lock of a not yet migrated client), which the server cannot queue on.
+    ``SET`` lock of a not yet migrated client), which the server cannot queue on, and
+    while the client's bounded pool has no connection to spare for a wait: the wait
+    would take the last one, which the holder needs for its own commands, so it tries
+    every ``sleep`` seconds instead, as redis-py's lock does.
     ``wait_replicas`` (keyword only) makes ``acquire`` also wait until that many
     replicas have the grant (``WAIT``), else release it and raise ``NotReplicated``.
     ``shared=True`` (keyword only) makes it a reader: any number of shared holders hold
@@ -87,6 +90,7 @@ class Lock:
         shared: bool = False,
         per_task: bool = False,
     ) -> None:
+        check_client(redis, _public_name(type(self)))
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -185,6 +189,7 @@ class Lock:
                     replicas_timeout=self.wait_replicas_timeout,
                     shared=self.shared,
                     limit=self.limit,
+                    poll=sleep,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):
@@ -334,6 +339,13 @@ class Lock:
             if is_wrongtype(error):
                 return False
             raise
+
+
+def _public_name(kind: type) -> str:
+    """This package's class a lock is (``Lock``, ``Semaphore``), also for a subclass
+    of the user's own: what an error names."""
+    ours = (c for c in kind.__mro__ if c.__module__.startswith("fencelock."))
+    return next(ours, Lock).__name__
 
 
 def _side(lock: Lock) -> str:

@@ -5,7 +5,10 @@ with a client token and the server's ``BLOCK`` for waiting, on a pooled connecti
 that reads for as long as the wait needs (``_connection``), and the clean-up that keeps
 a failed acquire from leaving a holding behind. A cancellation while waiting (or
 after the request may have been granted) releases the token's holding before the
-``CancelledError`` goes on."""
+``CancelledError`` goes on.
+
+A wait never holds the last connection of a bounded pool (``_wait``): the holder
+needs one for its own commands, and the drop-in for its release."""
 
 from __future__ import annotations
 
@@ -20,8 +23,15 @@ from .._protocol import Key, Token, parse_grant, persist_args, wait_args
 from .._servers import describe
 from ..errors import NotReplicated, ServerUnavailable, WrongMode
 from ._commands import call, module_missing, release_quietly
-from ._compat import cancellations, raise_if_cancel_swallowed, shielded
+from ._compat import cancellations, raise_if_cancel_swallowed, shielded, sleep
 from ._connection import command, exchange
+
+# How often a wait that may not hold the pool's last connection tries, unless the
+# caller says (the drop-in passes its ``sleep``, as redis-py's lock polls by it).
+POLL = 0.1
+# Never less, even with ``sleep=0``: the connection given back must reach whoever
+# waits for it (a woken thread or task) before this waiter takes it again.
+MIN_PAUSE = 0.01
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,7 @@ def acquire(
     replicas_timeout: float = 1.0,
     shared: bool = False,
     limit: Optional[int] = None,
+    poll: float = POLL,
 ) -> Optional[Grant]:
     """Asks for the lock at ``key`` for ``token``; the grant, or None if busy.
 
@@ -55,7 +66,8 @@ def acquire(
     A server that cannot be reached or does not answer in time raises
     ``ServerUnavailable``. Any failure after the request may have been granted (lost
     connection, interrupt, failed ``WAIT``) releases ``token``'s holding before the
-    error propagates."""
+    error propagates. ``poll``: how often a wait that may not hold the pool's last
+    connection tries (``_wait``)."""
     plan = Plan.make(
         key,
         token,
@@ -70,12 +82,7 @@ def acquire(
     sent = [time.monotonic()]
     try:
         if plan.blocks or wait_replicas:
-            fence, acknowledged = exchange(
-                client,
-                key,
-                lambda connection: _exchange(connection, plan, sent),
-                plan.read_timeout,
-            )
+            fence, acknowledged = _wait(client, key, plan, sent, poll)
         else:
             fence = parse_grant(client.execute_command(*plan.args()))
             acknowledged = None
@@ -114,15 +121,60 @@ def acquire(
     return grant
 
 
-def _exchange(
-    connection: Any, plan: Plan, sent: list[float]
+def _wait(
+    client: Any, key: Key, plan: Plan, sent: list[float], poll: float
 ) -> tuple[Optional[int], Optional[int]]:
-    """The acquire and, after a grant, ``WAIT`` on the same connection. Runs again
-    after a lost connection: the token makes the repeated acquire the same grant,
-    and it asks only for the time left of the wait."""
+    """The acquire that may wait (or is followed by ``WAIT``), on a borrowed
+    connection: one ``BLOCK`` for the whole wait, in the server's FIFO queue, when the
+    pool could still hand out another connection besides this one; else one try, the
+    connection given back, and another try every ``poll`` seconds until the wait ends
+    (each try borrows again, and waits in the queue once the pool has room).
+
+    Why: a wait holds its connection for as long as it waits. Waiters that take every
+    connection of a bounded pool leave none for the holder's own commands (its work
+    under the lock, the drop-in's release), so the holder waits for a connection, the
+    waiters for the lock, and nothing moves until the pool's timeout: the holder's
+    commands fail, its lease may run out under it. A wait that leaves one connection
+    free cannot do that, and where the pool has room nothing changes.
+
+    Why tries, not short ``BLOCK`` slices: a slice holds the last connection for its
+    length, so every command of the holder would wait up to a slice per waiter queued
+    for the pool (and fail at once on a ``ConnectionPool`` that raises when
+    exhausted), while gaining nothing: during the slice the holder cannot release
+    through that connection anyway. A try holds it for one round trip, like each poll
+    of redis-py's own lock. The price, only on a pool that is full: such a waiter has
+    no place in the queue (anyone may overtake it) and sees a release up to ``poll``
+    late. A connection the pool could not hand out at all (its timeout, "Too many
+    connections") raises as for any command, as ``ServerUnavailable``."""
+    while True:
+        fence, acknowledged, tried = exchange(
+            client,
+            key,
+            lambda connection, spare: _exchange(connection, plan, sent, spare),
+            plan.read_timeout,
+        )
+        if fence is not None or not tried:
+            return fence, acknowledged
+        left = plan.left(time.monotonic())
+        if left is not None and left <= 0:
+            return None, None
+        # Given back meanwhile: the holder's commands (and any other) get it.
+        pause = max(poll, MIN_PAUSE)
+        sleep(pause if left is None else min(pause, left))
+
+
+def _exchange(
+    connection: Any, plan: Plan, sent: list[float], spare: bool
+) -> tuple[Optional[int], Optional[int], bool]:
+    """The acquire and, after a grant, ``WAIT`` on the same connection; whether it
+    was a try in place of a wait (``spare``: see ``_wait``). Runs again after a lost
+    connection: the token makes the repeated acquire the same grant, and it asks only
+    for the time left of the wait."""
+    tried = plan.blocks and not spare
     sent[0] = time.monotonic()
-    fence = parse_grant(command(connection, *plan.args(sent[0])))
+    args = plan.args(sent[0], block=not tried)
+    fence = parse_grant(command(connection, *args))
     if fence is None or not plan.wait_replicas:
-        return fence, None
+        return fence, None, tried
     reply = command(connection, *wait_args(plan.wait_replicas, plan.replicas_timeout))
-    return fence, int(reply)
+    return fence, int(reply), tried

@@ -11,16 +11,31 @@ import time
 from collections.abc import Generator, Iterator
 from typing import Any, Callable, Optional, TypeVar
 
+from redis import BlockingConnectionPool
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .._protocol import Key
-from .._servers import connection_args, is_cluster
+from .._servers import connection_args, is_asyncio, is_cluster
 
 T = TypeVar("T")
 
 Event = threading.Event
 sleep = time.sleep
+
+
+def check_client(client: Any, what: str) -> None:
+    """``fencelock.<what>`` runs its commands at once: with a ``redis.asyncio``
+    client each call would only make a coroutine, whose errors (a ``STALE``
+    refusal, an unknown command) would surface raw, untranslated, wherever it is
+    awaited. Refused here, naming the asyncio twin."""
+    if is_asyncio(client):
+        kind = type(client)
+        raise TypeError(
+            f"fencelock.{what} needs a sync redis-py client, not the asyncio"
+            f" {kind.__module__}.{kind.__qualname__}: use fencelock.asyncio.{what}"
+            " (awaited)"
+        )
 
 
 def new_local(per_task: bool) -> Any:
@@ -49,9 +64,10 @@ def dedicated(client: Any, key: Key) -> Any:
 @contextlib.contextmanager
 def borrow(
     client: Any, key: Key, address: Optional[tuple[str, int]] = None
-) -> Iterator[Any]:
+) -> Iterator[tuple[Any, bool]]:
     """A connection from the client's own pool for ``key``'s server (or the cluster
-    node at ``address``), given back afterwards."""
+    node at ``address``), given back afterwards, and whether the pool could still
+    hand out another one (see the asyncio side)."""
     if is_cluster(client):
         if address is None:
             node = client.get_node_from_key(key)
@@ -64,9 +80,26 @@ def borrow(
         pool = client.connection_pool
     connection = pool.get_connection(*connection_args(pool))
     try:
-        yield connection
+        yield connection, _pool_has_spare(pool)
     finally:
         pool.release(connection)
+
+
+def _pool_has_spare(pool: Any) -> bool:
+    """Whether ``pool`` could hand out one more connection now: an idle one, or room
+    to make one. Read from redis-py's own bookkeeping (the same on redis-py 5 to 8;
+    the sync pools have no public question for it); a pool this cannot read counts
+    as having room."""
+    if isinstance(pool, BlockingConnectionPool):
+        # Its queue holds the idle connections and a None for each it may still make.
+        queue = getattr(pool, "pool", None)
+        return queue is None or queue.qsize() > 0
+    idle = getattr(pool, "_available_connections", None)
+    made = getattr(pool, "_created_connections", None)
+    most = getattr(pool, "max_connections", None)
+    if idle is None or made is None or most is None:
+        return True
+    return bool(idle) or made < most
 
 
 @contextlib.contextmanager

@@ -161,7 +161,7 @@ class Refresher:
             )
         # Outside the connection's lock: an on_lost callback may release a lock.
         for lease in lost:
-            lease.report_lost()
+            lease.report_lost(found_gone=True)
 
     def _refresh_locked(
         self, connection: Any, leases: list[Lease], read_bound: Optional[float]

@@ -19,6 +19,7 @@ from redis.exceptions import ResponseError
 from .._protocol import Key, Token, fenced_args, guard_args, is_notheld, stale_highest
 from ..errors import LockLost, StaleFence
 from ._commands import call
+from ._compat import check_client
 
 
 def guard(client: Any, key: Key, token: Token, *command: Any) -> Any:
@@ -40,6 +41,7 @@ def fenced(client: Any, mark: Key, fence: int, *command: Any) -> Any:
     For a read-modify-write, read *through* it too (``fenced(r, mark, fence, "GET",
     key)``): the read then raises the mark, so a holder whose lease lapsed after it
     read is refused even if the newer holder has not written yet."""
+    check_client(client, "fenced")
     try:
         return call(client, mark, *fenced_args(mark, fence, command))
     except ResponseError as error:

@@ -9,8 +9,10 @@ from typing import Any, Optional
 from .._protocol import Key, info_args
 from ..info import LockInfo, parse_info
 from ._commands import call
+from ._compat import check_client
 
 
 def lock_info(client: Any, key: Key) -> Optional[LockInfo]:
     """The state of the lock at ``key`` (the full key: no prefix is added)."""
+    check_client(client, "lock_info")
     return parse_info(call(client, key, *info_args(key)))

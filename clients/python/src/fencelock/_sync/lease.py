@@ -41,7 +41,8 @@ class Lease:
     ``lost`` (an event) is set, and ``on_lost(lease)`` called once, when the lease is
     found lost: its deadline passed with no refresh confirmed, a refresh or ``guard``
     was refused, the release found it gone, or ``ensure_held(check=True)`` asked the
-    server. The token is never shown by ``repr``."""
+    server; ``lost_reason`` says which way first (``LockLost.reason``). The token is
+    never shown by ``repr``."""
 
     key: Key
     token: Token = field(repr=False)
@@ -64,6 +65,8 @@ class Lease:
     # When the client stops believing it holds the lock, monotonic.
     deadline: float = field(default=0.0, repr=False)
     lost: Event = field(default_factory=Event, repr=False)
+    # How the loss was found first, as ``LockLost.reason``; None while held.
+    lost_reason: Optional[str] = field(default=None, repr=False)
     # The task to cancel when the lease is lost (``cancel_on_lost``).
     runner: Any = field(default=None, repr=False)
     # Whether ``report_lost`` cancelled ``runner``.
@@ -95,9 +98,19 @@ class Lease:
             return True
         if (time.monotonic() if now is None else now) >= self.deadline:
             # Final: a confirmation that arrives later does not bring it back.
-            self.lost.set()
+            self._mark_lost(LockLost.DEADLINE)
             return True
         return False
+
+    def lost_error(self) -> LockLost:
+        """The ``LockLost`` that says how this lease was found lost."""
+        return LockLost(self.key, self.lost_reason or LockLost.NOT_HELD)
+
+    def _mark_lost(self, reason: str) -> None:
+        # The first finding stays: what came after it follows from it.
+        if self.lost_reason is None:
+            self.lost_reason = reason
+        self.lost.set()
 
     def ensure_held(self, check: bool = False) -> Checked:
         """Raises ``LockLost`` if the lease was found lost or its deadline has passed,
@@ -107,7 +120,7 @@ class Lease:
         if self.expired():
             # The block learns it here: no cancellation is needed on top.
             self.runner = None
-            raise LockLost(self.key)
+            raise self.lost_error()
         if check:
             return self._ask_server()
         return checked()
@@ -116,8 +129,8 @@ class Lease:
         if self.client is None:
             raise self.no_client()
         if call(self.client, self.key, *fence_args(self.key, self.token)) is None:
-            self.report_lost()
-            raise LockLost(self.key)
+            self.report_lost(found_gone=True)
+            raise self.lost_error()
 
     def guard(self, *command: Any) -> Any:
         """Runs ``command`` (``"SET", "{sku}:stock", 7``) only if this lease holds the
@@ -129,19 +142,35 @@ class Lease:
         try:
             return guarded.guard(self.client, self.key, self.token, *command)
         except LockLost:
-            if not self.released:
-                self.report_lost()
-            raise
+            if self.released:
+                raise
+            self.report_lost(found_gone=True)
+        raise self.lost_error()
 
-    def report_lost(self) -> None:
+    def report_lost(self, found_gone: bool = False) -> None:
         """Marks the lease lost and tells its holder, once: ``lost``, a log line,
         cancelling the block (``cancel_on_lost``, unless the block itself found the
-        loss and is raising ``LockLost`` already), ``on_lost``."""
-        self.lost.set()
+        loss and is raising ``LockLost`` already), ``on_lost``.
+
+        ``found_gone``: the server answered that this token no longer holds the lock
+        (else the deadline passed). Found before the deadline, the lease cannot have
+        run out on the server (it ends no earlier than the deadline), so someone
+        removed it (``LockLost.GONE``); after, the client cannot tell."""
+        if not found_gone:
+            self._mark_lost(LockLost.DEADLINE)
+        elif time.monotonic() < self.deadline:
+            self._mark_lost(LockLost.GONE)
+        else:
+            self._mark_lost(LockLost.NOT_HELD)
         if self._reported:
             return
         self._reported = True
-        log.warning("fencelock: lost the lock %r (fence %d)", self.key, self.fence)
+        log.warning(
+            "fencelock: lost the lock %r (fence %d): %s",
+            self.key,
+            self.fence,
+            LockLost.MEANING[self.lost_reason or LockLost.NOT_HELD],
+        )
         runner, self.runner = self.runner, None
         if runner is not None and runner is not current_owner():
             self.cancelled_runner = True

@@ -57,11 +57,18 @@ from .._protocol import (
     to_ms,
 )
 from .._servers import describe
-from ..errors import LockLost, LockNotAcquired, ServerUnavailable, self_wait_refused
+from ..errors import LockNotAcquired, ServerUnavailable, self_wait_refused
 from ..info import LockInfo
 from . import _acquire
 from ._commands import call
-from ._compat import block_runner, current_owner, is_own_cancel, shielded, sleep
+from ._compat import (
+    block_runner,
+    check_client,
+    current_owner,
+    is_own_cancel,
+    shielded,
+    sleep,
+)
 from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
@@ -71,7 +78,8 @@ if TYPE_CHECKING:
     from .._types import SyncClient
 
 log = logging.getLogger("fencelock")
-# How often an acquire looks again while the key holds another type (not a lock).
+# How often an acquire looks again while the key holds another type (not a lock), or
+# while its pool has no connection to spare for a wait (``_acquire._wait``).
 POLL = 0.1
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -81,6 +89,7 @@ class Locks:
     name gets ``prefix`` (default ``lock:``) in front to make its key."""
 
     def __init__(self, client: SyncClient, prefix: str = "lock:") -> None:
+        check_client(client, "Locks")
         self.client = client
         self.prefix = prefix
         self._refresher = Refresher(client)
@@ -164,12 +173,12 @@ class Locks:
                 raise
             # Cancelled because the lease was lost (cancel_on_lost).
             if not lost_ok:
-                raise LockLost(lease.key) from error
+                raise lease.lost_error() from error
             return
         lease.runner = None
         shielded(self._leave_after_refresher(lease, min_hold))
         if not lost_ok and lease.expired():
-            raise LockLost(lease.key)
+            raise lease.lost_error()
 
     def once(
         self,
@@ -248,6 +257,7 @@ class Locks:
                     replicas_timeout=wait_replicas_timeout,
                     shared=shared,
                     limit=limit,
+                    poll=POLL,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):
@@ -274,7 +284,7 @@ class Locks:
         # After a long wait the grant may be far younger than its send time: one
         # refresh gives the lease a deadline the client can count on.
         if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
-            raise LockLost(key)
+            raise lease.lost_error()
         return lease
 
     def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None:
@@ -307,7 +317,7 @@ class Locks:
         if self._refresh_ms(lease, to_ms(seconds)):
             lease.confirmed(sent, seconds)
             return True
-        lease.report_lost()
+        lease.report_lost(found_gone=True)
         return False
 
     def release(self, lease: Lease) -> bool:
@@ -317,7 +327,7 @@ class Locks:
         lease.released = parse_flag(reply)
         self._forget(lease)
         if not lease.released:
-            lease.report_lost()
+            lease.report_lost(found_gone=True)
         return lease.released
 
     def leave(self, lease: Lease, min_hold: Optional[float] = None) -> None:
@@ -325,7 +335,7 @@ class Locks:
         hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
         if hold_ms > 0:
             if not self._refresh_ms(lease, hold_ms):
-                lease.report_lost()
+                lease.report_lost(found_gone=True)
         else:
             self.release(lease)
 
@@ -369,7 +379,7 @@ class Locks:
             if args[0] == RELEASE:
                 lease.released = held
             if not held or lease.expired():
-                lease.report_lost()
+                lease.report_lost(found_gone=not held)
 
         try:
             self._refresher.on_own_connection(lease.key, leave_on)
@@ -377,7 +387,12 @@ class Locks:
         except (ConnectionError, TimeoutError, AskError, TryAgainError):
             pass
         try:
-            exchange(self.client, lease.key, leave_on, lambda own: own)
+            exchange(
+                self.client,
+                lease.key,
+                lambda connection, _spare: leave_on(connection),
+                lambda own, _spare: own,
+            )
         except (ConnectionError, TimeoutError) as error:
             raise ServerUnavailable(
                 lease.key, describe(self.client, lease.key), error

@@ -29,6 +29,7 @@ from redis.exceptions import ResponseError
 from .. import _lockstate as state
 from .._protocol import Key, check_limit, is_wrongtype
 from ..info import no_permit_free
+from ._compat import check_client
 from .info import lock_info
 from .lock import Lock, Number
 
@@ -120,6 +121,7 @@ class ReadWriteLock:
         wait_replicas: int = 0,
         wait_replicas_timeout: Number = 1.0,
     ) -> None:
+        check_client(redis, "ReadWriteLock")
         state.check_shared_timeout(timeout)
         self.redis = redis
         self.name = name
