@@ -23,9 +23,6 @@ use crate::rm::clock;
 use crate::rm::timers::{self, Timer, TimerId};
 use crate::stats;
 
-/// Longest single timer; longer timeouts re-arm (Redis's timer arithmetic is in µs).
-const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
-
 /// A waiter's `BLOCK` timeout.
 pub(super) struct BlockTimeout {
     client: BlockedClient,
@@ -49,7 +46,8 @@ pub(super) fn arm(ctx: &Context, timeout: BlockTimeout) {
     let delay = timeout
         .ends_at_ms
         .saturating_sub(clock::now_ms())
-        .clamp(0, MAX_TIMER_DELAY_MS);
+        // Longer timeouts fire early and re-arm (`timers::LONGEST_DELAY_MS`).
+        .clamp(0, timers::LONGEST_DELAY_MS);
     let (client, ticket) = (timeout.client, timeout.ticket);
     let id = timers::start(ctx, Duration::from_millis(delay.unsigned_abs()), timeout);
     with_registry(|r| {

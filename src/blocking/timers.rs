@@ -20,9 +20,6 @@ use fencelock_core::waiters::ExpiryCheck;
 /// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
 pub(super) const PAUSED_RETRY_MS: i64 = 10;
 
-/// Longest delay of an expiry timer.
-const MAX_TIMER_DELAY_MS: i64 = 24 * 60 * 60 * 1000;
-
 /// Redis announced a change to `name` (it disappeared, or got a new value or deadline).
 /// Handing off inside that announcement would write under the feet of the command that
 /// caused it, so the queue is settled from a timer right after: a free key goes to the
@@ -152,11 +149,11 @@ pub(super) fn stop_abandoned_checks(ctx: &Context) {
 
 /// Ensures a timer fires at `deadline_ms` (when the lease ends) for `id`, unless one
 /// already fires earlier; an earlier one replaces (and stops) a later one, so a key
-/// has at most one. Far deadlines are checked at least daily, which keeps the delay
-/// well inside Redis's timer arithmetic.
+/// has at most one. Far deadlines are checked every `LONGEST_DELAY_MS`, which keeps
+/// the delay inside Redis 7.0's timer arithmetic.
 pub(super) fn arm_expiry_check(ctx: &Context, id: &KeyId, deadline_ms: i64) {
     let now = clock::now_ms();
-    let fires_at = deadline_ms.min(now.saturating_add(MAX_TIMER_DELAY_MS));
+    let fires_at = deadline_ms.min(now.saturating_add(timers::LONGEST_DELAY_MS));
     let earlier = with_registry(|r| {
         r.key_mut(id).is_some_and(|waiting| {
             waiting

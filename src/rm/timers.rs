@@ -21,9 +21,18 @@ pub trait Timer: Sized + 'static {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimerId(raw::RedisModuleTimerID);
 
-/// Starts `timer`, to fire after `delay`.
+/// The longest delay a timer is started with; one asked to wait longer fires after this,
+/// and every kind of timer then looks whether its moment has come and starts again.
+/// When a module timer fires, Redis 7.0 re-arms its timer event for the next one with
+/// `now + ms * 1000` computed in an `int`: a timer more than 2^31 µs (~35.8 minutes)
+/// away overflows it into the past, and the event loop spins at 100% CPU.
+pub const LONGEST_DELAY_MS: i64 = 30 * 60 * 1000;
+
+/// Starts `timer`, to fire after `delay` (or after `LONGEST_DELAY_MS`, if sooner).
 pub fn start<T: Timer>(ctx: &Context, delay: Duration, timer: T) -> TimerId {
-    let delay = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    let delay = i64::try_from(delay.as_millis())
+        .unwrap_or(i64::MAX)
+        .min(LONGEST_DELAY_MS);
     let data = Box::into_raw(Box::new(timer));
     // SAFETY: Redis hands `data` back to `fired::<T>` exactly once, or through
     // StopTimer to `stop::<T>`; both turn it back into the Box made here.

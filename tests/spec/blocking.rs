@@ -620,3 +620,59 @@ fn a_lease_ending_while_writes_are_paused_is_handed_off_as_the_pause_ends() {
         "handoffs after the pause ended: {lateness:?}"
     );
 }
+
+/// Seconds of CPU the server's main thread has used.
+fn main_thread_cpu(con: &mut Connection) -> f64 {
+    ["used_cpu_sys_main_thread", "used_cpu_user_main_thread"]
+        .iter()
+        .map(|field| {
+            info_field(con, "cpu", field)
+                .and_then(|value| value.parse::<f64>().ok())
+                .expect("INFO cpu main-thread times")
+        })
+        .sum()
+}
+
+/// A server with waiters behind a long lease, waiting with a long `BLOCK` timeout, or
+/// with a long shared lease sleeps between events. When a module timer fires, Redis 7.0 re-arms its timer event
+/// for the next one with `now + ms * 1000` in an `int`: a timer more than ~35.8 minutes
+/// away overflowed that, and the server spun at 100% CPU until the queue emptied.
+#[test]
+fn an_idle_server_with_long_waits_queued_stays_idle() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let hour_ms = 3_600_000;
+    let hour = hour_ms.to_string();
+    // A handoff under a lease of an hour, one waiter still queued behind it.
+    acquire(&mut con, "lock:long-lease", hour_ms, &["TOKEN", "first"]).expect("granted");
+    let granted = spawn_waiter(&server, "lock:long-lease", hour_ms, &["BLOCK", "0"]);
+    let _queued = spawn_waiter(&server, "lock:long-lease", hour_ms, &["BLOCK", "0"]);
+    // A semaphore permit whose own lease ends in an hour.
+    acquire(&mut con, "sem:long", hour_ms, &["LIMIT", "2"]).expect("granted");
+    // A wait whose BLOCK timeout is an hour away.
+    acquire(&mut con, "lock:long-block", hour_ms, &["TOKEN", "other"]).expect("granted");
+    let _long_block = spawn_waiter(&server, "lock:long-block", 1_000, &["BLOCK", &hour]);
+    eventually(Duration::from_secs(5), "three waiters", || {
+        waiters_total(&mut con) == 3
+    });
+    assert_eq!(
+        int(&mut con, &["LOCK.RELEASE", "lock:long-lease", "first"]),
+        1
+    );
+    let (grant, _) = granted
+        .recv_timeout(Duration::from_secs(5))
+        .expect("handed off");
+    assert!(grant.is_some());
+    // A module timer that fires (a short BLOCK timeout) makes Redis re-arm its timer
+    // event for the long ones.
+    let timed_out = spawn_waiter(&server, "lock:long-block", 1_000, &["BLOCK", "100"]);
+    let (grant, _) = timed_out
+        .recv_timeout(Duration::from_secs(5))
+        .expect("timed out");
+    assert!(grant.is_none());
+    thread::sleep(Duration::from_millis(100));
+    let before = main_thread_cpu(&mut con);
+    thread::sleep(Duration::from_secs(1));
+    let used = main_thread_cpu(&mut con) - before;
+    assert!(used < 0.2, "an idle server used {used:.2} s of CPU in 1 s");
+}
