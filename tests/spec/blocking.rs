@@ -652,7 +652,7 @@ fn an_idle_server_with_long_waits_queued_stays_idle() {
     // A wait whose BLOCK timeout is an hour away.
     acquire(&mut con, "lock:long-block", hour_ms, &["TOKEN", "other"]).expect("granted");
     let _long_block = spawn_waiter(&server, "lock:long-block", 1_000, &["BLOCK", &hour]);
-    eventually(Duration::from_secs(5), "three waiters", || {
+    eventually(Duration::from_secs(15), "three waiters", || {
         waiters_total(&mut con) == 3
     });
     assert_eq!(
@@ -660,19 +660,20 @@ fn an_idle_server_with_long_waits_queued_stays_idle() {
         1
     );
     let (grant, _) = granted
-        .recv_timeout(Duration::from_secs(5))
+        .recv_timeout(Duration::from_secs(15))
         .expect("handed off");
     assert!(grant.is_some());
     // A module timer that fires (a short BLOCK timeout) makes Redis re-arm its timer
     // event for the long ones.
     let timed_out = spawn_waiter(&server, "lock:long-block", 1_000, &["BLOCK", "100"]);
     let (grant, _) = timed_out
-        .recv_timeout(Duration::from_secs(5))
+        .recv_timeout(Duration::from_secs(15))
         .expect("timed out");
     assert!(grant.is_none());
     thread::sleep(Duration::from_millis(100));
     let before = main_thread_cpu(&mut con);
     thread::sleep(Duration::from_secs(1));
     let used = main_thread_cpu(&mut con) - before;
-    assert!(used < 0.2, "an idle server used {used:.2} s of CPU in 1 s");
+    // Spinning takes a whole core (0.86 s here); idle is a few ms, also on a busy machine.
+    assert!(used < 0.3, "an idle server used {used:.2} s of CPU in 1 s");
 }
