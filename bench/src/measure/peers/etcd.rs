@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 use testkit::tempfile::TempDir;
 
+use crate::measure::peers::interrupt;
+
 /// The binary, from `PATH` unless `FENCELOCK_ETCD` names another.
 fn binary() -> String {
     std::env::var("FENCELOCK_ETCD").unwrap_or_else(|_| "etcd".into())
@@ -93,6 +95,7 @@ impl Etcd {
                 binary()
             ))
         })?;
+        interrupt::register(Some(child.id()), temp.path());
         let mut etcd = Etcd {
             child: Some(child),
             url: client,
@@ -149,6 +152,7 @@ impl Etcd {
 
 impl Drop for Etcd {
     fn drop(&mut self) {
+        interrupt::unregister(self.temp.path());
         let Some(mut child) = self.child.take() else {
             return;
         };

@@ -16,10 +16,11 @@
 pub mod contention;
 pub mod cycles;
 pub mod etcd;
+pub mod interrupt;
 pub mod takeover;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::measure::server::{self, flush, Server, SERVER_CPU};
@@ -38,8 +39,26 @@ const SMOKE_CYCLE_MS: u64 = 300;
 /// Repetitions of the takeover row in a full run, at least: each is one lease long.
 const TAKEOVER_REPETITIONS: usize = 5;
 
-/// The systems under test, running.
+/// While this lives, `interrupt` knows the server (a ctrl-c stops it).
+struct Known(PathBuf);
+
+impl Known {
+    fn new(server: &Server) -> Self {
+        interrupt::register(server.pid(), &server.dir);
+        Self(server.dir.clone())
+    }
+}
+
+impl Drop for Known {
+    fn drop(&mut self) {
+        interrupt::unregister(&self.0);
+    }
+}
+
+/// The systems under test, running. `known` comes first: fields drop in order, and a
+/// server is forgotten by `interrupt` before it stops.
 struct Servers<'a> {
+    _known: [Known; 2],
     plain: &'a Server,
     aof: Server,
     etcd: Etcd,
@@ -87,7 +106,12 @@ pub fn run(plain: &Server, workload: &Workload, pinned: bool) -> io::Result<Peer
         etcd.version,
         filesystem(etcd.dir())
     );
-    let servers = Servers { plain, aof, etcd };
+    let servers = Servers {
+        _known: [Known::new(plain), Known::new(&aof)],
+        plain,
+        aof,
+        etcd,
+    };
     let cycle_ms = if workload.smoke {
         SMOKE_CYCLE_MS
     } else {
