@@ -183,6 +183,7 @@ fn contention(peers: &PeersResult) -> Table {
     let mut table = Table::new(&[
         "clients",
         "system",
+        "waits with",
         "grants/s",
         "wait p50 ms",
         "wait p99 ms",
@@ -209,11 +210,8 @@ fn contention(peers: &PeersResult) -> Table {
                 .flatten();
             table.row(vec![
                 row.clients.to_string(),
-                format!(
-                    "{}{}",
-                    series.system.label(),
-                    if of_etcd { " (BLOCK)" } else { " (Lock RPC)" }
-                ),
+                series.system.label().into(),
+                if of_etcd { "BLOCK" } else { "Lock RPC" }.into(),
                 spread_with(column(s, |x| x.grants_per_s), fixed(0)),
                 spread_with(column(s, |x| x.p50_ms), ms),
                 spread_with(column(s, |x| x.p99_ms), ms),
@@ -255,27 +253,34 @@ fn takeover(peers: &PeersResult) -> Table {
     table
 }
 
+/// This section's targets, named without the prefix that places them in the full list.
 fn own_targets(targets: &[Target]) -> Vec<Target> {
     targets
         .iter()
-        .filter(|t| t.name.starts_with(PREFIX))
-        .cloned()
+        .filter_map(|t| {
+            let name = t.name.strip_prefix(PREFIX)?.trim_start_matches(": ");
+            Some(Target {
+                name: name.to_string(),
+                ..t.clone()
+            })
+        })
         .collect()
 }
 
 fn description(results: &Results, peers: &PeersResult) -> String {
     let systems: Vec<&str> = SYSTEMS.iter().map(|s| s.label()).collect();
+    // Labels hold commas and parentheses: listed with semicolons.
     format!(
         "{} (single member on loopback, default settings: every commit fsynced) against \
          fencelock on the run's server (persistence off) and on a second server with \
          `appendonly yes` and `appendfsync always`; data directories on {}. Each row runs \
-         {} once per repetition in alternating order, {} repetitions; ratios are taken \
+         each of {} once per repetition in alternating order, {} repetitions; ratios are taken \
          within a repetition. Cycle runs of {} ms, contention runs of {} ms, takeover \
          leases of {} ms. Placement: {}; {}. Load \
          average {:.2} when the scenario started, {:.2} when it ended.",
         peers.etcd,
         peers.filesystem,
-        systems.join(", "),
+        systems.join("; "),
         results.workload.repetitions,
         peers.cycle_ms,
         peers.contention_ms,

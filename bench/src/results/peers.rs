@@ -27,7 +27,7 @@ impl System {
     pub fn label(self) -> &'static str {
         match self {
             System::Fencelock => "fencelock",
-            System::FencelockAof => "fencelock, AOF always",
+            System::FencelockAof => "fencelock (AOF always)",
             System::Etcd => "etcd",
         }
     }

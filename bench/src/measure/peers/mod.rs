@@ -91,6 +91,13 @@ fn order(rep: usize) -> Vec<System> {
 
 pub fn run(plain: &Server, workload: &Workload, pinned: bool) -> io::Result<PeersResult> {
     let load_before = load_average();
+    if load_before > 1.0 {
+        // Pinning places the servers, it does not reserve their CPU: say so up front.
+        eprintln!(
+            "  warning: load average {load_before:.2}: other processes are using the CPUs, \
+             and latency figures especially will show it"
+        );
+    }
     let cpu = pinned.then_some(SERVER_CPU);
     let aof = Server::with_options(testkit::Options {
         cpu,
