@@ -7,7 +7,8 @@
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
 #                     and target/bench/bench.svg; docs/ is left alone
 #   make bench-docs   the same full run, then also writes docs/performance.md anew
-#                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs
+#                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs;
+#                     with the etcd side by side of make bench-peers (mk/peers.mk)
 #   make bench-smoke  the same scenarios and rows (semaphores included), a few seconds
 #                     each (CI); reports in target/bench/smoke
 #   make bench-all    a full run on each server of BENCH_SERVERS (reports in
@@ -40,7 +41,7 @@ case " $(BENCH_SERVERS) " in *" $$server "*) ;; \
 if [ "$$server" = redis-7.0 ]; then binary=$$(command -v redis-server); \
 else binary=$$(scripts/compat-servers.sh $(VENV) | awk -v s="$$server" '$$1 == s { print $$2 }'); fi; \
 [ -x "$$binary" ] || { echo "no binary for $$server" >&2; exit 1; }; \
-FENCELOCK_REDIS_SERVER=$$binary cargo run --release -p fencelock-bench -- --server $$server
+FENCELOCK_REDIS_SERVER=$$binary cargo run --release -p fencelock-bench $(BENCH_FEATURES) -- --server $$server
 endef
 
 .PHONY: bench bench-docs bench-smoke bench-all bench-python

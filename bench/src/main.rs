@@ -10,7 +10,10 @@
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
 //! contention scenario, one process per client), and `make bench-all`'s combiner:
-//! `combine OUT.md DIR…` (one table out of several servers' `report.json`).
+//! `combine OUT.md DIR…` (one table out of several servers' `report.json`). Built
+//! with the `peers` feature (`make bench-peers`: fencelock side by side with etcd), it
+//! is also that scenario's etcd contention client (`etcd-contender …`) and the lock
+//! holder it kills (`peer-holder …`).
 //!
 //! `measure/` talks to the servers and produces the `results::Results` of a run;
 //! `report/` makes every table, chart and file from them and from nothing else. Neither
@@ -34,6 +37,13 @@ fn main() -> ExitCode {
     let subcommand = match args.first().map(String::as_str) {
         Some("contender") => Some(("contender", contender::main(&args[1..]))),
         Some("combine") => Some(("combine", combine::main(&args[1..]))),
+        #[cfg(feature = "peers")]
+        Some("etcd-contender") => Some((
+            "etcd-contender",
+            measure::peers::contention::main(&args[1..]),
+        )),
+        #[cfg(feature = "peers")]
+        Some("peer-holder") => Some(("peer-holder", measure::peers::takeover::main(&args[1..]))),
         _ => None,
     };
     if let Some((name, outcome)) = subcommand {

@@ -10,6 +10,7 @@
 pub mod contention;
 pub mod machine;
 pub mod memory;
+pub mod peers;
 pub mod profile;
 pub mod throughput;
 
@@ -19,6 +20,7 @@ use crate::stats::{nullable, spread, summarised, Spread};
 use contention::{ContentionResult, Lock, Mode, Sample};
 use machine::{Machine, Natives};
 use memory::MemoryResult;
+use peers::PeersResult;
 use profile::ProfileResult;
 use throughput::GroupResult;
 
@@ -34,6 +36,9 @@ pub struct Results {
     pub contention: Vec<ContentionResult>,
     pub memory: MemoryResult,
     pub profile: ProfileResult,
+    /// fencelock and etcd side by side (`make bench-peers`); absent from other runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers: Option<PeersResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the

@@ -19,8 +19,9 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --reps N  repetitions of every measurement (at least 3; default 3)
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
-  --only    comma-separated scenarios to run: throughput, contention, memory, profile
-            (default all)
+  --only    comma-separated scenarios to run: throughput, contention, memory, profile,
+            peers (etcd side by side; built with the `peers` feature only: make
+            bench-peers) (default all those built in)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
   The modules loaded are FENCELOCK_MODULE and FENCELOCK_FLOOR_MODULE, else the release
@@ -36,6 +37,9 @@ pub enum Scenario {
     Memory,
     /// Where the time goes: instructions, CPU time, allocations and bytes per command.
     Profile,
+    /// fencelock side by side with etcd's lock API (feature `peers`).
+    #[cfg(feature = "peers")]
+    Peers,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -57,6 +61,12 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         "contention" => Ok(Scenario::Contention),
         "memory" => Ok(Scenario::Memory),
         "profile" => Ok(Scenario::Profile),
+        #[cfg(feature = "peers")]
+        "peers" => Ok(Scenario::Peers),
+        #[cfg(not(feature = "peers"))]
+        "peers" => Err(
+            "peers: this build has no etcd client (feature `peers`): run `make bench-peers`".into(),
+        ),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -75,6 +85,8 @@ impl Settings {
                 Scenario::Contention,
                 Scenario::Memory,
                 Scenario::Profile,
+                #[cfg(feature = "peers")]
+                Scenario::Peers,
             ],
             workload: Workload {
                 smoke: false,
@@ -147,7 +159,7 @@ impl Settings {
         if settings.workload.smoke && settings.docs {
             return Err("--docs takes figures from a full run only, not --smoke".into());
         }
-        if settings.docs && settings.scenarios.len() < 4 {
+        if settings.docs && settings.scenarios.len() < 4 + usize::from(cfg!(feature = "peers")) {
             return Err("--docs takes figures from a run of every scenario, not --only".into());
         }
         Ok(settings)

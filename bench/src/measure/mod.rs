@@ -1,6 +1,7 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! five scenarios, each producing its part of the `Results`. Nothing here formats a
-//! report: what is printed while measuring is progress, on stderr.
+//! five scenarios, each producing its part of the `Results` (a sixth, the etcd side by
+//! side, with the `peers` feature). Nothing here formats a report: what is printed
+//! while measuring is progress, on stderr.
 
 pub mod callgrind;
 pub mod contender;
@@ -11,6 +12,8 @@ pub mod machine;
 pub mod memory;
 pub mod natives;
 pub mod operation;
+#[cfg(feature = "peers")]
+pub mod peers;
 pub mod profile;
 pub mod recipes;
 pub mod server;
@@ -65,6 +68,13 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         eprintln!("5. where the time goes");
         profile = profile::run(&server, workload, natives)?;
     }
+    #[cfg_attr(not(feature = "peers"), allow(unused_mut))]
+    let mut peers = None;
+    #[cfg(feature = "peers")]
+    if settings.runs(Scenario::Peers) {
+        eprintln!("6. etcd side by side");
+        peers = Some(peers::run(&server, workload, placement.is_some())?);
+    }
     drop(server);
 
     Ok(Results {
@@ -77,5 +87,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         contention,
         memory,
         profile,
+        peers,
     })
 }

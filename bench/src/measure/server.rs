@@ -14,7 +14,7 @@ use testkit::resp::Conn;
 pub use testkit::Server;
 
 /// CPU the server runs on when pinning; the load generator gets the next one.
-const SERVER_CPU: usize = 0;
+pub const SERVER_CPU: usize = 0;
 const CLIENT_CPU: usize = 1;
 
 /// Whether to pin server and load generator to separate CPUs: needs `taskset` and two

@@ -1,7 +1,8 @@
 //! `--docs` (`make bench-docs`): publishes a full run into the repository's
 //! documentation — the chart as docs/bench.svg and the page docs/performance.md, written
 //! whole from its template (`performance.md.in` beside this file: the prose that says
-//! what is measured and why) with the run's figures in place of `{{figures}}`. Nothing
+//! what is measured and why) with the run's figures in place of `{{figures}}` and the
+//! etcd side by side in place of `{{peers}}` (or a line saying it was not measured). Nothing
 //! else is read or kept, so the page always says what its last run measured. Plain
 //! `make bench` never gets here, so a local run leaves the docs alone.
 
@@ -9,17 +10,18 @@ use std::io;
 
 const TEMPLATE: &str = include_str!("performance.md.in");
 const FIGURES: &str = "{{figures}}";
+const PEERS: &str = "{{peers}}";
 
 /// The chart's link, relative to the page (and to report.md beside its own chart).
 pub const CHART_LINK: &str = "bench.svg";
 
-pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
+pub fn publish(svg: &str, figures: &str, peers: &str) -> io::Result<()> {
     // The repository's docs/, not this crate's directory (bench/).
     let docs = testkit::paths::workspace_root().join("docs");
     std::fs::create_dir_all(&docs)?;
     std::fs::write(docs.join(CHART_LINK), svg)?;
     let page = docs.join("performance.md");
-    std::fs::write(&page, render(figures)?)?;
+    std::fs::write(&page, render(figures, peers)?)?;
     eprintln!(
         "wrote {} and {}",
         docs.join(CHART_LINK).display(),
@@ -28,11 +30,30 @@ pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
     Ok(())
 }
 
-fn render(figures: &str) -> io::Result<String> {
-    if TEMPLATE.matches(FIGURES).count() != 1 {
-        return Err(io::Error::other(format!(
-            "performance.md.in must hold {FIGURES} exactly once"
-        )));
+fn render(figures: &str, peers: &str) -> io::Result<String> {
+    for place in [FIGURES, PEERS] {
+        if TEMPLATE.matches(place).count() != 1 {
+            return Err(io::Error::other(format!(
+                "performance.md.in must hold {place} exactly once"
+            )));
+        }
     }
-    Ok(TEMPLATE.replace(FIGURES, figures.trim_end()))
+    Ok(TEMPLATE
+        .replace(FIGURES, figures.trim_end())
+        .replace(PEERS, peers.trim_end()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page renders with the etcd section and without it, every place filled.
+    #[test]
+    fn the_page_renders_with_and_without_the_etcd_side_by_side() {
+        for peers in ["| etcd table |", crate::report::peers::NOT_MEASURED] {
+            let page = render("| figures |", peers).expect("the template renders");
+            assert!(page.contains("| figures |") && page.contains(peers));
+            assert!(!page.contains("{{"));
+        }
+    }
 }

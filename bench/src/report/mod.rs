@@ -4,6 +4,7 @@
 
 pub mod combine;
 pub mod docs;
+pub mod peers;
 pub mod svg;
 pub mod table;
 pub mod targets;
@@ -26,15 +27,23 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     let results = &file.results;
     let tables = text::tables(results, &file.targets);
     println!("{}", text::text(results, &tables));
+    let peers_text = peers::text(results, &file.targets);
+    if !peers_text.is_empty() {
+        println!("{peers_text}");
+    }
+    // report.md ends with the etcd side by side when the run has it; the page has a
+    // place of its own for it, filled either way.
+    let peers = peers::markdown(results, &file.targets);
+    let mut report = text::markdown(results, &tables, docs::CHART_LINK);
+    if results.peers.is_some() {
+        report += &format!("\n### Side by side with etcd\n\n{peers}");
+    }
 
     std::fs::create_dir_all(out_dir)?;
     let json = serde_json::to_string_pretty(&file)
         .map_err(|e| io::Error::other(format!("report.json: {e}")))?;
     std::fs::write(out_dir.join("report.json"), json + "\n")?;
-    std::fs::write(
-        out_dir.join("report.md"),
-        text::markdown(results, &tables, docs::CHART_LINK),
-    )?;
+    std::fs::write(out_dir.join("report.md"), &report)?;
     let chart = svg::chart(results)?;
     std::fs::write(out_dir.join("bench.svg"), &chart)?;
     eprintln!(
@@ -42,7 +51,11 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
         out_dir.display()
     );
     if docs {
-        docs::publish(&chart, &text::markdown(results, &tables, docs::CHART_LINK))?;
+        docs::publish(
+            &chart,
+            &text::markdown(results, &tables, docs::CHART_LINK),
+            &peers,
+        )?;
     }
     Ok(())
 }
@@ -167,6 +180,7 @@ mod tests {
                 ],
                 without_callgrind: None,
             },
+            peers: None,
         }
     }
 
@@ -236,5 +250,22 @@ mod tests {
         assert_eq!(page(&back), page(&file));
         assert!(back.results.profile.rows[0].cpu_us.is_nan());
         assert!(back.results.contention[0].samples[1].p50_ms.is_nan());
+    }
+
+    /// A report with the etcd side by side reads back the same, its section included;
+    /// one without it has no `peers` field at all (and still reads back, above).
+    #[test]
+    fn report_json_reads_back_with_and_without_the_etcd_side_by_side() {
+        let (_, json) = written(results());
+        assert!(!json.contains("\"peers\""));
+        let mut run = results();
+        run.peers = Some(peers::example());
+        let (file, json) = written(run);
+        let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        let section = |f: &ReportFile| peers::markdown(&f.results, &f.targets);
+        assert_eq!(section(&back), section(&file));
+        assert!(section(&file).contains("| 1 client | etcd |"));
+        assert!(back.results.peers.unwrap().load_after.is_nan());
     }
 }
