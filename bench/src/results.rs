@@ -8,6 +8,7 @@
 //! One file a scenario under `results/`; this one holds the run as a whole.
 
 pub mod contention;
+pub mod curves;
 pub mod machine;
 pub mod memory;
 pub mod profile;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{nullable, spread, summarised, Spread};
 use contention::{ContentionResult, Lock, Mode, Sample};
+use curves::CurvesResult;
 use machine::{Machine, Natives};
 use memory::MemoryResult;
 use profile::ProfileResult;
@@ -34,6 +36,9 @@ pub struct Results {
     pub contention: Vec<ContentionResult>,
     pub memory: MemoryResult,
     pub profile: ProfileResult,
+    /// `None` when not run, and in a report.json written before the curves existed.
+    #[serde(default)]
+    pub curves: Option<CurvesResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the

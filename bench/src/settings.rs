@@ -19,8 +19,8 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --reps N  repetitions of every measurement (at least 3; default 3)
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
-  --only    comma-separated scenarios to run: throughput, contention, memory, profile
-            (default all)
+  --only    comma-separated scenarios to run: throughput, contention, memory, profile,
+            curves (default all)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
   combine   one markdown table out of the report.json of several runs (make bench-all)";
@@ -34,6 +34,8 @@ pub enum Scenario {
     Memory,
     /// Where the time goes: instructions, CPU time, allocations and bytes per command.
     Profile,
+    /// Server CPU per command as holders, waiters and held locks grow.
+    Curves,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -55,6 +57,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         "contention" => Ok(Scenario::Contention),
         "memory" => Ok(Scenario::Memory),
         "profile" => Ok(Scenario::Profile),
+        "curves" => Ok(Scenario::Curves),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -73,6 +76,7 @@ impl Settings {
                 Scenario::Contention,
                 Scenario::Memory,
                 Scenario::Profile,
+                Scenario::Curves,
             ],
             workload: Workload {
                 smoke: false,
@@ -89,6 +93,7 @@ impl Settings {
                 profile_commands: 4_000,
             },
         };
+        let every_scenario = settings.scenarios.len();
         let mut out_dir = None;
         let mut parser = lexopt::Parser::from_args(args);
         while let Some(arg) = parser.next().map_err(|e| format!("{e}\n{USAGE}"))? {
@@ -145,7 +150,7 @@ impl Settings {
         if settings.workload.smoke && settings.docs {
             return Err("--docs takes figures from a full run only, not --smoke".into());
         }
-        if settings.docs && settings.scenarios.len() < 4 {
+        if settings.docs && settings.scenarios.len() < every_scenario {
             return Err("--docs takes figures from a run of every scenario, not --only".into());
         }
         Ok(settings)

@@ -1,10 +1,11 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! five scenarios, each producing its part of the `Results`. Nothing here formats a
+//! six scenarios, each producing its part of the `Results`. Nothing here formats a
 //! report: what is printed while measuring is progress, on stderr.
 
 pub mod callgrind;
 pub mod contender;
 pub mod contention;
+pub mod curves;
 pub mod load;
 pub mod lua;
 pub mod machine;
@@ -66,6 +67,11 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         profile = profile::run(&server, workload, natives)?;
     }
     drop(server);
+    let mut curves = None;
+    if settings.runs(Scenario::Curves) {
+        eprintln!("6. cost curves");
+        curves = Some(curves::run(placement.is_some(), workload)?);
+    }
 
     Ok(Results {
         machine,
@@ -77,5 +83,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         contention,
         memory,
         profile,
+        curves,
     })
 }

@@ -46,6 +46,11 @@ pub fn pin_self() -> io::Result<()> {
 /// Starts the server, pinned to `SERVER_CPU` when `pinned`. The module is checked
 /// first: a missing build is the usual mistake and deserves a plain message.
 pub fn start(pinned: bool) -> io::Result<Server> {
+    start_with(pinned, testkit::Options::default())
+}
+
+/// `start` with more server and module arguments (the cost curves' own server).
+pub fn start_with(pinned: bool, options: testkit::Options) -> io::Result<Server> {
     let module = testkit::module_path();
     if !module.exists() {
         return Err(io::Error::other(format!(
@@ -56,7 +61,7 @@ pub fn start(pinned: bool) -> io::Result<Server> {
     Ok(Server::with_options(testkit::Options {
         cpu: pinned.then_some(SERVER_CPU),
         graceful_stop: true,
-        ..testkit::Options::default()
+        ..options
     }))
 }
 

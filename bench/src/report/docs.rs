@@ -1,7 +1,8 @@
 //! `--docs` (`make bench-docs`): publishes a full run into the repository's
-//! documentation — the chart as docs/bench.svg and the page docs/performance.md, written
-//! whole from its template (`performance.md.in` beside this file: the prose that says
-//! what is measured and why) with the run's figures in place of `{{figures}}`. Nothing
+//! documentation — the charts as docs/bench.svg and docs/curves.svg and the page
+//! docs/performance.md, written whole from its template (`performance.md.in` beside
+//! this file: the prose that says what is measured and why) with the run's figures in
+//! place of `{{figures}}` and its cost curves in place of `{{curves}}`. Nothing
 //! else is read or kept, so the page always says what its last run measured. Plain
 //! `make bench` never gets here, so a local run leaves the docs alone.
 
@@ -9,17 +10,21 @@ use std::io;
 
 const TEMPLATE: &str = include_str!("performance.md.in");
 const FIGURES: &str = "{{figures}}";
+const CURVES: &str = "{{curves}}";
 
 /// The chart's link, relative to the page (and to report.md beside its own chart).
 pub const CHART_LINK: &str = "bench.svg";
 
-pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
+pub fn publish(svg: &str, figures: &str, curves_svg: Option<&str>, curves: &str) -> io::Result<()> {
     // The repository's docs/, not this crate's directory (bench/).
     let docs = testkit::paths::workspace_root().join("docs");
     std::fs::create_dir_all(&docs)?;
     std::fs::write(docs.join(CHART_LINK), svg)?;
+    if let Some(curves_svg) = curves_svg {
+        std::fs::write(docs.join(super::curves::CHART_LINK), curves_svg)?;
+    }
     let page = docs.join("performance.md");
-    std::fs::write(&page, render(figures)?)?;
+    std::fs::write(&page, render(figures, curves)?)?;
     eprintln!(
         "wrote {} and {}",
         docs.join(CHART_LINK).display(),
@@ -28,11 +33,29 @@ pub fn publish(svg: &str, figures: &str) -> io::Result<()> {
     Ok(())
 }
 
-fn render(figures: &str) -> io::Result<String> {
-    if TEMPLATE.matches(FIGURES).count() != 1 {
-        return Err(io::Error::other(format!(
-            "performance.md.in must hold {FIGURES} exactly once"
-        )));
+fn render(figures: &str, curves: &str) -> io::Result<String> {
+    for placeholder in [FIGURES, CURVES] {
+        if TEMPLATE.matches(placeholder).count() != 1 {
+            return Err(io::Error::other(format!(
+                "performance.md.in must hold {placeholder} exactly once"
+            )));
+        }
     }
-    Ok(TEMPLATE.replace(FIGURES, figures.trim_end()))
+    Ok(TEMPLATE
+        .replace(FIGURES, figures.trim_end())
+        .replace(CURVES, curves.trim_end()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The template takes the run's figures and its cost curves, each in one place.
+    #[test]
+    fn the_template_takes_figures_and_curves() {
+        let page = render("FIGURES-HERE", "CURVES-HERE").expect("the template renders");
+        assert_eq!(page.matches("FIGURES-HERE").count(), 1);
+        assert_eq!(page.matches("CURVES-HERE").count(), 1);
+        assert!(!page.contains("{{"));
+    }
 }

@@ -3,6 +3,8 @@
 //! talks to a server).
 
 pub mod combine;
+pub mod curves;
+pub mod curves_chart;
 pub mod docs;
 pub mod svg;
 pub mod table;
@@ -14,9 +16,9 @@ use std::path::Path;
 
 use crate::results::{ReportFile, Results};
 
-/// Checks the targets, prints the tables on stdout and writes report.json, report.md
-/// and bench.svg into `out_dir`; with `docs`, also docs/performance.md and
-/// docs/bench.svg.
+/// Checks the targets, prints the tables on stdout and writes report.json, report.md,
+/// bench.svg and (when the curves ran) curves.svg into `out_dir`; with `docs`, also
+/// docs/performance.md, docs/bench.svg and docs/curves.svg.
 pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     let file = ReportFile {
         ratios: results.ratios(),
@@ -26,6 +28,14 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     let results = &file.results;
     let tables = text::tables(results, &file.targets);
     println!("{}", text::text(results, &tables));
+    if let Some(measured) = &results.curves {
+        println!("{}", curves::text(measured, &file.targets));
+    }
+    let curves_md = curves::markdown(results.curves.as_ref(), &file.targets, curves::CHART_LINK);
+    let curves_svg = match &results.curves {
+        Some(measured) => Some(curves_chart::chart(measured, &results.machine)?),
+        None => None,
+    };
 
     std::fs::create_dir_all(out_dir)?;
     let json = serde_json::to_string_pretty(&file)
@@ -33,16 +43,29 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     std::fs::write(out_dir.join("report.json"), json + "\n")?;
     std::fs::write(
         out_dir.join("report.md"),
-        text::markdown(results, &tables, docs::CHART_LINK),
+        text::markdown(results, &tables, docs::CHART_LINK) + "\n### Cost curves\n\n" + &curves_md,
     )?;
     let chart = svg::chart(results)?;
     std::fs::write(out_dir.join("bench.svg"), &chart)?;
+    if let Some(svg) = &curves_svg {
+        std::fs::write(out_dir.join(curves::CHART_LINK), svg)?;
+    }
     eprintln!(
-        "wrote report.json, report.md and bench.svg in {}",
+        "wrote report.json, report.md, bench.svg{} in {}",
+        if curves_svg.is_some() {
+            " and curves.svg"
+        } else {
+            ""
+        },
         out_dir.display()
     );
     if docs {
-        docs::publish(&chart, &text::markdown(results, &tables, docs::CHART_LINK))?;
+        docs::publish(
+            &chart,
+            &text::markdown(results, &tables, docs::CHART_LINK),
+            curves_svg.as_deref(),
+            &curves_md,
+        )?;
     }
     Ok(())
 }
@@ -163,6 +186,7 @@ mod tests {
                 ],
                 without_callgrind: None,
             },
+            curves: None,
         }
     }
 
@@ -179,6 +203,16 @@ mod tests {
     fn page(file: &ReportFile) -> String {
         let tables = text::tables(&file.results, &file.targets);
         text::markdown(&file.results, &tables, docs::CHART_LINK)
+    }
+
+    /// A report.json from before the cost curves (no `curves` field) still reads.
+    #[test]
+    fn report_json_without_curves_reads_back() {
+        let (_, json) = written(results());
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value.as_object_mut().unwrap().remove("curves");
+        let back: ReportFile = serde_json::from_value(value).expect("an older report.json reads");
+        assert!(back.results.curves.is_none());
     }
 
     /// What `combine` reads back is what the run wrote: the same file again, and the

@@ -10,7 +10,7 @@ use crate::results::{Results, Target};
 use crate::stats::spread;
 
 #[derive(Clone, Copy)]
-enum Want {
+pub(super) enum Want {
     AtLeast(f64),
     AtMost(f64),
     /// Rounds to zero at the unit's precision (|x| < 0.5).
@@ -35,7 +35,12 @@ impl Want {
     }
 }
 
-fn target(name: String, want: Want, unit: &'static str, samples: Option<Vec<f64>>) -> Target {
+pub(super) fn target(
+    name: String,
+    want: Want,
+    unit: &'static str,
+    samples: Option<Vec<f64>>,
+) -> Target {
     let samples = samples.unwrap_or_default();
     let measured = spread(&samples);
     let decimals = match (want, unit) {
@@ -195,6 +200,7 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         " B",
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
+    targets.extend(super::curves::targets(results.curves.as_ref()));
     targets
 }
 
