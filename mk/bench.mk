@@ -5,9 +5,9 @@
 # run. Included by the Makefile (`include mk/*.mk`).
 # The server launcher and the RESP codec come from the dev-only `testkit` crate.
 #   make bench        full run (several minutes): table on stdout, target/bench/report.{json,md}
-#                     and target/bench/bench.svg; docs/ is left alone
+#                     and target/bench/{bench,curves}.svg; docs/ is left alone
 #   make bench-docs   the same full run, then also writes docs/performance.md anew
-#                     and docs/bench.svg (`--docs`): for publishing figures, not for local runs;
+#                     and docs/{bench,curves}.svg (`--docs`): for publishing figures, not for local runs;
 #                     with the etcd side by side of make bench-peers (mk/peers.mk)
 #   make bench-smoke  the same scenarios and rows (semaphores included), a few seconds
 #                     each (CI); reports in target/bench/smoke
@@ -48,10 +48,10 @@ endef
 
 ##@ Benchmark (SERVER=redis-7.0|redis-8.2|valkey-9.1, BENCH_ARGS)
 
-bench: build $(bench_venv) ## full benchmark run (minutes): target/bench/report.{json,md}, bench.svg
+bench: build $(bench_venv) ## full benchmark run (minutes): target/bench/report.{json,md}, bench.svg, curves.svg
 	server=$(SERVER); $(bench_on) $(BENCH_ARGS)
 
-bench-docs: build $(bench_venv) ## full run, then write docs/performance.md and docs/bench.svg anew
+bench-docs: build $(bench_venv) ## full run, then write docs/performance.md, docs/bench.svg and docs/curves.svg anew
 	server=$(SERVER); $(bench_on) --docs $(BENCH_ARGS)
 
 bench-smoke: build $(bench_venv) ## every scenario for a few seconds (CI): target/bench/smoke/

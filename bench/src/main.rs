@@ -2,11 +2,14 @@
 //! Lua-free owner checks where it has them and the floor module (`bench/floor`: the
 //! same key work and nothing else), side by side, in one run. Starts its own server
 //! with the module and the floor module (persistence off, through `testkit`; Redis
-//! 7.0, Redis 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle, contention on
-//! one key, memory and where the server's time goes per command, with every comparison
-//! alternating within each repetition, then prints a table and writes `report.json`,
-//! `report.md` and `bench.svg` (see `--help`); with `--docs` (`make bench-docs`) also
-//! docs/performance.md and docs/bench.svg.
+//! 7.0, Redis 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle,
+//! contention on one key, memory, where the server's time goes per command and how
+//! that cost grows with holders, waiters and held locks (the cost curves, on servers of
+//! their own), with every comparison alternating within each repetition, then prints a
+//! table and writes `report.json`, `report.md`, `bench.svg` and `curves.svg` (see
+//! `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
+//! docs/bench.svg and docs/curves.svg. With the `peers` feature (`make bench-peers`)
+//! it also runs fencelock side by side with etcd.
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
 //! contention scenario, one process per client), and `make bench-all`'s combiner:

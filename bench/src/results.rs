@@ -8,6 +8,7 @@
 //! One file a scenario under `results/`; this one holds the run as a whole.
 
 pub mod contention;
+pub mod curves;
 pub mod machine;
 pub mod memory;
 pub mod peers;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{nullable, spread, summarised, Spread};
 use contention::{ContentionResult, Lock, Mode, Sample};
+use curves::CurvesResult;
 use machine::{Machine, Natives};
 use memory::MemoryResult;
 use peers::PeersResult;
@@ -39,6 +41,9 @@ pub struct Results {
     /// fencelock and etcd side by side (`make bench-peers`); absent from other runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peers: Option<PeersResult>,
+    /// `None` when not run, and in a report.json written before the curves existed.
+    #[serde(default)]
+    pub curves: Option<CurvesResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the

@@ -20,7 +20,7 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
   --only    comma-separated scenarios to run: throughput, contention, memory, profile,
-            peers (etcd side by side; built with the `peers` feature only: make
+            curves, peers (etcd side by side; built with the `peers` feature only: make
             bench-peers) (default all those built in)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
@@ -40,6 +40,8 @@ pub enum Scenario {
     /// fencelock side by side with etcd's lock API (feature `peers`).
     #[cfg(feature = "peers")]
     Peers,
+    /// Server CPU per command as holders, waiters and held locks grow.
+    Curves,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -67,6 +69,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         "peers" => Err(
             "peers: this build has no etcd client (feature `peers`): run `make bench-peers`".into(),
         ),
+        "curves" => Ok(Scenario::Curves),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -87,6 +90,7 @@ impl Settings {
                 Scenario::Profile,
                 #[cfg(feature = "peers")]
                 Scenario::Peers,
+                Scenario::Curves,
             ],
             workload: Workload {
                 smoke: false,
@@ -103,6 +107,7 @@ impl Settings {
                 profile_commands: 4_000,
             },
         };
+        let every_scenario = settings.scenarios.len();
         let mut out_dir = None;
         let mut parser = lexopt::Parser::from_args(args);
         while let Some(arg) = parser.next().map_err(|e| format!("{e}\n{USAGE}"))? {
@@ -159,7 +164,7 @@ impl Settings {
         if settings.workload.smoke && settings.docs {
             return Err("--docs takes figures from a full run only, not --smoke".into());
         }
-        if settings.docs && settings.scenarios.len() < 4 + usize::from(cfg!(feature = "peers")) {
+        if settings.docs && settings.scenarios.len() < every_scenario {
             return Err("--docs takes figures from a run of every scenario, not --only".into());
         }
         Ok(settings)

@@ -28,7 +28,7 @@ fn used_memory(probe: &mut Conn) -> io::Result<i64> {
 }
 
 /// Reads `used_memory` until three readings 150 ms apart agree (at most 5 s).
-fn settled_memory(probe: &mut Conn) -> io::Result<i64> {
+pub fn settled_memory(probe: &mut Conn) -> io::Result<i64> {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut last = used_memory(probe)?;
     let mut same = 0;

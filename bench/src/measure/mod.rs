@@ -1,11 +1,12 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! five scenarios, each producing its part of the `Results` (a sixth, the etcd side by
+//! six scenarios, each producing its part of the `Results` (a seventh, the etcd side by
 //! side, with the `peers` feature). Nothing here formats a report: what is printed
 //! while measuring is progress, on stderr.
 
 pub mod callgrind;
 pub mod contender;
 pub mod contention;
+pub mod curves;
 pub mod load;
 pub mod lua;
 pub mod machine;
@@ -76,6 +77,11 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         peers = Some(peers::run(&server, workload, placement.is_some())?);
     }
     drop(server);
+    let mut curves = None;
+    if settings.runs(Scenario::Curves) {
+        eprintln!("6. cost curves");
+        curves = Some(curves::run(placement.is_some(), workload)?);
+    }
 
     Ok(Results {
         machine,
@@ -88,5 +94,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         memory,
         profile,
         peers,
+        curves,
     })
 }

@@ -62,13 +62,20 @@ pub fn modules() -> io::Result<[PathBuf; 2]> {
 
 /// Starts the server with both modules, pinned to `SERVER_CPU` when `pinned`.
 pub fn start(pinned: bool) -> io::Result<Server> {
+    start_with(pinned, testkit::Options::default())
+}
+
+/// `start` with more server and module arguments (the cost curves' own server).
+pub fn start_with(pinned: bool, options: testkit::Options) -> io::Result<Server> {
     let [module, floor] = modules()?;
+    let mut args = vec!["loadmodule".into(), floor.display().to_string()];
+    args.extend(options.args.iter().cloned());
     Ok(Server::with_options(testkit::Options {
-        module: Some(module),
-        args: vec!["loadmodule".into(), floor.display().to_string()],
+        module: options.module.clone().or(Some(module)),
+        args,
         cpu: pinned.then_some(SERVER_CPU),
         graceful_stop: true,
-        ..testkit::Options::default()
+        ..options
     }))
 }
 

@@ -3,6 +3,8 @@
 //! talks to a server).
 
 pub mod combine;
+pub mod curves;
+pub mod curves_chart;
 pub mod docs;
 pub mod peers;
 pub mod svg;
@@ -15,9 +17,9 @@ use std::path::Path;
 
 use crate::results::{ReportFile, Results};
 
-/// Checks the targets, prints the tables on stdout and writes report.json, report.md
-/// and bench.svg into `out_dir`; with `docs`, also docs/performance.md and
-/// docs/bench.svg.
+/// Checks the targets, prints the tables on stdout and writes report.json, report.md,
+/// bench.svg and (when the curves ran) curves.svg into `out_dir`; with `docs`, also
+/// docs/performance.md, docs/bench.svg and docs/curves.svg.
 pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     let file = ReportFile {
         ratios: results.ratios(),
@@ -31,10 +33,19 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     if !peers_text.is_empty() {
         println!("{peers_text}");
     }
-    // report.md ends with the etcd side by side when the run has it; the page has a
-    // place of its own for it, filled either way.
+    if let Some(measured) = &results.curves {
+        println!("{}", curves::text(measured, &file.targets));
+    }
+    let curves_md = curves::markdown(results.curves.as_ref(), &file.targets, curves::CHART_LINK);
+    let curves_svg = match &results.curves {
+        Some(measured) => Some(curves_chart::chart(measured, &results.machine)?),
+        None => None,
+    };
+    // report.md ends with the cost curves, and the etcd side by side when the run has
+    // it; the page has a place of its own for each, filled either way.
     let peers = peers::markdown(results, &file.targets);
-    let mut report = text::markdown(results, &tables, docs::CHART_LINK);
+    let mut report =
+        text::markdown(results, &tables, docs::CHART_LINK) + "\n### Cost curves\n\n" + &curves_md;
     if results.peers.is_some() {
         report += &format!("\n### Side by side with etcd\n\n{peers}");
     }
@@ -46,14 +57,24 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
     std::fs::write(out_dir.join("report.md"), &report)?;
     let chart = svg::chart(results)?;
     std::fs::write(out_dir.join("bench.svg"), &chart)?;
+    if let Some(svg) = &curves_svg {
+        std::fs::write(out_dir.join(curves::CHART_LINK), svg)?;
+    }
     eprintln!(
-        "wrote report.json, report.md and bench.svg in {}",
+        "wrote report.json, report.md, bench.svg{} in {}",
+        if curves_svg.is_some() {
+            " and curves.svg"
+        } else {
+            ""
+        },
         out_dir.display()
     );
     if docs {
         docs::publish(
             &chart,
             &text::markdown(results, &tables, docs::CHART_LINK),
+            curves_svg.as_deref(),
+            &curves_md,
             &peers,
         )?;
     }
@@ -181,6 +202,7 @@ mod tests {
                 without_callgrind: None,
             },
             peers: None,
+            curves: None,
         }
     }
 
@@ -238,6 +260,16 @@ mod tests {
             "| pipelined: LOCK.ACQUIRE ÷ FLOOR.ACQUIRE | ≥ 0.95× | 0.97 [0.97–0.98]× | met |"
         ));
         assert!(page.contains("per held lock: floor module"));
+    }
+
+    /// A report.json from before the cost curves (no `curves` field) still reads.
+    #[test]
+    fn report_json_without_curves_reads_back() {
+        let (_, json) = written(results());
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value.as_object_mut().unwrap().remove("curves");
+        let back: ReportFile = serde_json::from_value(value).expect("an older report.json reads");
+        assert!(back.results.curves.is_none());
     }
 
     /// What `combine` reads back is what the run wrote: the same file again, and the

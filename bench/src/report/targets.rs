@@ -232,6 +232,7 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
     targets.extend(super::peers::targets(results));
+    targets.extend(super::curves::targets(results.curves.as_ref()));
     targets
 }
 
