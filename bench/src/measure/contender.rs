@@ -73,7 +73,7 @@ impl Mode {
 }
 
 /// What one contender did in its run: the line it prints for the parent.
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 pub struct Tally {
     /// Every grant, also those asked for inside the window and granted after it.
     pub grants: u64,
@@ -84,6 +84,19 @@ pub struct Tally {
     pub lost: u64,
     /// Every wait, ask to grant, in µs.
     pub waits_us: Vec<u64>,
+}
+
+/// A contender's side of the start: says `ready` to the parent (`contenders::run`), then
+/// waits for `go <ms>` and returns how long to run.
+pub fn ready_then_go() -> io::Result<u64> {
+    let mut stdout = io::stdout().lock();
+    writeln!(stdout, "ready")?;
+    stdout.flush()?;
+    let mut line = String::new();
+    io::stdin().lock().read_line(&mut line)?;
+    line.strip_prefix("go ")
+        .and_then(|d| d.trim().parse().ok())
+        .ok_or_else(|| io::Error::other(format!("expected `go <ms>`, got {line:?}")))
 }
 
 /// Entry point of `contender <port> <client-index> mutex|semaphore:<n> block|poll
@@ -102,25 +115,11 @@ pub fn main(args: &[String]) -> io::Result<()> {
     let mut conn = Conn::connect(port)?;
     let scripts = Scripts::load(&mut conn)?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xFE4C_E10C ^ index as u64);
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "ready")?;
-    stdout.flush()?;
-    let mut line = String::new();
-    io::stdin().lock().read_line(&mut line)?;
-    let duration_ms: u64 = line
-        .strip_prefix("go ")
-        .and_then(|d| d.trim().parse().ok())
-        .ok_or_else(|| io::Error::other(format!("expected `go <ms>`, got {line:?}")))?;
+    let duration_ms = ready_then_go()?;
     let start = Instant::now();
     let deadline = start + Duration::from_millis(duration_ms);
     let token = client_token(index);
-    let mut tally = Tally {
-        grants: 0,
-        grants_in_window: 0,
-        failed: 0,
-        lost: 0,
-        waits_us: Vec::new(),
-    };
+    let mut tally = Tally::default();
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..=THINK_MAX_US)));
         let asked = Instant::now();
@@ -154,6 +153,7 @@ pub fn main(args: &[String]) -> io::Result<()> {
             .push(u64::try_from(granted.duration_since(asked).as_micros()).unwrap_or(u64::MAX));
     }
     let report = serde_json::to_string(&tally).map_err(io::Error::other)?;
+    let mut stdout = io::stdout().lock();
     writeln!(stdout, "{report}")?;
     stdout.flush()
 }

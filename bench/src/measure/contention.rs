@@ -5,49 +5,24 @@
 //! HdrHistogram), and reduces them to grants/s, wait p50/p99/max, failed attempts per
 //! grant and Jain's index over per-client grants.
 
-use std::io::{self, BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io;
+use std::process::Command;
 
-use crate::measure::contender::{self, Tally};
+use crate::measure::contender;
+use crate::measure::contenders;
 use crate::measure::server::{self, flush, Server};
 use crate::results::contention::{ContentionResult, Lock, Mode, Sample, MODES};
 use crate::results::Workload;
-use crate::stats::{jain, percentile_ms, wait_histogram};
 
-struct Contender {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-fn spawn(port: u16, index: usize, lock: Lock, mode: Mode) -> io::Result<Contender> {
-    let exe = std::env::current_exe()?;
-    let mut child = Command::new(exe)
+/// The `contender` subcommand for one client.
+fn command(port: u16, index: usize, lock: Lock, mode: Mode) -> io::Result<Command> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
         .arg("contender")
         .arg(port.to_string())
         .arg(index.to_string())
-        .args(contender::args(lock, mode))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(io::Error::other("contender without pipes"));
-    };
-    Ok(Contender {
-        child,
-        stdin,
-        stdout: BufReader::new(stdout),
-    })
-}
-
-fn read_line(contender: &mut Contender) -> io::Result<String> {
-    let mut line = String::new();
-    contender.stdout.read_line(&mut line)?;
-    if line.is_empty() {
-        return Err(io::Error::other("a contender exited early"));
-    }
-    Ok(line)
+        .args(contender::args(lock, mode));
+    Ok(command)
 }
 
 /// Runs one (lock, clients, mode) for `duration_ms`.
@@ -58,60 +33,10 @@ fn run_once(
     mode: Mode,
     duration_ms: u64,
 ) -> io::Result<Sample> {
-    let mut contenders = (0..clients)
-        .map(|index| spawn(server.port, index, lock, mode))
+    let commands = (0..clients)
+        .map(|index| command(server.port, index, lock, mode))
         .collect::<io::Result<Vec<_>>>()?;
-    for contender in &mut contenders {
-        let line = read_line(contender)?;
-        if line.trim() != "ready" {
-            return Err(io::Error::other(format!("contender said {line:?}")));
-        }
-    }
-    for contender in &mut contenders {
-        writeln!(contender.stdin, "go {duration_ms}")?;
-        contender.stdin.flush()?;
-    }
-    let mut per_client_grants = Vec::with_capacity(clients);
-    let (mut failed, mut lost, mut granted) = (0u64, 0u64, 0u64);
-    let mut waits = wait_histogram();
-    for contender in &mut contenders {
-        let line = read_line(contender)?;
-        let tally: Tally = serde_json::from_str(&line)
-            .map_err(|e| io::Error::other(format!("contender report {line:?}: {e}")))?;
-        per_client_grants.push(tally.grants_in_window);
-        granted += tally.grants;
-        failed += tally.failed;
-        lost += tally.lost;
-        for wait in tally.waits_us {
-            waits
-                .record(wait)
-                .map_err(|e| io::Error::other(format!("wait {wait}: {e}")))?;
-        }
-    }
-    for mut contender in contenders {
-        let status = contender.child.wait()?;
-        if !status.success() {
-            return Err(io::Error::other(format!(
-                "a contender exited with {status}"
-            )));
-        }
-    }
-    let in_window: u64 = per_client_grants.iter().sum();
-    let shares: Vec<f64> = per_client_grants.iter().map(|&g| g as f64).collect();
-    Ok(Sample {
-        grants_per_s: in_window as f64 / (duration_ms as f64 / 1e3),
-        p50_ms: percentile_ms(&waits, 50.0),
-        p90_ms: percentile_ms(&waits, 90.0),
-        p99_ms: percentile_ms(&waits, 99.0),
-        max_ms: percentile_ms(&waits, 100.0),
-        wait_count: waits.len(),
-        failed_per_grant: failed as f64 / granted.max(1) as f64,
-        failed,
-        lost,
-        jain: jain(&shares),
-        per_client_grants,
-        waits,
-    })
+    contenders::reduce(&contenders::run(commands, duration_ms)?, duration_ms)
 }
 
 /// Every (lock, client count) × mode, `workload.repetitions` times, modes alternating.

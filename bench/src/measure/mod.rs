@@ -5,6 +5,7 @@
 
 pub mod callgrind;
 pub mod contender;
+pub mod contenders;
 pub mod contention;
 pub mod curves;
 pub mod load;
