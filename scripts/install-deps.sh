@@ -14,16 +14,6 @@ dpkg -s libclang-dev >/dev/null 2>&1 || missing="$missing libclang-dev"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing="$missing dpkg-dev"
 
-[ -z "$missing" ] && exit 0
-
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-else
-    echo "fencelock: please install:$missing" >&2
-    exit 1
-fi
-echo "fencelock: installing$missing" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+# Word-split on purpose: one argument per package.
+# shellcheck disable=SC2086
+exec "$(dirname "$0")/apt-install.sh" $missing

@@ -12,16 +12,6 @@ command -v etcd >/dev/null 2>&1 || missing="$missing etcd-server"
 command -v protoc >/dev/null 2>&1 || missing="$missing protobuf-compiler"
 [ -f /usr/include/google/protobuf/descriptor.proto ] || missing="$missing libprotobuf-dev"
 
-[ -z "$missing" ] && exit 0
-
-if [ "$(id -u)" -eq 0 ]; then
-    SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
-else
-    echo "fencelock: please install:$missing" >&2
-    exit 1
-fi
-echo "fencelock: installing$missing" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+# Word-split on purpose: one argument per package.
+# shellcheck disable=SC2086
+exec "$(dirname "$0")/apt-install.sh" $missing
