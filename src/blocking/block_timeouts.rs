@@ -46,8 +46,8 @@ pub(super) fn arm(ctx: &Context, timeout: BlockTimeout) {
     let delay = timeout
         .ends_at_ms
         .saturating_sub(clock::now_ms())
-        // Longer timeouts fire early and re-arm (`timers::LONGEST_DELAY_MS`).
-        .clamp(0, timers::LONGEST_DELAY_MS);
+        // `timers::start` caps the delay; a longer timeout fires early and re-arms.
+        .max(0);
     let (client, ticket) = (timeout.client, timeout.ticket);
     let id = timers::start(ctx, Duration::from_millis(delay.unsigned_abs()), timeout);
     with_registry(|r| {
