@@ -645,8 +645,11 @@ fn an_idle_server_with_long_waits_queued_stays_idle() {
     let hour = hour_ms.to_string();
     // A handoff under a lease of an hour, one waiter still queued behind it.
     acquire(&mut con, "lock:long-lease", hour_ms, &["TOKEN", "first"]).expect("granted");
+    // One at a time: the first queued is the one the release hands the lock to.
     let granted = spawn_waiter(&server, "lock:long-lease", hour_ms, &["BLOCK", "0"]);
+    wait_for_waiters(&mut con, "lock:long-lease", 1);
     let _queued = spawn_waiter(&server, "lock:long-lease", hour_ms, &["BLOCK", "0"]);
+    wait_for_waiters(&mut con, "lock:long-lease", 2);
     // A semaphore permit whose own lease ends in an hour.
     acquire(&mut con, "sem:long", hour_ms, &["LIMIT", "2"]).expect("granted");
     // A wait whose BLOCK timeout is an hour away.
