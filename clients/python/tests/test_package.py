@@ -58,11 +58,15 @@ def test_supported_python() -> None:
 
 def test_sync_and_asyncio_offer_the_same_names() -> None:
     """The sync modules are generated from the asyncio ones: the same classes with
-    the same public methods, awaited on one side."""
+    the same public methods, awaited on one side (asyncio's ``aclose`` is the sync
+    ``close``, as in redis-py; ``close`` is its alias there)."""
     assert set(fencelock.asyncio.__all__) <= set(fencelock.__all__)
     for name in ("Lock", "Locks", "Lease", "Semaphore", "ReadWriteLock"):
         sync_names = {n for n in dir(getattr(fencelock, name)) if not n.startswith("_")}
         async_names = {
-            n for n in dir(getattr(fencelock.asyncio, name)) if not n.startswith("_")
+            "close" if n == "aclose" else n
+            for n in dir(getattr(fencelock.asyncio, name))
+            if not n.startswith("_")
         }
         assert sync_names == async_names, name
+    assert fencelock.asyncio.Locks.close is fencelock.asyncio.Locks.aclose

@@ -33,6 +33,10 @@ class Plan:
     # The mode asked for: SHARED, or LIMIT n (a semaphore; shared implied).
     shared: bool = False
     limit: Optional[int] = None
+    # The session the holding joins (None: none) and its lock-delay in ms (None: the
+    # server's default).
+    session: Optional[Token] = None
+    lock_delay_ms: Optional[int] = None
 
     @classmethod
     def make(
@@ -46,6 +50,8 @@ class Plan:
         *,
         shared: bool = False,
         limit: Optional[int] = None,
+        session: Optional[Token] = None,
+        lock_delay_ms: Optional[int] = None,
     ) -> Plan:
         limit = check_limit(limit)
         if ttl_ms is None and (shared or limit is not None):
@@ -64,6 +70,8 @@ class Plan:
             replicas_timeout,
             shared=shared or limit is not None,
             limit=limit,
+            session=session,
+            lock_delay_ms=lock_delay_ms,
         )
 
     @property
@@ -83,6 +91,8 @@ class Plan:
             block_ms(wait) if block else None,
             shared=self.shared,
             limit=self.limit,
+            session=self.session,
+            lock_delay_ms=self.lock_delay_ms,
         )
 
     def left(self, now: float) -> Optional[float]:

@@ -25,6 +25,9 @@ FENCE = "LOCK.FENCE"
 INFO = "LOCK.INFO"
 GUARD = "LOCK.GUARD"
 FENCED = "LOCK.FENCED"
+KEEPALIVE = "LOCK.KEEPALIVE"
+CLOSE = "LOCK.CLOSE"
+HELD = "LOCK.HELD"
 
 # The error of a guard whose token does not hold the lock, and of a fence below the
 # mark's highest, whose text ends with that highest: "STALE ... admitted (41)".
@@ -60,6 +63,12 @@ def new_token() -> str:
 
     Sent with every acquire so that a re-sent acquire (redis-py retries after a lost
     connection) is the module's idempotent re-acquire, not a second, orphaned grant."""
+    return secrets.token_hex(16)
+
+
+def new_session_name() -> str:
+    """A session's name: 128 bits from the OS CSPRNG, as secret as a token (whoever
+    knows it can keep the session's locks alive or close them)."""
     return secrets.token_hex(16)
 
 
@@ -108,16 +117,51 @@ def acquire_args(
     *,
     shared: bool = False,
     limit: Optional[int] = None,
+    session: Optional[Token] = None,
+    lock_delay_ms: Optional[int] = None,
 ) -> Args:
-    """``LIMIT n`` implies ``SHARED``, so only one of them is sent."""
+    """``LIMIT n`` implies ``SHARED``, so only one of them is sent. ``session`` makes
+    the holding one of that session's; ``lock_delay_ms`` (None: the server's
+    ``fencelock.lock-delay``) how long the key stays quarantined if its lease runs
+    out."""
     args: Args = (ACQUIRE, key, ttl_ms, "TOKEN", token)
+    if session is not None:
+        args += ("SESSION", session)
     if block is not None:
         args += ("BLOCK", block)
     if limit is not None:
         args += ("LIMIT", limit)
     elif shared:
         args += ("SHARED",)
+    if lock_delay_ms is not None:
+        args += ("LOCKDELAY", lock_delay_ms)
     return args
+
+
+def keepalive_args(session: Token, ttl_ms: int) -> Args:
+    return (KEEPALIVE, session, ttl_ms)
+
+
+def close_args(session: Token) -> Args:
+    return (CLOSE, session)
+
+
+def held_args(session: Token) -> Args:
+    return (HELD, session)
+
+
+def as_bytes(value: Any) -> bytes:
+    """A key or a name as the server stores it (for comparing replies with what was
+    sent, whatever the client's ``decode_responses``)."""
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+def parse_held(reply: Any) -> set[tuple[bytes, int]]:
+    """``LOCK.HELD``'s ``[[key, mode, fence, pttl], ...]`` as the set of (key, fence)
+    the session holds: a fence names one holding of its key."""
+    return {(as_bytes(entry[0]), int(entry[2])) for entry in reply or []}
 
 
 def refresh_args(key: Key, token: Token, ttl_ms: int, *, add: bool = False) -> Args:
@@ -178,6 +222,12 @@ def parse_flag(reply: Any) -> bool:
 def is_wrongtype(error: ResponseError) -> bool:
     """A key of another type: redis-py's lock reads that as busy / not owned."""
     return str(error).startswith("WRONGTYPE")
+
+
+def is_wrongsession(error: ResponseError) -> bool:
+    """An acquire whose token already holds the key in another session (or outside
+    any, or in one when asked without): refused, nothing changed."""
+    return str(error).split(" ", 1)[0] == "WRONGSESSION"
 
 
 def is_notheld(error: ResponseError) -> bool:

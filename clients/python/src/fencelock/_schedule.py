@@ -56,6 +56,15 @@ class Schedule:
         found = self._entries.get(id(lease))
         return found is not None and found[1].in_flight
 
+    def take(self, lease: object) -> bool:
+        """Marks ``lease`` in flight (refreshed with others: a session's keepalive)
+        unless it is not watched or already in flight; whether it was taken."""
+        found = self._entries.get(id(lease))
+        if found is None or found[1].in_flight:
+            return False
+        found[1].in_flight = True
+        return True
+
     def expired(self, now: float) -> list[Any]:
         """The leases whose deadline has passed unconfirmed; no longer watched."""
         gone = [lease for lease, _ in self._entries.values() if now >= lease.deadline]
@@ -72,10 +81,17 @@ class Schedule:
                 batch.append(lease)
         return batch
 
-    def done(self, lease: Watched, sent_at: float, confirmed: Optional[bool]) -> None:
+    def done(
+        self,
+        lease: Watched,
+        sent_at: float,
+        confirmed: Optional[bool],
+        ttl: Optional[float] = None,
+    ) -> None:
         """The outcome of a refresh sent at ``sent_at``: confirmed (the caller has
-        moved the lease's deadline), refused (lost: no longer watched), or None when
-        it failed with an error (tried again soon)."""
+        moved the lease's deadline; ``ttl``: the lease it got, if not its own ttl),
+        refused (lost: no longer watched), or None when it failed with an error
+        (tried again soon)."""
         found = self._entries.get(id(lease))
         if found is None:
             return
@@ -85,7 +101,7 @@ class Schedule:
             self.remove(lease)
             return
         if confirmed:
-            entry.next_refresh = sent_at + lease.ttl / 3
+            entry.next_refresh = sent_at + (lease.ttl if ttl is None else ttl) / 3
         else:
             retry = min(lease.ttl * RETRY_SHARE, RETRY_MAX)
             entry.next_refresh = min(sent_at + retry, lease.deadline)

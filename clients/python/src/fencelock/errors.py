@@ -15,7 +15,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._protocol import Key, Mode, wrong_mode
+from ._protocol import Key, Mode, is_wrongsession, wrong_mode
 
 # How a server without the module answers a LOCK.* command (redis-py drops the "ERR ").
 UNKNOWN_COMMAND = "unknown command"
@@ -55,12 +55,14 @@ class LockLost(LockNotOwnedError):
     ``"deadline"`` (no refresh was confirmed in time: the lease may have run out on
     the server), ``"gone"`` (the server no longer had it for this token while its
     lease could not have run out yet: someone released or deleted it, or the server
-    lost it in a restart or failover) or ``"not-held"`` (the server no longer had it,
-    and the client cannot tell whether the lease had run out first)."""
+    lost it in a restart or failover), ``"not-held"`` (the server no longer had it,
+    and the client cannot tell whether the lease had run out first) or ``"closed"``
+    (its lock manager was closed, which ended its session, while it was held)."""
 
     DEADLINE = "deadline"
     GONE = "gone"
     NOT_HELD = "not-held"
+    CLOSED = "closed"
     MEANING: ClassVar[dict[str, str]] = {
         DEADLINE: "its deadline passed with no refresh confirmed, so its lease may"
         " have ended on the server",
@@ -69,6 +71,8 @@ class LockLost(LockNotOwnedError):
         " or lost in a server restart or failover",
         NOT_HELD: "the server no longer has it for this token: its lease ended, or it"
         " was released or deleted by someone else",
+        CLOSED: "its lock manager was closed while it was held, which released every"
+        " lock of its session",
     }
 
     def __init__(self, key: Key, reason: str = NOT_HELD) -> None:
@@ -148,6 +152,29 @@ class WrongMode(LockError, ResponseError):
         return cls(key, str(error), *parsed)
 
 
+class WrongSession(LockError, ResponseError):
+    """The server refused an acquire because its token already holds the lock in
+    another session (or outside any session while the acquire names one, or the
+    reverse): ``-WRONGSESSION``. Nothing changed: the holding keeps its session and
+    its lease (it was not renewed). Only a chosen ``token=`` can meet it (random
+    tokens are never shared); the message is the server's. A ``LockError`` and a
+    ``ResponseError``, as ``WrongMode``."""
+
+    def __init__(self, key: Key, message: str) -> None:
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
+        self.key = key
+        self.lock_name = key  # type: ignore[assignment]
+        self.status_code = "WRONGSESSION"
+
+    @classmethod
+    def from_reply(cls, key: Key, error: ResponseError) -> Optional[WrongSession]:
+        """The error for a ``WRONGSESSION`` reply; None for any other error."""
+        if not is_wrongsession(error):
+            return None
+        return cls(key, str(error))
+
+
 class ModuleNotLoaded(LockError):
     """The server answered a ``LOCK.*`` command with "unknown command": the fencelock
     module is not loaded there. ``server`` names it; nothing was sent to any other
@@ -211,6 +238,17 @@ class ServerUnavailable(LockError, ConnectionError):
         self.key = key
         self.server = server
         self.lock_name = key  # type: ignore[assignment]
+
+
+def no_lock_delay(key: Key, server: str) -> LockError:
+    """``lock_delay`` asked of a server whose module predates it (no sessions, no
+    ``LOCKDELAY``): refused before anything was sent."""
+    return lock_error(
+        LockError,
+        "lock_delay needs a fencelock module with sessions and lock-delay"
+        f" (LOCK.KEEPALIVE, LOCKDELAY) on {server}; it has an older one",
+        key,
+    )
 
 
 def self_wait_refused(key: Key, held: Mode, through: str) -> WrongMode:

@@ -58,6 +58,13 @@ def current_owner() -> object:
     return asyncio.current_task()
 
 
+async def ready(client: Any) -> None:
+    """Makes a cluster client know its nodes (an asyncio one learns them on its first
+    command), so that the node of a key can be looked up."""
+    if is_cluster(client):
+        await client.initialize()
+
+
 def dedicated(client: Any, key: Key) -> Any:
     """A connection of its own to ``key``'s server, built as the client's pool builds
     its connections (the same class and arguments: a Sentinel connection resolves the

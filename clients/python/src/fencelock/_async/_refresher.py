@@ -8,6 +8,12 @@ server (one batch at a time on it), never a pooled one that waiters may have tak
 Written by hand (``fencelock._sync._refresher`` is the thread twin): this is where a
 task and a thread really differ.
 
+The leases of a session (``Locks(session=True)``) are kept alive by the session's one
+heartbeat instead: when any of them is due, one ``LOCK.KEEPALIVE name ttl`` goes to
+each server that owns the key of one of them *now* (a cluster node, by the client's
+slot map: a holding moved by a migration is found on its new node), and its answer
+settles every lease of the session there at once (``_keep_alive``).
+
 Stopping does not trust ``Task.cancel()`` alone: on Python 3.11, ``asyncio.wait_for``
 (which redis-py wraps around socket I/O when a timeout is set) can swallow a
 cancellation that lands as the I/O completes. Nothing here is cancelled: the loop ends
@@ -23,9 +29,23 @@ from collections import defaultdict
 from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
-from .._protocol import parse_flag, refresh_args, to_ms
+from redis.exceptions import ConnectionError, TimeoutError
+
+from .._protocol import (
+    as_bytes,
+    fence_args,
+    held_args,
+    keepalive_args,
+    parse_flag,
+    parse_held,
+    refresh_args,
+    release_args,
+    to_ms,
+)
 from .._schedule import Schedule
-from .._servers import node_of
+from .._servers import is_cluster, node_of
+from .._session import Sessions
+from ._commands import call
 from ._compat import dedicated
 from ._connection import pipelined
 from .lease import Lease
@@ -42,9 +62,12 @@ LINGER = 2.0
 
 
 class Refresher:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, sessions: Optional[Sessions] = None) -> None:
         self.client = client
+        self.sessions = sessions
         self._schedule = Schedule()
+        # ``stop_if_idle``: end now, not after the linger.
+        self._stop = False
         self._task: Optional[asyncio.Task[None]] = None
         self._wake: Optional[asyncio.Event] = None
         # The tasks working on a lease (a refresh batch, a loss report).
@@ -55,7 +78,14 @@ class Refresher:
         self._connections: dict[Any, tuple[Any, asyncio.Lock]] = {}
 
     def add(self, lease: Lease, refresh: bool) -> None:
+        # A lease of a session is watched from its grant on (``Locks.acquire``): a
+        # block that holds it later keeps that entry.
+        if lease.session is not None and (
+            lease in self._schedule or not self._session_holds(lease)
+        ):
+            return
         self._schedule.add(lease, refresh, lease.acquired_at)
+        self._stop = False
         task = self._task
         if task is None or task.done() or task.get_loop() is not _running_loop():
             self._wake = asyncio.Event()
@@ -66,12 +96,29 @@ class Refresher:
     async def remove(self, lease: Lease) -> None:
         """Stops refreshing and watching ``lease``; returns once nothing is in flight
         for it, so no refresh can arrive after the release that follows."""
-        self._schedule.remove(lease)
-        if not len(self._schedule) and self._wake is not None:
-            self._wake.set()  # the linger starts now
+        self.forget(lease)
         while self._busy.get(id(lease)):
             await asyncio.wait(set(self._busy[id(lease)]))
         self._busy.pop(id(lease), None)
+
+    def forget(self, lease: Lease) -> None:
+        """Stops refreshing and watching ``lease`` (and counting it in its session's
+        keepalives) at once, without waiting for what is in flight."""
+        self._schedule.remove(lease)
+        if lease.session is not None and self.sessions is not None:
+            self.sessions.leave(lease)
+        if not len(self._schedule) and self._wake is not None:
+            self._wake.set()  # the linger starts now
+
+    def stop_if_idle(self) -> None:
+        """Ends the task now, rather than after the linger, if nothing is watched
+        (``Locks.aclose``); its connections are closed as it ends."""
+        if not len(self._schedule) and self._wake is not None:
+            self._stop = True
+            self._wake.set()
+
+    def _session_holds(self, lease: Lease) -> bool:
+        return self.sessions is not None and self.sessions.holds(lease)
 
     async def _run(self, wake: asyncio.Event) -> None:
         # Also when the loop shuts down and cancels the idle task (``asyncio.run``
@@ -87,15 +134,17 @@ class Refresher:
             now = time.monotonic()
             if not len(self._schedule):
                 idle_since = now if idle_since is None else idle_since
-                if now - idle_since >= LINGER:
+                if self._stop or now - idle_since >= LINGER:
                     return
                 await self._sleep_until(wake, idle_since + LINGER)
                 continue
             idle_since = None
             for lease in self._schedule.expired(now):
-                self._spawn([lease], lease.report_lost())
+                lost = [lease, *self._lost_with(lease)]
+                self._spawn(lost, _report_all(lost))
             batch = self._schedule.due(now)
             if batch:
+                batch = self._with_session_siblings(batch)
                 self._spawn(batch, self._refresh(batch))
             wakeup = self._schedule.next_wakeup()
             await self._sleep_until(wake, now + LINGER if wakeup is None else wakeup)
@@ -137,12 +186,60 @@ class Refresher:
 
         task.add_done_callback(finished)
 
+    def _node_of(self, key: Any) -> Any:
+        return node_of(self.client, key)
+
+    def _lost_with(self, lease: Lease) -> list[Lease]:
+        """A lease of a session whose deadline passed takes the session on its server
+        with it: its other leases there (no longer watched, their deadline the
+        session's); the manager's new acquires take a new session name."""
+        if lease.session is None or self.sessions is None:
+            return []
+        node = self._node_of(lease.key)
+        siblings = self.sessions.members(lease.session, node, self._node_of)
+        self.sessions.leave(lease)
+        self.sessions.lost_on(lease.session)
+        lost = []
+        for other in siblings:
+            if other is lease:
+                continue
+            self._schedule.remove(other)
+            self.sessions.leave(other)
+            other.deadline = min(other.deadline, lease.deadline)
+            lost.append(other)
+        return lost
+
+    def _with_session_siblings(self, batch: list[Lease]) -> list[Lease]:
+        """A due lease of a session brings its session's other leases on the same
+        server along: one keepalive refreshes them all."""
+        if self.sessions is None:
+            return batch
+        groups: set[tuple[str, Any]] = set()
+        for lease in batch:
+            if lease.session is not None:
+                groups.add((lease.session, self._node_of(lease.key)))
+        more = []
+        for name, node in groups:
+            for lease in self.sessions.members(name, node, self._node_of):
+                if self._schedule.take(lease):
+                    more.append(lease)
+        return batch + more
+
     async def _refresh(self, batch: list[Lease]) -> None:
         by_server: dict[Any, list[Lease]] = defaultdict(list)
+        by_session: dict[tuple[str, Any], list[Lease]] = defaultdict(list)
         for lease in batch:
-            by_server[node_of(self.client, lease.key)].append(lease)
+            node = self._node_of(lease.key)
+            if lease.session is None:
+                by_server[node].append(lease)
+            else:
+                by_session[(lease.session, node)].append(lease)
         await asyncio.gather(
-            *(self._refresh_on(node, group) for node, group in by_server.items())
+            *(self._refresh_on(node, group) for node, group in by_server.items()),
+            *(
+                self._keep_alive(name, node, group)
+                for (name, node), group in by_session.items()
+            ),
         )
 
     async def _close(self) -> None:
@@ -180,6 +277,111 @@ class Refresher:
                 replies = [error] * len(leases)
         await self._settle(leases, replies, sent)
 
+    async def _keep_alive(self, name: str, node: Any, taken: list[Lease]) -> None:
+        """One ``LOCK.KEEPALIVE`` of session ``name`` to ``node``, for every lease of
+        the session there (``taken``: the ones this batch settles), after any release
+        of the session that failed before (so that the keepalive cannot keep it
+        alive). Its answer is the number of holdings it kept: all of them, and each
+        lease there is confirmed; 0, and all are lost; another number, and
+        ``LOCK.HELD`` says which are still held (``_settle_session``)."""
+        sessions = self.sessions
+        assert sessions is not None
+        connection, in_use = self._own(node, taken[0].key)
+        async with in_use:
+            members = sessions.members(name, node, self._node_of)
+            pending = sessions.take_pending(name, node, self._node_of)
+            commands = [release_args(key, token) for key, token in pending]
+            kept_ms = sessions.keepalive_ms(name)
+            commands.append(keepalive_args(name, kept_ms))
+            sent = time.monotonic()
+            # A keepalive may shorten a lease (``session_ttl`` below the lock's
+            # ttl): whatever its answer, the lease ends no later than this now.
+            for lease in members:
+                lease.deadline = min(lease.deadline, sent + kept_ms / 1000)
+            earliest = min(lease.deadline for lease in members or taken)
+            timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+            held = None
+            try:
+                replies: list[Any] = await pipelined(connection, commands, timeout)
+                if isinstance(replies[-1], Exception):
+                    raise replies[-1]
+                kept = int(replies[-1])
+                if members and kept not in (0, len(members)):
+                    (reply,) = await pipelined(connection, [held_args(name)], timeout)
+                    if isinstance(reply, Exception):
+                        raise reply
+                    held = parse_held(reply)
+            except Exception as error:
+                log.warning("fencelock: keepalive failed: %s", error)
+                if not isinstance(error, (ConnectionError, TimeoutError, OSError)):
+                    pending = []  # answered: an error reply is an answer
+                sessions.give_back(name, pending)
+                for lease in taken:
+                    self._schedule.done(lease, sent, None)
+                return
+        await self._settle_session(
+            name, members, taken, kept, held, sent, kept_ms / 1000
+        )
+
+    async def _settle_session(
+        self,
+        name: str,
+        members: list[Lease],
+        taken: list[Lease],
+        kept: int,
+        held: Optional[set[tuple[bytes, int]]],
+        sent: float,
+        ttl: float,
+    ) -> None:
+        sessions = self.sessions
+        assert sessions is not None
+        if kept == len(members):
+            confirmed, missing = members, []
+        elif held is None:  # kept nothing: the session holds nothing there
+            confirmed, missing = [], members
+        else:
+            confirmed = [m for m in members if (as_bytes(m.key), m.fence) in held]
+            missing = [m for m in members if m not in confirmed]
+        moved = await self._moved(missing)
+        for lease in confirmed:
+            if not sessions.holds(lease):
+                continue  # released meanwhile
+            lease.confirmed(sent, ttl)
+            if lease in taken:
+                self._schedule.done(lease, sent, True, ttl)
+        for lease in taken:
+            if lease not in confirmed:
+                self._schedule.done(lease, sent, None if lease in moved else False)
+        lost = [m for m in missing if m not in moved and sessions.holds(m)]
+        if kept == 0 and lost:
+            sessions.lost_on(name)
+        for lease in lost:
+            self._schedule.remove(lease)
+            sessions.leave(lease)
+        for lease in lost:
+            await lease.report_lost(found_gone=True)
+
+    async def _moved(self, missing: list[Lease]) -> list[Lease]:
+        """Of the leases a cluster node no longer has, the ones still held (a slot
+        migration moved them, with their session): asked through the client, which
+        follows ``MOVED`` and so learns where their keys are now. Tried again soon,
+        their keepalive then goes to the new node."""
+        if not missing or not is_cluster(self.client):
+            return []
+        moved = []
+        for lease in missing:
+            try:
+                fence = await call(
+                    self.client, lease.key, *fence_args(lease.key, lease.token)
+                )
+            except Exception as error:
+                log.warning("fencelock: could not look for %r: %s", lease.key, error)
+                moved.append(lease)  # unknown: not lost yet, its deadline decides
+                continue
+            if fence is not None and int(fence) == lease.fence:
+                moved.append(lease)
+        return moved
+
     async def _settle(
         self, leases: list[Lease], replies: list[Any], sent: float
     ) -> None:
@@ -195,6 +397,11 @@ class Refresher:
             self._schedule.done(lease, sent, held)
             if not held:
                 await lease.report_lost(found_gone=True)
+
+
+async def _report_all(leases: list[Lease]) -> None:
+    for lease in leases:
+        await lease.report_lost()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:

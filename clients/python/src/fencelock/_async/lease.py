@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from redis.exceptions import LockError
 
-from .._protocol import Key, Mode, Token, fence_args, mode_of
+from .._protocol import Key, Mode, Token, fence_args, mode_of, to_ms
 from ..errors import LockLost, lock_error
 from . import guarded
 from ._commands import call
@@ -45,7 +45,8 @@ class Lease:
     key: Key
     token: Token = field(repr=False)
     fence: int
-    # The lease in seconds that each refresh restores.
+    # The lease in seconds that each refresh restores (and each keepalive of its
+    # session, unless the manager has a ``session_ttl`` of its own).
     ttl: float
     # When the granted acquire was sent, on the monotonic clock. ``min_hold`` and
     # ``max_hold`` count from here.
@@ -69,11 +70,14 @@ class Lease:
     runner: Any = field(default=None, repr=False)
     # Whether ``report_lost`` cancelled ``runner``.
     cancelled_runner: bool = field(default=False, repr=False)
+    # The session the holding belongs to (``Locks(session=True)``), None for a lease
+    # of its own; as secret as the token, so never shown.
+    session: Optional[str] = field(default=None, repr=False)
     _reported: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.deadline:
-            self.deadline = self.acquired_at + self.ttl
+            self.deadline = self.acquired_at + _sent_as(self.ttl)
 
     @property
     def mode(self) -> Mode:
@@ -88,7 +92,7 @@ class Lease:
     def confirmed(self, sent_at: float, ttl: float) -> None:
         """A refresh sent at ``sent_at`` for ``ttl`` seconds was confirmed."""
         if not self.lost.is_set():
-            self.deadline = sent_at + ttl
+            self.deadline = sent_at + _sent_as(ttl)
 
     def expired(self, now: Optional[float] = None) -> bool:
         """Whether the lease counts as lost now: found lost, or past its deadline."""
@@ -103,6 +107,13 @@ class Lease:
     def lost_error(self) -> LockLost:
         """The ``LockLost`` that says how this lease was found lost."""
         return LockLost(self.key, self.lost_reason or LockLost.NOT_HELD)
+
+    def closed_by_manager(self) -> None:
+        """Its lock manager was closed, which released the holding (``LOCK.CLOSE``):
+        no longer held, for ``ensure_held`` as for ``lost``; nothing is reported, as
+        for a lease released by its holder."""
+        self._mark_lost(LockLost.CLOSED)
+        self.released = True
 
     def _mark_lost(self, reason: str) -> None:
         # The first finding stays: what came after it follows from it.
@@ -145,7 +156,9 @@ class Lease:
             await self.report_lost(found_gone=True)
         raise self.lost_error()
 
-    async def report_lost(self, found_gone: bool = False) -> None:
+    async def report_lost(
+        self, found_gone: bool = False, reason: Optional[str] = None
+    ) -> None:
         """Marks the lease lost and tells its holder, once: ``lost``, a log line,
         cancelling the block (``cancel_on_lost``, unless the block itself found the
         loss and is raising ``LockLost`` already), ``on_lost``.
@@ -153,8 +166,11 @@ class Lease:
         ``found_gone``: the server answered that this token no longer holds the lock
         (else the deadline passed). Found before the deadline, the lease cannot have
         run out on the server (it ends no earlier than the deadline), so someone
-        removed it (``LockLost.GONE``); after, the client cannot tell."""
-        if not found_gone:
+        removed it (``LockLost.GONE``); after, the client cannot tell. ``reason``
+        names it outright (``LockLost.CLOSED``)."""
+        if reason is not None:
+            self._mark_lost(reason)
+        elif not found_gone:
             self._mark_lost(LockLost.DEADLINE)
         elif time.monotonic() < self.deadline:
             self._mark_lost(LockLost.GONE)
@@ -191,3 +207,8 @@ class Lease:
         return lock_error(
             LockError, "this lease has no client: take it through Locks", self.key
         )
+
+
+def _sent_as(ttl: float) -> float:
+    """A lease of ``ttl`` seconds as the server got it: whole ms, truncated."""
+    return to_ms(ttl) / 1000

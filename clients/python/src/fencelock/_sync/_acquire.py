@@ -21,7 +21,7 @@ from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 from .._plan import Plan
 from .._protocol import Key, Token, parse_grant, persist_args, wait_args
 from .._servers import describe
-from ..errors import NotReplicated, ServerUnavailable, WrongMode
+from ..errors import NotReplicated, ServerUnavailable, WrongMode, WrongSession
 from ._commands import call, module_missing, release_quietly
 from ._compat import cancellations, raise_if_cancel_swallowed, shielded, sleep
 from ._connection import command, exchange
@@ -55,14 +55,18 @@ def acquire(
     shared: bool = False,
     limit: Optional[int] = None,
     poll: float = POLL,
+    session: Optional[Token] = None,
+    lock_delay_ms: Optional[int] = None,
 ) -> Optional[Grant]:
     """Asks for the lock at ``key`` for ``token``; the grant, or None if busy.
 
     ``ttl_ms=None`` makes a lock without expiry. ``wait``: 0 tries once, None waits
     forever, else seconds in the server's FIFO queue. ``shared`` asks for a shared
     holding (a reader), ``limit=n`` for one of a semaphore's n permits; a shared
-    holding needs a ttl. Error replies (``WRONGTYPE`` too) are raised, ``WRONGMODE`` as
-    ``WrongMode``, "unknown command" as ``ModuleNotLoaded``; nothing was granted then.
+    holding needs a ttl. ``session`` makes the holding one of that session's,
+    ``lock_delay_ms`` sends ``LOCKDELAY``. Error replies (``WRONGTYPE`` too) are
+    raised, ``WRONGMODE`` as ``WrongMode``, ``WRONGSESSION`` as ``WrongSession``,
+    "unknown command" as ``ModuleNotLoaded``; nothing was granted then.
     A server that cannot be reached or does not answer in time raises
     ``ServerUnavailable``. Any failure after the request may have been granted (lost
     connection, interrupt, failed ``WAIT``) releases ``token``'s holding before the
@@ -77,6 +81,8 @@ def acquire(
         replicas_timeout,
         shared=shared,
         limit=limit,
+        session=session,
+        lock_delay_ms=lock_delay_ms,
     )
     pending = cancellations()
     sent = [time.monotonic()]
@@ -90,8 +96,10 @@ def acquire(
     except ResponseError as error:
         # Refused: nothing was granted (and a token that holds in another mode keeps
         # that holding), so there is nothing to release.
-        refused = WrongMode.from_reply(key, error) or module_missing(
-            client, key, plan.args(), error
+        refused = (
+            WrongMode.from_reply(key, error)
+            or WrongSession.from_reply(key, error)
+            or module_missing(client, key, plan.args(), error)
         )
         if refused is None:
             raise

@@ -47,6 +47,10 @@ def current_owner() -> object:
     return threading.get_ident()
 
 
+def ready(client: Any) -> None:
+    """A sync cluster client knows its nodes from its construction on."""
+
+
 def dedicated(client: Any, key: Key) -> Any:
     """A connection of its own to ``key``'s server, built as the client's pool builds
     its connections (see the asyncio side)."""

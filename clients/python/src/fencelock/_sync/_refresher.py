@@ -8,7 +8,11 @@ starts with the first lease and ends when none has been left for ``LINGER`` seco
 over a connection of the thread's own per server, never a pooled one that waiters may
 have taken. Written by hand
 (``fencelock._async._refresher`` is the task twin): this is where a thread and a task
-really differ."""
+really differ.
+
+The leases of a session are kept alive by its one heartbeat: when any is due, one
+``LOCK.KEEPALIVE`` goes to each server that owns the key of one of them now, and its
+answer settles all of them there (see the asyncio side)."""
 
 from __future__ import annotations
 
@@ -19,9 +23,23 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
-from .._protocol import parse_flag, refresh_args, to_ms
+from redis.exceptions import ConnectionError, TimeoutError
+
+from .._protocol import (
+    as_bytes,
+    fence_args,
+    held_args,
+    keepalive_args,
+    parse_flag,
+    parse_held,
+    refresh_args,
+    release_args,
+    to_ms,
+)
 from .._schedule import Schedule
-from .._servers import node_of
+from .._servers import is_cluster, node_of
+from .._session import Sessions
+from ._commands import call
 from ._compat import dedicated
 from ._connection import pipelined
 from .lease import Lease
@@ -40,9 +58,12 @@ def thread_name(client: Any) -> str:
 
 
 class Refresher:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, sessions: Optional[Sessions] = None) -> None:
         self.client = client
+        self.sessions = sessions
         self._schedule = Schedule()
+        # ``stop_if_idle``: end now, not after the linger.
+        self._stop = False
         self._changed = threading.Condition()
         self._thread: Optional[threading.Thread] = None
         # Leases the thread is working on outside the lock (refresh, loss report).
@@ -56,7 +77,14 @@ class Refresher:
 
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:
+            # A lease of a session is watched from its grant on: a block that holds
+            # it later keeps that entry.
+            if lease.session is not None and (
+                lease in self._schedule or not self._session_holds(lease)
+            ):
+                return
             self._schedule.add(lease, refresh, lease.acquired_at)
+            self._stop = False
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name=thread_name(self.client), daemon=True
@@ -71,24 +99,55 @@ class Refresher:
         """Stops refreshing and watching ``lease``; returns once nothing is in flight
         for it, so no refresh can arrive after the release that follows."""
         with self._changed:
-            self._schedule.remove(lease)
-            if not len(self._schedule):
-                self._changed.notify_all()  # the linger starts now
+            self.forget(lease)
             while id(lease) in self._busy:
                 self._changed.wait()
+
+    def forget(self, lease: Lease) -> None:
+        """Stops refreshing and watching ``lease`` (and counting it in its session's
+        keepalives) at once, without waiting for what is in flight."""
+        with self._changed:
+            self._schedule.remove(lease)
+            if lease.session is not None and self.sessions is not None:
+                self.sessions.leave(lease)
+            if not len(self._schedule):
+                self._changed.notify_all()  # the linger starts now
+
+    def stop_if_idle(self) -> None:
+        """Ends the thread now, rather than after the linger, if nothing is watched
+        (``Locks.close``); its connections are closed as it ends."""
+        with self._changed:
+            if not len(self._schedule):
+                self._stop = True
+                self._changed.notify_all()
+
+    def _session_holds(self, lease: Lease) -> bool:
+        return self.sessions is not None and self.sessions.holds(lease)
 
     def _run(self) -> None:
         while True:
             with self._changed:
-                now = time.monotonic()
                 if not len(self._schedule):
-                    if not self._idle_for(LINGER):
-                        self._thread = None
-                        self._close()
-                        return
-                    continue
-                lost = self._schedule.expired(now)
+                    if self._idle_for(LINGER):
+                        continue
+                    self._thread = None
+                    self._stop = False
+                    ending = True
+                else:
+                    ending = False
+            if ending:
+                # Outside ``_changed``: a caller may hold ``_io`` and want ``_changed``
+                # (an ``on_lost`` that releases, during a release).
+                self._close()
+                return
+            with self._changed:
+                now = time.monotonic()
+                lost = []
+                for lease in self._schedule.expired(now):
+                    lost += [lease, *self._lost_with(lease)]
                 batch = self._schedule.due(now)
+                if batch:
+                    batch = self._with_session_siblings(batch)
                 if not lost and not batch:
                     wakeup = self._schedule.next_wakeup()
                     self._wait_until(now + LINGER if wakeup is None else wakeup)
@@ -119,17 +178,167 @@ class Refresher:
         deadline = time.monotonic() + seconds
         while not len(self._schedule):
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self._stop:
                 return False
             self._wait_until(time.monotonic() + left)
         return True
 
+    def _node_of(self, key: Any) -> Any:
+        return node_of(self.client, key)
+
+    def _lost_with(self, lease: Lease) -> list[Lease]:
+        """A lease of a session whose deadline passed takes the session on its server
+        with it (see the asyncio side). Called with ``_changed`` held."""
+        if lease.session is None or self.sessions is None:
+            return []
+        node = self._node_of(lease.key)
+        siblings = self.sessions.members(lease.session, node, self._node_of)
+        self.sessions.leave(lease)
+        self.sessions.lost_on(lease.session)
+        lost = []
+        for other in siblings:
+            if other is lease:
+                continue
+            self._schedule.remove(other)
+            self.sessions.leave(other)
+            other.deadline = min(other.deadline, lease.deadline)
+            lost.append(other)
+        return lost
+
+    def _with_session_siblings(self, batch: list[Lease]) -> list[Lease]:
+        """A due lease of a session brings its session's other leases on the same
+        server along. Called with ``_changed`` held."""
+        if self.sessions is None:
+            return batch
+        groups: set[tuple[str, Any]] = set()
+        for lease in batch:
+            if lease.session is not None:
+                groups.add((lease.session, self._node_of(lease.key)))
+        more = []
+        for name, node in groups:
+            for lease in self.sessions.members(name, node, self._node_of):
+                if self._schedule.take(lease):
+                    more.append(lease)
+        return batch + more
+
     def _refresh(self, batch: list[Lease], read_bound: Optional[float]) -> None:
         by_server: dict[Any, list[Lease]] = defaultdict(list)
+        by_session: dict[tuple[str, Any], list[Lease]] = defaultdict(list)
         for lease in batch:
-            by_server[node_of(self.client, lease.key)].append(lease)
+            node = self._node_of(lease.key)
+            if lease.session is None:
+                by_server[node].append(lease)
+            else:
+                by_session[(lease.session, node)].append(lease)
         for node, leases in by_server.items():
             self._refresh_on(node, leases, read_bound)
+        for (name, node), leases in by_session.items():
+            self._keep_alive(name, node, leases, read_bound)
+
+    def _keep_alive(
+        self, name: str, node: Any, taken: list[Lease], read_bound: Optional[float]
+    ) -> None:
+        """One ``LOCK.KEEPALIVE`` of session ``name`` to ``node`` for every lease of
+        the session there, after the session's failed releases there (see the
+        asyncio side)."""
+        sessions = self.sessions
+        assert sessions is not None
+        with self._io:
+            members = sessions.members(name, node, self._node_of)
+            pending = sessions.take_pending(name, node, self._node_of)
+            commands = [release_args(key, token) for key, token in pending]
+            kept_ms = sessions.keepalive_ms(name)
+            commands.append(keepalive_args(name, kept_ms))
+            connection = self._own(node, taken[0].key)
+            sent = time.monotonic()
+            # A keepalive may shorten a lease (``session_ttl`` below the lock's
+            # ttl): whatever its answer, the lease ends no later than this now.
+            for lease in members:
+                lease.deadline = min(lease.deadline, sent + kept_ms / 1000)
+            earliest = min(lease.deadline for lease in members or taken)
+            if read_bound is not None:
+                earliest = min(earliest, read_bound)
+            timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
+            held = None
+            try:
+                replies: list[Any] = pipelined(connection, commands, timeout)
+                if isinstance(replies[-1], Exception):
+                    raise replies[-1]
+                kept = int(replies[-1])
+                if members and kept not in (0, len(members)):
+                    (reply,) = pipelined(connection, [held_args(name)], timeout)
+                    if isinstance(reply, Exception):
+                        raise reply
+                    held = parse_held(reply)
+            except Exception as error:
+                log.warning("fencelock: keepalive failed: %s", error)
+                if not isinstance(error, (ConnectionError, TimeoutError, OSError)):
+                    pending = []  # answered: an error reply is an answer
+                sessions.give_back(name, pending)
+                with self._changed:
+                    for lease in taken:
+                        self._schedule.done(lease, sent, None)
+                return
+        # Outside the connection's lock: an on_lost callback may release a lock.
+        self._settle_session(name, members, taken, kept, held, sent, kept_ms / 1000)
+
+    def _settle_session(
+        self,
+        name: str,
+        members: list[Lease],
+        taken: list[Lease],
+        kept: int,
+        held: Optional[set[tuple[bytes, int]]],
+        sent: float,
+        ttl: float,
+    ) -> None:
+        sessions = self.sessions
+        assert sessions is not None
+        if kept == len(members):
+            confirmed, missing = members, []
+        elif held is None:  # kept nothing: the session holds nothing there
+            confirmed, missing = [], members
+        else:
+            confirmed = [m for m in members if (as_bytes(m.key), m.fence) in held]
+            missing = [m for m in members if m not in confirmed]
+        moved = self._moved(missing)
+        with self._changed:
+            for lease in confirmed:
+                if not sessions.holds(lease):
+                    continue  # released meanwhile
+                lease.confirmed(sent, ttl)
+                if lease in taken:
+                    self._schedule.done(lease, sent, True, ttl)
+            for lease in taken:
+                if lease not in confirmed:
+                    self._schedule.done(lease, sent, None if lease in moved else False)
+            lost = [m for m in missing if m not in moved and sessions.holds(m)]
+            if kept == 0 and lost:
+                sessions.lost_on(name)
+            for lease in lost:
+                self._schedule.remove(lease)
+                sessions.leave(lease)
+        for lease in lost:
+            lease.report_lost(found_gone=True)
+
+    def _moved(self, missing: list[Lease]) -> list[Lease]:
+        """Of the leases a cluster node no longer has, the ones a slot migration
+        moved, still held (see the asyncio side)."""
+        if not missing or not is_cluster(self.client):
+            return []
+        moved = []
+        for lease in missing:
+            try:
+                fence = call(
+                    self.client, lease.key, *fence_args(lease.key, lease.token)
+                )
+            except Exception as error:
+                log.warning("fencelock: could not look for %r: %s", lease.key, error)
+                moved.append(lease)  # unknown: not lost yet, its deadline decides
+                continue
+            if fence is not None and int(fence) == lease.fence:
+                moved.append(lease)
+        return moved
 
     def _close(self) -> None:
         with self._io:

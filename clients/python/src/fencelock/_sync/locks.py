@@ -22,6 +22,19 @@ Leaving after the lease was lost raises ``LockLost`` (after the clean-up) unless
 
 ``shared=True`` holds the lock as one of any number of readers, ``limit=n`` as one of
 at most n holders (a semaphore); each holder has its own token, fence and lease.
+
+Sessions (``session=True``, the default where the server has them): the locks held
+in the manager's blocks belong to a session, kept alive by one heartbeat
+(``LOCK.KEEPALIVE name ttl`` every ttl/3 to each server where it holds something)
+instead of a refresh per lease, lost together when a keepalive answers that the
+server holds none of them (or when the session's deadline passes), and released
+together by ``close()`` (``LOCK.CLOSE``) or on leaving ``with Locks(...)``.
+Each keepalive gives a lock its own ttl again (a session per distinct ttl), or with
+``session_ttl`` that one lease to all (the first grant is the lock's ttl).
+``session=False``, or ``auto_refresh=False``, ``min_hold`` or ``max_hold`` on a lock,
+gives that lock a lease of its own, refreshed on its own as without sessions.
+``lock_delay`` (seconds, on the manager or per lock) keeps a lock whose lease ran out
+taken by nobody that long (``LOCKDELAY``).
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 from redis.exceptions import (
     AskError,
     ConnectionError,
+    LockError,
+    NoPermissionError,
     ResponseError,
     TimeoutError,
     TryAgainError,
@@ -48,28 +63,40 @@ from .._protocol import (
     Mode,
     Token,
     check_limit,
+    close_args,
     is_wrongtype,
+    keepalive_args,
     mode_of,
+    new_session_name,
     new_token,
     parse_flag,
     refresh_args,
     release_args,
     to_ms,
 )
-from .._servers import describe
-from ..errors import LockNotAcquired, ServerUnavailable, self_wait_refused
+from .._servers import describe, node_of
+from .._session import Sessions
+from ..errors import (
+    LockLost,
+    LockNotAcquired,
+    ModuleNotLoaded,
+    ServerUnavailable,
+    no_lock_delay,
+    self_wait_refused,
+)
 from ..info import LockInfo
 from . import _acquire
-from ._commands import call
+from ._commands import call, release_quietly
 from ._compat import (
     block_runner,
     check_client,
     current_owner,
     is_own_cancel,
+    ready,
     shielded,
     sleep,
 )
-from ._connection import command, exchange
+from ._connection import command, exchange, pipelined
 from ._refresher import Refresher
 from .info import lock_info
 from .lease import Lease, OnLost
@@ -81,24 +108,147 @@ log = logging.getLogger("fencelock")
 # How often an acquire looks again while the key holds another type (not a lock), or
 # while its pool has no connection to spare for a wait (``_acquire._wait``).
 POLL = 0.1
+# How long the one-time question whether a server has sessions may take to answer.
+PROBE_READ = 5.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Locks:
     """Locks on one server or cluster that has the fencelock module loaded; every lock
-    name gets ``prefix`` (default ``lock:``) in front to make its key."""
+    name gets ``prefix`` (default ``lock:``) in front to make its key.
 
-    def __init__(self, client: SyncClient, prefix: str = "lock:") -> None:
+    ``session=True`` (the default) puts the locks held in its blocks in a session,
+    where the server has sessions (asked once per server; an older module is used
+    without): one heartbeat, ``LOCK.KEEPALIVE`` every ttl/3 to each server, keeps them
+    all alive, and ``close()`` or leaving ``with`` releases them all. Each
+    keepalive gives a lock its own ``ttl`` again (locks of different ttls are kept in
+    one session per ttl), or, with ``session_ttl=s``, every lock of the manager ``s``
+    seconds (its first grant is still its own ttl).
+    ``lock_delay`` (seconds; None: the server's ``fencelock.lock-delay``) is sent with
+    every acquire as ``LOCKDELAY``: a lock whose lease runs out stays taken by nobody
+    that long."""
+
+    def __init__(
+        self,
+        client: SyncClient,
+        prefix: str = "lock:",
+        *,
+        session: bool = True,
+        session_ttl: Optional[float] = None,
+        lock_delay: Optional[float] = None,
+    ) -> None:
         check_client(client, "Locks")
         self.client = client
         self.prefix = prefix
-        self._refresher = Refresher(client)
+        self.session = session
+        self.session_ttl = session_ttl
+        self.lock_delay = lock_delay
+        self._sessions = Sessions(session_ttl) if session else None
+        self._refresher = Refresher(client, self._sessions)
+        # Per server (cluster node): whether it has sessions and LOCKDELAY.
+        self._supported: dict[Any, bool] = {}
         # The leases held by a ``lock``/``holding`` block now, per key, with the thread
         # (task) running the block: for refusing an acquire that waits for itself.
         self._held: dict[Key, list[tuple[object, Lease]]] = {}
 
     def key(self, name: str) -> str:
         return self.prefix + name
+
+    def __enter__(self) -> Locks:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        try:
+            self.close()
+        except LockError:
+            if exc_type is None:
+                raise
+            # The block's own exception goes on; the session ends on its own.
+            log.warning("fencelock: closing the session failed", exc_info=True)
+
+    def close(self) -> None:
+        """Ends the manager's sessions: ``LOCK.CLOSE`` to every server where they
+        hold a lock or wait for one, which releases every lock of the session (each
+        handed to its next waiter) and answers the session's waiting acquires nil
+        (``LockNotAcquired``). A block still holding one of them finds it lost
+        (``on_lost``, ``LockLost`` with ``reason="closed"``); a lease taken with
+        ``acquire`` alone is marked released and lost. Locks with a lease of their
+        own (``session=False``, ``min_hold``, ...) are not touched. The manager can
+        be used again afterwards, in a new session. ``ServerUnavailable`` if a
+        server could not be told (after trying every other): its locks there end a
+        ttl after the last keepalive. Runs to its end even if the task is
+        cancelled."""
+        shielded(self._close_sessions())
+
+    close = close  # sync:
+
+    def _close_sessions(self) -> None:
+        if self._sessions is None:
+            return
+        failed: Optional[tuple[Key, Exception]] = None
+        for name, keys, leases in self._sessions.close():
+            for lease in leases:
+                self._refresher.forget(lease)
+            # The blocks learn it before the locks are handed on.
+            for lease in leases:
+                if self._in_block(lease):
+                    lease.report_lost(reason=LockLost.CLOSED)
+                else:
+                    lease.closed_by_manager()
+            servers: dict[Any, Key] = {}
+            for key in keys:
+                servers.setdefault(node_of(self.client, key), key)
+            for node, key in servers.items():
+                try:
+                    self._refresher.on_own_connection(
+                        key, functools.partial(_send_close, name=name)
+                    )
+                except (ConnectionError, TimeoutError, OSError) as error:
+                    failed = failed or (key, error)
+                    continue
+                for lease in leases:
+                    if node_of(self.client, lease.key) == node:
+                        lease.released = True
+        self._refresher.stop_if_idle()
+        if failed is not None:
+            where, cause = failed
+            raise ServerUnavailable(
+                where,
+                describe(self.client, where),
+                cause,  # type: ignore[arg-type]
+            ) from cause
+
+    def _in_block(self, lease: Lease) -> bool:
+        return any(held is lease for _, held in self._held.get(lease.key, []))
+
+    def _has_sessions(self, key: Key) -> Optional[bool]:
+        """Whether ``key``'s server has sessions and ``LOCKDELAY``: asked once per
+        server, with a keepalive of a session that holds nothing (0, or "unknown
+        command" from an older module); None when it could not be asked now."""
+        ready(self.client)
+        node = node_of(self.client, key)
+        known = self._supported.get(node)
+        if known is not None:
+            return known
+        answers: list[Any] = []
+
+        def ask(connection: Any) -> None:
+            probe = keepalive_args(new_session_name(), 1)
+            answers.extend(pipelined(connection, [probe], PROBE_READ))
+
+        try:
+            shielded(self._refresher.on_own_connection(key, ask))
+        except (ConnectionError, TimeoutError, OSError):
+            return None
+        (reply,) = answers
+        if isinstance(reply, ResponseError):
+            unknown = ModuleNotLoaded.from_reply("LOCK.KEEPALIVE", "", reply)
+            if unknown is None and not isinstance(reply, NoPermissionError):
+                raise reply
+            self._supported[node] = False
+        else:
+            self._supported[node] = True
+        return self._supported[node]
 
     @contextlib.contextmanager
     def lock(
@@ -118,6 +268,8 @@ class Locks:
         token: Optional[Token] = None,
         wait_replicas: int = 0,
         wait_replicas_timeout: float = 1.0,
+        session: bool = True,
+        lock_delay: Optional[float] = None,
     ) -> Iterator[Lease]:
         """Holds the lock while the block runs; see the module docstring."""
         lease = self.acquire(
@@ -129,6 +281,8 @@ class Locks:
             token=token,
             wait_replicas=wait_replicas,
             wait_replicas_timeout=wait_replicas_timeout,
+            session=session and _in_session(auto_refresh, min_hold, max_hold),
+            lock_delay=lock_delay,
         )
         with self.holding(
             lease,
@@ -154,7 +308,18 @@ class Locks:
         cancel_on_lost: bool = False,
     ) -> Iterator[Lease]:
         """Holds an acquired ``lease`` while the block runs: the part of ``lock``
-        after the acquire (refreshing, loss reports, leaving)."""
+        after the acquire (refreshing, loss reports, leaving). A lease of a session
+        is kept alive by the session as long as it holds: ``auto_refresh=False``,
+        ``min_hold`` and ``max_hold`` need a lease of its own (``ValueError``; acquire
+        it with ``session=False``)."""
+        if lease.session is not None and not _in_session(
+            auto_refresh, min_hold, max_hold
+        ):
+            raise ValueError(
+                "auto_refresh=False, min_hold and max_hold need a lease of its own:"
+                " the session keeps its leases alive until they are released;"
+                " acquire it with session=False"
+            )
         lease.on_lost = on_lost
         runner = lease.runner = block_runner(cancel_on_lost)
         # Held by this thread (task) while the block runs: an acquire of its own that
@@ -191,6 +356,8 @@ class Locks:
         on_lost: Optional[OnLost] = None,
         lost_ok: bool = False,
         cancel_on_lost: bool = False,
+        session: bool = True,
+        lock_delay: Optional[float] = None,
     ) -> Callable[[F], F]:
         """A decorator for a job that must run once across servers (a cron job):
         each call takes the lock ``name`` without waiting and runs the function
@@ -202,7 +369,14 @@ class Locks:
             @functools.wraps(function)
             def run(*args: Any, **kwargs: Any) -> Any:
                 try:
-                    lease = self.acquire(name, ttl, wait=0)
+                    lease = self.acquire(
+                        name,
+                        ttl,
+                        wait=0,
+                        session=session
+                        and _in_session(auto_refresh, min_hold, max_hold),
+                        lock_delay=lock_delay,
+                    )
                 except LockNotAcquired:
                     log.info("fencelock: %r is held elsewhere; skipped", name)
                     return None
@@ -232,18 +406,97 @@ class Locks:
         token: Optional[Token] = None,
         wait_replicas: int = 0,
         wait_replicas_timeout: float = 1.0,
+        session: bool = False,
+        lock_delay: Optional[float] = None,
     ) -> Lease:
-        """Takes the lock (nothing refreshes or watches it: see ``lock`` and
-        ``holding``); ``LockNotAcquired`` if busy for the whole ``wait``.
-        ``wait_replicas=n`` also waits until n replicas have the grant, else releases
-        it and raises ``NotReplicated``: a grant that only the primary knows is lost
-        if it fails over, and granted again to someone else. ``shared=True`` takes it
-        as a reader, ``limit=n`` one of a semaphore's n permits; ``WrongMode`` if the
-        lock is held in another mode."""
+        """Takes the lock; ``LockNotAcquired`` if busy for the whole ``wait``.
+        Nothing refreshes or watches the lease (see ``lock`` and ``holding``), unless
+        ``session=True`` puts it in the manager's session (where the server has
+        sessions): the session then keeps it alive, and watches it, until
+        ``release`` or ``close``. ``wait_replicas=n`` also waits until n replicas
+        have the grant, else releases it and raises ``NotReplicated``: a grant that
+        only the primary knows is lost if it fails over, and granted again to
+        someone else. ``shared=True`` takes it as a reader, ``limit=n`` one of a
+        semaphore's n permits; ``WrongMode`` if the lock is held in another mode.
+        ``lock_delay`` (seconds) overrides the manager's."""
         key = self.key(name)
         token = new_token() if token is None else token
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
             self._refuse_waiting_for_itself(key, mode_of(shared, check_limit(limit)))
+        delay = self.lock_delay if lock_delay is None else lock_delay
+        delay_ms = None if delay is None else to_ms(delay)
+        joins = session and self._sessions is not None
+        if joins or delay_ms is not None:
+            has = self._has_sessions(key)
+            if delay_ms is not None and has is False:
+                raise no_lock_delay(key, describe(self.client, key))
+            joins = joins and bool(has)
+        sessions = self._sessions if joins else None
+        in_session = None if sessions is None else sessions.begin(key, to_ms(ttl))
+        try:
+            grant = self._take(
+                key,
+                token,
+                ttl,
+                wait=wait,
+                shared=shared,
+                limit=limit,
+                wait_replicas=wait_replicas,
+                wait_replicas_timeout=wait_replicas_timeout,
+                session=in_session,
+                lock_delay_ms=delay_ms,
+            )
+            lease = Lease(
+                key,
+                token,
+                grant.fence,
+                ttl,
+                acquired_at=grant.sent,
+                shared=shared or limit is not None,
+                limit=limit,
+                client=self.client,
+                session=in_session,
+            )
+            if sessions is not None and not sessions.join(lease):
+                # Granted as the manager closed: not the manager's any more.
+                shielded(release_quietly(self.client, key, token))
+                raise LockNotAcquired(
+                    key,
+                    f"lock {key!r}: the lock manager was closed while it was being"
+                    " acquired",
+                )
+            if sessions is not None:
+                self._refresher.add(lease, refresh=True)
+        finally:
+            if sessions is not None and in_session is not None:
+                sessions.end(in_session)
+        try:
+            # After a long wait the grant may be far younger than its send time: one
+            # refresh gives the lease a deadline the client can count on.
+            if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
+                raise lease.lost_error()
+        except BaseException:
+            if lease.session is not None:
+                # Nobody will hold it: the session must not keep it alive.
+                self._refresher.forget(lease)
+                shielded(release_quietly(self.client, key, token))
+            raise
+        return lease
+
+    def _take(
+        self,
+        key: Key,
+        token: Token,
+        ttl: float,
+        *,
+        wait: Optional[float],
+        shared: bool,
+        limit: Optional[int],
+        wait_replicas: int,
+        wait_replicas_timeout: float,
+        session: Optional[str],
+        lock_delay_ms: Optional[int],
+    ) -> _acquire.Grant:
         until = lockstate.deadline(True, wait, time.monotonic())
         while True:
             try:
@@ -258,6 +511,8 @@ class Locks:
                     shared=shared,
                     limit=limit,
                     poll=POLL,
+                    session=session,
+                    lock_delay_ms=lock_delay_ms,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):
@@ -268,24 +523,9 @@ class Locks:
                     raise LockNotAcquired(key) from None
                 sleep(POLL)
                 continue
-            break
-        if grant is None:
-            raise LockNotAcquired(key)
-        lease = Lease(
-            key,
-            token,
-            grant.fence,
-            ttl,
-            acquired_at=grant.sent,
-            shared=shared or limit is not None,
-            limit=limit,
-            client=self.client,
-        )
-        # After a long wait the grant may be far younger than its send time: one
-        # refresh gives the lease a deadline the client can count on.
-        if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
-            raise lease.lost_error()
-        return lease
+            if grant is None:
+                raise LockNotAcquired(key)
+            return grant
 
     def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None:
         """An acquire that conflicts with a lease this thread (task) holds in a block
@@ -314,6 +554,9 @@ class Locks:
         holds the lock."""
         seconds = lease.ttl if ttl is None else ttl
         sent = time.monotonic()
+        # A shorter ttl shortens the lease as soon as the server has it, answered or
+        # not.
+        lease.deadline = min(lease.deadline, sent + to_ms(seconds) / 1000)
         if self._refresh_ms(lease, to_ms(seconds)):
             lease.confirmed(sent, seconds)
             return True
@@ -322,10 +565,16 @@ class Locks:
 
     def release(self, lease: Lease) -> bool:
         """Releases the lock if this lease still holds it; ``lease.released`` says.
-        Finding it gone reports the lease lost."""
-        reply = call(self.client, lease.key, *release_args(lease.key, lease.token))
+        Finding it gone reports the lease lost. A lease of a session leaves it."""
+        try:
+            reply = call(self.client, lease.key, *release_args(lease.key, lease.token))
+        except (ConnectionError, TimeoutError):
+            self._release_later(lease)
+            raise
         lease.released = parse_flag(reply)
         self._forget(lease)
+        if lease.session is not None:
+            self._refresher.forget(lease)
         if not lease.released:
             lease.report_lost(found_gone=True)
         return lease.released
@@ -338,6 +587,13 @@ class Locks:
                 lease.report_lost(found_gone=True)
         else:
             self.release(lease)
+
+    def _release_later(self, lease: Lease) -> None:
+        """A release of a lease of a session failed: the session must not keep the
+        holding alive, so its next keepalive there releases it first."""
+        if lease.session is not None and self._sessions is not None:
+            self._refresher.forget(lease)
+            self._sessions.release_later(lease)
 
     def info(self, name: str) -> Optional[LockInfo]:
         """``LOCK.INFO`` of the lock ``name`` as a dict (None: free, nobody waits)."""
@@ -360,6 +616,8 @@ class Locks:
         self._forget(lease)
 
         def leave_on(connection: Any) -> None:
+            if lease.lost_reason == LockLost.CLOSED:
+                return  # the session's close released it
             hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
             if lease.expired() or not hold_ms:
                 args = release_args(lease.key, lease.token)
@@ -394,6 +652,20 @@ class Locks:
                 lambda own, _spare: own,
             )
         except (ConnectionError, TimeoutError) as error:
+            self._release_later(lease)
             raise ServerUnavailable(
                 lease.key, describe(self.client, lease.key), error
             ) from error
+
+
+def _in_session(
+    auto_refresh: bool, min_hold: Optional[float], max_hold: Optional[float]
+) -> bool:
+    """Whether a lock held so may be one of the session's: the session keeps every
+    holding alive until it is released, so a lease that must run out on its own
+    (no refresh, ``max_hold``) or outlive its block (``min_hold``) needs its own."""
+    return auto_refresh and not min_hold and max_hold is None
+
+
+def _send_close(connection: Any, *, name: str) -> None:
+    command(connection, *close_args(name))
