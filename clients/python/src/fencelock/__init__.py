@@ -6,7 +6,9 @@
 - ``fencelock.Locks``: a lock manager with one refresher thread for all its leases,
   leases that know their deadline, loss reports, ``min_hold``/``max_hold`` and the
   run-once decorator ``once``, also for readers (``shared=True``) and semaphore
-  permits (``limit=n``); ``fencelock.asyncio`` has all of these for asyncio.
+  permits (``limit=n``); its locks are kept in a session (one ``LOCK.KEEPALIVE`` per
+  server, ``close()`` releases them all) where the server has sessions, with an
+  optional ``lock_delay``; ``fencelock.asyncio`` has all of these for asyncio.
 - ``fencelock.lock_info``: ``LOCK.INFO`` as a dict.
 - ``lease.guard(*command)`` / ``lock.guard(*command)``: a command that runs only while
   the lock is held (``LOCK.GUARD``); ``fencelock.fenced``: one that runs only with a
@@ -34,6 +36,7 @@ from .errors import (
     ServerUnavailable,
     StaleFence,
     WrongMode,
+    WrongSession,
 )
 from .info import LockInfo
 
@@ -55,6 +58,7 @@ __all__ = [
     "ServerUnavailable",
     "StaleFence",
     "WrongMode",
+    "WrongSession",
     "__version__",
     "fenced",
     "lock_info",

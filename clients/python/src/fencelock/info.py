@@ -3,9 +3,13 @@ sync and asyncio ``lock_info``."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, TypedDict, Union, cast
+from typing import Any, Literal, Optional, TypedDict, Union, cast
 
 from ._protocol import Mode
+
+# How ``LOCK.INFO`` says a lock is held: a mode, or ``"quarantined"`` (a lease with a
+# lock-delay ran out: nobody holds it, nobody is admitted until the delay ends).
+InfoMode = Union[Mode, Literal["quarantined"]]
 
 
 class LockInfo(TypedDict):
@@ -18,18 +22,22 @@ class LockInfo(TypedDict):
     alone and ``waiters_shared`` as readers or for a permit.
 
     ``mode``: ``"exclusive"``, ``"shared"`` (readers) or ``"semaphore"`` (None when not
-    held); ``holders``: how many hold it now (0 when not held); ``limit``: a
-    semaphore's number of permits (None for the other modes)."""
+    held), or ``"quarantined"`` while a lease with a lock-delay that ran out keeps the
+    lock from everyone (``held`` False, ``ttl_ms`` the delay left); ``holders``: how
+    many hold it now (0 when not held); ``limit``: a semaphore's number of permits
+    (None for the other modes); ``in_session``: how many of the holders belong to a
+    session (0 from a module without sessions)."""
 
     held: bool
     fence: Optional[int]
     ttl_ms: Optional[int]
     waiters: int
-    mode: Optional[Mode]
+    mode: Optional[InfoMode]
     holders: int
     limit: Optional[int]
     waiters_exclusive: int
     waiters_shared: int
+    in_session: int
 
 
 def parse_info(reply: Any) -> Optional[LockInfo]:
@@ -48,21 +56,23 @@ def parse_info(reply: Any) -> Optional[LockInfo]:
         fence=_optional_int(fields["fence"]),
         ttl_ms=_optional_int(fields["ttl-ms"]),
         waiters=waiters,
-        mode=None if mode is None else cast(Mode, _text(mode)),
+        mode=None if mode is None else cast(InfoMode, _text(mode)),
         holders=int(fields.get("holders", 1 if held else 0)),
         limit=_optional_int(fields.get("limit")),
         waiters_exclusive=int(fields.get("waiters-exclusive", waiters)),
         waiters_shared=int(fields.get("waiters-shared", 0)),
+        in_session=int(fields.get("in-session", 0)),
     )
 
 
 def no_permit_free(info: Optional[LockInfo], limit: int) -> bool:
     """Whether an acquire of one of ``limit`` permits would have to wait now: they are
     all held (by the key's own limit, if it has one), the lock is held in another mode,
-    or others already wait (the queue is FIFO, nobody overtakes it)."""
+    or others already wait (the queue is FIFO, nobody overtakes it). A quarantined
+    lock counts as taken (``LOCK.INFO`` does not say how many of its permits are)."""
     if info is None:
         return False
-    if info["waiters"] > 0:
+    if info["waiters"] > 0 or info["mode"] == "quarantined":
         return True
     if not info["held"]:
         return False

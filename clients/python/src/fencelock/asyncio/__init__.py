@@ -19,6 +19,7 @@ from ..errors import (
     ServerUnavailable,
     StaleFence,
     WrongMode,
+    WrongSession,
 )
 from ..info import LockInfo
 
@@ -36,6 +37,7 @@ __all__ = [
     "ServerUnavailable",
     "StaleFence",
     "WrongMode",
+    "WrongSession",
     "fenced",
     "lock_info",
 ]
