@@ -211,10 +211,11 @@ def test_a_keepalive_that_finds_nothing_loses_every_lease(r: redis.Redis) -> Non
             assert after.session not in {lease.session for lease in leases}
 
 
-def test_fewer_than_held_loses_only_the_missing_ones(r: redis.Redis) -> None:
+def test_fewer_than_held_loses_only_the_missing_ones(any_r: redis.Redis) -> None:
     """A keepalive that kept fewer holdings than the manager holds there: one
     ``LOCK.HELD`` says which, only those are lost (a DEL of one lock does not end the
-    other nine)."""
+    other nine). With and without ``decode_responses``."""
+    r = any_r
     locks = Locks(r)
     with contextlib.ExitStack() as stack:
         leases = [
@@ -251,6 +252,9 @@ with contextlib.ExitStack() as stack:
         ))
     print("ready", flush=True)
     sys.stdin.readline()
+    until = time.monotonic() + 2  # woken from a pause: the refresher reports soon
+    while len(lost) < count and time.monotonic() < until:
+        time.sleep(0.01)
     print("lost", len(lost), ",".join(sorted(set(lost))), flush=True)
 """
 
@@ -522,6 +526,22 @@ def test_lock_delay_of_the_manager_and_per_lock(server: Server, r: redis.Redis) 
     start = time.monotonic()
     other.acquire("d", ttl=1, wait=2)  # queued; served as the quarantine ends
     assert 0.2 < time.monotonic() - start < 0.5
+    r.delete("lock:p")  # an operator's DEL ends a quarantine
+    other.acquire("p", ttl=1)
+
+
+def test_lock_delay_zero_turns_off_the_servers_default(own_server: Server) -> None:
+    client = own_server.client()
+    client.config_set("fencelock.lock-delay", 400)
+    locks, other = Locks(client), Locks(client)
+    locks.acquire("default", ttl=0.1)
+    locks.acquire("off", ttl=0.1, lock_delay=0)
+    time.sleep(0.15)
+    assert mode(client, "default") == "quarantined"
+    other.acquire("off", ttl=1)
+    with pytest.raises(LockNotAcquired):
+        other.acquire("default", ttl=1)
+    client.close()
 
 
 def test_lock_delay_is_refused_by_a_server_without_it(own_server: Server) -> None:

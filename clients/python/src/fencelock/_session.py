@@ -41,34 +41,36 @@ class Sessions:
         # The name new acquires use, per keepalive ttl (ms); the ttl of each name.
         self._current: dict[int, str] = {}
         self._ttl_ms: dict[str, int] = {}
-        # Per server (a cluster node's name, None for a plain client): whether it has
-        # the session commands; absent until asked.
-        self.supported: dict[Any, bool] = {}
         self._lock = threading.RLock()
         self._members: dict[str, dict[int, Any]] = {}
-        self._used: dict[str, list[Key]] = {}
+        # Per name, the servers it sent acquires to (a cluster node's name, None for a
+        # plain client), each with a key there: one per server, however many keys.
+        self._used: dict[str, dict[Any, Key]] = {}
         self._in_flight: dict[str, int] = {}
         self._pending: dict[str, list[tuple[Key, Token]]] = {}
+        # Closed names with acquires still in flight: a grant of one is not ours.
         self._closed: set[str] = set()
 
-    def begin(self, key: Key, ttl_ms: int) -> str:
-        """The name an acquire of ``key`` for ``ttl_ms`` sends now; ``end`` it once
-        answered."""
+    def begin(self, key: Key, ttl_ms: int, node: Any) -> str:
+        """The name an acquire of ``key`` (on server ``node``) for ``ttl_ms`` sends
+        now; ``end`` it once answered."""
         with self._lock:
             kept_ms = ttl_ms if self.ttl is None else to_ms(self.ttl)
             name = self._current.get(kept_ms)
             if name is None:
                 name = self._current[kept_ms] = new_session_name()
                 self._ttl_ms[name] = kept_ms
-            used = self._used.setdefault(name, [])
-            if key not in used:
-                used.append(key)
+            self._used.setdefault(name, {}).setdefault(node, key)
             self._in_flight[name] = self._in_flight.get(name, 0) + 1
             return name
 
     def end(self, name: str) -> None:
         with self._lock:
             self._in_flight[name] = self._in_flight.get(name, 1) - 1
+            if name in self._closed and self._in_flight[name] <= 0:
+                self._closed.discard(name)
+                self._in_flight.pop(name, None)
+                return
             self._tidy(name)
 
     def keepalive_ms(self, name: str) -> int:
@@ -148,12 +150,12 @@ class Sessions:
             closing = []
             for name in dict.fromkeys(names):
                 leases = list(self._members.pop(name, {}).values())
-                keys = list(self._used.pop(name, []))
+                keys = list(self._used.pop(name, {}).values())
                 keys += [lease.key for lease in leases]
                 keys += [key for key, _ in self._pending.pop(name, [])]
                 closing.append((name, keys, leases))
-                self._closed.add(name)
-            self._in_flight.clear()
+            self._in_flight = {n: c for n, c in self._in_flight.items() if c > 0}
+            self._closed.update(self._in_flight)
             self._current.clear()
             self._ttl_ms.clear()
             return closing

@@ -242,11 +242,13 @@ class ServerUnavailable(LockError, ConnectionError):
 
 def no_lock_delay(key: Key, server: str) -> LockError:
     """``lock_delay`` asked of a server whose module predates it (no sessions, no
-    ``LOCKDELAY``): refused before anything was sent."""
+    ``LOCKDELAY``), or that has none, or whose user may not run ``LOCK.KEEPALIVE``:
+    refused before anything was sent."""
     return lock_error(
         LockError,
         "lock_delay needs a fencelock module with sessions and lock-delay"
-        f" (LOCK.KEEPALIVE, LOCKDELAY) on {server}; it has an older one",
+        f" (LOCK.KEEPALIVE, LOCKDELAY): {server} does not run LOCK.KEEPALIVE for this"
+        " client (an older module, none, or a user without the permission)",
         key,
     )
 

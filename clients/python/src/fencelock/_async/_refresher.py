@@ -289,6 +289,10 @@ class Refresher:
         connection, in_use = self._own(node, taken[0].key)
         async with in_use:
             members = sessions.members(name, node, self._node_of)
+            if not members:  # released, or elsewhere now: looked at again soon
+                for lease in taken:
+                    self._schedule.done(lease, time.monotonic(), None)
+                return
             pending = sessions.take_pending(name, node, self._node_of)
             commands = [release_args(key, token) for key, token in pending]
             kept_ms = sessions.keepalive_ms(name)

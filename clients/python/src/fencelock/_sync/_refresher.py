@@ -245,6 +245,11 @@ class Refresher:
         assert sessions is not None
         with self._io:
             members = sessions.members(name, node, self._node_of)
+            if not members:  # released, or elsewhere now: looked at again soon
+                with self._changed:
+                    for lease in taken:
+                        self._schedule.done(lease, time.monotonic(), None)
+                return
             pending = sessions.take_pending(name, node, self._node_of)
             commands = [release_args(key, token) for key, token in pending]
             kept_ms = sessions.keepalive_ms(name)

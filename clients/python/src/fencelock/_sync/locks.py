@@ -432,7 +432,11 @@ class Locks:
                 raise no_lock_delay(key, describe(self.client, key))
             joins = joins and bool(has)
         sessions = self._sessions if joins else None
-        in_session = None if sessions is None else sessions.begin(key, to_ms(ttl))
+        in_session = (
+            None
+            if sessions is None
+            else sessions.begin(key, to_ms(ttl), node_of(self.client, key))
+        )
         try:
             grant = self._take(
                 key,
