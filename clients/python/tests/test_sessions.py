@@ -278,6 +278,9 @@ def child_holding(
         if process.poll() is None:
             process.kill()
         process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def grants_after(url: str, names: list[str], wait: float) -> Callable[[], list[float]]:
@@ -293,8 +296,10 @@ def grants_after(url: str, names: list[str], wait: float) -> Callable[[], list[f
             await locks.acquire(name, ttl=5, wait=wait)
             granted.append(time.monotonic())
 
-        await asyncio.gather(*(one(name) for name in names))
-        await client.aclose()
+        try:
+            await asyncio.gather(*(one(name) for name in names))
+        finally:
+            await client.aclose()
 
     thread = threading.Thread(target=asyncio.run, args=(main(),))
     thread.start()
@@ -682,6 +687,7 @@ def test_sessions_through_each_construction(
     assert counts["lock.close"] == 1 and kept.released
     assert r.exists("lock:kept", *(f"lock:k{i}" for i in range(5))) == 0
     client.close()
+    client.connection_pool.disconnect()  # a pool given to a client is not its own
 
 
 @pytest.mark.parametrize("construction", sorted(ASYNC_CONSTRUCTIONS))
@@ -704,6 +710,7 @@ def test_asyncio_sessions_through_each_construction(
         assert counts["lock.close"] == 1 and kept.released
         assert r.exists("lock:kept", *(f"lock:k{i}" for i in range(5))) == 0
         await client.aclose()
+        await client.connection_pool.disconnect()
 
     run(main())
 

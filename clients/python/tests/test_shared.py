@@ -98,6 +98,7 @@ def test_lock_info_of_a_module_without_shared_holders() -> None:
         "limit": None,
         "waiters_exclusive": 2,
         "waiters_shared": 0,
+        "in_session": 0,
     }
 
 
@@ -109,6 +110,8 @@ def test_no_permit_free() -> None:
     assert no_permit_free({**base, "holders": 2, "limit": 2}, 5), "the key's limit"
     assert no_permit_free({**base, "holders": 1, "waiters": 1}, 3), "FIFO"
     assert no_permit_free({**base, "holders": 1, "mode": "exclusive"}, 3)
+    quarantined = {**base, "held": False, "holders": 0, "mode": "quarantined"}
+    assert no_permit_free(quarantined, 3), "how many permits it keeps: unknown"
 
 
 def test_arguments_are_checked_before_anything_is_sent(r: redis.Redis) -> None:
@@ -150,6 +153,7 @@ def test_three_permits_then_busy(any_r: redis.Redis) -> None:
         "limit": 3,
         "waiters_exclusive": 0,
         "waiters_shared": 0,
+        "in_session": 0,
     }
     assert permits[0].mode == "semaphore" and permits[0].limit == 3
     permits[1].release()

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from redis.exceptions import RedisError, ResponseError
 
 from .._protocol import Key, Token, release_args
-from .._servers import describe
+from .._servers import describe, is_cluster
 from ..errors import ModuleNotLoaded
 from ._compat import cancellations, raise_if_cancel_swallowed
 
@@ -33,6 +33,20 @@ def call(client: Any, key: Key, *args: Any) -> Any:
     # Raised outside the handler: the server's message, which repeats the arguments
     # (the token among them), must not ride along as ``__context__``.
     raise missing
+
+
+def on_server_of(client: Any, key: Key, *args: Any) -> Any:
+    """Runs a command that names no key (``LOCK.KEEPALIVE``, ``LOCK.CLOSE``) on the
+    server of ``key``: on a cluster, the node that owns its slot now. A cancellation
+    that redis-py's I/O swallowed is raised again, as by ``call``."""
+    pending = cancellations()
+    if is_cluster(client):
+        node = client.get_node_from_key(key)
+        reply = client.execute_command(*args, target_nodes=node)
+    else:
+        reply = client.execute_command(*args)
+    raise_if_cancel_swallowed(pending)
+    return reply
 
 
 def module_missing(

@@ -86,7 +86,7 @@ from ..errors import (
 )
 from ..info import LockInfo
 from . import _acquire
-from ._commands import call, release_quietly
+from ._commands import call, on_server_of, release_quietly
 from ._compat import (
     block_runner,
     check_client,
@@ -96,7 +96,7 @@ from ._compat import (
     shielded,
     sleep,
 )
-from ._connection import command, exchange, pipelined
+from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
 from .lease import Lease, OnLost
@@ -108,8 +108,6 @@ log = logging.getLogger("fencelock")
 # How often an acquire looks again while the key holds another type (not a lock), or
 # while its pool has no connection to spare for a wait (``_acquire._wait``).
 POLL = 0.1
-# How long the one-time question whether a server has sessions may take to answer.
-PROBE_READ = 5.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -200,9 +198,7 @@ class Locks:
                 servers.setdefault(node_of(self.client, key), key)
             for node, key in servers.items():
                 try:
-                    self._refresher.on_own_connection(
-                        key, functools.partial(_send_close, name=name)
-                    )
+                    on_server_of(self.client, key, *close_args(name))
                 except (ConnectionError, TimeoutError, OSError) as error:
                     failed = failed or (key, error)
                     continue
@@ -230,21 +226,14 @@ class Locks:
         known = self._supported.get(node)
         if known is not None:
             return known
-        answers: list[Any] = []
-
-        def ask(connection: Any) -> None:
-            probe = keepalive_args(new_session_name(), 1)
-            answers.extend(pipelined(connection, [probe], PROBE_READ))
-
         try:
-            shielded(self._refresher.on_own_connection(key, ask))
+            on_server_of(self.client, key, *keepalive_args(new_session_name(), 1))
         except (ConnectionError, TimeoutError, OSError):
             return None
-        (reply,) = answers
-        if isinstance(reply, ResponseError):
-            unknown = ModuleNotLoaded.from_reply("LOCK.KEEPALIVE", "", reply)
-            if unknown is None and not isinstance(reply, NoPermissionError):
-                raise reply
+        except ResponseError as error:
+            unknown = ModuleNotLoaded.from_reply("LOCK.KEEPALIVE", "", error)
+            if unknown is None and not isinstance(error, NoPermissionError):
+                raise
             self._supported[node] = False
         else:
             self._supported[node] = True
@@ -669,7 +658,3 @@ def _in_session(
     holding alive until it is released, so a lease that must run out on its own
     (no refresh, ``max_hold``) or outlive its block (``min_hold``) needs its own."""
     return auto_refresh and not min_hold and max_hold is None
-
-
-def _send_close(connection: Any, *, name: str) -> None:
-    command(connection, *close_args(name))
