@@ -139,8 +139,8 @@ class Refresher:
                 await self._sleep_until(wake, idle_since + LINGER)
                 continue
             idle_since = None
-            for lease in self._schedule.expired(now):
-                lost = [lease, *self._lost_with(lease)]
+            lost = self._expired(now)
+            if lost:
                 self._spawn(lost, _report_all(lost))
             batch = self._schedule.due(now)
             if batch:
@@ -188,6 +188,18 @@ class Refresher:
 
     def _node_of(self, key: Any) -> Any:
         return node_of(self.client, key)
+
+    def _expired(self, now: float) -> list[Lease]:
+        """The leases whose deadline has passed, with the other leases of their
+        sessions on the same servers; no longer watched."""
+        lost: list[Lease] = []
+        seen: set[int] = set()
+        for lease in self._schedule.expired(now):
+            for one in (lease, *self._lost_with(lease)):
+                if id(one) not in seen:
+                    seen.add(id(one))
+                    lost.append(one)
+        return lost
 
     def _lost_with(self, lease: Lease) -> list[Lease]:
         """A lease of a session whose deadline passed takes the session on its server
@@ -302,7 +314,7 @@ class Refresher:
             # ttl): whatever its answer, the lease ends no later than this now.
             for lease in members:
                 lease.deadline = min(lease.deadline, sent + kept_ms / 1000)
-            earliest = min(lease.deadline for lease in members or taken)
+            earliest = min(lease.deadline for lease in members)
             timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
             held = None
             try:
@@ -345,18 +357,22 @@ class Refresher:
             confirmed, missing = [], members
         else:
             confirmed = [m for m in members if (as_bytes(m.key), m.fence) in held]
-            missing = [m for m in members if m not in confirmed]
-        moved = await self._moved(missing)
+            found = {id(m) for m in confirmed}
+            missing = [m for m in members if id(m) not in found]
+        moved = {id(m) for m in await self._moved(missing)}
+        mine = {id(m) for m in taken}
         for lease in confirmed:
             if not sessions.holds(lease):
                 continue  # released meanwhile
             lease.confirmed(sent, ttl)
-            if lease in taken:
+            if id(lease) in mine:
                 self._schedule.done(lease, sent, True, ttl)
+        settled = {id(m) for m in confirmed}
         for lease in taken:
-            if lease not in confirmed:
-                self._schedule.done(lease, sent, None if lease in moved else False)
-        lost = [m for m in missing if m not in moved and sessions.holds(m)]
+            if id(lease) not in settled:
+                retry = id(lease) in moved
+                self._schedule.done(lease, sent, None if retry else False)
+        lost = [m for m in missing if id(m) not in moved and sessions.holds(m)]
         if kept == 0 and lost:
             sessions.lost_on(name)
         for lease in lost:

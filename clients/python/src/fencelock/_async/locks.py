@@ -176,7 +176,7 @@ class Locks:
         cancelled."""
         await shielded(self._close_sessions())
 
-    close = aclose  # sync:
+    close = aclose  # sync: # (asyncio also has close, an alias, as redis-py does)
 
     async def _close_sessions(self) -> None:
         if self._sessions is None:

@@ -178,7 +178,7 @@ class Locks:
         cancelled."""
         shielded(self._close_sessions())
 
-    close = close  # sync:
+    # (asyncio also has close, an alias, as redis-py does)
 
     def _close_sessions(self) -> None:
         if self._sessions is None:
