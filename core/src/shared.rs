@@ -196,6 +196,25 @@ impl SharedHolders {
         self.all().filter(|h| h.is_live(now_ms)).count()
     }
 
+    /// Whether some holder belongs to a session.
+    pub fn has_sessions(&self) -> bool {
+        self.in_sessions > 0
+    }
+
+    /// Whether some holder has a lock-delay.
+    pub fn has_lock_delays(&self) -> bool {
+        self.delayed > 0
+    }
+
+    /// The latest lease end among the holders (the key outlasts it by a lock-delay);
+    /// walks the set only when some holder has one.
+    pub fn latest_lease(&self) -> Option<i64> {
+        if self.delayed == 0 {
+            return self.latest_deadline();
+        }
+        self.all().map(SharedHolder::deadline_ms).max()
+    }
+
     /// How many live holders belong to a session; walks the set only when some do.
     pub fn in_session_count(&self, now_ms: i64) -> usize {
         if self.in_sessions == 0 {
