@@ -20,6 +20,8 @@ pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL_MS);
 pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WAITERS);
 pub static MAX_TOKEN_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TOKEN_LENGTH);
 pub static MAX_HOLDERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_HOLDERS);
+/// `fencelock.lock-delay`: the lock-delay of a holding acquired without `LOCKDELAY`.
+pub static LOCK_DELAY_MS: AtomicI64 = AtomicI64::new(0);
 
 /// The limits in force now.
 pub fn limits() -> Limits {
@@ -29,6 +31,13 @@ pub fn limits() -> Limits {
         MAX_TOKEN_LENGTH.load(Ordering::Relaxed),
         MAX_HOLDERS.load(Ordering::Relaxed),
     )
+}
+
+/// The lock-delay a holding gets without `LOCKDELAY`: `fencelock.lock-delay`, at most
+/// `fencelock.max-ttl` (an operator who lowers one need not remember the other).
+pub fn default_lock_delay_ms(limits: &Limits) -> u64 {
+    let delay = LOCK_DELAY_MS.load(Ordering::Relaxed).min(limits.max_ttl_ms);
+    u64::try_from(delay).unwrap_or(0)
 }
 
 /// One numeric config: name (after `fencelock.`), where it lives, default and range.

@@ -42,7 +42,8 @@ use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAIT
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
-    acquire, apply, clock, drop, fence, fenced, guard, info, mark, refresh, release,
+    acquire, apply, clock, close, drop, fence, fenced, guard, held, info, keepalive, mark, refresh,
+    release,
 };
 use crate::config::Setting;
 use crate::rm::argv::entry;
@@ -55,7 +56,7 @@ use crate::rm::mark_type::MARK_TYPE;
 /// routes them in a cluster. `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 11] = [
+const COMMANDS: [CommandSpec; 14] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -141,6 +142,44 @@ const COMMANDS: [CommandSpec; 11] = [
         arity: 3,
         key_flags: Some(RW.with(DELETE)),
     },
+    // The session commands name no key: they find the session's keys themselves, and
+    // check the caller's permissions for each (Redis cannot).
+    CommandSpec {
+        name: "lock.keepalive",
+        entry: Some(entry::<keepalive::KeepAlive>),
+        flags: c"write",
+        categories: "write",
+        replication_form: false,
+        summary: "Restarts the lease of every holding of a session on this server; returns how many.",
+        since: c"0.3.0",
+        complexity: c"O(n) in the session's holdings here (O(h) per shared lock of h holders)",
+        arity: 3,
+        key_flags: None,
+    },
+    CommandSpec {
+        name: "lock.close",
+        entry: Some(entry::<close::Close>),
+        flags: c"write",
+        categories: "write",
+        replication_form: false,
+        summary: "Releases every holding of a session on this server, handing each to its queue.",
+        since: c"0.3.0",
+        complexity: c"O(n) in the session's holdings here, plus O(w) in all waiters",
+        arity: 2,
+        key_flags: None,
+    },
+    CommandSpec {
+        name: "lock.held",
+        entry: Some(entry::<held::Held>),
+        flags: c"readonly",
+        categories: "read",
+        replication_form: false,
+        summary: "Lists the holdings of a session on this server: [key, mode, fence, pttl] each.",
+        since: c"0.3.0",
+        complexity: c"O(n log n) in the session's holdings here",
+        arity: 2,
+        key_flags: None,
+    },
     // The next two run another command; they declare its keys when Redis asks.
     CommandSpec {
         name: "lock.guard",
@@ -193,7 +232,7 @@ const COMMANDS: [CommandSpec; 11] = [
 ];
 
 /// The configs, `fencelock.<name>`.
-const CONFIGS: [Setting; 4] = [
+const CONFIGS: [Setting; 5] = [
     Setting {
         name: "max-ttl",
         value: &config::MAX_TTL_MS,
@@ -221,6 +260,13 @@ const CONFIGS: [Setting; 4] = [
         default: fencelock_core::limits::DEFAULT_MAX_HOLDERS,
         min: 1,
         max: MAX_HOLDERS_LIMIT,
+    },
+    Setting {
+        name: "lock-delay",
+        value: &config::LOCK_DELAY_MS,
+        default: 0,
+        min: 0,
+        max: i64::MAX,
     },
 ];
 

@@ -60,6 +60,29 @@ pub fn parse_token(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> 
     }
 }
 
+/// A session name: non-empty and within `max_len` bytes, like a token.
+pub fn parse_session(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> {
+    if token::is_valid(bytes, max_len) {
+        Ok(bytes)
+    } else {
+        Err(CommandError::InvalidSession)
+    }
+}
+
+/// A `LOCKDELAY` in ms: an integer (else not-an-integer) from 0 to `max_ttl_ms` (else
+/// invalid-expire for `command`, as a ttl would be).
+pub fn parse_lock_delay(
+    bytes: &[u8],
+    command: &'static str,
+    max_ttl_ms: i64,
+) -> Result<u64, CommandError> {
+    let delay = parse_integer(bytes)?;
+    u64::try_from(delay)
+        .ok()
+        .filter(|_| delay <= max_ttl_ms)
+        .ok_or(CommandError::InvalidExpire(command))
+}
+
 /// Longest `BLOCK` timeout: Redis adds it to its clock in milliseconds, which must not
 /// overflow (`BLPOP` refuses such timeouts the same way).
 const MAX_TIMEOUT_MS: i64 = i64::MAX / 2;
@@ -216,6 +239,28 @@ mod tests {
         assert_eq!(
             parse_options_and_flags(&twice, ["TOKEN"], ["SHARED"]),
             Err(CommandError::Syntax)
+        );
+    }
+
+    #[test]
+    fn sessions_are_checked_like_tokens_and_lock_delays_like_ttls() {
+        assert_eq!(parse_session(b"s", 4), Ok(&b"s"[..]));
+        assert_eq!(parse_session(b"", 4), Err(CommandError::InvalidSession));
+        assert_eq!(
+            parse_session(b"sssss", 4),
+            Err(CommandError::InvalidSession)
+        );
+        assert_eq!(parse_lock_delay(b"0", "lock.acquire", 10), Ok(0));
+        assert_eq!(parse_lock_delay(b"10", "lock.acquire", 10), Ok(10));
+        for bad in [&b"11"[..], b"-1"] {
+            assert_eq!(
+                parse_lock_delay(bad, "lock.acquire", 10),
+                Err(CommandError::InvalidExpire("lock.acquire"))
+            );
+        }
+        assert_eq!(
+            parse_lock_delay(b"x", "lock.acquire", 10),
+            Err(CommandError::NotAnInteger)
         );
     }
 

@@ -41,6 +41,10 @@ pub enum CommandError {
     /// The mode or limit asked for differs from the lock's (carries the lock's); the
     /// reply names the key, so the command layer words it (`wrong_mode`).
     WrongMode(Mode),
+    /// A session name empty or over `fencelock.max-token-length`.
+    InvalidSession,
+    /// The token holds the key under another session (or none); the reply names the key.
+    WrongSession,
 }
 
 impl CommandError {
@@ -84,6 +88,10 @@ impl CommandError {
             }
             CommandError::InvalidLimit => "ERR invalid limit".into(),
             CommandError::WrongMode(mode) => format!("WRONGMODE the lock {mode}").into(),
+            CommandError::InvalidSession => "ERR invalid session".into(),
+            CommandError::WrongSession => {
+                "WRONGSESSION this token holds the lock in another session".into()
+            }
         }
     }
 
@@ -94,9 +102,24 @@ impl CommandError {
             CommandError::WrongMode(mode) => {
                 format!("WRONGMODE {} {mode}", String::from_utf8_lossy(key)).into()
             }
+            CommandError::WrongSession => format!(
+                "WRONGSESSION this token holds {} in another session",
+                String::from_utf8_lossy(key)
+            )
+            .into(),
             _ => self.message(),
         }
     }
+}
+
+/// A keyless command (the session commands) would touch `key`, which the calling user
+/// may not: Redis's own wording for a key the user has no permission for.
+pub fn no_permission(user: &[u8], key: &[u8]) -> String {
+    format!(
+        "NOPERM User {} has no permissions to access the '{}' key",
+        String::from_utf8_lossy(user),
+        String::from_utf8_lossy(key)
+    )
 }
 
 #[cfg(test)]
@@ -117,6 +140,14 @@ mod tests {
         assert_eq!(
             CommandError::Syntax.message_for_key(b"k"),
             "ERR syntax error"
+        );
+        assert_eq!(
+            CommandError::WrongSession.message_for_key(b"lock:x"),
+            "WRONGSESSION this token holds lock:x in another session"
+        );
+        assert_eq!(
+            no_permission(b"alice", b"lock:x"),
+            "NOPERM User alice has no permissions to access the 'lock:x' key"
         );
     }
 }

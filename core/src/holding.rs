@@ -1,11 +1,13 @@
-//! A holding (token + fence) packed into one small allocation, the value Redis keeps
-//! for every held lock. Pure: no Redis types.
+//! A holding (token + fence, and optionally its session and lock-delay) packed into one
+//! small allocation, the value Redis keeps for every held lock. Pure: no Redis types.
 //!
-//! Layout: `fence: u64 LE | header: u16 LE | token bytes`. The header's low 15 bits are
-//! the stored token length; its top bit marks a *compact* token: 32 lowercase hex
-//! characters (every server-generated token) stored as their 16 raw bytes. A generated
-//! lock thus costs 26 bytes (one 32-byte allocator slot) instead of a struct plus a
-//! separate token buffer.
+//! Layout: `fence: u64 LE | header: u16 LE | token bytes | [lock-delay: u64 LE] |
+//! [session header: u16 LE | session bytes]`. The header's low 13 bits are the stored
+//! token length; its top bit marks a *compact* token: 32 lowercase hex characters (every
+//! server-generated token) stored as their 16 raw bytes. Bit 14 says a session follows,
+//! bit 13 a lock-delay; a holding without either is exactly what it was before sessions
+//! (a generated lock costs 26 bytes, one 32-byte allocator slot). The session header is
+//! the token's again (compact bit, length), so a 32-hex session costs 18 bytes.
 
 use std::borrow::Cow;
 
@@ -15,8 +17,13 @@ use crate::token;
 const FENCE_BYTES: usize = 8;
 const HEADER_BYTES: usize = FENCE_BYTES + 2;
 const COMPACT: u16 = 0x8000;
-/// Longest token a holding can store (15 bits of length).
-pub const MAX_TOKEN_BYTES: usize = 0x7fff;
+const HAS_SESSION: u16 = 0x4000;
+const HAS_LOCK_DELAY: u16 = 0x2000;
+const LENGTH_BITS: u16 = 0x1fff;
+const DELAY_BYTES: usize = 8;
+const SESSION_HEADER_BYTES: usize = 2;
+/// Longest token (or session) a holding can store (13 bits of length).
+pub const MAX_TOKEN_BYTES: usize = LENGTH_BITS as usize;
 
 /// Who holds a lock, and the fence of that grant. Always handled by reference or in a
 /// `Box`; the bytes behind it are a valid packed holding.
@@ -24,48 +31,95 @@ pub const MAX_TOKEN_BYTES: usize = 0x7fff;
 #[derive(Debug, PartialEq, Eq)]
 pub struct Holding([u8]);
 
+/// What a holding carries besides its token and fence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extras<'a> {
+    /// The session the holding belongs to.
+    pub session: Option<&'a [u8]>,
+    /// How long the key stays taken by nobody once this lease runs out (0: not at all).
+    pub lock_delay_ms: u64,
+}
+
 impl Holding {
     /// Packs `token` and `fence`. `None` if the token is longer than `MAX_TOKEN_BYTES`,
     /// or the fence is 0: no grant has fence 0, and a lock value whose first eight bytes
     /// are zero is a set of shared holders (`value`).
     pub fn pack(token: &[u8], fence: u64) -> Option<Box<Holding>> {
-        if fence == 0 {
-            return None;
-        }
+        Self::pack_with(token, fence, Extras::default())
+    }
+
+    /// As `pack`, with a session and a lock-delay (`None` also for a session that is
+    /// empty or longer than `MAX_TOKEN_BYTES`).
+    pub fn pack_with(token: &[u8], fence: u64, extras: Extras) -> Option<Box<Holding>> {
         match token::compact(token) {
-            Some(raw) => Self::pack_stored(&raw, COMPACT, fence),
-            None => Self::pack_stored(token, 0, fence),
+            Some(raw) => Self::pack_stored(&raw, COMPACT, fence, extras),
+            None => Self::pack_stored(token, 0, fence, extras),
         }
     }
 
     /// Packs a token generated for this grant: its raw bytes are stored as they are,
-    /// the same holding `pack` makes of its hex spelling.
-    pub fn pack_generated(token: &token::Generated, fence: u64) -> Option<Box<Holding>> {
+    /// the same holding `pack_with` makes of its hex spelling.
+    pub fn pack_generated(
+        token: &token::Generated,
+        fence: u64,
+        extras: Extras,
+    ) -> Option<Box<Holding>> {
+        Self::pack_stored(token.raw(), COMPACT, fence, extras)
+    }
+
+    fn pack_stored(stored: &[u8], flag: u16, fence: u64, extras: Extras) -> Option<Box<Holding>> {
         if fence == 0 {
             return None;
         }
-        Self::pack_stored(token.raw(), COMPACT, fence)
-    }
-
-    fn pack_stored(stored: &[u8], flag: u16, fence: u64) -> Option<Box<Holding>> {
-        let len = u16::try_from(stored.len())
-            .ok()
-            .filter(|&l| usize::from(l) <= MAX_TOKEN_BYTES)?;
-        let mut bytes = Vec::with_capacity(HEADER_BYTES + stored.len());
+        let len = stored_length(stored)?;
+        let session = match extras.session {
+            Some([]) => return None,
+            Some(session) => Some(match token::compact(session) {
+                Some(raw) => (Cow::Owned(raw.to_vec()), COMPACT),
+                None => (Cow::Borrowed(session), 0),
+            }),
+            None => None,
+        };
+        let mut header = len | flag;
+        let mut capacity = HEADER_BYTES + stored.len();
+        if extras.lock_delay_ms > 0 {
+            header |= HAS_LOCK_DELAY;
+            capacity += DELAY_BYTES;
+        }
+        if let Some((bytes, _)) = &session {
+            header |= HAS_SESSION;
+            capacity += SESSION_HEADER_BYTES + bytes.len();
+        }
+        let mut bytes = Vec::with_capacity(capacity);
         bytes.extend_from_slice(&fence.to_le_bytes());
-        bytes.extend_from_slice(&(len | flag).to_le_bytes());
+        bytes.extend_from_slice(&header.to_le_bytes());
         bytes.extend_from_slice(stored);
+        if extras.lock_delay_ms > 0 {
+            bytes.extend_from_slice(&extras.lock_delay_ms.to_le_bytes());
+        }
+        if let Some((session, session_flag)) = session {
+            let session_len = stored_length(&session)?;
+            bytes.extend_from_slice(&(session_len | session_flag).to_le_bytes());
+            bytes.extend_from_slice(&session);
+        }
         Some(Self::from_boxed_bytes(bytes.into_boxed_slice()))
     }
 
     /// A holding read back from an RDB or `RESTORE` payload, validated: `None` (corrupt
-    /// data: the load fails) unless the token is non-empty and storable and the fence
-    /// is one the fence clock could have issued.
-    pub fn from_persisted(token: &[u8], fence: u64) -> Option<Box<Holding>> {
+    /// data: the load fails) unless the token (and session, if any) is non-empty and
+    /// storable and the fence is one the fence clock could have issued.
+    pub fn from_persisted(token: &[u8], fence: u64, extras: Extras) -> Option<Box<Holding>> {
         if token.is_empty() || fence == 0 || fence > MAX_FENCE {
             return None;
         }
-        Self::pack(token, fence)
+        Self::pack_with(token, fence, extras)
+    }
+
+    /// The same holding under another session and lock-delay (a renewal keeps the token
+    /// and fence).
+    pub fn with_extras(&self, extras: Extras) -> Option<Box<Holding>> {
+        let flag = self.header() & COMPACT;
+        Self::pack_stored(self.stored_token(), flag, self.fence(), extras)
     }
 
     fn from_boxed_bytes(bytes: Box<[u8]>) -> Box<Holding> {
@@ -81,8 +135,95 @@ impl Holding {
         }
     }
 
+    fn token_len(&self) -> usize {
+        usize::from(self.header() & LENGTH_BITS)
+    }
+
     fn stored_token(&self) -> &[u8] {
-        self.0.get(HEADER_BYTES..).unwrap_or(&[])
+        self.0
+            .get(HEADER_BYTES..HEADER_BYTES + self.token_len())
+            .unwrap_or(&[])
+    }
+
+    /// Where the optional parts start: the lock-delay, then the session.
+    fn extras_start(&self) -> usize {
+        HEADER_BYTES + self.token_len()
+    }
+
+    fn session_start(&self) -> usize {
+        let delay = if self.header() & HAS_LOCK_DELAY != 0 {
+            DELAY_BYTES
+        } else {
+            0
+        };
+        self.extras_start() + delay
+    }
+
+    /// The session's header and stored bytes, if the holding has a session.
+    fn stored_session(&self) -> Option<(u16, &[u8])> {
+        if self.header() & HAS_SESSION == 0 {
+            return None;
+        }
+        let start = self.session_start();
+        let header = match self.0.get(start..start + SESSION_HEADER_BYTES) {
+            Some(&[low, high]) => u16::from_le_bytes([low, high]),
+            _ => return None,
+        };
+        let bytes_start = start + SESSION_HEADER_BYTES;
+        let bytes = self
+            .0
+            .get(bytes_start..bytes_start + usize::from(header & LENGTH_BITS))?;
+        Some((header, bytes))
+    }
+
+    /// The session this holding belongs to, as clients name it.
+    pub fn session(&self) -> Option<Cow<'_, [u8]>> {
+        self.stored_session().map(|(header, bytes)| {
+            if header & COMPACT != 0 {
+                Cow::Owned(token::to_hex(bytes))
+            } else {
+                Cow::Borrowed(bytes)
+            }
+        })
+    }
+
+    /// Whether the holding belongs to `session` (`None`: to no session). Compared in
+    /// constant time, as a session name is as secret as a token.
+    pub fn in_session(&self, session: Option<&[u8]>) -> bool {
+        match (self.stored_session(), session) {
+            (None, None) => true,
+            (Some((header, stored)), Some(offered)) => {
+                if header & COMPACT != 0 {
+                    token::compact(offered).is_some_and(|raw| token::tokens_match(stored, &raw))
+                } else {
+                    token::tokens_match(stored, offered)
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the holding belongs to any session.
+    pub fn has_session(&self) -> bool {
+        self.header() & HAS_SESSION != 0
+    }
+
+    /// How long the key stays taken by nobody after this lease runs out.
+    pub fn lock_delay_ms(&self) -> u64 {
+        if self.header() & HAS_LOCK_DELAY == 0 {
+            return 0;
+        }
+        let start = self.extras_start();
+        let mut delay = [0u8; DELAY_BYTES];
+        if let Some(bytes) = self.0.get(start..start + DELAY_BYTES) {
+            delay.copy_from_slice(bytes);
+        }
+        u64::from_le_bytes(delay)
+    }
+
+    /// What the holding carries besides token and fence, borrowed.
+    pub fn extras(&self) -> (Option<Cow<'_, [u8]>>, u64) {
+        (self.session(), self.lock_delay_ms())
     }
 
     fn is_compact(&self) -> bool {
@@ -124,8 +265,8 @@ impl Holding {
 
     /// The token as stored, with its header: equal for two holdings exactly when their
     /// tokens are equal (an order to sort holdings by token, without decoding).
-    pub fn stored_form(&self) -> &[u8] {
-        self.0.get(FENCE_BYTES..).unwrap_or(&[])
+    pub fn stored_form(&self) -> (u16, &[u8]) {
+        (self.header() & (COMPACT | LENGTH_BITS), self.stored_token())
     }
 
     /// The token in its canonical stored form (compact or not, and the bytes): equal for
@@ -136,7 +277,7 @@ impl Holding {
 
     /// Whether two holdings carry the same token (as stored: no decoding).
     pub fn same_token(&self, other: &Holding) -> bool {
-        self.header() == other.header()
+        self.stored_form().0 == other.stored_form().0
             && token::tokens_match(self.stored_token(), other.stored_token())
     }
 
@@ -170,11 +311,29 @@ impl Holding {
         drop(Box::from_raw(bytes as *mut Holding));
     }
 
-    /// Total length of the allocation at `ptr`, read from its header.
+    /// Total length of the allocation at `ptr`, read from its headers.
     unsafe fn raw_len(ptr: *const u8) -> usize {
-        let header = u16::from_le_bytes([*ptr.add(FENCE_BYTES), *ptr.add(FENCE_BYTES + 1)]);
-        HEADER_BYTES + usize::from(header & !COMPACT)
+        // SAFETY: the caller's contract: a packed holding, whose headers say its length.
+        unsafe {
+            let header = u16::from_le_bytes([*ptr.add(FENCE_BYTES), *ptr.add(FENCE_BYTES + 1)]);
+            let mut len = HEADER_BYTES + usize::from(header & LENGTH_BITS);
+            if header & HAS_LOCK_DELAY != 0 {
+                len += DELAY_BYTES;
+            }
+            if header & HAS_SESSION != 0 {
+                let session = u16::from_le_bytes([*ptr.add(len), *ptr.add(len + 1)]);
+                len += SESSION_HEADER_BYTES + usize::from(session & LENGTH_BITS);
+            }
+            len
+        }
     }
+}
+
+/// A stored token or session's length as its header spells it, if it fits.
+fn stored_length(stored: &[u8]) -> Option<u16> {
+    u16::try_from(stored.len())
+        .ok()
+        .filter(|&len| usize::from(len) <= MAX_TOKEN_BYTES)
 }
 
 /// A token offered by a client, with its compact form worked out once: a command
@@ -240,15 +399,21 @@ mod tests {
 
     #[test]
     fn persisted_payloads_are_validated() {
-        assert!(Holding::from_persisted(b"t", 1).is_some());
-        assert!(Holding::from_persisted(b"t", MAX_FENCE).is_some());
-        assert!(Holding::from_persisted(b"", 1).is_none(), "empty token");
+        assert!(Holding::from_persisted(b"t", 1, Extras::default()).is_some());
+        assert!(Holding::from_persisted(b"t", MAX_FENCE, Extras::default()).is_some());
         assert!(
-            Holding::from_persisted(b"t", 0).is_none(),
+            Holding::from_persisted(b"", 1, Extras::default()).is_none(),
+            "empty token"
+        );
+        assert!(
+            Holding::from_persisted(b"t", 0, Extras::default()).is_none(),
             "fence 0 is never issued"
         );
-        assert!(Holding::from_persisted(b"t", MAX_FENCE + 1).is_none());
-        assert!(Holding::from_persisted(&vec![b'x'; MAX_TOKEN_BYTES + 1], 1).is_none());
+        assert!(Holding::from_persisted(b"t", MAX_FENCE + 1, Extras::default()).is_none());
+        assert!(
+            Holding::from_persisted(&vec![b'x'; MAX_TOKEN_BYTES + 1], 1, Extras::default())
+                .is_none()
+        );
     }
 
     #[test]
@@ -264,7 +429,7 @@ mod tests {
     #[test]
     fn a_generated_token_packs_as_its_hex_spelling_does() {
         let generated = token::Generated::fresh();
-        let packed = Holding::pack_generated(&generated, 42).unwrap();
+        let packed = Holding::pack_generated(&generated, 42, Extras::default()).unwrap();
         assert_eq!(
             Some(packed.as_ref()),
             Holding::pack(generated.hex(), 42).as_deref()
@@ -274,7 +439,7 @@ mod tests {
             token::compact(generated.hex()).as_ref(),
             Some(generated.raw())
         );
-        assert!(Holding::pack_generated(&generated, 0).is_none());
+        assert!(Holding::pack_generated(&generated, 0, Extras::default()).is_none());
     }
 
     #[test]
@@ -313,6 +478,71 @@ mod tests {
             assert_eq!(view.token().as_ref(), b"abc");
             Holding::free_raw(ptr);
         }
+    }
+
+    #[test]
+    fn sessions_and_lock_delays_ride_along_and_read_back() {
+        let session = token::generate();
+        let extras = Extras {
+            session: Some(&session),
+            lock_delay_ms: 5_000,
+        };
+        let generated = token::Generated::fresh();
+        let holding = Holding::pack_generated(&generated, 9, extras).unwrap();
+        assert_eq!(holding.allocated_bytes(), 26 + 8 + 18, "compact session");
+        assert_eq!(holding.token().as_ref(), generated.hex());
+        assert_eq!(holding.fence(), 9);
+        assert_eq!(holding.session().as_deref(), Some(session.as_slice()));
+        assert_eq!(holding.lock_delay_ms(), 5_000);
+        assert!(holding.in_session(Some(&session)));
+        assert!(!holding.in_session(None));
+        assert!(!holding.in_session(Some(b"other")));
+        let named = Holding::pack_with(
+            b"t",
+            3,
+            Extras {
+                session: Some(b"worker-7"),
+                lock_delay_ms: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(named.session().as_deref(), Some(&b"worker-7"[..]));
+        assert_eq!(named.lock_delay_ms(), 0);
+        assert!(named.in_session(Some(b"worker-7")));
+        assert!(!named.in_session(Some(b"worker-70")));
+        let plain = Holding::pack(b"t", 3).unwrap();
+        assert!(!plain.has_session() && plain.in_session(None));
+        assert!(plain.same_token(&named), "the token alone decides");
+        let ptr = Holding::into_raw(named);
+        // SAFETY: `ptr` comes from `into_raw` and is freed exactly once below.
+        unsafe {
+            let view = Holding::from_raw(ptr);
+            assert_eq!(view.allocated_bytes(), 10 + 1 + 2 + 8);
+            assert_eq!(view.session().as_deref(), Some(&b"worker-7"[..]));
+            Holding::free_raw(ptr);
+        }
+    }
+
+    #[test]
+    fn a_renewal_keeps_token_and_fence_under_new_extras() {
+        let holding = Holding::pack(b"t", 3).unwrap();
+        let moved = holding
+            .with_extras(Extras {
+                session: Some(b"s"),
+                lock_delay_ms: 7,
+            })
+            .unwrap();
+        assert!(moved.is_token(b"t") && moved.fence() == 3);
+        assert!(moved.in_session(Some(b"s")) && moved.lock_delay_ms() == 7);
+        assert!(Holding::pack_with(
+            b"t",
+            1,
+            Extras {
+                session: Some(b""),
+                lock_delay_ms: 0
+            }
+        )
+        .is_none());
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! - `digits`: numbers as ready-made decimal digits;
 //! - `slot`: Redis Cluster's hash slot of a key;
 //! - `capacity`: tables give back their room once mostly empty;
+//! - `session_index`: which keys may hold a session's holdings (checked on use);
 //! - holdings read back from RDB payloads are validated in `holding`;
 //! - `shared` keeps a small set's holders in a list (`holder_list`) and a large one's
 //!   indexed by token and lease end (`holder_index`).
@@ -37,6 +38,7 @@ pub mod holding;
 pub mod limits;
 pub mod lock;
 pub mod mode;
+pub mod session_index;
 pub mod shared;
 pub mod slot;
 pub mod token;

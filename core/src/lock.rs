@@ -26,6 +26,8 @@ pub enum Acquire {
     Busy,
     /// The request's mode or limit differs from the lock's; carries what the lock is.
     WrongMode(Mode),
+    /// The same token holds the lock under another session (or none).
+    WrongSession,
     /// The lock would be granted, but the fence clock has no fence left to issue.
     FencesExhausted,
 }
@@ -51,6 +53,8 @@ pub struct AcquireRequest<'a> {
     pub queued_before: bool,
     /// The token was generated for this request, so it holds nothing yet (no lookup).
     pub fresh_token: bool,
+    /// The session the holding is to belong to.
+    pub session: Option<&'a [u8]>,
 }
 
 /// Whether a lock in state `current` admits a new holder (another token) in `mode`.
@@ -81,8 +85,9 @@ pub fn admits(current: Option<LockRef>, mode: Mode, max_holders: usize, now_ms: 
     }
 }
 
-/// Decides an acquire. The same token renews in its own mode and is refused in another
-/// (no upgrade or downgrade); a mode mismatch is reported before contention.
+/// Decides an acquire. The same token renews in its own mode and session and is refused
+/// in another (no upgrade or downgrade, no moving between sessions); a mode mismatch is
+/// reported before contention.
 pub fn acquire(
     current: Option<LockRef>,
     request: &AcquireRequest,
@@ -91,11 +96,15 @@ pub fn acquire(
     now_ms: i64,
 ) -> Acquire {
     if let Some(held) = current.filter(|_| !request.fresh_token) {
-        if let Some(fence) = held.fence_of(request.token, now_ms) {
-            return if held.mode() == request.mode {
-                Acquire::Renewed { fence }
-            } else {
+        if let Some(holding) = held.holding_of(request.token, now_ms) {
+            return if held.mode() != request.mode {
                 Acquire::WrongMode(held.mode())
+            } else if !holding.in_session(request.session) {
+                Acquire::WrongSession
+            } else {
+                Acquire::Renewed {
+                    fence: holding.fence(),
+                }
             };
         }
     }
@@ -211,6 +220,7 @@ mod tests {
             max_holders: MAX,
             queued_before: false,
             fresh_token: false,
+            session: None,
         }
     }
 
@@ -284,6 +294,40 @@ mod tests {
             acquire(current, &request("a", Mode::Semaphore(2)), &mut clock, 1, 0),
             Acquire::Renewed { fence: 3 }
         );
+    }
+
+    #[test]
+    fn the_same_token_in_another_session_is_refused() {
+        let mut clock = FenceClock::new();
+        let in_session = crate::holding::Extras {
+            session: Some(b"s1"),
+            lock_delay_ms: 0,
+        };
+        let held = Holding::pack_with(b"a", 7, in_session).unwrap();
+        let current = Some(LockRef::Exclusive(&held));
+        let mut ask = request("a", Mode::Exclusive);
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 1, 0),
+            Acquire::WrongSession,
+            "no session asked, one held"
+        );
+        ask.session = Some(b"s2");
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 1, 0),
+            Acquire::WrongSession
+        );
+        ask.session = Some(b"s1");
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 1, 0),
+            Acquire::Renewed { fence: 7 }
+        );
+        let plain = holding("a", 7);
+        assert_eq!(
+            acquire(Some(LockRef::Exclusive(&plain)), &ask, &mut clock, 1, 0),
+            Acquire::WrongSession,
+            "a session asked, none held"
+        );
+        assert_eq!(clock.last(), 0);
     }
 
     #[test]

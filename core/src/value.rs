@@ -99,6 +99,14 @@ impl<'a> LockRef<'a> {
         }
     }
 
+    /// The live holding with `token`, if it holds.
+    pub fn holding_of(self, token: &[u8], now_ms: i64) -> Option<&'a Holding> {
+        match self {
+            LockRef::Exclusive(held) => held.is_token(token).then_some(held),
+            LockRef::Shared(set) => set.live_holder(token, now_ms).map(|h| h.holding()),
+        }
+    }
+
     /// The fence `LOCK.FENCE key` reports: the exclusive holder's, or the highest among
     /// live shared holders.
     pub fn visible_fence(self, now_ms: i64) -> Option<u64> {

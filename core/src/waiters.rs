@@ -207,6 +207,25 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         taken
     }
 
+    /// Takes every waiter, of any key, that `wanted` picks (`LOCK.CLOSE`: those of one
+    /// session), each with the key it waited for. Walks every queue.
+    pub fn take_where(&mut self, wanted: impl Fn(&W) -> bool) -> Vec<(K, C, W)> {
+        let picked: Vec<C> = self
+            .keys
+            .values()
+            .flat_map(|waiting| waiting.queue.entries())
+            .filter(|(_, waiter)| wanted(waiter))
+            .map(|(client, _)| *client)
+            .collect();
+        picked
+            .into_iter()
+            .filter_map(|client| {
+                self.take(client, None)
+                    .map(|(key, waiter)| (key, client, waiter))
+            })
+            .collect()
+    }
+
     /// Takes every waiter of `key`, in queue order.
     pub fn remove_key(&mut self, key: &K) -> Vec<(C, W)> {
         let Some(mut waiting) = self.keys.remove(key) else {
@@ -415,8 +434,16 @@ mod tests {
         assert_eq!(book.pop_first(&"k"), Some((1, "t:w")));
         assert_eq!(book.take_same_token(&"k", b"w"), vec![(3, "t:w")]);
         assert_eq!(book.take_same_token(&"k", b"w"), vec![]);
-        assert_eq!(book.total(), 1);
-        assert_eq!(book.take(2, None).map(|(_, w)| w), Some("t:x"));
+        book.enqueue("j", 4, "t:x");
+        book.enqueue("k", 5, "t:x");
+        let mut taken = book.take_where(|waiter| *waiter == "t:x");
+        taken.sort();
+        assert_eq!(
+            taken,
+            vec![("j", 4, "t:x"), ("k", 2, "t:x"), ("k", 5, "t:x")]
+        );
+        assert!(book.take_where(|waiter| *waiter == "t:x").is_empty());
+        assert_eq!(book.total(), 0);
         assert!(book.keys().is_empty());
     }
 

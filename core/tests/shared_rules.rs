@@ -122,7 +122,7 @@ proptest! {
                     let token = [b'a' + token];
                     let held_mode = model.current().map(|held| held.mode());
                     let renewing = model.current().and_then(|held| held.fence_of(&token, now));
-                    let request = AcquireRequest { token: &token, mode, max_holders: MAX_HOLDERS, queued_before: false, fresh_token: false };
+                    let request = AcquireRequest { token: &token, mode, max_holders: MAX_HOLDERS, queued_before: false, fresh_token: false, session: None };
                     let outcome = acquire(model.current(), &request, &mut clock, 0, now);
                     match outcome {
                         Acquire::Granted { fence } => {
@@ -144,6 +144,7 @@ proptest! {
                         }
                         Acquire::Busy => prop_assert!(held_mode.is_some()),
                         Acquire::FencesExhausted => prop_assert!(false, "the clock never runs out here"),
+                        Acquire::WrongSession => prop_assert!(false, "no sessions here"),
                     }
                 }
                 Step::Release { token } => model.release(&[b'a' + token], now),

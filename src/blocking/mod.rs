@@ -29,6 +29,7 @@ mod timers;
 use std::cell::RefCell;
 
 use fencelock_core::error::CommandError;
+use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
@@ -64,6 +65,9 @@ pub struct Wanted {
     pub ttl_ms: i64,
     pub token: Option<Vec<u8>>,
     pub mode: Mode,
+    /// The session the holding is to belong to (`LOCK.CLOSE` answers its waits nil).
+    pub session: Option<Vec<u8>>,
+    pub lock_delay_ms: u64,
 }
 
 /// One blocked `LOCK.ACQUIRE`.
@@ -242,6 +246,8 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         ttl_ms,
         token,
         mode,
+        session,
+        lock_delay_ms,
     } = waiter.wanted;
     let chosen_token = token.is_some();
     // The waiter's reply is sent later, so the token is kept as its hex spelling.
@@ -261,6 +267,10 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
         mode,
         generated: generated.as_ref(),
+        extras: Extras {
+            session: session.as_deref(),
+            lock_delay_ms,
+        },
     };
     if effects::grant(ctx, key, &new).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
@@ -272,7 +282,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
     if chosen_token {
-        answer_same_token(ctx, key, id, &token, fence, mode);
+        answer_same_token(ctx, key, id, &token, fence, (mode, session.as_deref()));
     }
     with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {
@@ -297,22 +307,29 @@ fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
 }
 
 /// Other waiters that asked with the token just granted are the same client again (a
-/// retry on a new connection): each in the same mode gets the same grant, as a
-/// same-token acquire would, and its lease restarts; one in another mode is refused, as
-/// a same-token acquire would be.
+/// retry on a new connection): each in the same mode and session gets the same grant,
+/// as a same-token acquire would, and its lease restarts; one in another mode or
+/// session is refused, as a same-token acquire would be.
 fn answer_same_token(
     ctx: &Context,
     key: &mut LockKey,
     id: &KeyId,
     token: &[u8],
     fence: u64,
-    mode: Mode,
+    (mode, session): (Mode, Option<&[u8]>),
 ) {
     let name = key.name();
     for (client, waiter) in with_registry(|r| r.take_same_token(id, token)) {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
-        if waiter.wanted.mode != mode {
-            let refusal = CommandError::WrongMode(mode).message_for_key(name.as_slice());
+        let refusal = if waiter.wanted.mode != mode {
+            Some(CommandError::WrongMode(mode))
+        } else if waiter.wanted.session.as_deref() != session {
+            Some(CommandError::WrongSession)
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            let refusal = refusal.message_for_key(name.as_slice());
             blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
             continue;
         }
@@ -351,6 +368,24 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
         blocked::unblock::<LockWaiting>(client, Some(Delivery::Moved));
     }
     stop_abandoned_checks(ctx);
+}
+
+/// `LOCK.CLOSE`: every waiting acquire of `session` is answered nil; the waiters behind
+/// each may fit now. Returns how many were waiting.
+pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
+    if !anyone_waiting() {
+        return 0;
+    }
+    let taken =
+        with_registry(|r| r.take_where(|waiter| waiter.wanted.session.as_deref() == Some(session)));
+    let count = taken.len();
+    for (key, client, waiter) in taken {
+        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        blocked::unblock::<LockWaiting>(client, None);
+        left_queue(ctx, key);
+    }
+    stop_abandoned_checks(ctx);
+    count
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already

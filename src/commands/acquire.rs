@@ -1,10 +1,15 @@
-//! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [BLOCK timeout-ms] [SHARED] [LIMIT n]` →
-//! `[token, fence]` or nil. Exclusive by default; `SHARED` for a read-write lock's
-//! reader, `LIMIT n` for one of a semaphore's n permits.
+//! `LOCK.ACQUIRE key ttl-ms [TOKEN token] [SESSION session] [BLOCK timeout-ms] [SHARED]
+//! [LIMIT n] [LOCKDELAY ms]` → `[token, fence]` or nil. Exclusive by default; `SHARED`
+//! for a read-write lock's reader, `LIMIT n` for one of a semaphore's n permits;
+//! `SESSION` makes the holding one of the session's; `LOCKDELAY` keeps the key taken by
+//! nobody that long after the lease runs out.
 
-use fencelock_core::args::{parse_mode, parse_options_and_flags, parse_timeout, parse_ttl};
+use fencelock_core::args::{
+    parse_lock_delay, parse_mode, parse_options_and_flags, parse_session, parse_timeout, parse_ttl,
+};
 use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
 use fencelock_core::error::CommandError;
+use fencelock_core::holding::Extras;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock::{self, Acquire as Decision, AcquireRequest};
 use fencelock_core::mode::Mode;
@@ -45,6 +50,8 @@ struct Request<'a> {
     token: Option<ComparedToken<'a>>,
     block_ms: Option<i64>,
     mode: Mode,
+    session: Option<&'a [u8]>,
+    lock_delay_ms: u64,
 }
 
 fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
@@ -52,20 +59,32 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([token, block, limit], [shared]) =
-        parse_options_and_flags(&options, ["TOKEN", "BLOCK", "LIMIT"], ["SHARED"])?;
+    let ([token, block, limit, session, lock_delay], [shared]) = parse_options_and_flags(
+        &options,
+        ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY"],
+        ["SHARED"],
+    )?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
         .transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     let mode = parse_mode(shared, limit, limits.max_holders)?;
+    let session = session
+        .map(|session| parse_session(session, limits.max_token_length))
+        .transpose()?;
+    let lock_delay_ms = match lock_delay {
+        Some(delay) => parse_lock_delay(delay, NAME, limits.max_ttl_ms)?,
+        None => config::default_lock_delay_ms(limits),
+    };
     Ok(Request {
         key,
         ttl_ms,
         token,
         block_ms,
         mode,
+        session,
+        lock_delay_ms,
     })
 }
 
@@ -97,6 +116,11 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         queued_before: blocking::anyone_waiting()
             && blocking::waiter_count(ctx, name.as_slice()) > 0,
         fresh_token: request.token.is_none(),
+        session: request.session,
+    };
+    let extras = Extras {
+        session: request.session,
+        lock_delay_ms: request.lock_delay_ms,
     };
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
@@ -111,6 +135,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
                 deadline_ms: deadline,
                 mode: request.mode,
                 generated: generated.as_ref(),
+                extras,
             };
             let change = effects::grant(ctx, &mut key, &new)?;
             blocking::after(ctx, &mut key, change);
@@ -125,6 +150,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Busy => wait_or_give_up(ctx, &key, request, limits),
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
+        Decision::WrongSession => Err(CommandError::WrongSession),
         Decision::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
@@ -151,6 +177,8 @@ fn wait_or_give_up(
         ttl_ms: request.ttl_ms,
         token: request.token.map(|token| token.bytes.to_vec()),
         mode: request.mode,
+        session: request.session.map(<[u8]>::to_vec),
+        lock_delay_ms: request.lock_delay_ms,
     };
     let next_change = effects::next_lease_end(key, clock::command_ms());
     if blocking::enqueue(ctx, name, wanted, timeout_ms, next_change) {

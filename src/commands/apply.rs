@@ -1,4 +1,5 @@
-//! `LOCK.APPLY key token fence [PXAT unix-ms] [SHARED | LIMIT n]` → OK. The effect form
+//! `LOCK.APPLY key token fence [PXAT unix-ms] [SHARED | LIMIT n] [SESSION session]
+//! [LOCKDELAY ms]` → OK. The effect form
 //! of a grant: what the primary writes to replicas and the AOF (and what AOF rewrite
 //! emits), with the token, fence and absolute deadline spelled out so replay is exact.
 //! Exclusive, it replaces the key's value; with `SHARED` or `LIMIT n` (and `PXAT`, the
@@ -10,9 +11,11 @@
 //! A deadline already in the past (AOF replayed after a long downtime, a replica whose
 //! clock runs ahead) leaves the key already expired: it never comes back alive.
 
-use fencelock_core::args::{parse_integer, parse_mode, parse_options_and_flags};
+use fencelock_core::args::{
+    parse_integer, parse_lock_delay, parse_mode, parse_options_and_flags, parse_session,
+};
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::{Holding, MAX_TOKEN_BYTES};
+use fencelock_core::holding::{Extras, Holding, MAX_TOKEN_BYTES};
 use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
@@ -40,8 +43,21 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([deadline, limit], [shared]) =
-        parse_options_and_flags(&options, ["PXAT", "LIMIT"], ["SHARED"])?;
+    let ([deadline, limit, session, lock_delay], [shared]) = parse_options_and_flags(
+        &options,
+        ["PXAT", "LIMIT", "SESSION", "LOCKDELAY"],
+        ["SHARED"],
+    )?;
+    // Any session and lock-delay the primary could have allowed.
+    let extras = Extras {
+        session: session
+            .map(|session| parse_session(session, MAX_TOKEN_BYTES))
+            .transpose()?,
+        lock_delay_ms: lock_delay
+            .map(|delay| parse_lock_delay(delay, "lock.apply", i64::MAX))
+            .transpose()?
+            .unwrap_or(0),
+    };
     // Any limit the primary could have allowed.
     let mode = parse_mode(shared, limit, usize::MAX)?;
     // Any token a holding can carry: a primary with a larger `max-token-length` than
@@ -65,11 +81,11 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     key.lock()?;
     // A replayed effect that the key already holds writes, signals and propagates
     // nothing (a `WATCH` on the key survives it).
-    if holds_already(&key, token, fence, deadline, mode) {
+    let holding = Holding::pack_with(token, fence, extras).ok_or(CommandError::InvalidToken)?;
+    if holds_already(&key, &holding, deadline, mode) {
         return Ok(RedisValue::SimpleStringStatic("OK"));
     }
-    let holding = Holding::pack(token, fence).ok_or(CommandError::InvalidToken)?;
-    let change = effects::apply(&mut key, holding, deadline, mode)?;
+    let change = effects::apply(ctx, &mut key, holding, deadline, mode)?;
     blocking::after(ctx, &mut key, change);
     // Deterministic: it carries every value, so it is propagated as it came (a replica
     // with an AOF, or a user restoring a lock on a primary).
@@ -78,23 +94,16 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
 }
 
 /// Whether the key holds exactly this holding already: the same token with the same
-/// fence, in the same mode, with the same deadline and the key's expiry where it is.
-fn holds_already(
-    key: &LockKey,
-    token: &[u8],
-    fence: u64,
-    deadline: Option<i64>,
-    mode: Mode,
-) -> bool {
+/// fence, session and lock-delay, in the same mode, with the same deadline and the key's
+/// expiry where it is.
+fn holds_already(key: &LockKey, wanted: &Holding, deadline: Option<i64>, mode: Mode) -> bool {
     match (key.lock(), mode) {
         (Ok(Some(LockRef::Exclusive(holding))), Mode::Exclusive) => {
-            holding.fence() == fence
-                && holding.is_token(token)
-                && deadline.is_none_or(|deadline| key.deadline_ms() == Some(deadline))
+            holding == wanted && deadline.is_none_or(|deadline| key.deadline_ms() == Some(deadline))
         }
         (Ok(Some(LockRef::Shared(set))), _) if set.mode() == mode => {
-            set.holder(token).is_some_and(|holder| {
-                holder.holding().fence() == fence && Some(holder.deadline_ms()) == deadline
+            set.holder(&wanted.token()).is_some_and(|holder| {
+                holder.holding() == wanted && Some(holder.deadline_ms()) == deadline
             }) && key.deadline_ms() == set.latest_deadline()
         }
         _ => false,

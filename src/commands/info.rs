@@ -1,7 +1,8 @@
 //! `LOCK.INFO key` → `held`, `fence`, `ttl-ms`, `waiters`, `mode`, `holders`, `limit`
-//! (semaphores only), `waiters-exclusive`, `waiters-shared` as field/value pairs; nil
-//! when the lock is free and nobody waits. `fence` is the highest live one, `ttl-ms` the
-//! key's (the latest lease). Never shows a token. Read-only.
+//! (semaphores only), `waiters-exclusive`, `waiters-shared`, `in-session` as
+//! field/value pairs; nil when the lock is free and nobody waits. `fence` is the highest
+//! live one, `ttl-ms` the key's (the latest lease), `in-session` how many live holders
+//! belong to a session. Never shows a token or a session's name. Read-only.
 
 use fencelock_core::error::CommandError;
 use fencelock_core::mode::Mode;
@@ -30,6 +31,17 @@ fn field(name: &'static str, value: RedisValue) -> [RedisValue; 2] {
 
 fn integer(value: usize) -> RedisValue {
     RedisValue::Integer(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+/// Live holders that belong to a session.
+fn in_session(lock: LockRef, now_ms: i64) -> usize {
+    match lock {
+        LockRef::Exclusive(holding) => usize::from(holding.has_session()),
+        LockRef::Shared(set) => set
+            .all()
+            .filter(|holder| holder.is_live(now_ms) && holder.holding().has_session())
+            .count(),
+    }
 }
 
 fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
@@ -77,5 +89,10 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
     }
     fields.push(field("waiters-exclusive", integer(waiting_exclusive)));
     fields.push(field("waiters-shared", integer(waiting_shared)));
+    // Last: added with sessions, after every field clients already read by position.
+    fields.push(field(
+        "in-session",
+        integer(lock.map_or(0, |held| in_session(held, now_ms))),
+    ));
     Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
 }

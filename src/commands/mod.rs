@@ -6,13 +6,17 @@
 pub mod acquire;
 pub mod apply;
 pub mod clock;
+pub mod close;
 pub mod drop;
 pub mod errors;
 pub mod fence;
 pub mod fenced;
 pub mod guard;
+pub mod held;
 pub mod info;
 pub mod inner;
+pub mod keepalive;
 pub mod mark;
 pub mod refresh;
 pub mod release;
+pub mod session;

@@ -7,12 +7,13 @@
 //! of a lock overwritten by another value (`SET` over it announces itself in a class
 //! the module does not follow).
 
+use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
-use crate::keyspace::{effects, events};
+use crate::keyspace::{effects, events, sessions};
 use crate::rm::server::selected_db;
 use crate::stats;
 
@@ -61,6 +62,10 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     ) {
         blocking::follow_anew(ctx, name);
     }
+    // A lock that arrives under this name brings its sessions' holdings with it.
+    if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
+        sessions::index_key(ctx, name);
+    }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
         return;
@@ -75,8 +80,14 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 }
 
 /// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context
-/// is at hand here: the queue, if any, is settled at the next chance.
-pub fn on_unlink(db: i32, name: &[u8], holders: usize) {
+/// is at hand here: the queue, if any, is settled at the next chance; the sessions it
+/// held no longer hold it here.
+pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
+    let holders = match lock {
+        LockRef::Shared(set) => set.len(),
+        LockRef::Exclusive(_) => 1,
+    };
+    sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
     blocking::note_changed(db, name);
     blocking::note_unlinked_holder_leases(db, name);

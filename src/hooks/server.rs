@@ -2,12 +2,13 @@
 //! what its key holds now; a load or a role change can mean that the replication
 //! stream has a reader; before the event loop sleeps the command that unlinked a lock
 //! is certainly over, queues of overwritten locks are settled and the lease-end timers
-//! of shared locks that went are stopped.
+//! of shared locks that went are stopped. The index of sessions follows flushes, swaps
+//! and loads.
 
 use redis_module::Context;
 
 use crate::blocking;
-use crate::keyspace::{propagation, unlinked};
+use crate::keyspace::{propagation, sessions, unlinked};
 use crate::rm::data_type;
 use crate::rm::events::{
     EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
@@ -15,23 +16,26 @@ use crate::rm::events::{
 use crate::rm::node_state_form;
 use crate::rm::server;
 
-pub fn flushed(ctx: &Context, subevent: u64, _: EventData) {
+pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {
+        sessions::flushed(data.flushed);
         blocking::settle_all_queues(ctx);
     }
 }
 
 /// Loading an RDB or AOF can leave a replication backlog behind, replaces every key a
 /// client may be waiting for (`DEBUG RELOAD`), and brings shared locks whose holders'
-/// lease ends nothing follows yet.
+/// lease ends nothing follows yet, and locks whose sessions the index does not know.
 pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
     match subevent {
         LOADING_ENDED => {
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
-            blocking::follow_loaded(ctx, data_type::take_loaded_shared());
+            let loaded = data_type::take_loaded();
+            sessions::index_loaded(ctx, &loaded);
+            blocking::follow_loaded(ctx, loaded);
         }
-        LOADING_FAILED => drop(data_type::take_loaded_shared()),
+        LOADING_FAILED => drop(data_type::take_loaded()),
         _ => data_type::loading_started(),
     }
 }
@@ -48,6 +52,7 @@ pub fn role_changed(_ctx: &Context, subevent: u64, _: EventData) {
 /// followed in the database their lock is in now.
 pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
     if let Some((first, second)) = data.swapped {
+        sessions::swapped(first, second);
         blocking::holder_leases_swapped(ctx, first, second);
     }
     blocking::settle_all_queues(ctx);

@@ -6,8 +6,10 @@
 //! which `blocking::after` follows up. (While nothing reads the replication stream at
 //! all, `propagation` lets the command stand for itself.)
 
+use std::borrow::Cow;
+
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Holding;
+use fencelock_core::holding::{Extras, Holding};
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
 use fencelock_core::shared::SharedHolders;
@@ -15,12 +17,13 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
-use super::{events, propagation, unlinked};
+use super::{events, propagation, sessions, unlinked};
 use crate::node_fence;
 use crate::rm::key::LockKey;
 use crate::rm::mark_key::MarkKey;
 use crate::rm::node_state_form;
 use crate::rm::replicate;
+use crate::rm::server::selected_db;
 use crate::stats;
 
 /// What a write did to a lock, for `blocking::after` to follow up on (handoffs, lease
@@ -49,12 +52,14 @@ pub struct NewHolder<'a> {
     /// The token was generated for this grant (these are its bytes), so it holds
     /// nothing here yet and is stored without decoding its hex.
     pub generated: Option<&'a Generated>,
+    /// The holding's session and lock-delay.
+    pub extras: Extras<'a>,
 }
 
 /// Makes `token` a holder under `fence` until `deadline_ms`, in `mode`: the key's value
 /// for an exclusive grant or the first shared holder, one more holder otherwise (the
 /// caller decided it fits). Propagated as `LOCK.APPLY key token fence PXAT deadline`,
-/// with `SHARED` or `LIMIT n` for a shared holder.
+/// with `SHARED` or `LIMIT n` for a shared holder, and its `SESSION` and `LOCKDELAY`.
 pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change, CommandError> {
     let NewHolder {
         token,
@@ -62,16 +67,20 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
         deadline_ms,
         mode,
         generated,
+        extras,
     } = *new;
     let holding = match generated {
-        Some(generated) => Holding::pack_generated(generated, fence),
-        None => Holding::pack(token, fence),
+        Some(generated) => Holding::pack_generated(generated, fence, extras),
+        None => Holding::pack_with(token, fence, extras),
     }
     .ok_or(CommandError::InvalidToken)?;
     put_holder(key, holding, Some(deadline_ms), mode, generated.is_some())?;
     let name = key.name();
+    if let Some(session) = extras.session {
+        sessions::note(selected_db(ctx), name.as_slice(), session);
+    }
     propagate(ctx, || {
-        replicate::grant(ctx, name, token, fence, deadline_ms, mode)
+        replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
     });
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
@@ -83,12 +92,17 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
 /// holder of a set in `mode` or a new set replacing a lock in another mode. Only the
 /// write: the command propagates itself.
 pub fn apply(
+    ctx: &Context,
     key: &mut LockKey,
     holding: Box<Holding>,
     deadline_ms: Option<i64>,
     mode: Mode,
 ) -> Result<Change, CommandError> {
+    let session = holding.session().map(Cow::into_owned);
     put_holder(key, holding, deadline_ms, mode, false)?;
+    if let Some(session) = session {
+        sessions::note(selected_db(ctx), key.name().as_slice(), &session);
+    }
     Ok(Change::Applied(mode))
 }
 
@@ -143,15 +157,23 @@ pub fn extend(
         propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
         return Ok(announce_extended(ctx, name));
     };
-    let fence = set
+    let (fence, session, lock_delay_ms) = set
         .holder(token)
-        .map(|holder| holder.holding().fence())
+        .map(|holder| {
+            let holding = holder.holding();
+            let (session, delay) = holding.extras();
+            (holding.fence(), session.map(Cow::into_owned), delay)
+        })
         .ok_or(CommandError::WriteFailed)?;
     set.set_deadline(token, deadline_ms);
     let mode = set.mode();
     follow_latest_lease(key)?;
+    let extras = Extras {
+        session: session.as_deref(),
+        lock_delay_ms,
+    };
     propagate(ctx, || {
-        replicate::grant(ctx, name, token, fence, deadline_ms, mode)
+        replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
     });
     Ok(announce_extended(ctx, name))
 }

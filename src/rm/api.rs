@@ -84,6 +84,11 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_SubscribeToServerEvent,
         RedisModule_UnblockClient,
         RedisModule_AvoidReplicaTraffic,
+        RedisModule_GetCurrentUserName,
+        RedisModule_GetModuleUserFromUserName,
+        RedisModule_ACLCheckKeyPermissions,
+        RedisModule_FreeModuleUser,
+        RedisModule_FreeString,
     ];
     present
         .into_iter()

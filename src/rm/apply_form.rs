@@ -2,7 +2,57 @@
 //! variadic `RM_Replicate` and `RM_EmitAOF`. Both take the same format language after
 //! a different first argument, and a variadic call cannot be assembled at run time, so
 //! one macro spells the four shapes once for both: `key token fence`, then
-//! `PXAT deadline`, then `SHARED` or `LIMIT n`.
+//! `PXAT deadline`, then `SHARED` or `LIMIT n`. A holding with a session or a
+//! lock-delay (`SESSION s`, `LOCKDELAY ms` follow) is spelled as an argv instead
+//! (`ApplyForm`): one more allocation per argument, paid only by those.
+
+use fencelock_core::holding::Extras;
+use fencelock_core::mode::Mode;
+
+/// The arguments of `LOCK.APPLY` after its key, owned.
+pub struct ApplyForm {
+    args: Vec<Vec<u8>>,
+}
+
+impl ApplyForm {
+    pub fn new(
+        token: &[u8],
+        fence: u64,
+        deadline_ms: Option<i64>,
+        mode: Mode,
+        extras: Extras,
+    ) -> Self {
+        let mut args = vec![token.to_vec(), fence.to_string().into_bytes()];
+        if let Some(deadline) = deadline_ms {
+            args.push(b"PXAT".to_vec());
+            args.push(deadline.to_string().into_bytes());
+            match mode {
+                Mode::Exclusive => {}
+                Mode::Shared => args.push(b"SHARED".to_vec()),
+                Mode::Semaphore(limit) => {
+                    args.push(b"LIMIT".to_vec());
+                    args.push(limit.to_string().into_bytes());
+                }
+            }
+        }
+        if let Some(session) = extras.session {
+            args.push(b"SESSION".to_vec());
+            args.push(session.to_vec());
+        }
+        if extras.lock_delay_ms > 0 {
+            args.push(b"LOCKDELAY".to_vec());
+            args.push(extras.lock_delay_ms.to_string().into_bytes());
+        }
+        ApplyForm { args }
+    }
+
+    /// The whole argv after the command name: `key`, then the rest.
+    pub fn args<'a>(&'a self, key: &'a [u8]) -> Vec<&'a [u8]> {
+        std::iter::once(key)
+            .chain(self.args.iter().map(Vec::as_slice))
+            .collect()
+    }
+}
 
 /// `$emit($target, "LOCK.APPLY", format, key, token, fence [, PXAT, deadline [, SHARED |
 /// LIMIT, n]])`: `$token`, `$fence` and `$deadline` are byte slices (`$deadline` an

@@ -1,11 +1,13 @@
 //! The `fencelock` module data type: how a held lock is saved, loaded, rewritten into
 //! the AOF, digested, measured and freed, plus the fence clock's RDB aux field.
 //!
-//! RDB layout, encver 1: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
-//! lock its token (string buffer) and fence (unsigned); for shared holders the limit
-//! (unsigned, 0 for plain `SHARED`), the number of holders, and per holder its token,
-//! fence and deadline (Unix ms, signed). Encver 0 (the release before shared holders)
-//! is an exclusive lock's token and fence alone, and still loads. Aux field (before the
+//! RDB layout, encver 2: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
+//! lock its holding; for shared holders the limit (unsigned, 0 for plain `SHARED`), the
+//! number of holders, and per holder its holding and deadline (Unix ms, signed). A
+//! holding is its token (string buffer), fence (unsigned), session (string buffer,
+//! empty for none) and lock-delay (unsigned ms). Encver 1 (before sessions) is the same
+//! with holdings of token and fence alone; encver 0 (before shared holders) is an
+//! exclusive lock's token and fence alone. Both still load. Aux field (before the
 //! keyspace): the node's last fence, the same in both; after the keyspace, once a fence
 //! mark was evicted: the floor of evicted marks. Loading validates everything and,
 //! as the module handles IO errors itself, a truncated or corrupt payload fails the load
@@ -18,22 +20,25 @@ use std::cell::RefCell;
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-use fencelock_core::holding::Holding;
+use fencelock_core::holding::{Extras, Holding};
 use fencelock_core::mode::Mode;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
+use super::apply_form::ApplyForm;
 use super::string_bytes::bytes_of;
 use super::{guard, node_state_form};
 use crate::node_fence;
 use crate::stats;
 
 /// Bumped when the RDB layout changes; older encodings stay loadable.
-const ENCODING_VERSION: i32 = 1;
+const ENCODING_VERSION: i32 = 2;
+/// The layout before sessions: holdings of token and fence.
+const BEFORE_SESSIONS_VERSION: i32 = 1;
 /// The layout before shared holders: an exclusive holding only.
 const EXCLUSIVE_ONLY_VERSION: i32 = 0;
-/// The kinds of value in encver 1.
+/// The kinds of value in encver 1 and 2.
 const KIND_EXCLUSIVE: u64 = 0;
 const KIND_SHARED: u64 = 1;
 
@@ -80,9 +85,9 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
     },
 );
 
-/// Called with the database, name and number of holders of every lock key Redis
-/// unlinks (deletion, expiry, eviction, overwrite), before it announces why.
-pub type UnlinkObserver = fn(i32, &[u8], usize);
+/// Called with the database, name and lock of every lock key Redis unlinks (deletion,
+/// expiry, eviction, overwrite), before it announces why.
+pub type UnlinkObserver = fn(i32, &[u8], LockRef);
 
 static UNLINK_OBSERVER: OnceLock<UnlinkObserver> = OnceLock::new();
 
@@ -90,24 +95,25 @@ static UNLINK_OBSERVER: OnceLock<UnlinkObserver> = OnceLock::new();
 pub type LockNames = Vec<(i32, Vec<u8>)>;
 
 thread_local! {
-    /// While the server loads a file or a full sync: the shared locks loaded, whose
-    /// holders' lease ends the module must start to follow.
+    /// While the server loads a file or a full sync: the shared locks and the locks with
+    /// sessions loaded, whose holders' lease ends the module must start to follow and
+    /// whose sessions it must index.
     static LOADED_SHARED: RefCell<Option<LockNames>> = const { RefCell::new(None) };
 }
 
-/// A load begins: note the shared locks it brings (`RESTORE`, outside a load, is
-/// followed through its keyspace event instead).
+/// A load begins: note the shared locks and session locks it brings (`RESTORE`,
+/// outside a load, is followed through its keyspace event instead).
 pub fn loading_started() {
     LOADED_SHARED.with(|loaded| *loaded.borrow_mut() = Some(Vec::new()));
 }
 
-/// The load is over: the shared locks it brought.
-pub fn take_loaded_shared() -> LockNames {
+/// The load is over: the shared locks and session locks it brought.
+pub fn take_loaded() -> LockNames {
     LOADED_SHARED.with(|loaded| loaded.borrow_mut().take().unwrap_or_default())
 }
 
 /// Notes the key being loaded, if a load is noting.
-fn note_loaded_shared(rdb: *mut raw::RedisModuleIO) {
+fn note_loaded(rdb: *mut raw::RedisModuleIO) {
     let (Some(key_name), Some(db_id)) = (
         optional_api!(RedisModule_GetKeyNameFromIO),
         optional_api!(RedisModule_GetDbIdFromIO),
@@ -161,13 +167,14 @@ fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::callback("RDB load", std::ptr::null_mut(), || {
         let value = match encver {
-            EXCLUSIVE_ONLY_VERSION => load_holding(rdb).map(LockValue::Exclusive),
-            ENCODING_VERSION => load_value(rdb),
+            EXCLUSIVE_ONLY_VERSION => load_holding(rdb, false).map(LockValue::Exclusive),
+            BEFORE_SESSIONS_VERSION => load_value(rdb, false),
+            ENCODING_VERSION => load_value(rdb, true),
             _ => None,
         };
         value.map_or(std::ptr::null_mut(), |value| {
-            if matches!(value, LockValue::Shared(_)) {
-                note_loaded_shared(rdb);
+            if matches!(value, LockValue::Shared(_)) || has_session(&value) {
+                note_loaded(rdb);
             }
             stats::LIVE_LOCKS.up();
             value.into_raw().cast()
@@ -175,27 +182,46 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     })
 }
 
-/// A lock value of encver 1; `None` fails the load.
-fn load_value(rdb: *mut raw::RedisModuleIO) -> Option<LockValue> {
+/// Whether any holding of a value belongs to a session.
+fn has_session(value: &LockValue) -> bool {
+    match value {
+        LockValue::Exclusive(holding) => holding.has_session(),
+        LockValue::Shared(set) => set.all().any(|holder| holder.holding().has_session()),
+    }
+}
+
+/// A lock value of encver 1 (or 2, `with_extras`); `None` fails the load.
+fn load_value(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<LockValue> {
     match load_unsigned(rdb)? {
-        KIND_EXCLUSIVE => load_holding(rdb).map(LockValue::Exclusive),
-        KIND_SHARED => load_shared(rdb).map(LockValue::Shared),
+        KIND_EXCLUSIVE => load_holding(rdb, with_extras).map(LockValue::Exclusive),
+        KIND_SHARED => load_shared(rdb, with_extras).map(LockValue::Shared),
         _ => None,
     }
 }
 
-/// One holding (token, fence) read from an RDB (or `RESTORE` payload), validated.
-fn load_holding(rdb: *mut raw::RedisModuleIO) -> Option<Box<Holding>> {
+/// One holding (token, fence, and with `with_extras` session and lock-delay) read from
+/// an RDB (or `RESTORE` payload), validated.
+fn load_holding(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<Holding>> {
     let token = load_token(rdb).filter(|_| !io_failed(rdb))?;
     let fence = load_unsigned(rdb)?;
-    let holding = Holding::from_persisted(&token, fence)?;
+    let (session, lock_delay_ms) = if with_extras {
+        let session = load_token(rdb).filter(|_| !io_failed(rdb))?;
+        (Some(session), load_unsigned(rdb)?)
+    } else {
+        (None, 0)
+    };
+    let extras = Extras {
+        session: session.as_deref().filter(|session| !session.is_empty()),
+        lock_delay_ms,
+    };
+    let holding = Holding::from_persisted(&token, fence, extras)?;
     node_fence::observe(fence);
     Some(holding)
 }
 
 /// A set of shared holders: limit, count, then each holder with its deadline. A set
 /// with no holders, or a limit it exceeds, is corrupt.
-fn load_shared(rdb: *mut raw::RedisModuleIO) -> Option<Box<SharedHolders>> {
+fn load_shared(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<SharedHolders>> {
     let limit = u32::try_from(load_unsigned(rdb)?).ok()?;
     let count = load_unsigned(rdb)?;
     if count == 0 || (limit != 0 && count > u64::from(limit)) {
@@ -203,7 +229,7 @@ fn load_shared(rdb: *mut raw::RedisModuleIO) -> Option<Box<SharedHolders>> {
     }
     let mut set = SharedHolders::new(Mode::from_stored_limit(limit));
     for _ in 0..count {
-        let holding = load_holding(rdb)?;
+        let holding = load_holding(rdb, with_extras)?;
         let deadline = load_signed(rdb)?;
         // Two holders with one token or one fence are never saved; a payload that has
         // them is corrupt.
@@ -259,10 +285,15 @@ fn save_unsigned(rdb: *mut raw::RedisModuleIO, value: u64) {
 }
 
 fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
-    let token = holding.token();
-    // SAFETY: the IO handle Redis passed in and a buffer with its length.
-    unsafe { api!(RedisModule_SaveStringBuffer)(rdb, token.as_ptr().cast(), token.len()) };
+    save_buffer(rdb, &holding.token());
     save_unsigned(rdb, holding.fence());
+    save_buffer(rdb, holding.session().as_deref().unwrap_or_default());
+    save_unsigned(rdb, holding.lock_delay_ms());
+}
+
+fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
+    // SAFETY: the IO handle Redis passed in and a buffer with its length.
+    unsafe { api!(RedisModule_SaveStringBuffer)(rdb, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 /// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses: an
@@ -304,9 +335,22 @@ fn emit_apply(
     shared: Option<(i64, Mode)>,
 ) {
     let token = holding.token();
-    let fence = holding.fence().to_string();
-    let deadline = shared.map(|(deadline, _)| deadline.to_string());
+    let deadline = shared.map(|(deadline, _)| deadline);
     let mode = shared.map_or(Mode::Exclusive, |(_, mode)| mode);
+    let (session, lock_delay_ms) = holding.extras();
+    let extras = Extras {
+        session: session.as_deref(),
+        lock_delay_ms,
+    };
+    if extras != Extras::default() {
+        let form = ApplyForm::new(&token, holding.fence(), deadline, mode, extras);
+        // SAFETY: the key string Redis passed to the rewrite lives for the call.
+        let name = unsafe { bytes_of(key) };
+        emit_argv(aof, c"LOCK.APPLY", &form.args(name));
+        return;
+    }
+    let fence = holding.fence().to_string();
+    let deadline = deadline.map(|deadline| deadline.to_string());
     let emit = api!(RedisModule_EmitAOF);
     emit_lock_apply!(
         emit,
@@ -317,6 +361,31 @@ fn emit_apply(
         deadline.as_deref().map(str::as_bytes),
         mode
     );
+}
+
+/// One AOF command from an argv of byte strings (format `v`).
+fn emit_argv(aof: *mut raw::RedisModuleIO, command: &std::ffi::CStr, args: &[&[u8]]) {
+    let create = api!(RedisModule_CreateString);
+    let strings: Vec<*mut raw::RedisModuleString> = args
+        .iter()
+        // SAFETY: a buffer with its length; no context: freed below.
+        .map(|arg| unsafe { create(std::ptr::null_mut(), arg.as_ptr().cast(), arg.len()) })
+        .collect();
+    // SAFETY: the format "v" matches an array of module strings and its length.
+    unsafe {
+        api!(RedisModule_EmitAOF)(
+            aof,
+            command.as_ptr(),
+            c"v".as_ptr(),
+            strings.as_ptr(),
+            strings.len(),
+        );
+    }
+    let free = api!(RedisModule_FreeString);
+    for string in strings {
+        // SAFETY: made above without a context, freed once.
+        unsafe { free(std::ptr::null_mut(), string) };
+    }
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
@@ -346,12 +415,25 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
 }
 
 fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
-    let token = holding.token();
+    digest_buffer(md, &holding.token());
+    digest_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
+    // Only what a holding has, so a lock without either digests as it always did.
+    if let Some(session) = holding.session() {
+        digest_buffer(md, &session);
+    }
+    if holding.lock_delay_ms() > 0 {
+        digest_number(
+            md,
+            i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX),
+        );
+    }
+}
+
+fn digest_buffer(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
     // SAFETY: the digest Redis passed in and a buffer with its length.
     unsafe {
-        api!(RedisModule_DigestAddStringBuffer)(md, token.as_ptr().cast_mut().cast(), token.len());
+        api!(RedisModule_DigestAddStringBuffer)(md, bytes.as_ptr().cast_mut().cast(), bytes.len());
     }
-    digest_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
 }
 
 fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
@@ -374,13 +456,12 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
         return;
     };
     // SAFETY: Redis passes a value of this type.
-    let holders = match unsafe { lock(value) } {
-        Some(LockRef::Shared(set)) => set.len(),
-        _ => 1,
+    let Some(lock) = (unsafe { lock(value) }) else {
+        return;
     };
     // SAFETY: the key-operation context Redis passed to unlink2.
     if let Some((db, name)) = unsafe { unlinked_key(ctx) } {
-        guard::callback("unlink", (), || observer(db, name, holders));
+        guard::callback("unlink", (), || observer(db, name, lock));
     }
 }
 
@@ -425,7 +506,7 @@ unsafe extern "C" fn aux_save2(rdb: *mut raw::RedisModuleIO, when: c_int) {
 }
 
 unsafe extern "C" fn aux_load(rdb: *mut raw::RedisModuleIO, encver: c_int, when: c_int) -> c_int {
-    let known = encver == ENCODING_VERSION || encver == EXCLUSIVE_ONLY_VERSION;
+    let known = (EXCLUSIVE_ONLY_VERSION..=ENCODING_VERSION).contains(&encver);
     let Some(value) = load_unsigned(rdb).filter(|_| known) else {
         return raw::REDISMODULE_ERR as c_int;
     };

@@ -67,6 +67,8 @@ pub const CHILD_BORN: u64 = raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN;
 pub struct EventData {
     /// `SWAPDB`: the two databases exchanged.
     pub swapped: Option<(i32, i32)>,
+    /// A flush: the database flushed, `None` for all of them.
+    pub flushed: Option<i32>,
 }
 
 /// A server event handler: gets the subevent and the event's data.
@@ -114,8 +116,16 @@ unsafe extern "C" fn server_event(
         }
         _ => None,
     };
+    let flushed = match kind {
+        Some(ServerEvent::FlushDb) if !data.is_null() => {
+            // SAFETY: Redis passes a RedisModuleFlushInfo with the flush event.
+            let info = unsafe { &*data.cast::<raw::RedisModuleFlushInfo>() };
+            (info.dbnum >= 0).then_some(info.dbnum)
+        }
+        _ => None,
+    };
     guard::callback("a server event", (), || {
-        handler(&Context::new(ctx), subevent, EventData { swapped })
+        handler(&Context::new(ctx), subevent, EventData { swapped, flushed })
     });
 }
 

@@ -30,6 +30,7 @@ macro_rules! optional_api {
     }};
 }
 
+pub mod acl;
 pub mod api;
 #[macro_use]
 mod apply_form;

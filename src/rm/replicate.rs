@@ -7,11 +7,14 @@
 use std::ffi::c_char;
 
 use fencelock_core::digits::{digits, DIGITS};
+use fencelock_core::holding::Extras;
 use fencelock_core::mode::Mode;
 use redis_module::{Context, RedisString};
 
-/// `LOCK.APPLY key token fence PXAT deadline [SHARED | LIMIT n]`: a grant, or a shared
-/// holder's new deadline.
+use super::apply_form::ApplyForm;
+
+/// `LOCK.APPLY key token fence PXAT deadline [SHARED | LIMIT n] [SESSION s] [LOCKDELAY
+/// ms]`: a grant, or a shared holder's new deadline.
 pub fn grant(
     ctx: &Context,
     key: &RedisString,
@@ -19,7 +22,14 @@ pub fn grant(
     fence: u64,
     deadline_ms: i64,
     mode: Mode,
+    extras: Extras,
 ) {
+    if extras != Extras::default() {
+        // Rarer, and variable in length: spelled as an argv (see `ApplyForm`).
+        let form = ApplyForm::new(token, fence, Some(deadline_ms), mode, extras);
+        ctx.replicate("LOCK.APPLY", form.args(key.as_slice()).as_slice());
+        return;
+    }
     let (mut fence_digits, mut deadline_digits) = ([0u8; DIGITS], [0u8; DIGITS]);
     let fence = digits(i64::try_from(fence).unwrap_or(i64::MAX), &mut fence_digits);
     let deadline = digits(deadline_ms, &mut deadline_digits);

@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 4] = [
+const DEFAULTS: [(&str, &str); 5] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
     ("fencelock.max-holders", "10000"),
+    ("fencelock.lock-delay", "0"),
 ];
 
 fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {

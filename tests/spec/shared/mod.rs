@@ -174,6 +174,8 @@ fn held_info(
     }
     fields.push(("waiters-exclusive", Want::Int(waiting.0)));
     fields.push(("waiters-shared", Want::Int(waiting.1)));
+    // None of these tests' holders belongs to a session.
+    fields.push(("in-session", Want::Int(0)));
     fields
 }
 

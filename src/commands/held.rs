@@ -1,0 +1,44 @@
+//! `LOCK.HELD session` → `[[key, mode, fence, pttl], …]`: the live holdings of `session`
+//! on this server, in grant order (ascending fence); `pttl` is what is left of each
+//! lease in ms, -1 for a lock made permanent. Read-only: a replica answers as its
+//! primary would.
+
+use fencelock_core::error::CommandError;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use super::session::{self, check_permissions};
+use crate::rm::acl::Access;
+use crate::rm::argv::Command;
+use crate::rm::clock;
+
+pub struct Held;
+
+impl Command for Held {
+    const NAME: &'static str = "lock.held";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        let [_, session] = args else {
+            return Err(to_redis(CommandError::WrongArity));
+        };
+        let session = session::parse(session).map_err(to_redis)?;
+        let found = session::holdings(ctx, session);
+        check_permissions(ctx, &found, Access::Read)?;
+        let now_ms = clock::command_ms();
+        let entries = found
+            .into_iter()
+            .map(|holding| {
+                let pttl = holding
+                    .deadline_ms
+                    .map_or(-1, |deadline| deadline.saturating_sub(now_ms).max(0));
+                RedisValue::Array(vec![
+                    RedisValue::StringBuffer(holding.key.1.into_vec()),
+                    RedisValue::SimpleStringStatic(holding.mode.name()),
+                    RedisValue::Integer(i64::try_from(holding.fence).unwrap_or(i64::MAX)),
+                    RedisValue::Integer(pttl),
+                ])
+            })
+            .collect();
+        Ok(RedisValue::Array(entries))
+    }
+}

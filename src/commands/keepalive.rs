@@ -1,0 +1,61 @@
+//! `LOCK.KEEPALIVE session ttl-ms` → the number of holdings of `session` on this server
+//! whose lease now ends `ttl-ms` from now, all at once; 0 when it holds nothing here
+//! (its holder should take everything it held here as lost). Waiting acquires are not
+//! holdings. Each lease moves as `LOCK.REFRESH` moves it, propagated as its effect
+//! (`PEXPIREAT`, or the shared holder's `LOCK.APPLY`), all in one transaction.
+
+use fencelock_core::args::parse_ttl;
+use fencelock_core::error::CommandError;
+use fencelock_core::lock;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use super::session::{self, by_key, check_permissions, in_each_db};
+use crate::blocking;
+use crate::config;
+use crate::keyspace::effects;
+use crate::rm::acl::Access;
+use crate::rm::argv::Command;
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+
+const NAME: &str = "lock.keepalive";
+
+pub struct KeepAlive;
+
+impl Command for KeepAlive {
+    const NAME: &'static str = NAME;
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        let [_, session, ttl] = args else {
+            return Err(to_redis(CommandError::WrongArity));
+        };
+        let limits = config::limits();
+        let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms).map_err(to_redis)?;
+        let session = session::parse(session).map_err(to_redis)?;
+        let found = session::holdings(ctx, session);
+        check_permissions(ctx, &found, Access::Write)?;
+        let now_ms = clock::command_ms();
+        let deadline = lock::lease_deadline(now_ms, ttl_ms, limits.max_ttl_ms)
+            .ok_or(CommandError::InvalidExpire(NAME))
+            .map_err(to_redis)?;
+        let mut kept = 0i64;
+        in_each_db(ctx, by_key(found), |ctx, key, holdings| {
+            let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+            let mut open = LockKey::open(ctx, &name, true);
+            if effects::drop_ended(ctx, &mut open, now_ms).is_err() {
+                return;
+            }
+            for holding in holdings {
+                if !lock::is_holder(open.lock().ok().flatten(), &holding.token, now_ms) {
+                    continue;
+                }
+                if let Ok(change) = effects::extend(ctx, &mut open, &holding.token, deadline) {
+                    blocking::after(ctx, &mut open, change);
+                    kept += 1;
+                }
+            }
+        });
+        Ok(RedisValue::Integer(kept))
+    }
+}

@@ -1,0 +1,140 @@
+//! What `LOCK.KEEPALIVE`, `LOCK.CLOSE` and `LOCK.HELD` share: the holdings of a session
+//! on this server, found through the index and checked key by key (a key that holds
+//! nothing of the session any more is forgotten there), the calling user's permission
+//! for every key they name (Redis cannot check keys a command does not name), and the
+//! database each key is in (the client's own is restored afterwards).
+
+use std::collections::HashMap;
+
+use fencelock_core::args::parse_session;
+use fencelock_core::error::{no_permission, CommandError};
+use fencelock_core::mode::Mode;
+use fencelock_core::value::LockRef;
+use redis_module::{Context, RedisError, RedisString};
+
+use crate::config;
+use crate::keyspace::sessions::{self, SessionKey};
+use crate::rm::acl::{Access, CallingUser};
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::server::{select_db, selected_db};
+
+/// One live holding of the session.
+pub struct Found {
+    pub key: SessionKey,
+    pub token: Vec<u8>,
+    pub fence: u64,
+    pub mode: Mode,
+    /// Its lease's end (Unix ms), `None` for a lock made permanent (`PERSIST`).
+    pub deadline_ms: Option<i64>,
+}
+
+/// The session argument, checked like `LOCK.ACQUIRE … SESSION` checks it.
+pub fn parse(session: &RedisString) -> Result<&[u8], CommandError> {
+    parse_session(session.as_slice(), config::limits().max_token_length)
+}
+
+/// The live holdings of `session` on this server, in grant order (ascending fence).
+pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
+    let now_ms = clock::command_ms();
+    let mut found = Vec::new();
+    let keys = sessions::keys_of(session).into_iter().map(|key| (key, ()));
+    in_each_db(ctx, keys, |ctx, key, ()| {
+        let before = found.len();
+        let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+        let open = LockKey::open(ctx, &name, false);
+        match open.lock() {
+            Ok(Some(LockRef::Exclusive(holding))) if holding.in_session(Some(session)) => {
+                let deadline_ms = open.deadline_ms();
+                found.push(Found {
+                    key: key.clone(),
+                    token: holding.token().into_owned(),
+                    fence: holding.fence(),
+                    mode: Mode::Exclusive,
+                    deadline_ms,
+                });
+            }
+            Ok(Some(LockRef::Shared(set))) => {
+                let held = set
+                    .all()
+                    .filter(|holder| holder.is_live(now_ms))
+                    .filter(|holder| holder.holding().in_session(Some(session)));
+                for holder in held {
+                    found.push(Found {
+                        key: key.clone(),
+                        token: holder.holding().token().into_owned(),
+                        fence: holder.holding().fence(),
+                        mode: set.mode(),
+                        deadline_ms: Some(holder.deadline_ms()),
+                    });
+                }
+            }
+            _ => {}
+        }
+        if found.len() == before {
+            sessions::forget(session, key);
+        }
+    });
+    found.sort_unstable_by_key(|holding| holding.fence);
+    found
+}
+
+/// Refuses the command unless the calling user may `access` every key of `found`:
+/// Redis's `NOPERM` reply, naming the first key refused.
+pub fn check_permissions(ctx: &Context, found: &[Found], access: Access) -> Result<(), RedisError> {
+    let Some(user) = CallingUser::of(ctx) else {
+        return Ok(());
+    };
+    match found
+        .iter()
+        .find(|holding| !user.may(&holding.key.1, access))
+    {
+        Some(refused) => Err(RedisError::String(no_permission(
+            user.name(),
+            &refused.key.1,
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Runs `each` on every item with the database of its key selected, then selects the
+/// client's own database again.
+pub fn in_each_db<T>(
+    ctx: &Context,
+    items: impl IntoIterator<Item = (SessionKey, T)>,
+    mut each: impl FnMut(&Context, &SessionKey, T),
+) {
+    let own_db = selected_db(ctx);
+    let mut current = own_db;
+    for (key, item) in items {
+        if key.0 != current {
+            if !select_db(ctx, key.0) {
+                continue;
+            }
+            current = key.0;
+        }
+        each(ctx, &key, item);
+    }
+    if current != own_db {
+        select_db(ctx, own_db);
+    }
+}
+
+/// The holdings grouped by key, each group where its first holding stands.
+pub fn by_key(found: Vec<Found>) -> Vec<(SessionKey, Vec<Found>)> {
+    let mut groups: Vec<(SessionKey, Vec<Found>)> = Vec::new();
+    let mut at: HashMap<SessionKey, usize> = HashMap::new();
+    for holding in found {
+        match at
+            .get(&holding.key)
+            .and_then(|&index| groups.get_mut(index))
+        {
+            Some((_, group)) => group.push(holding),
+            None => {
+                at.insert(holding.key.clone(), groups.len());
+                groups.push((holding.key.clone(), vec![holding]));
+            }
+        }
+    }
+    groups
+}
