@@ -314,6 +314,37 @@ fn keepalive_answers_zero_for_a_session_that_holds_nothing_here() {
     assert_eq!(keepalive(&mut con, "c", 60_000), 0);
 }
 
+/// A key the session held and that went another way (deleted, overwritten, released and
+/// taken again with the same token by another session or none) is no longer one of its
+/// holdings: `LOCK.KEEPALIVE` neither counts nor extends it.
+#[test]
+fn keepalive_touches_only_what_the_session_still_holds() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (key, token) in [("k1", "t1"), ("k2", "t2"), ("k3", "t3"), ("k4", "t4")] {
+        hold(&mut con, key, 60_000, &["SESSION", "s", "TOKEN", token]);
+    }
+    assert_eq!(int(&mut con, &["DEL", "k1"]), 1);
+    hold(&mut con, "k1", 5_000, &["TOKEN", "t1"]);
+    let _: () = cmd("SET").arg("k2").arg("v").query(&mut con).unwrap();
+    assert_eq!(release(&mut con, "k3", "t3"), 1);
+    hold(&mut con, "k3", 5_000, &["TOKEN", "t3", "SESSION", "u"]);
+    assert_eq!(keepalive(&mut con, "s", 90_000), 1);
+    assert_eq!(held_keys(&mut con, "s"), ["k4"]);
+    assert_lease(pttl(&mut con, "k4"), 90_000, "k4");
+    for key in ["k1", "k3"] {
+        assert!(pttl(&mut con, key) <= 5_000, "{key} is not the session's");
+    }
+    let value: String = cmd("GET").arg("k2").query(&mut con).unwrap();
+    assert_eq!((value.as_str(), pttl(&mut con, "k2")), ("v", -1));
+    assert_eq!(held_keys(&mut con, "u"), ["k3"]);
+    let _: () = cmd("FLUSHALL").query(&mut con).unwrap();
+    assert_eq!(held(&mut con, "s"), []);
+    assert_eq!(held(&mut con, "u"), []);
+    assert_eq!(keepalive(&mut con, "s", 90_000), 0);
+    assert_eq!(int(&mut con, &["DBSIZE"]), 0, "nothing revived");
+}
+
 #[test]
 fn waiting_acquires_of_a_session_are_not_holdings() {
     let server = Server::start();
@@ -835,14 +866,19 @@ fn lock_info_counts_session_holders_and_never_names_a_session() {
         &["LIMIT", "3", "SESSION", secret, "TOKEN", "p1"],
     );
     hold(&mut con, "sem", 60_000, &["LIMIT", "3", "TOKEN", "p2"]);
+    // In the documented order: `in-session` comes after `holders`, as the last field.
+    let fields = |limit: bool| {
+        let mut names = vec!["held", "fence", "ttl-ms", "waiters", "mode", "holders"];
+        if limit {
+            names.push("limit");
+        }
+        names.extend(["waiters-exclusive", "waiters-shared", "in-session"]);
+        names
+    };
     for (key, holders, in_session) in [("ex", 1, 1), ("plain", 1, 0), ("rw", 3, 2), ("sem", 2, 1)] {
         let pairs = info_pairs(&mut raw, key);
         let names: Vec<&str> = pairs.iter().map(|(name, _)| name.as_str()).collect();
-        let at = names
-            .iter()
-            .position(|name| *name == "holders")
-            .unwrap_or_else(|| panic!("{key}: {names:?}"));
-        assert_eq!(names.get(at + 1), Some(&"in-session"), "{key}: {names:?}");
+        assert_eq!(names, fields(key == "sem"), "{key}");
         assert_eq!(int_field(&pairs, "holders"), holders, "{key}");
         assert_eq!(int_field(&pairs, "in-session"), in_session, "{key}");
         let shown = format!("{pairs:?}");
