@@ -22,7 +22,7 @@ pub(crate) struct HolderIndex {
     by_fence: BTreeMap<u64, SharedHolder>,
     /// Fences, found by the hash of their holder's token.
     by_token: HashTable<u64>,
-    /// (deadline, fence) of every holder.
+    /// (end of its room: lease and lock-delay, fence) of every holder.
     by_deadline: BTreeSet<(i64, u64)>,
 }
 
@@ -85,7 +85,7 @@ impl HolderIndex {
         let fence = holder.holding().fence();
         let (hash, deadline) = (
             token_hash(holder.holding().token_key()),
-            holder.deadline_ms(),
+            holder.occupied_until_ms,
         );
         self.by_fence.insert(fence, holder);
         self.by_token
@@ -93,11 +93,11 @@ impl HolderIndex {
         self.by_deadline.insert((deadline, fence));
     }
 
-    pub(crate) fn move_deadline(&mut self, fence: u64, deadline_ms: i64) {
+    pub(crate) fn move_deadline(&mut self, fence: u64, occupied_until_ms: i64) {
         if let Some(holder) = self.by_fence.get_mut(&fence) {
-            self.by_deadline.remove(&(holder.deadline_ms, fence));
-            holder.deadline_ms = deadline_ms;
-            self.by_deadline.insert((deadline_ms, fence));
+            self.by_deadline.remove(&(holder.occupied_until_ms, fence));
+            holder.occupied_until_ms = occupied_until_ms;
+            self.by_deadline.insert((occupied_until_ms, fence));
         }
     }
 
@@ -107,7 +107,7 @@ impl HolderIndex {
         if let Ok(entry) = self.by_token.find_entry(hash, |&f| f == fence) {
             entry.remove();
         }
-        self.by_deadline.remove(&(removed.deadline_ms, fence));
+        self.by_deadline.remove(&(removed.occupied_until_ms, fence));
         self.shrink();
         Some(removed)
     }

@@ -66,13 +66,13 @@ impl HolderList {
         self.holders.insert(at, holder);
     }
 
-    pub(crate) fn move_deadline(&mut self, fence: u64, deadline_ms: i64) {
+    pub(crate) fn move_deadline(&mut self, fence: u64, occupied_until_ms: i64) {
         if let Some(holder) = self
             .position(fence)
             .ok()
             .and_then(|at| self.holders.get_mut(at))
         {
-            holder.deadline_ms = deadline_ms;
+            holder.occupied_until_ms = occupied_until_ms;
         }
     }
 
@@ -88,24 +88,24 @@ impl HolderList {
 
     /// How many holders' lease ended before `now_ms`.
     pub(crate) fn count_ended(&self, now_ms: i64) -> usize {
-        self.holders.iter().filter(|h| !h.is_live(now_ms)).count()
+        self.holders.iter().filter(|h| !h.occupies(now_ms)).count()
     }
 
     /// Fences of the holders whose lease ended before `now_ms`.
     pub(crate) fn ended_fences(&self, now_ms: i64) -> Vec<u64> {
         self.holders
             .iter()
-            .filter(|h| !h.is_live(now_ms))
+            .filter(|h| !h.occupies(now_ms))
             .map(|h| h.holding().fence())
             .collect()
     }
 
     pub(crate) fn latest_deadline(&self) -> Option<i64> {
-        self.holders.iter().map(|h| h.deadline_ms()).max()
+        self.holders.iter().map(|h| h.occupied_until_ms).max()
     }
 
     pub(crate) fn earliest_deadline(&self) -> Option<i64> {
-        self.holders.iter().map(|h| h.deadline_ms()).min()
+        self.holders.iter().map(|h| h.occupied_until_ms).min()
     }
 
     /// Bytes of the list (holdings not included).

@@ -64,6 +64,7 @@ pub fn admits(current: Option<LockRef>, mode: Mode, max_holders: usize, now_ms: 
     let Some(current) = current else {
         return Admission::Admit;
     };
+    // An exclusive holder, or a quarantine, excludes everyone.
     let LockRef::Shared(set) = current else {
         return Admission::Busy;
     };

@@ -19,21 +19,45 @@ use crate::mode::Mode;
 #[derive(Debug)]
 pub struct SharedHolder {
     holding: OwnedHolding,
-    /// When its lease ends (Unix ms); it holds while `now <= deadline_ms`, as Redis keys do.
-    pub(crate) deadline_ms: i64,
+    /// Until when it takes its room (Unix ms): its lease's end, plus its lock-delay. It
+    /// holds while `now <= deadline_ms()`, as Redis keys do, and after that, while its
+    /// lock-delay lasts, takes its room quarantined, holding nothing. The stores order
+    /// and expire holders by this.
+    pub(crate) occupied_until_ms: i64,
 }
 
 impl SharedHolder {
+    fn new(holding: Box<Holding>, deadline_ms: i64) -> Self {
+        let occupied_until_ms = Self::occupied_until(&holding, deadline_ms);
+        SharedHolder {
+            holding: OwnedHolding::new(holding),
+            occupied_until_ms,
+        }
+    }
+
+    /// Until when a holding whose lease ends at `deadline_ms` takes its room.
+    fn occupied_until(holding: &Holding, deadline_ms: i64) -> i64 {
+        let delay = i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX);
+        deadline_ms.saturating_add(delay)
+    }
+
     pub fn holding(&self) -> &Holding {
         &self.holding
     }
 
+    /// When its lease ends (Unix ms).
     pub fn deadline_ms(&self) -> i64 {
-        self.deadline_ms
+        let delay = i64::try_from(self.holding.lock_delay_ms()).unwrap_or(i64::MAX);
+        self.occupied_until_ms.saturating_sub(delay)
     }
 
     pub fn is_live(&self, now_ms: i64) -> bool {
-        now_ms <= self.deadline_ms
+        now_ms <= self.deadline_ms()
+    }
+
+    /// Whether it still takes its room: holding, or quarantined after its lease ran out.
+    pub(crate) fn occupies(&self, now_ms: i64) -> bool {
+        now_ms <= self.occupied_until_ms
     }
 }
 
@@ -150,11 +174,16 @@ impl SharedHolders {
         self.len() == 0
     }
 
-    /// How many holders' lease has not ended (all but the few that ended and were not
-    /// dropped yet).
+    /// How many holders take their room: live ones, and those quarantined after their
+    /// lease ran out (all but the few whose room was freed and who were not dropped yet).
     pub fn live_count(&self, now_ms: i64) -> usize {
         let ended = on_store!(&self.store, count_ended(now_ms));
         self.len() - ended
+    }
+
+    /// How many holders hold (their lease has not ended); walks the set.
+    pub fn holding_count(&self, now_ms: i64) -> usize {
+        self.all().filter(|h| h.is_live(now_ms)).count()
     }
 
     /// The live holder with `token`.
@@ -201,12 +230,10 @@ impl SharedHolders {
         if on_store!(&self.store, contains_fence(holding.fence())) {
             return Err(FenceTaken);
         }
-        let holder = SharedHolder {
-            holding: OwnedHolding::new(holding),
-            deadline_ms,
-        };
+        let holder = SharedHolder::new(holding, deadline_ms);
+        let occupied_until_ms = holder.occupied_until_ms;
         on_store!(&mut self.store, insert(holder));
-        self.deadline_set(deadline_ms);
+        self.deadline_set(occupied_until_ms);
         if matches!(self.store, Store::List(_)) && self.len() > holder_list::MOST {
             self.restore(|holders| {
                 let mut index = Box::<HolderIndex>::default();
@@ -239,18 +266,22 @@ impl SharedHolders {
         self.watched_at = at.unwrap_or(0);
     }
 
-    /// A holder's lease now ends at `deadline_ms`: a timer armed for later no longer
-    /// fires before every end.
-    fn deadline_set(&mut self, deadline_ms: i64) {
-        if self.watched_at > deadline_ms.saturating_add(1) {
+    /// A holder now takes its room until `occupied_until_ms`: a timer armed for later no
+    /// longer fires before every end.
+    fn deadline_set(&mut self, occupied_until_ms: i64) {
+        if self.watched_at > occupied_until_ms.saturating_add(1) {
             self.watched_at = 0;
         }
     }
 
     /// Moves the lease of the holder with `fence` (which exists).
     fn move_deadline(&mut self, fence: u64, deadline_ms: i64) {
-        on_store!(&mut self.store, move_deadline(fence, deadline_ms));
-        self.deadline_set(deadline_ms);
+        let Some(holder) = on_store!(&self.store, get(fence)) else {
+            return;
+        };
+        let occupied_until_ms = SharedHolder::occupied_until(holder.holding(), deadline_ms);
+        on_store!(&mut self.store, move_deadline(fence, occupied_until_ms));
+        self.deadline_set(occupied_until_ms);
     }
 
     /// Moves the deadline of the holder with `token`; false if there is none.
@@ -272,7 +303,8 @@ impl SharedHolders {
         removed
     }
 
-    /// Removes every holder whose lease ended before `now_ms`, in grant order.
+    /// Removes every holder whose room is free by `now_ms` (lease ended, and lock-delay
+    /// over), in grant order.
     pub fn take_ended(&mut self, now_ms: i64) -> Vec<SharedHolder> {
         let none_ended_yet = self.watched_at().is_some_and(|at| now_ms < at);
         if none_ended_yet {
@@ -298,12 +330,12 @@ impl SharedHolders {
         }
     }
 
-    /// The latest deadline: the key's own expiry.
+    /// The latest end of a holder's room (lease and lock-delay): the key's own expiry.
     pub fn latest_deadline(&self) -> Option<i64> {
         on_store!(&self.store, latest_deadline())
     }
 
-    /// The earliest deadline: when a holder next leaves by itself.
+    /// The earliest end of a holder's room: when a holder next leaves by itself.
     pub fn earliest_deadline(&self) -> Option<i64> {
         on_store!(&self.store, earliest_deadline())
     }
@@ -322,6 +354,46 @@ impl SharedHolders {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_with_a_lock_delay_keeps_its_room_quarantined_after_its_lease() {
+        let mut set = SharedHolders::new(Mode::Semaphore(2));
+        let delayed = Holding::pack_with(
+            b"d",
+            1,
+            crate::holding::Extras {
+                session: None,
+                lock_delay_ms: 500,
+            },
+        )
+        .unwrap();
+        set.insert(delayed, 1_000).unwrap();
+        set.insert(holding("p", 2), 1_000).unwrap();
+        assert_eq!(set.holder(b"d").map(SharedHolder::deadline_ms), Some(1_000));
+        assert_eq!(
+            set.latest_deadline(),
+            Some(1_500),
+            "the key lasts the delay"
+        );
+        assert_eq!((set.live_count(1_200), set.holding_count(1_200)), (1, 0));
+        assert!(set.live_holder(b"d", 1_200).is_none(), "holds nothing");
+        assert_eq!(set.highest_fence(1_200), None);
+        assert_eq!(
+            set.take_ended(1_200)
+                .iter()
+                .map(|h| h.holding().fence())
+                .collect::<Vec<_>>(),
+            vec![2],
+            "the plain holder leaves, the delayed one stays"
+        );
+        assert!(
+            set.set_deadline(b"d", 3_000),
+            "a renewal before the end moves both"
+        );
+        assert_eq!(set.earliest_deadline(), Some(3_500));
+        assert_eq!(set.take_ended(3_501).len(), 1);
+        assert!(set.is_empty());
+    }
 
     fn holding(token: &str, fence: u64) -> Box<Holding> {
         Holding::pack(token.as_bytes(), fence).unwrap()

@@ -23,6 +23,10 @@ pub enum LockValue {
 pub enum LockRef<'a> {
     Exclusive(&'a Holding),
     Shared(&'a SharedHolders),
+    /// An exclusive holding whose lease ran out, kept for its lock-delay: it holds
+    /// nothing and admits nobody. The key's expiry is the lease's end plus the delay, so
+    /// only whoever reads the key with its expiry can tell (`quarantined`).
+    Quarantined(&'a Holding),
 }
 
 impl LockValue {
@@ -84,19 +88,34 @@ impl LockValue {
 }
 
 impl<'a> LockRef<'a> {
+    /// An exclusive holding read with its key's expiry (`None`: permanent): quarantined
+    /// once `now_ms` is past the lease, which ends the holding's lock-delay before the
+    /// key does.
+    pub fn exclusive(holding: &'a Holding, key_expires_at: Option<i64>, now_ms: i64) -> Self {
+        let delay = i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX);
+        match key_expires_at {
+            Some(at) if delay > 0 && now_ms > at.saturating_sub(delay) => {
+                LockRef::Quarantined(holding)
+            }
+            _ => LockRef::Exclusive(holding),
+        }
+    }
+
     pub fn mode(self) -> Mode {
         match self {
-            LockRef::Exclusive(_) => Mode::Exclusive,
+            LockRef::Exclusive(_) | LockRef::Quarantined(_) => Mode::Exclusive,
             LockRef::Shared(set) => set.mode(),
         }
     }
 
+    /// Whether the lock holds nothing and admits nobody until its lock-delay is over.
+    pub fn is_quarantined(self) -> bool {
+        matches!(self, LockRef::Quarantined(_))
+    }
+
     /// The fence of the live holder with `token`, if it holds.
     pub fn fence_of(self, token: &[u8], now_ms: i64) -> Option<u64> {
-        match self {
-            LockRef::Exclusive(held) => held.is_token(token).then(|| held.fence()),
-            LockRef::Shared(set) => set.live_holder(token, now_ms).map(|h| h.holding().fence()),
-        }
+        self.holding_of(token, now_ms).map(Holding::fence)
     }
 
     /// The live holding with `token`, if it holds.
@@ -104,6 +123,7 @@ impl<'a> LockRef<'a> {
         match self {
             LockRef::Exclusive(held) => held.is_token(token).then_some(held),
             LockRef::Shared(set) => set.live_holder(token, now_ms).map(|h| h.holding()),
+            LockRef::Quarantined(_) => None,
         }
     }
 
@@ -113,21 +133,23 @@ impl<'a> LockRef<'a> {
         match self {
             LockRef::Exclusive(held) => Some(held.fence()),
             LockRef::Shared(set) => set.highest_fence(now_ms),
+            LockRef::Quarantined(_) => None,
         }
     }
 
-    /// Holders whose lease has not ended.
+    /// Holders whose lease has not ended (a walk of a shared set).
     pub fn live_holders(self, now_ms: i64) -> usize {
         match self {
             LockRef::Exclusive(_) => 1,
-            LockRef::Shared(set) => set.live_count(now_ms),
+            LockRef::Shared(set) => set.holding_count(now_ms),
+            LockRef::Quarantined(_) => 0,
         }
     }
 
     /// Bytes allocated for the value (for `MEMORY USAGE`).
     pub fn allocated_bytes(self) -> usize {
         match self {
-            LockRef::Exclusive(held) => held.allocated_bytes(),
+            LockRef::Exclusive(held) | LockRef::Quarantined(held) => held.allocated_bytes(),
             LockRef::Shared(set) => set.allocated_bytes(),
         }
     }
@@ -158,5 +180,29 @@ mod tests {
             LockValue::free_raw(exclusive);
             LockValue::free_raw(shared);
         }
+    }
+
+    #[test]
+    fn an_exclusive_holding_past_its_lease_is_quarantined_for_its_lock_delay() {
+        let delayed = Holding::pack_with(
+            b"w",
+            5,
+            crate::holding::Extras {
+                session: None,
+                lock_delay_ms: 1_000,
+            },
+        )
+        .unwrap();
+        // The key expires at 3_000: lease until 2_000, then the delay.
+        let at = |now| LockRef::exclusive(&delayed, Some(3_000), now);
+        assert!(!at(2_000).is_quarantined());
+        assert_eq!(at(2_000).fence_of(b"w", 2_000), Some(5));
+        assert!(at(2_001).is_quarantined());
+        assert_eq!(at(2_001).fence_of(b"w", 2_001), None);
+        assert_eq!(at(2_001).visible_fence(2_001), None);
+        assert_eq!(at(2_001).live_holders(2_001), 0);
+        let plain = Holding::pack(b"w", 5).unwrap();
+        assert!(!LockRef::exclusive(&plain, Some(3_000), 2_500).is_quarantined());
+        assert!(!LockRef::exclusive(&delayed, None, 9_999).is_quarantined());
     }
 }

@@ -2,7 +2,9 @@
 //! (semaphores only), `waiters-exclusive`, `waiters-shared`, `in-session` as
 //! field/value pairs; nil when the lock is free and nobody waits. `fence` is the highest
 //! live one, `ttl-ms` the key's (the latest lease), `in-session` how many live holders
-//! belong to a session. Never shows a token or a session's name. Read-only.
+//! belong to a session. A lock whose leases ran out and that is kept for their
+//! lock-delay shows `held` 0, `mode` `quarantined` and the time left as `ttl-ms`.
+//! Never shows a token or a session's name. Read-only.
 
 use fencelock_core::error::CommandError;
 use fencelock_core::mode::Mode;
@@ -37,6 +39,7 @@ fn integer(value: usize) -> RedisValue {
 fn in_session(lock: LockRef, now_ms: i64) -> usize {
     match lock {
         LockRef::Exclusive(holding) => usize::from(holding.has_session()),
+        LockRef::Quarantined(_) => 0,
         LockRef::Shared(set) => set
             .all()
             .filter(|holder| holder.is_live(now_ms) && holder.holding().has_session())
@@ -50,11 +53,17 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
     };
     let key = LockKey::open(ctx, name, false);
     let now_ms = clock::command_ms();
+    let found = key.lock()?;
+    // A lock past its leases, kept for their lock-delays: held by nobody.
+    let quarantined = match found {
+        Some(LockRef::Shared(set)) => set.live_count(now_ms) > 0 && set.holding_count(now_ms) == 0,
+        found => found.is_some_and(LockRef::is_quarantined),
+    };
     // Shared holders whose lease ended do not count, even before they are dropped.
-    let lock = key.lock()?.filter(|held| held.live_holders(now_ms) > 0);
+    let lock = found.filter(|held| held.live_holders(now_ms) > 0);
     let (waiting_exclusive, waiting_shared) = blocking::waiter_counts(ctx, name.as_slice());
     let waiters = waiting_exclusive + waiting_shared;
-    if lock.is_none() && waiters == 0 {
+    if lock.is_none() && !quarantined && waiters == 0 {
         return Ok(RedisValue::Null);
     }
     let fence = lock
@@ -62,29 +71,38 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         .map_or(RedisValue::Null, |fence| {
             RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
         });
-    let ttl = match (lock, key.remaining_ms()) {
-        (Some(_), Some(ms)) => RedisValue::Integer(ms),
-        (Some(_), None) => RedisValue::Integer(-1),
-        (None, _) => RedisValue::Null,
+    // A holder's lease; a quarantine's time left.
+    let left = if quarantined {
+        key.remaining_ms()
+    } else {
+        key.lease_remaining_ms()
     };
-    let mode = lock.map(LockRef::mode);
+    let ttl = match (lock.is_some() || quarantined, left) {
+        (true, Some(ms)) => RedisValue::Integer(ms),
+        (true, None) => RedisValue::Integer(-1),
+        (false, _) => RedisValue::Null,
+    };
+    let mode = match lock {
+        _ if quarantined => RedisValue::SimpleStringStatic("quarantined"),
+        Some(held) => RedisValue::SimpleStringStatic(held.mode().name()),
+        None => RedisValue::Null,
+    };
+    let semaphore_limit = match lock.map(LockRef::mode) {
+        Some(Mode::Semaphore(limit)) => Some(limit),
+        _ => None,
+    };
     let mut fields = vec![
         field("held", RedisValue::Integer(i64::from(lock.is_some()))),
         field("fence", fence),
         field("ttl-ms", ttl),
         field("waiters", integer(waiters)),
-        field(
-            "mode",
-            mode.map_or(RedisValue::Null, |mode| {
-                RedisValue::SimpleStringStatic(mode.name())
-            }),
-        ),
+        field("mode", mode),
         field(
             "holders",
             integer(lock.map_or(0, |held| held.live_holders(now_ms))),
         ),
     ];
-    if let Some(Mode::Semaphore(limit)) = mode {
+    if let Some(limit) = semaphore_limit {
         fields.push(field("limit", RedisValue::Integer(i64::from(limit))));
     }
     fields.push(field("waiters-exclusive", integer(waiting_exclusive)));

@@ -68,6 +68,6 @@ fn remaining_lease(key: &LockKey, token: &[u8], now_ms: i64) -> Option<i64> {
         Ok(Some(LockRef::Shared(set))) => set
             .holder(token)
             .map(|holder| holder.deadline_ms().saturating_sub(now_ms)),
-        _ => key.remaining_ms(),
+        _ => key.lease_remaining_ms(),
     }
 }

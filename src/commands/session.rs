@@ -45,7 +45,7 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
         let open = LockKey::open(ctx, &name, false);
         match open.lock() {
             Ok(Some(LockRef::Exclusive(holding))) if holding.in_session(Some(session)) => {
-                let deadline_ms = open.deadline_ms();
+                let deadline_ms = open.lease_deadline_ms();
                 found.push(Found {
                     key: key.clone(),
                     token: holding.token().into_owned(),

@@ -85,7 +85,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     let holders = match lock {
         LockRef::Shared(set) => set.len(),
-        LockRef::Exclusive(_) => 1,
+        LockRef::Exclusive(_) | LockRef::Quarantined(_) => 1,
     };
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });

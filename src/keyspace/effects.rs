@@ -118,7 +118,11 @@ fn put_holder(
 ) -> Result<(), CommandError> {
     let stored = match (mode, deadline_ms) {
         (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
-        (Mode::Exclusive, Some(deadline)) => key.store(LockValue::Exclusive(holding), deadline),
+        // The key stays through the lock-delay, quarantined once the lease is over.
+        (Mode::Exclusive, Some(deadline)) => {
+            let expires_at = deadline.saturating_add(lock_delay(&holding));
+            key.store(LockValue::Exclusive(holding), expires_at)
+        }
         // A shared holder's lease is its own: it must be spelled out.
         (_, None) => return Err(CommandError::Syntax),
         (_, Some(deadline)) => match key.shared_mut().filter(|set| set.mode() == mode) {
@@ -133,7 +137,9 @@ fn put_holder(
             None => {
                 let mut set = SharedHolders::new(mode);
                 set.insert(holding, deadline)?;
-                key.store(LockValue::Shared(set), deadline)
+                // The holder's lease, and its lock-delay if it has one.
+                let expires_at = set.latest_deadline().unwrap_or(deadline);
+                key.store(LockValue::Shared(set), expires_at)
             }
         },
     };
@@ -151,10 +157,15 @@ pub fn extend(
 ) -> Result<Change, CommandError> {
     let name = key.name();
     let Some(set) = key.shared_mut() else {
-        if !key.set_deadline(deadline_ms) {
+        let delay = match key.lock()? {
+            Some(LockRef::Exclusive(holding)) => lock_delay(holding),
+            _ => 0,
+        };
+        let expires_at = deadline_ms.saturating_add(delay);
+        if !key.set_deadline(expires_at) {
             return Err(CommandError::WriteFailed);
         }
-        propagate(ctx, || replicate::deadline(ctx, name, deadline_ms));
+        propagate(ctx, || replicate::deadline(ctx, name, expires_at));
         return Ok(announce_extended(ctx, name));
     };
     let (fence, session, lock_delay_ms) = set
@@ -176,6 +187,11 @@ pub fn extend(
         replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
     });
     Ok(announce_extended(ctx, name))
+}
+
+/// A holding's lock-delay in ms, as a key's expiry adds it.
+fn lock_delay(holding: &Holding) -> i64 {
+    i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX)
 }
 
 fn announce_extended(ctx: &Context, name: &RedisString) -> Change {

@@ -28,7 +28,9 @@ fn with_index<T>(f: impl FnOnce(&mut SessionIndex<SessionKey>) -> T) -> T {
 /// The distinct sessions of a lock's holdings (whatever their leases).
 pub fn sessions_of(lock: LockRef<'_>) -> Vec<Cow<'_, [u8]>> {
     let mut sessions: Vec<Cow<[u8]>> = match lock {
-        LockRef::Exclusive(holding) => holding.session().into_iter().collect(),
+        LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
+            holding.session().into_iter().collect()
+        }
         LockRef::Shared(set) => set
             .all()
             .filter_map(|holder| holder.holding().session())

@@ -262,7 +262,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
         return;
     };
     guard::callback("RDB save", (), || match lock {
-        LockRef::Exclusive(holding) => {
+        LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
             save_unsigned(rdb, KIND_EXCLUSIVE);
             save_holding(rdb, holding);
         }
@@ -313,7 +313,9 @@ unsafe extern "C" fn aof_rewrite(
         // Without the RDB preamble nothing else carries the node's state.
         node_state_form::rewrite_once(aof);
         match lock {
-            LockRef::Exclusive(holding) => emit_apply(aof, key, holding, None),
+            LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
+                emit_apply(aof, key, holding, None)
+            }
             LockRef::Shared(set) => {
                 for holder in set.all() {
                     let shared = (holder.deadline_ms(), set.mode());
@@ -400,7 +402,9 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     };
     guard::callback("DEBUG DIGEST", (), || {
         match lock {
-            LockRef::Exclusive(holding) => digest_holding(md, holding),
+            LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
+                digest_holding(md, holding)
+            }
             LockRef::Shared(set) => {
                 digest_number(md, i64::from(set.mode().stored_limit()));
                 for holder in set.all() {

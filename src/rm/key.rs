@@ -52,12 +52,21 @@ impl<'a> LockKey<'a> {
     }
 
     /// The lock, `None` when it is free, or `WrongType` when the key holds another type.
+    /// An exclusive holding with a lock-delay whose lease ran out reads as
+    /// `Quarantined` (its key's expiry is the lease's end plus the delay).
     pub fn lock(&self) -> Result<Option<LockRef<'_>>, CommandError> {
+        let Some(value) = self.value_ptr()? else {
+            return Ok(None);
+        };
         // SAFETY: values of our type are always made by `LockValue::into_raw`, and live
         // while the key is open and unchanged.
-        Ok(self
-            .value_ptr()?
-            .map(|value| unsafe { LockValue::from_raw(value.cast::<u8>()) }))
+        let lock = unsafe { LockValue::from_raw(value.cast::<u8>()) };
+        Ok(Some(match lock {
+            LockRef::Exclusive(holding) if holding.lock_delay_ms() > 0 => {
+                LockRef::exclusive(holding, self.deadline_ms(), super::clock::command_ms())
+            }
+            lock => lock,
+        }))
     }
 
     /// Now, to judge shared holders' own leases by. An exclusive lock's lease is its
@@ -130,6 +139,29 @@ impl<'a> LockKey<'a> {
         // SAFETY: the key handle is open.
         let remaining = unsafe { api!(RedisModule_GetExpire)(self.raw()) };
         (remaining >= 0).then_some(remaining)
+    }
+
+    /// What is left of an exclusive holder's lease (the key's expiry less the holding's
+    /// lock-delay), or of whatever the key holds; `None` without expiry.
+    pub fn lease_remaining_ms(&self) -> Option<i64> {
+        self.remaining_ms()
+            .map(|remaining| remaining.saturating_sub(self.exclusive_lock_delay_ms()))
+    }
+
+    /// When an exclusive holder's lease ends (Unix ms), as `lease_remaining_ms`.
+    pub fn lease_deadline_ms(&self) -> Option<i64> {
+        self.deadline_ms()
+            .map(|deadline| deadline.saturating_sub(self.exclusive_lock_delay_ms()))
+    }
+
+    /// The lock-delay of the exclusive holding the key holds (0 for anything else).
+    fn exclusive_lock_delay_ms(&self) -> i64 {
+        match self.lock() {
+            Ok(Some(LockRef::Exclusive(holding))) => {
+                i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX)
+            }
+            _ => 0,
+        }
     }
 
     /// When the key expires (Unix ms), or `None` when it has no expiry.
