@@ -51,8 +51,9 @@ fn assert_same_holdings(got: &[Holding], want: &[Holding], slack: i64, what: &st
     }
 }
 
-/// A session `s` with an exclusive, a shared (beside a reader of no session) and a
-/// semaphore holding, one released holding, and a holding of another session `t`.
+/// A session `s` with an exclusive, a shared (beside a reader of no session), a
+/// semaphore and a lock-delay holding, one released holding, and a holding of another
+/// session `t`.
 /// Returns the keys `s` holds, in grant order.
 fn populate(con: &mut Connection) -> Vec<&'static str> {
     hold(con, "lock:a", 60_000, &["SESSION", "s", "TOKEN", "a"]);
@@ -71,8 +72,14 @@ fn populate(con: &mut Connection) -> Vec<&'static str> {
     );
     hold(con, "lock:gone", 60_000, &["SESSION", "s", "TOKEN", "g"]);
     assert_eq!(int(con, &["LOCK.RELEASE", "lock:gone", "g"]), 1);
+    hold(
+        con,
+        "lock:d",
+        60_000,
+        &["SESSION", "s", "LOCKDELAY", "5000"],
+    );
     hold(con, "lock:t", 60_000, &["SESSION", "t", "TOKEN", "t"]);
-    vec!["lock:a", "rw", "sem"]
+    vec!["lock:a", "rw", "sem", "lock:d"]
 }
 
 /// Every key's absolute deadline.
@@ -109,11 +116,11 @@ fn a_replica_and_a_promoted_replica_answer_held_as_the_primary_did() {
     }
     let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
     assert_same_holdings(&held(&mut r, "s"), &on_primary, 200, "promoted");
-    assert_eq!(keepalive(&mut r, "s", 90_000), 3);
+    assert_eq!(keepalive(&mut r, "s", 90_000), 4);
     for holding in held(&mut r, "s") {
         assert_lease(holding.pttl, 90_000, &holding.key);
     }
-    assert_eq!(int(&mut r, &["LOCK.CLOSE", "s"]), 3);
+    assert_eq!(int(&mut r, &["LOCK.CLOSE", "s"]), 4);
     assert_eq!(held(&mut r, "s"), []);
     assert!(
         fence_of(&mut r, "rw", "r2").is_some(),
@@ -130,7 +137,7 @@ fn keepalive_and_close_on_the_primary_reach_the_replica_as_effects() {
     let keys = populate(&mut p);
     wait_replicated(&mut p);
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(keepalive(&mut p, "s", 90_000), 3);
+    assert_eq!(keepalive(&mut p, "s", 90_000), 4);
     wait_replicated(&mut p);
     let on_primary = deadlines(&mut p, &keys);
     assert_eq!(
@@ -148,13 +155,56 @@ fn keepalive_and_close_on_the_primary_reach_the_replica_as_effects() {
         "after keepalive",
     );
     assert_eq!(digest(&mut p), digest(&mut r));
-    assert_eq!(int(&mut p, &["LOCK.CLOSE", "s"]), 3);
+    assert_eq!(int(&mut p, &["LOCK.CLOSE", "s"]), 4);
     wait_replicated(&mut p);
     assert_eq!(held(&mut r, "s"), []);
-    assert_eq!(int(&mut r, &["EXISTS", "lock:a", "sem"]), 0);
+    assert_eq!(int(&mut r, &["EXISTS", "lock:a", "sem", "lock:d"]), 0);
     assert_eq!(fence_of(&mut r, "rw", "r1"), None);
     assert!(fence_of(&mut r, "rw", "r2").is_some());
     assert_eq!(digest(&mut p), digest(&mut r));
+}
+
+/// `mode` of `LOCK.INFO key`.
+fn info_mode(con: &mut Connection, key: &str) -> Option<String> {
+    lock_info(con, key).and_then(|info| redis::from_redis_value(info["mode"].clone()).ok())
+}
+
+/// A lease with a lock-delay that runs out on the primary is quarantined on its replica
+/// too, through a promotion and a reload: no server grants the key before the delay
+/// ends, and every one ends it at the same moment.
+#[test]
+fn a_quarantine_holds_on_the_replica_after_promotion_and_across_a_reload() {
+    const DELAY: i64 = 1_500;
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    hold(
+        &mut p,
+        "lock:k",
+        200,
+        &["SESSION", "s", "LOCKDELAY", "1500"],
+    );
+    wait_replicated(&mut p);
+    let quarantine_end = expire_time(&mut p, "lock:k");
+    assert_eq!(expire_time(&mut r, "lock:k"), quarantine_end);
+    let lease_end = quarantine_end - DELAY;
+    let wait = lease_end + 50 - now_ms();
+    std::thread::sleep(Duration::from_millis(wait.max(0) as u64));
+    for (con, what) in [(&mut p, "primary"), (&mut r, "replica")] {
+        assert_eq!(
+            info_mode(con, "lock:k").as_deref(),
+            Some("quarantined"),
+            "{what}"
+        );
+        assert_eq!(held(con, "s"), [], "{what}");
+    }
+    let _: () = cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut r).unwrap();
+    assert_eq!(acquire(&mut r, "lock:k", 1_000, &[]), None, "promoted");
+    assert_eq!(info_mode(&mut r, "lock:k").as_deref(), Some("quarantined"));
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut r).unwrap();
+    assert_eq!(acquire(&mut r, "lock:k", 1_000, &[]), None, "reloaded");
+    assert_eq!(expire_time(&mut r, "lock:k"), quarantine_end);
+    assert!(now_ms() < quarantine_end, "checked within the delay");
 }
 
 /// What a server must answer again after coming back: `LOCK.HELD` of both sessions,
@@ -166,7 +216,7 @@ struct Snapshot {
     digest: String,
 }
 
-const ALL_KEYS: [&str; 4] = ["lock:a", "rw", "sem", "lock:t"];
+const ALL_KEYS: [&str; 5] = ["lock:a", "rw", "sem", "lock:d", "lock:t"];
 
 fn snapshot(con: &mut Connection) -> Snapshot {
     Snapshot {
@@ -223,7 +273,7 @@ fn aof_round_trip(preamble: &str) {
     let mut con = server.connect();
     populate(&mut con);
     rewrite_aof(&mut con, Duration::from_secs(10));
-    assert_eq!(keepalive(&mut con, "s", 80_000), 3);
+    assert_eq!(keepalive(&mut con, "s", 80_000), 4);
     hold(&mut con, "lock:late", 60_000, &["SESSION", "s"]);
     let before = snapshot(&mut con);
     let late = expire_time(&mut con, "lock:late");

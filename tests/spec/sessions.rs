@@ -135,6 +135,23 @@ fn info_mode(raw: &mut RawClient, key: &str) -> Option<String> {
     text(field(&info_pairs(raw, key), "mode"))
 }
 
+/// While `key`'s lease with lock-delay `delay` lasts: `(lease end, quarantine end)` in
+/// Unix ms. The key's own expiry is the lease plus the delay (`PEXPIRETIME`), while
+/// `LOCK.INFO`'s `ttl-ms` shows the lease alone.
+fn lease_and_quarantine_end(raw: &mut RawClient, key: &str, delay: i64) -> (i64, i64) {
+    let Reply::Integer(quarantine_end) = raw.call_str(&["PEXPIRETIME", key]) else {
+        panic!("PEXPIRETIME {key}")
+    };
+    let lease_left = int_field(&info_pairs(raw, key), "ttl-ms");
+    let lease_end = now_ms() + lease_left;
+    assert!(
+        (quarantine_end - delay - lease_end).abs() <= 5,
+        "{key}: the key expires {} ms after its lease ends, want the lock-delay {delay}",
+        quarantine_end - lease_end
+    );
+    (quarantine_end - delay, quarantine_end)
+}
+
 /// A client blocked in `LOCK.ACQUIRE key ttl TOKEN token BLOCK 0 extra…`.
 struct Waiter {
     client: RawClient,
@@ -443,11 +460,14 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
         "one deadline for all"
     );
     sleep_until_ms(deadline - 50);
-    assert_eq!(
-        info_field(&mut con, "fencelock", "fencelock_waiters").as_deref(),
-        Some("1000"),
-        "nobody was handed a lock before the deadline"
-    );
+    let waiting = info_field(&mut con, "fencelock", "fencelock_waiters");
+    if now_ms() < deadline {
+        assert_eq!(
+            waiting.as_deref(),
+            Some("1000"),
+            "nobody was handed a lock before the deadline"
+        );
+    }
     for (i, client) in queued.iter_mut().enumerate() {
         let reply = client
             .try_read_reply(Duration::from_secs(5))
@@ -903,8 +923,7 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
         200,
         &["SESSION", "s", "LOCKDELAY", "800"],
     );
-    let lease_end = expire_time(&mut con, "lock:k");
-    let quarantine_end = lease_end + DELAY;
+    let (lease_end, quarantine_end) = lease_and_quarantine_end(&mut raw, "lock:k", DELAY);
     sleep_until_ms(lease_end + 50);
     // Nobody holds it and nobody may take it, its last holder included.
     assert_eq!(acquire(&mut con, "lock:k", 1_000, &[]), None);
@@ -913,6 +932,11 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
     assert_eq!(
         int(&mut con, &["LOCK.REFRESH", "lock:k", &token, "1000"]),
         0
+    );
+    assert_eq!(
+        release(&mut con, "lock:k", &token),
+        0,
+        "its token holds nothing"
     );
     assert_eq!(keepalive(&mut con, "s", 1_000), 0);
     assert_eq!(held(&mut con, "s"), []);
@@ -971,8 +995,7 @@ fn waiters_are_served_in_order_right_after_the_lock_delay() {
     let mut queue: Vec<Waiter> = (0..3)
         .map(|i| Waiter::queue(&server, &mut con, "lock:k", &format!("w{i}"), &[]))
         .collect();
-    let lease_end = expire_time(&mut con, "lock:k");
-    let quarantine_end = lease_end + DELAY;
+    let (lease_end, quarantine_end) = lease_and_quarantine_end(&mut raw, "lock:k", DELAY);
     sleep_until_ms(lease_end + 50);
     assert_eq!(
         info_mode(&mut raw, "lock:k").as_deref(),
@@ -983,8 +1006,15 @@ fn waiters_are_served_in_order_right_after_the_lock_delay() {
         3,
         "nobody was served at the lease's end"
     );
-    let quiet = (quarantine_end - 30 - now_ms()).max(0) as u64;
-    queue[0].assert_waiting(Duration::from_millis(quiet));
+    // Still quarantined and all waiting just before the end (when the server answered
+    // before it: a test thread scheduled late proves nothing either way).
+    sleep_until_ms(quarantine_end - 50);
+    let (mode, waiting) = (info_mode(&mut raw, "lock:k"), waiters(&mut con, "lock:k"));
+    if now_ms() < quarantine_end {
+        assert_eq!(mode.as_deref(), Some("quarantined"));
+        assert_eq!(waiting, 3, "nobody was served during the delay");
+    }
+    // Measured after the reply arrived: never earlier than the grant itself.
     let previous = queue[0].granted(Duration::from_secs(2));
     let granted_at = now_ms();
     assert!(previous > fence);
@@ -1001,22 +1031,86 @@ fn waiters_are_served_in_order_right_after_the_lock_delay() {
     serve_in_turn(&mut con, "lock:k", &mut queue, previous);
 }
 
+/// A semaphore permit whose lease ran out keeps its room for its lock-delay: the
+/// resource it guards still counts it, so no one else is admitted in its place.
+#[test]
+fn a_permit_whose_lease_ran_out_keeps_its_room_for_the_lock_delay() {
+    const TTL: i64 = 300;
+    const DELAY: i64 = 600;
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut raw = RawClient::connect(server.port);
+    let granted_from = now_ms();
+    let (_, first) = hold(
+        &mut con,
+        "sem",
+        TTL,
+        &[
+            "LIMIT",
+            "2",
+            "TOKEN",
+            "p1",
+            "LOCKDELAY",
+            "600",
+            "SESSION",
+            "s",
+        ],
+    );
+    let granted_by = now_ms();
+    hold(&mut con, "sem", 60_000, &["LIMIT", "2", "TOKEN", "p2"]);
+    sleep_until_ms(granted_by + TTL + 50);
+    assert_eq!(fence_of(&mut con, "sem", "p1"), None, "p1's lease ran out");
+    assert_eq!(int(&mut con, &["LOCK.REFRESH", "sem", "p1", "1000"]), 0);
+    let pairs = info_pairs(&mut raw, "sem");
+    assert_eq!(
+        (int_field(&pairs, "held"), int_field(&pairs, "holders")),
+        (1, 1)
+    );
+    assert_eq!(text(field(&pairs, "mode")).as_deref(), Some("semaphore"));
+    assert_eq!(
+        acquire(&mut con, "sem", 60_000, &["LIMIT", "2", "TOKEN", "p3"]),
+        None,
+        "the quarantined room still counts against the limit"
+    );
+    // Its last live holder leaves: only the quarantined room is left.
+    assert_eq!(release(&mut con, "sem", "p2"), 1);
+    let pairs = info_pairs(&mut raw, "sem");
+    assert_eq!(int_field(&pairs, "held"), 0, "{pairs:?}");
+    assert_eq!(int_field(&pairs, "holders"), 0, "{pairs:?}");
+    assert_eq!(text(field(&pairs, "mode")).as_deref(), Some("quarantined"));
+    let left = int_field(&pairs, "ttl-ms");
+    assert!(left > 0 && left <= DELAY, "{left}");
+    // One room is free again; the other waits for the quarantine to end.
+    hold(&mut con, "sem", 60_000, &["LIMIT", "2", "TOKEN", "p3"]);
+    let mut next = Waiter::queue(&server, &mut con, "sem", "p4", &["LIMIT", "2"]);
+    let fence = next.granted(Duration::from_secs(2));
+    let at = now_ms();
+    assert!(fence > first);
+    assert!(
+        at >= granted_from + TTL + DELAY,
+        "served before the room's delay ended"
+    );
+    assert!(
+        at <= granted_by + TTL + DELAY + 100,
+        "served right after it"
+    );
+}
+
 #[test]
 fn del_ends_a_quarantine_at_once() {
     let server = Server::start();
     let mut con = server.connect();
     let mut raw = RawClient::connect(server.port);
-    let (_, queued_fence) = hold(&mut con, "lock:queued", 100, &["LOCKDELAY", "60000"]);
+    let (_, queued_fence) = hold(&mut con, "lock:queued", 300, &["LOCKDELAY", "60000"]);
     let (_, alone_fence) = hold(
         &mut con,
         "lock:alone",
-        100,
+        300,
         &["LOCKDELAY", "60000", "SESSION", "s"],
     );
     let mut next = Waiter::queue(&server, &mut con, "lock:queued", "next", &[]);
-    sleep_until_ms(
-        expire_time(&mut con, "lock:alone").max(expire_time(&mut con, "lock:queued")) + 50,
-    );
+    let (alone_end, _) = lease_and_quarantine_end(&mut raw, "lock:alone", 60_000);
+    sleep_until_ms(alone_end + 50);
     for key in ["lock:queued", "lock:alone"] {
         assert_eq!(
             info_mode(&mut raw, key).as_deref(),
@@ -1127,14 +1221,18 @@ fn a_holder_paused_past_its_lease_is_not_overlapped_during_the_lock_delay() {
     let beats: Vec<String> = lines.try_iter().collect();
     assert!(beats.len() >= 10, "{beats:?}");
     assert!(beats.iter().all(|line| line == "1"), "{beats:?}");
-    assert!(testkit::fence(&mut con, "lock:job") == Some(fence));
+    assert_eq!(testkit::fence(&mut con, "lock:job"), Some(fence));
     let mut next = Waiter::queue(&server, &mut con, "lock:job", "next", &[]);
 
     signal(&heartbeat.0, "-STOP");
     thread::sleep(Duration::from_millis(20));
-    let lease_end = expire_time(&mut con, "lock:job");
-    assert!(lease_end > now_ms(), "still held when the pause began");
-    let quarantine_end = lease_end + DELAY;
+    let mut raw = RawClient::connect(server.port);
+    assert_eq!(
+        testkit::fence(&mut con, "lock:job"),
+        Some(fence),
+        "still held when the pause began"
+    );
+    let (lease_end, quarantine_end) = lease_and_quarantine_end(&mut raw, "lock:job", DELAY);
     let _: Vec<String> = lines.try_iter().collect();
     // Well past its lease, nobody could take the lock.
     while now_ms() < lease_end + 400 {
@@ -1163,7 +1261,6 @@ fn a_holder_paused_past_its_lease_is_not_overlapped_during_the_lock_delay() {
         "learned it within the delay: {}",
         quarantine_end - learned_at
     );
-    let mut raw = RawClient::connect(server.port);
     let pairs = info_pairs(&mut raw, "lock:job");
     assert_eq!(text(field(&pairs, "mode")).as_deref(), Some("quarantined"));
     assert_eq!(int_field(&pairs, "holders"), 0);
@@ -1196,18 +1293,24 @@ fn fencelock_lock_delay_is_the_default_stored_with_each_grant() {
     let mut con = server.connect();
     let mut raw = RawClient::connect(server.port);
     assert_eq!(config_get(&mut con, "fencelock.lock-delay"), "0");
-    // Default 0: a lease that ran out leaves the key free.
-    hold(&mut con, "lock:default", 100, &[]);
-    // Granted under 400: quarantined after its lease even once the default changed.
+    hold(&mut con, "lock:default", 300, &[]);
     config_set(&mut con, "fencelock.lock-delay", "400").unwrap();
     assert_eq!(config_get(&mut con, "fencelock.lock-delay"), "400");
-    hold(&mut con, "lock:configured", 100, &[]);
-    hold(&mut con, "lock:explicit-0", 100, &["LOCKDELAY", "0"]);
+    hold(&mut con, "lock:configured", 300, &[]);
+    hold(&mut con, "lock:explicit-0", 300, &["LOCKDELAY", "0"]);
     config_set(&mut con, "fencelock.lock-delay", "0").unwrap();
-    // Granted under 0, before the default became 60 s.
-    hold(&mut con, "lock:before", 100, &[]);
+    hold(&mut con, "lock:before", 300, &[]);
     config_set(&mut con, "fencelock.lock-delay", "60000").unwrap();
-    let lease_end = expire_time(&mut con, "lock:configured");
+    // Each holding keeps the delay it was granted with.
+    for (key, delay) in [
+        ("lock:default", 0),
+        ("lock:configured", 400),
+        ("lock:explicit-0", 0),
+        ("lock:before", 0),
+    ] {
+        lease_and_quarantine_end(&mut raw, key, delay);
+    }
+    let (lease_end, _) = lease_and_quarantine_end(&mut raw, "lock:configured", 400);
     sleep_until_ms(lease_end + 50);
     for key in ["lock:default", "lock:explicit-0", "lock:before"] {
         assert!(acquire(&mut con, key, 1_000, &[]).is_some(), "{key} free");
@@ -1218,26 +1321,27 @@ fn fencelock_lock_delay_is_the_default_stored_with_each_grant() {
         Some("quarantined")
     );
     let left = pttl(&mut con, "lock:configured");
-    assert!(left > 0 && left <= 350 + 20, "{left}");
-    // Bounds: 0..=30 days, as Redis refuses any out-of-range module config.
-    for bad in ["-1", "2592000001", "abc"] {
-        assert!(
-            config_set(&mut con, "fencelock.lock-delay", bad).is_err(),
-            "{bad}"
-        );
-    }
-    assert_eq!(config_get(&mut con, "fencelock.lock-delay"), "60000");
+    assert!(left > 0 && left <= 355, "{left}");
     config_set(&mut con, "fencelock.lock-delay", "2592000000").unwrap();
     // Used, it is capped at fencelock.max-ttl.
     config_set(&mut con, "fencelock.max-ttl", "1000").unwrap();
-    hold(&mut con, "lock:capped", 100, &[]);
-    sleep_until_ms(expire_time(&mut con, "lock:capped") + 50);
+    hold(&mut con, "lock:capped", 300, &[]);
+    let (lease_end, _) = lease_and_quarantine_end(&mut raw, "lock:capped", 1_000);
+    sleep_until_ms(lease_end + 50);
     assert_eq!(
         info_mode(&mut raw, "lock:capped").as_deref(),
         Some("quarantined")
     );
     let left = pttl(&mut con, "lock:capped");
     assert!(left > 0 && left <= 1_000, "capped at max-ttl: {left}");
+    // Bounds: 0..=30 days, as Redis refuses any out-of-range module config.
+    for bad in ["-1", "2592000001", "abc"] {
+        assert!(
+            config_set(&mut con, "fencelock.lock-delay", bad).is_err(),
+            "CONFIG SET fencelock.lock-delay {bad} was accepted"
+        );
+    }
+    assert_eq!(config_get(&mut con, "fencelock.lock-delay"), "2592000000");
 }
 
 // ---------------------------------------------------------------------------------
