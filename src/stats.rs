@@ -14,6 +14,10 @@ impl Counter {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -43,6 +47,12 @@ pub static GUARD_REFUSED: Counter = Counter::new();
 pub static FENCED: Counter = Counter::new();
 /// `LOCK.FENCED` calls refused with STALE.
 pub static FENCED_STALE: Counter = Counter::new();
+
+/// `LOCK.KEEPALIVE` calls, and the holdings they kept.
+pub static KEEPALIVES: Counter = Counter::new();
+pub static KEPT_ALIVE: Counter = Counter::new();
+/// `LOCK.CLOSE` calls.
+pub static CLOSES: Counter = Counter::new();
 
 /// Lock values currently in the keyspace (held locks, counting leases Redis has not
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which

@@ -15,6 +15,7 @@ use crate::rm::acl::Access;
 use crate::rm::argv::Command;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
+use crate::stats;
 
 pub struct Close;
 
@@ -47,6 +48,7 @@ impl Command for Close {
                 }
             }
         });
+        stats::CLOSES.bump();
         Ok(RedisValue::Integer(released))
     }
 }

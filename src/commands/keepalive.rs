@@ -18,6 +18,7 @@ use crate::rm::acl::Access;
 use crate::rm::argv::Command;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
+use crate::stats;
 
 const NAME: &str = "lock.keepalive";
 
@@ -56,6 +57,8 @@ impl Command for KeepAlive {
                 }
             }
         });
+        stats::KEEPALIVES.bump();
+        stats::KEPT_ALIVE.add(u64::try_from(kept).unwrap_or(0));
         Ok(RedisValue::Integer(kept))
     }
 }

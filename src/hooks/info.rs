@@ -4,6 +4,7 @@
 use std::ffi::CStr;
 
 use crate::blocking;
+use crate::keyspace::sessions;
 use crate::node_fence;
 use crate::rm::server;
 use crate::stats;
@@ -27,11 +28,19 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"guard_refused", as_i64(stats::GUARD_REFUSED.get())),
         (c"fenced", as_i64(stats::FENCED.get())),
         (c"fenced_stale", as_i64(stats::FENCED_STALE.get())),
+        (c"keepalives", as_i64(stats::KEEPALIVES.get())),
+        (c"kept_alive", as_i64(stats::KEPT_ALIVE.get())),
+        (c"closes", as_i64(stats::CLOSES.get())),
         (
             c"waiters",
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
         ),
         (c"held_locks", stats::LIVE_LOCKS.get()),
+        // Sessions the index knows keys of (some may have just lost their last holding).
+        (
+            c"sessions",
+            i64::try_from(sessions::count()).unwrap_or(i64::MAX),
+        ),
         // A missing fence mark admits no fence below this (0 until a mark is evicted).
         (c"mark_floor", as_i64(node_fence::mark_floor())),
         // 1: maxmemory is set with a policy that may evict locks or fence marks.
