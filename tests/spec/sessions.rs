@@ -938,6 +938,11 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
         0,
         "its token holds nothing"
     );
+    assert_eq!(
+        raw.call_str(&["LOCK.GUARD", "lock:k", &token, "SET", "guarded", "1"]),
+        err("NOTHELD this token does not hold the lock")
+    );
+    assert_eq!(int(&mut con, &["EXISTS", "guarded"]), 0);
     assert_eq!(keepalive(&mut con, "s", 1_000), 0);
     assert_eq!(held(&mut con, "s"), []);
     assert_eq!(testkit::fence(&mut con, "lock:k"), None);
