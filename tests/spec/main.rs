@@ -15,5 +15,6 @@ mod guard;
 mod hardening;
 mod inner_commands;
 mod out_of_memory;
+mod sessions;
 mod shared;
 mod watch;
