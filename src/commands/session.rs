@@ -8,11 +8,11 @@ use std::collections::HashMap;
 
 use fencelock_core::args::parse_session;
 use fencelock_core::error::{no_permission, CommandError};
+use fencelock_core::holding::MAX_TOKEN_BYTES;
 use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisError, RedisString};
 
-use crate::config;
 use crate::keyspace::sessions::{self, SessionKey};
 use crate::rm::acl::{Access, CallingUser};
 use crate::rm::clock;
@@ -29,9 +29,11 @@ pub struct Found {
     pub deadline_ms: Option<i64>,
 }
 
-/// The session argument, checked like `LOCK.ACQUIRE … SESSION` checks it.
+/// The session argument: any a holding can carry, so that a session acquired under a
+/// larger `fencelock.max-token-length` is still kept alive, listed and closed (one that
+/// holds nothing here simply finds nothing).
 pub fn parse(session: &RedisString) -> Result<&[u8], CommandError> {
-    parse_session(session.as_slice(), config::limits().max_token_length)
+    parse_session(session.as_slice(), MAX_TOKEN_BYTES)
 }
 
 /// The live holdings of `session` on this server, in grant order (ascending fence).

@@ -16,5 +16,6 @@ mod hardening;
 mod inner_commands;
 mod out_of_memory;
 mod sessions;
+mod sessions_found;
 mod shared;
 mod watch;
