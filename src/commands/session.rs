@@ -9,10 +9,13 @@ use std::collections::HashMap;
 use fencelock_core::args::parse_session;
 use fencelock_core::error::{no_permission, CommandError};
 use fencelock_core::holding::MAX_TOKEN_BYTES;
+use fencelock_core::lock;
 use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisError, RedisString};
 
+use crate::blocking;
+use crate::keyspace::effects::{self, Change};
 use crate::keyspace::sessions::{self, SessionKey};
 use crate::rm::acl::{Access, CallingUser};
 use crate::rm::clock;
@@ -122,8 +125,37 @@ pub fn in_each_db<T>(
     }
 }
 
+/// Runs `change` on each holding of `found` that still holds (the key open for writing,
+/// its ended shared holders dropped first), key by key in grant order; returns how many
+/// it changed. What `LOCK.KEEPALIVE` and `LOCK.CLOSE` do to each.
+pub fn change_each(
+    ctx: &Context,
+    found: Vec<Found>,
+    mut change: impl FnMut(&Context, &mut LockKey, &[u8]) -> Result<Change, CommandError>,
+) -> i64 {
+    let now_ms = clock::command_ms();
+    let mut changed = 0;
+    in_each_db(ctx, by_key(found), |ctx, key, holdings| {
+        let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+        let mut open = LockKey::open(ctx, &name, true);
+        if effects::drop_ended(ctx, &mut open, now_ms).is_err() {
+            return;
+        }
+        for holding in holdings {
+            if !lock::is_holder(open.lock().ok().flatten(), &holding.token, now_ms) {
+                continue;
+            }
+            if let Ok(done) = change(ctx, &mut open, &holding.token) {
+                blocking::after(ctx, &mut open, done);
+                changed += 1;
+            }
+        }
+    });
+    changed
+}
+
 /// The holdings grouped by key, each group where its first holding stands.
-pub fn by_key(found: Vec<Found>) -> Vec<(SessionKey, Vec<Found>)> {
+fn by_key(found: Vec<Found>) -> Vec<(SessionKey, Vec<Found>)> {
     let mut groups: Vec<(SessionKey, Vec<Found>)> = Vec::new();
     let mut at: HashMap<SessionKey, usize> = HashMap::new();
     for holding in found {

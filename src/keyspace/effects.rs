@@ -161,24 +161,14 @@ pub fn extend(
     let Some(set) = key.shared_mut() else {
         return extend_exclusive(ctx, key, token, deadline_ms);
     };
-    let (fence, session, lock_delay_ms) = set
+    let carried = set
         .holder(token)
-        .map(|holder| {
-            let holding = holder.holding();
-            let (session, delay) = holding.extras();
-            (holding.fence(), session.map(Cow::into_owned), delay)
-        })
+        .map(|holder| Carried::of(holder.holding()))
         .ok_or(CommandError::WriteFailed)?;
     set.set_deadline(token, deadline_ms);
     let mode = set.mode();
     follow_latest_lease(key)?;
-    let extras = Extras {
-        session: session.as_deref(),
-        lock_delay_ms,
-    };
-    propagate(ctx, || {
-        replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
-    });
+    carried.propagate(ctx, name, token, deadline_ms, mode);
     Ok(announce_extended(ctx, name))
 }
 
@@ -198,34 +188,54 @@ fn extend_exclusive(
     let delay = lock_delay(holding);
     let delayed = holding.lease_end_ms().is_some().then(|| {
         holding.set_lease_end(deadline_ms);
-        let (session, lock_delay_ms) = holding.extras();
-        (holding.fence(), session.map(Cow::into_owned), lock_delay_ms)
+        Carried::of(holding)
     });
     let expires_at = deadline_ms.saturating_add(delay);
     if !key.set_deadline(expires_at) {
         return Err(CommandError::WriteFailed);
     }
     match delayed {
-        Some((fence, session, lock_delay_ms)) => {
-            let extras = Extras {
-                session: session.as_deref(),
-                lock_delay_ms,
-            };
-            propagate(ctx, || {
-                replicate::grant(
-                    ctx,
-                    name,
-                    token,
-                    fence,
-                    deadline_ms,
-                    Mode::Exclusive,
-                    extras,
-                )
-            });
-        }
+        Some(carried) => carried.propagate(ctx, name, token, deadline_ms, Mode::Exclusive),
         None => propagate(ctx, || replicate::deadline(ctx, name, expires_at)),
     }
     Ok(announce_extended(ctx, name))
+}
+
+/// What a holding's `LOCK.APPLY` carries besides its token and deadline, copied out so
+/// that the key can be written meanwhile.
+struct Carried {
+    fence: u64,
+    session: Option<Vec<u8>>,
+    lock_delay_ms: u64,
+}
+
+impl Carried {
+    fn of(holding: &Holding) -> Self {
+        let (session, lock_delay_ms) = holding.extras();
+        Carried {
+            fence: holding.fence(),
+            session: session.map(Cow::into_owned),
+            lock_delay_ms,
+        }
+    }
+
+    /// Propagates the holding as `LOCK.APPLY key token fence PXAT deadline …`.
+    fn propagate(
+        &self,
+        ctx: &Context,
+        name: &RedisString,
+        token: &[u8],
+        deadline: i64,
+        mode: Mode,
+    ) {
+        let extras = Extras {
+            session: self.session.as_deref(),
+            lock_delay_ms: self.lock_delay_ms,
+        };
+        propagate(ctx, || {
+            replicate::grant(ctx, name, token, self.fence, deadline, mode, extras)
+        });
+    }
 }
 
 /// A holding's lock-delay in ms, as a key's expiry adds it.
