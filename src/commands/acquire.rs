@@ -122,6 +122,10 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
     }
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
+        .filter(|deadline| {
+            let delay = i64::try_from(request.lock_delay_ms).unwrap_or(i64::MAX);
+            deadline.checked_add(delay).is_some()
+        })
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let asked = AcquireRequest {
         token,

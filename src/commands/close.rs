@@ -25,7 +25,9 @@ impl Command for Close {
         };
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, Access::Write)?;
+        // Ending its waits touches the queues of those keys too.
+        let waited_for = blocking::session_wait_keys(session);
+        check_permissions(ctx, &found, &waited_for, Access::Write)?;
         blocking::end_session_waits(ctx, session);
         let released = change_each(ctx, found, effects::release);
         stats::CLOSES.bump();

@@ -33,7 +33,7 @@ impl Command for KeepAlive {
         let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms).map_err(to_redis)?;
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, Access::Write)?;
+        check_permissions(ctx, &found, &[], Access::Write)?;
         let now_ms = clock::command_ms();
         let deadline = lock::lease_deadline(now_ms, ttl_ms, limits.max_ttl_ms)
             .ok_or(CommandError::InvalidExpire(NAME))

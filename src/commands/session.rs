@@ -84,20 +84,24 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
     found
 }
 
-/// Refuses the command unless the calling user may `access` every key of `found`:
-/// Redis's `NOPERM` reply, naming the first key refused.
-pub fn check_permissions(ctx: &Context, found: &[Found], access: Access) -> Result<(), RedisError> {
+/// Refuses the command unless the calling user may `access` every key of `found`, and
+/// every one of `also` (keys it would touch besides): Redis's `NOPERM` reply, naming the
+/// first key refused.
+pub fn check_permissions(
+    ctx: &Context,
+    found: &[Found],
+    also: &[Vec<u8>],
+    access: Access,
+) -> Result<(), RedisError> {
     let Some(user) = CallingUser::of(ctx) else {
         return Ok(());
     };
-    match found
+    let mut names = found
         .iter()
-        .find(|holding| !user.may(&holding.key.1, access))
-    {
-        Some(refused) => Err(RedisError::String(no_permission(
-            user.name(),
-            &refused.key.1,
-        ))),
+        .map(|holding| &*holding.key.1)
+        .chain(also.iter().map(Vec::as_slice));
+    match names.find(|name| !user.may(name, access)) {
+        Some(refused) => Err(RedisError::String(no_permission(user.name(), refused))),
         None => Ok(()),
     }
 }

@@ -185,12 +185,14 @@ fn extend_exclusive(
     let Some(holding) = key.exclusive_mut() else {
         return Err(CommandError::WriteFailed);
     };
-    let delay = lock_delay(holding);
+    // A lease whose key could not outlast it by the delay is refused, never cut short.
+    let expires_at = deadline_ms
+        .checked_add(lock_delay(holding))
+        .ok_or(CommandError::InvalidExpire("lock.refresh"))?;
     let delayed = holding.lease_end_ms().is_some().then(|| {
         holding.set_lease_end(deadline_ms);
         Carried::of(holding)
     });
-    let expires_at = deadline_ms.saturating_add(delay);
     if !key.set_deadline(expires_at) {
         return Err(CommandError::WriteFailed);
     }
