@@ -317,11 +317,7 @@ fn a_lease_whose_key_cannot_outlast_it_by_the_delay_is_refused() {
         .arg(10_000_000_000_000i64)
         .query(&mut con);
     assert!(refresh.is_err(), "{refresh:?}");
-    assert_eq!(
-        fence_of(&mut con, "lock:o", "t").is_some(),
-        true,
-        "still held"
-    );
+    assert!(fence_of(&mut con, "lock:o", "t").is_some(), "still held");
 }
 
 #[test]
@@ -402,5 +398,5 @@ fn a_script_that_releases_and_closes_never_hands_out_a_grant_it_took_back() {
         .map(|(t, f)| (t.to_vec(), f))
         .expect("w2");
     assert_eq!(token, b"w2");
-    assert_eq!(fence_of(&mut con, "lock:p", "w2").is_some(), true);
+    assert!(fence_of(&mut con, "lock:p", "w2").is_some());
 }
