@@ -1,5 +1,5 @@
 # Reliability suite (tests/faults/, and tests/spec/acl.rs), included by the Makefile.
-#   make soak       every fault scenario at full length (~10 minutes); the measured
+#   make soak       every fault scenario at full length (~13 minutes); the measured
 #                   figures are collected in target/reliability-report.md
 #   make fuzz       property tests of the argument parser (core/tests/parser.rs) with
 #                   many cases

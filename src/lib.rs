@@ -266,7 +266,8 @@ const CONFIGS: [Setting; 5] = [
         value: &config::LOCK_DELAY_MS,
         default: 0,
         min: 0,
-        max: i64::MAX,
+        // The longest lease by default; a lower `max-ttl` caps it where it is used.
+        max: fencelock_core::limits::DEFAULT_MAX_TTL_MS,
     },
 ];
 

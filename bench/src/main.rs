@@ -3,11 +3,12 @@
 //! same key work and nothing else), side by side, in one run. Starts its own server
 //! with the module and the floor module (persistence off, through `testkit`; Redis
 //! 7.0, Redis 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle,
-//! contention on one key, memory, where the server's time goes per command and how
+//! contention on one key, memory, where the server's time goes per command, how
 //! that cost grows with holders, waiters and held locks (the cost curves, on servers of
-//! their own), with every comparison alternating within each repetition, then prints a
-//! table and writes `report.json`, `report.md`, `bench.svg` and `curves.svg` (see
-//! `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
+//! their own) and what sessions cost (`LOCK.KEEPALIVE` against pipelined refreshes,
+//! memory per session holding), with every comparison alternating within each
+//! repetition, then prints a table and writes `report.json`, `report.md`, `bench.svg`
+//! and `curves.svg` (see `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
 //! docs/bench.svg and docs/curves.svg. With the `peers` feature (`make bench-peers`)
 //! it also runs fencelock side by side with etcd.
 //!

@@ -13,6 +13,7 @@ pub mod machine;
 pub mod memory;
 pub mod peers;
 pub mod profile;
+pub mod sessions;
 pub mod throughput;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,7 @@ use machine::{Machine, Natives};
 use memory::MemoryResult;
 use peers::PeersResult;
 use profile::ProfileResult;
+use sessions::SessionsResult;
 use throughput::GroupResult;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,6 +46,10 @@ pub struct Results {
     /// `None` when not run, and in a report.json written before the curves existed.
     #[serde(default)]
     pub curves: Option<CurvesResult>,
+    /// `LOCK.KEEPALIVE` against pipelined refreshes, and memory per session holding;
+    /// `None` when not run, and in a report.json written before sessions existed.
+    #[serde(default)]
+    pub sessions: Option<SessionsResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the

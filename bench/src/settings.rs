@@ -20,8 +20,8 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
   --only    comma-separated scenarios to run: throughput, contention, memory, profile,
-            curves, peers (etcd side by side; built with the `peers` feature only: make
-            bench-peers) (default all those built in)
+            curves, sessions, peers (etcd side by side; built with the `peers` feature
+            only: make bench-peers) (default all those built in)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
   The modules loaded are FENCELOCK_MODULE and FENCELOCK_FLOOR_MODULE, else the release
@@ -42,6 +42,8 @@ pub enum Scenario {
     Peers,
     /// Server CPU per command as holders, waiters and held locks grow.
     Curves,
+    /// `LOCK.KEEPALIVE` against pipelined refreshes, and memory per session holding.
+    Sessions,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -70,6 +72,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
             "peers: this build has no etcd client (feature `peers`): run `make bench-peers`".into(),
         ),
         "curves" => Ok(Scenario::Curves),
+        "sessions" => Ok(Scenario::Sessions),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -91,6 +94,7 @@ impl Settings {
                 #[cfg(feature = "peers")]
                 Scenario::Peers,
                 Scenario::Curves,
+                Scenario::Sessions,
             ],
             workload: Workload {
                 smoke: false,

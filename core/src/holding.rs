@@ -1,11 +1,14 @@
 //! A holding (token + fence, and optionally its session and lock-delay) packed into one
 //! small allocation, the value Redis keeps for every held lock. Pure: no Redis types.
 //!
-//! Layout: `fence: u64 LE | header: u16 LE | token bytes | [lock-delay: u64 LE] |
-//! [session header: u16 LE | session bytes]`. The header's low 13 bits are the stored
+//! Layout: `fence: u64 LE | header: u16 LE | token bytes | [lock-delay: u64 LE, lease
+//! end: i64 LE] | [session header: u16 LE | session bytes]`. The header's low 13 bits are the stored
 //! token length; its top bit marks a *compact* token: 32 lowercase hex characters (every
 //! server-generated token) stored as their 16 raw bytes. Bit 14 says a session follows,
-//! bit 13 a lock-delay; a holding without either is exactly what it was before sessions
+//! bit 13 a lock-delay (with it, an exclusive holding's lease end, Unix ms: its key lasts
+//! the delay longer, so the key's expiry cannot say when the lease ends, and a hand-set
+//! `PEXPIRE` must not bring an ended lease back); a holding without either is exactly
+//! what it was before sessions
 //! (a generated lock costs 26 bytes, one 32-byte allocator slot). The session header is
 //! the token's again (compact bit, length), so a 32-hex session costs 18 bytes.
 
@@ -20,7 +23,9 @@ const COMPACT: u16 = 0x8000;
 const HAS_SESSION: u16 = 0x4000;
 const HAS_LOCK_DELAY: u16 = 0x2000;
 const LENGTH_BITS: u16 = 0x1fff;
-const DELAY_BYTES: usize = 8;
+/// The lock-delay and the lease end.
+const DELAY_BYTES: usize = 16;
+const DELAY_VALUE_BYTES: usize = 8;
 const SESSION_HEADER_BYTES: usize = 2;
 /// Longest token (or session) a holding can store (13 bits of length).
 pub const MAX_TOKEN_BYTES: usize = LENGTH_BITS as usize;
@@ -96,6 +101,8 @@ impl Holding {
         bytes.extend_from_slice(stored);
         if extras.lock_delay_ms > 0 {
             bytes.extend_from_slice(&extras.lock_delay_ms.to_le_bytes());
+            // Until set (`set_lease_end`): a lease that never ends before its key.
+            bytes.extend_from_slice(&i64::MAX.to_le_bytes());
         }
         if let Some((session, session_flag)) = session {
             let session_len = stored_length(&session)?;
@@ -113,13 +120,6 @@ impl Holding {
             return None;
         }
         Self::pack_with(token, fence, extras)
-    }
-
-    /// The same holding under another session and lock-delay (a renewal keeps the token
-    /// and fence).
-    pub fn with_extras(&self, extras: Extras) -> Option<Box<Holding>> {
-        let flag = self.header() & COMPACT;
-        Self::pack_stored(self.stored_token(), flag, self.fence(), extras)
     }
 
     fn from_boxed_bytes(bytes: Box<[u8]>) -> Box<Holding> {
@@ -214,11 +214,34 @@ impl Holding {
             return 0;
         }
         let start = self.extras_start();
-        let mut delay = [0u8; DELAY_BYTES];
-        if let Some(bytes) = self.0.get(start..start + DELAY_BYTES) {
+        let mut delay = [0u8; DELAY_VALUE_BYTES];
+        if let Some(bytes) = self.0.get(start..start + DELAY_VALUE_BYTES) {
             delay.copy_from_slice(bytes);
         }
         u64::from_le_bytes(delay)
+    }
+
+    /// When an exclusive holding with a lock-delay stops holding (Unix ms); `None`
+    /// without a lock-delay (its key's expiry says it).
+    pub fn lease_end_ms(&self) -> Option<i64> {
+        if self.header() & HAS_LOCK_DELAY == 0 {
+            return None;
+        }
+        let start = self.extras_start() + DELAY_VALUE_BYTES;
+        let mut end = [0u8; 8];
+        end.copy_from_slice(self.0.get(start..start + 8)?);
+        Some(i64::from_le_bytes(end))
+    }
+
+    /// Sets the lease end of a holding with a lock-delay (nothing without one).
+    pub fn set_lease_end(&mut self, end_ms: i64) {
+        if self.header() & HAS_LOCK_DELAY == 0 {
+            return;
+        }
+        let start = self.extras_start() + DELAY_VALUE_BYTES;
+        if let Some(bytes) = self.0.get_mut(start..start + 8) {
+            bytes.copy_from_slice(&end_ms.to_le_bytes());
+        }
     }
 
     /// What the holding carries besides token and fence, borrowed.
@@ -299,6 +322,17 @@ impl Holding {
         let len = Self::raw_len(ptr);
         let bytes = std::slice::from_raw_parts(ptr, len);
         &*(bytes as *const [u8] as *const Holding)
+    }
+
+    /// Borrows the holding behind a pointer made by `into_raw`, to change it in place.
+    ///
+    /// # Safety
+    /// `ptr` must come from `into_raw`, not have been freed, and not be borrowed
+    /// elsewhere while the returned reference lives.
+    pub unsafe fn from_raw_mut<'a>(ptr: *mut u8) -> &'a mut Holding {
+        let len = Self::raw_len(ptr);
+        let bytes = std::slice::from_raw_parts_mut(ptr, len);
+        &mut *(bytes as *mut [u8] as *mut Holding)
     }
 
     /// Frees a holding made by `into_raw`.
@@ -489,11 +523,16 @@ mod tests {
         };
         let generated = token::Generated::fresh();
         let holding = Holding::pack_generated(&generated, 9, extras).unwrap();
-        assert_eq!(holding.allocated_bytes(), 26 + 8 + 18, "compact session");
+        assert_eq!(holding.allocated_bytes(), 26 + 16 + 18, "compact session");
         assert_eq!(holding.token().as_ref(), generated.hex());
         assert_eq!(holding.fence(), 9);
         assert_eq!(holding.session().as_deref(), Some(session.as_slice()));
         assert_eq!(holding.lock_delay_ms(), 5_000);
+        let mut holding = holding;
+        assert_eq!(holding.lease_end_ms(), Some(i64::MAX));
+        holding.set_lease_end(1_234);
+        assert_eq!(holding.lease_end_ms(), Some(1_234));
+        assert_eq!(holding.session().as_deref(), Some(session.as_slice()));
         assert!(holding.in_session(Some(&session)));
         assert!(!holding.in_session(None));
         assert!(!holding.in_session(Some(b"other")));
@@ -508,6 +547,7 @@ mod tests {
         .unwrap();
         assert_eq!(named.session().as_deref(), Some(&b"worker-7"[..]));
         assert_eq!(named.lock_delay_ms(), 0);
+        assert_eq!(named.lease_end_ms(), None);
         assert!(named.in_session(Some(b"worker-7")));
         assert!(!named.in_session(Some(b"worker-70")));
         let plain = Holding::pack(b"t", 3).unwrap();
@@ -524,25 +564,12 @@ mod tests {
     }
 
     #[test]
-    fn a_renewal_keeps_token_and_fence_under_new_extras() {
-        let holding = Holding::pack(b"t", 3).unwrap();
-        let moved = holding
-            .with_extras(Extras {
-                session: Some(b"s"),
-                lock_delay_ms: 7,
-            })
-            .unwrap();
-        assert!(moved.is_token(b"t") && moved.fence() == 3);
-        assert!(moved.in_session(Some(b"s")) && moved.lock_delay_ms() == 7);
-        assert!(Holding::pack_with(
-            b"t",
-            1,
-            Extras {
-                session: Some(b""),
-                lock_delay_ms: 0
-            }
-        )
-        .is_none());
+    fn an_empty_session_is_refused() {
+        let empty = Extras {
+            session: Some(b""),
+            lock_delay_ms: 0,
+        };
+        assert!(Holding::pack_with(b"t", 1, empty).is_none());
     }
 
     #[test]

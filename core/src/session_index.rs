@@ -18,7 +18,84 @@ use crate::capacity::trim;
 /// Sessions by name, each with the keys that may hold its holdings.
 #[derive(Debug)]
 pub struct SessionIndex<K> {
-    sessions: HashMap<Box<[u8]>, HashSet<K>>,
+    sessions: HashMap<Box<[u8]>, Keys<K>>,
+}
+
+/// A session's keys: most sessions of a worker that holds one lock have one, kept
+/// without a table of its own (a one-entry set costs over a hundred bytes).
+#[derive(Debug)]
+enum Keys<K> {
+    One(K),
+    Many(HashSet<K>),
+}
+
+impl<K: Hash + Eq + Clone> Keys<K> {
+    fn contains(&self, key: &K) -> bool {
+        match self {
+            Keys::One(one) => one == key,
+            Keys::Many(keys) => keys.contains(key),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Keys::One(_) => 1,
+            Keys::Many(keys) => keys.len(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = &K> + '_> {
+        match self {
+            Keys::One(one) => Box::new(std::iter::once(one)),
+            Keys::Many(keys) => Box::new(keys.iter()),
+        }
+    }
+
+    fn insert(&mut self, key: &K) {
+        match self {
+            Keys::One(one) if one == key => {}
+            Keys::One(one) => *self = Keys::Many(HashSet::from([one.clone(), key.clone()])),
+            Keys::Many(keys) => {
+                if !keys.contains(key) {
+                    keys.insert(key.clone());
+                }
+            }
+        }
+    }
+
+    /// Removes `key`; false when nothing is left.
+    fn remove(&mut self, key: &K) -> bool {
+        match self {
+            Keys::One(one) => one != key,
+            Keys::Many(keys) => {
+                keys.remove(key);
+                match keys.len() {
+                    0 => false,
+                    1 => {
+                        if let Some(last) = keys.iter().next().cloned() {
+                            *self = Keys::One(last);
+                        }
+                        true
+                    }
+                    _ => {
+                        trim(keys);
+                        true
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps the keys `keep` says so of; false when nothing is left.
+    fn retain(&mut self, keep: impl Fn(&K) -> bool) -> bool {
+        match self {
+            Keys::One(one) => keep(one),
+            Keys::Many(keys) => {
+                keys.retain(|key| keep(key));
+                !keys.is_empty()
+            }
+        }
+    }
 }
 
 impl<K> Default for SessionIndex<K> {
@@ -32,14 +109,12 @@ impl<K> Default for SessionIndex<K> {
 impl<K: Hash + Eq + Clone> SessionIndex<K> {
     /// `key` holds something of `session` now.
     pub fn add(&mut self, session: &[u8], key: &K) {
-        if let Some(keys) = self.sessions.get_mut(session) {
-            if !keys.contains(key) {
-                keys.insert(key.clone());
+        match self.sessions.get_mut(session) {
+            Some(keys) => keys.insert(key),
+            None => {
+                self.sessions.insert(session.into(), Keys::One(key.clone()));
             }
-            return;
         }
-        self.sessions
-            .insert(session.into(), HashSet::from([key.clone()]));
     }
 
     /// `key` holds nothing of `session` any more.
@@ -47,34 +122,30 @@ impl<K: Hash + Eq + Clone> SessionIndex<K> {
         let Some(keys) = self.sessions.get_mut(session) else {
             return;
         };
-        keys.remove(key);
-        if keys.is_empty() {
+        if !keys.remove(key) {
             self.sessions.remove(session);
-        } else {
-            trim(keys);
+            trim(&mut self.sessions);
         }
     }
 
     /// Forgets every key `gone` says so of (a flushed database).
-    pub fn forget_keys(&mut self, mut gone: impl FnMut(&K) -> bool) {
-        self.sessions.retain(|_, keys| {
-            keys.retain(|key| !gone(key));
-            !keys.is_empty()
-        });
+    pub fn forget_keys(&mut self, gone: impl Fn(&K) -> bool) {
+        self.sessions
+            .retain(|_, keys| keys.retain(|key| !gone(key)));
         trim(&mut self.sessions);
     }
 
     /// Renames keys in place (`SWAPDB`): each key `rename` maps to another.
     pub fn rename_keys(&mut self, rename: impl Fn(&K) -> Option<K>) {
         for keys in self.sessions.values_mut() {
-            let moved: Vec<(K, K)> = keys
+            let renamed: Vec<K> = keys
                 .iter()
-                .filter_map(|key| rename(key).map(|to| (key.clone(), to)))
+                .map(|key| rename(key).unwrap_or_else(|| key.clone()))
                 .collect();
-            for (from, _) in &moved {
-                keys.remove(from);
-            }
-            keys.extend(moved.into_iter().map(|(_, to)| to));
+            *keys = match renamed.as_slice() {
+                [one] => Keys::One(one.clone()),
+                _ => Keys::Many(renamed.into_iter().collect()),
+            };
         }
     }
 
@@ -86,6 +157,13 @@ impl<K: Hash + Eq + Clone> SessionIndex<K> {
             .unwrap_or_default()
     }
 
+    /// Whether `key` is indexed for `session`.
+    pub fn has(&self, session: &[u8], key: &K) -> bool {
+        self.sessions
+            .get(session)
+            .is_some_and(|keys| keys.contains(key))
+    }
+
     /// Sessions with at least one key here.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
@@ -93,7 +171,7 @@ impl<K: Hash + Eq + Clone> SessionIndex<K> {
 
     /// Keys indexed across all sessions.
     pub fn entries(&self) -> usize {
-        self.sessions.values().map(HashSet::len).sum()
+        self.sessions.values().map(Keys::len).sum()
     }
 }
 
@@ -114,6 +192,7 @@ mod tests {
         assert_eq!((index.sessions(), index.entries()), (2, 3));
         index.forget(b"s", &"a");
         index.forget(b"s", &"b");
+        assert!(index.has(b"t", &"a") && !index.has(b"s", &"b"));
         index.forget(b"s", &"b");
         assert!(index.keys(b"s").is_empty());
         assert_eq!(index.sessions(), 1);

@@ -133,6 +133,10 @@ pub struct SharedHolders {
     tag: u64,
     /// 0: plain `SHARED`; n: a semaphore of n.
     limit: u32,
+    /// How many holders belong to a session, and how many have a lock-delay: while
+    /// none do, `LOCK.INFO` counts them without walking the set.
+    in_sessions: u32,
+    delayed: u32,
     /// When the module's lease-end timer for this set fires (0: none armed). Kept at or
     /// before the earliest holder's end (+1 ms): a deadline set earlier forgets it. So
     /// until then no holder has ended, which spares the write paths a look. Not saved.
@@ -149,6 +153,8 @@ impl SharedHolders {
         Box::new(SharedHolders {
             tag: SHARED_TAG,
             limit: mode.stored_limit(),
+            in_sessions: 0,
+            delayed: 0,
             watched_at: 0,
             store: Store::List(HolderList::default()),
         })
@@ -181,9 +187,60 @@ impl SharedHolders {
         self.len() - ended
     }
 
-    /// How many holders hold (their lease has not ended); walks the set.
+    /// How many holders hold (their lease has not ended); walks the set only when some
+    /// holder has a lock-delay (and may take its room without holding).
     pub fn holding_count(&self, now_ms: i64) -> usize {
+        if self.delayed == 0 {
+            return self.live_count(now_ms);
+        }
         self.all().filter(|h| h.is_live(now_ms)).count()
+    }
+
+    /// Whether some holder belongs to a session.
+    pub fn has_sessions(&self) -> bool {
+        self.in_sessions > 0
+    }
+
+    /// Whether some holder has a lock-delay.
+    pub fn has_lock_delays(&self) -> bool {
+        self.delayed > 0
+    }
+
+    /// The latest lease end among the holders (the key outlasts it by a lock-delay);
+    /// walks the set only when some holder has one.
+    pub fn latest_lease(&self) -> Option<i64> {
+        if self.delayed == 0 {
+            return self.latest_deadline();
+        }
+        self.all().map(SharedHolder::deadline_ms).max()
+    }
+
+    /// How many live holders belong to a session; walks the set only when some do.
+    pub fn in_session_count(&self, now_ms: i64) -> usize {
+        if self.in_sessions == 0 {
+            return 0;
+        }
+        self.all()
+            .filter(|h| h.is_live(now_ms) && h.holding().has_session())
+            .count()
+    }
+
+    /// Keeps the counts of session and lock-delay holders as `holding` joins (`+1`) or
+    /// leaves (`-1`).
+    fn count(&mut self, holding: &Holding, joins: bool) {
+        let step = |count: &mut u32| {
+            *count = if joins {
+                count.saturating_add(1)
+            } else {
+                count.saturating_sub(1)
+            }
+        };
+        if holding.has_session() {
+            step(&mut self.in_sessions);
+        }
+        if holding.lock_delay_ms() > 0 {
+            step(&mut self.delayed);
+        }
     }
 
     /// The live holder with `token`.
@@ -230,6 +287,7 @@ impl SharedHolders {
         if on_store!(&self.store, contains_fence(holding.fence())) {
             return Err(FenceTaken);
         }
+        self.count(&holding, true);
         let holder = SharedHolder::new(holding, deadline_ms);
         let occupied_until_ms = holder.occupied_until_ms;
         on_store!(&mut self.store, insert(holder));
@@ -299,6 +357,9 @@ impl SharedHolders {
     pub fn remove(&mut self, token: &[u8]) -> Option<SharedHolder> {
         let fence = self.fence_of(token)?;
         let removed = on_store!(&mut self.store, remove(fence));
+        if let Some(holder) = &removed {
+            self.count(holder.holding(), false);
+        }
         self.shrink();
         removed
     }
@@ -315,10 +376,13 @@ impl SharedHolders {
             return Vec::new();
         }
         fences.sort_unstable();
-        let ended = fences
+        let ended: Vec<SharedHolder> = fences
             .into_iter()
             .filter_map(|fence| on_store!(&mut self.store, remove(fence)))
             .collect();
+        for holder in &ended {
+            self.count(holder.holding(), false);
+        }
         self.shrink();
         ended
     }

@@ -64,6 +64,16 @@ impl LockValue {
         unsafe { Self::is_shared(ptr).then(|| &mut *ptr.cast::<SharedHolders>()) }
     }
 
+    /// The exclusive holding behind a pointer made by `into_raw`, to change it in place;
+    /// `None` for a shared set.
+    ///
+    /// # Safety
+    /// As `shared_mut`.
+    pub unsafe fn exclusive_mut<'a>(ptr: *mut u8) -> Option<&'a mut Holding> {
+        // SAFETY: the caller's contract.
+        unsafe { (!Self::is_shared(ptr)).then(|| Holding::from_raw_mut(ptr)) }
+    }
+
     /// Frees a value made by `into_raw`.
     ///
     /// # Safety
@@ -88,15 +98,11 @@ impl LockValue {
 }
 
 impl<'a> LockRef<'a> {
-    /// An exclusive holding read with its key's expiry (`None`: permanent): quarantined
-    /// once `now_ms` is past the lease, which ends the holding's lock-delay before the
-    /// key does.
-    pub fn exclusive(holding: &'a Holding, key_expires_at: Option<i64>, now_ms: i64) -> Self {
-        let delay = i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX);
-        match key_expires_at {
-            Some(at) if delay > 0 && now_ms > at.saturating_sub(delay) => {
-                LockRef::Quarantined(holding)
-            }
+    /// An exclusive holding as it stands at `now_ms`: quarantined once past the lease
+    /// end a holding with a lock-delay keeps (its key lasts the delay longer).
+    pub fn exclusive(holding: &'a Holding, now_ms: i64) -> Self {
+        match holding.lease_end_ms() {
+            Some(end) if now_ms > end => LockRef::Quarantined(holding),
             _ => LockRef::Exclusive(holding),
         }
     }
@@ -193,8 +199,9 @@ mod tests {
             },
         )
         .unwrap();
-        // The key expires at 3_000: lease until 2_000, then the delay.
-        let at = |now| LockRef::exclusive(&delayed, Some(3_000), now);
+        let mut delayed = delayed;
+        delayed.set_lease_end(2_000);
+        let at = |now| LockRef::exclusive(&delayed, now);
         assert!(!at(2_000).is_quarantined());
         assert_eq!(at(2_000).fence_of(b"w", 2_000), Some(5));
         assert!(at(2_001).is_quarantined());
@@ -202,7 +209,6 @@ mod tests {
         assert_eq!(at(2_001).visible_fence(2_001), None);
         assert_eq!(at(2_001).live_holders(2_001), 0);
         let plain = Holding::pack(b"w", 5).unwrap();
-        assert!(!LockRef::exclusive(&plain, Some(3_000), 2_500).is_quarantined());
-        assert!(!LockRef::exclusive(&delayed, None, 9_999).is_quarantined());
+        assert!(!LockRef::exclusive(&plain, 9_999).is_quarantined());
     }
 }

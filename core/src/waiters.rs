@@ -207,6 +207,15 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         taken
     }
 
+    /// The keys with a waiter that `wanted` picks, each once.
+    pub fn keys_where(&self, wanted: impl Fn(&W) -> bool) -> Vec<K> {
+        self.keys
+            .iter()
+            .filter(|(_, waiting)| waiting.queue.entries().any(|(_, waiter)| wanted(waiter)))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Takes every waiter, of any key, that `wanted` picks (`LOCK.CLOSE`: those of one
     /// session), each with the key it waited for. Walks every queue.
     pub fn take_where(&mut self, wanted: impl Fn(&W) -> bool) -> Vec<(K, C, W)> {
@@ -436,6 +445,9 @@ mod tests {
         assert_eq!(book.take_same_token(&"k", b"w"), vec![]);
         book.enqueue("j", 4, "t:x");
         book.enqueue("k", 5, "t:x");
+        let mut keys = book.keys_where(|waiter| *waiter == "t:x");
+        keys.sort();
+        assert_eq!(keys, vec!["j", "k"]);
         let mut taken = book.take_where(|waiter| *waiter == "t:x");
         taken.sort();
         assert_eq!(

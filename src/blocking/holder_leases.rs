@@ -64,9 +64,12 @@ pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
     else {
         return;
     };
-    let now = clock::now_ms();
-    let key_expires_at = key.remaining_ms().map(|left| now.saturating_add(left));
-    if key_expires_at.is_some_and(|at| at <= earliest) {
+    // The key's absolute expiry: a wall-clock now plus what Redis says is left (judged
+    // by the time the command started) would place it later by however long the command
+    // has run, and arm a timer for every lock a long command touches (`LOCK.KEEPALIVE`
+    // of thousands of holdings: Redis 7.2 and later insert each at the same
+    // millisecond, one slot further each time).
+    if key.deadline_ms().is_some_and(|at| at <= earliest) {
         return;
     }
     // A holder holds through its deadline's millisecond; it has ended one later.

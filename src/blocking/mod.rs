@@ -15,8 +15,8 @@
 //! Between a handoff and its reply the client is still blocked as far as Redis knows;
 //! `CLIENT UNBLOCK` in that window would make Redis 7.0 drop the grant unanswered, so the
 //! command filter turns it into a no-op for such clients (`reply_pending`). Inside
-//! `MULTI`, where the filter sees commands only as they are queued, a handoff waits for
-//! the end of the transaction instead.
+//! `MULTI` (where the filter sees commands only as they are queued) or a script, a
+//! handoff waits for the end of the transaction or script instead.
 //!
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
@@ -43,7 +43,7 @@ use crate::node_fence;
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
-use crate::rm::server::{client_id, in_transaction, selected_db};
+use crate::rm::server::{client_id, in_multi_or_script, selected_db};
 use crate::rm::timers::TimerId;
 use crate::stats;
 use block_timeouts::BlockTimeout;
@@ -201,12 +201,14 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     }
     let name = key.name();
     let id: KeyId = (selected_db(ctx), name.as_slice().to_vec());
-    if has_waiters(&id) && in_transaction(ctx) {
-        // After the transaction instead: a `CLIENT UNBLOCK` queued in it would otherwise
-        // meet a waiter granted but not yet answered, which the command filter cannot
-        // spare on Redis 7.0 (it sees queued commands only when they are queued), and
-        // the waiter would never be answered. Until then the lock is free with a queue,
-        // which every new acquire finds busy.
+    if has_waiters(&id) && in_multi_or_script(ctx) {
+        // After the transaction or script instead: a `CLIENT UNBLOCK` queued in it would
+        // otherwise meet a waiter granted but not yet answered, which the command filter
+        // cannot spare on Redis 7.0 (it sees queued commands only when they are queued),
+        // and the waiter would never be answered; and a later command of the same step
+        // (a `LOCK.CLOSE` of the waiter's session, a release by its token) would take
+        // the grant away before its reply is sent. Until then the lock is free with a
+        // queue, which every new acquire finds busy.
         key_changed(ctx, id.0, &id.1);
         return false;
     }
@@ -368,6 +370,18 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
         blocked::unblock::<LockWaiting>(client, Some(Delivery::Moved));
     }
     stop_abandoned_checks(ctx);
+}
+
+/// The names of the keys `session` waits for (in any database), for `LOCK.CLOSE` to
+/// check before it ends those waits.
+pub fn session_wait_keys(session: &[u8]) -> Vec<Vec<u8>> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    with_registry(|r| r.keys_where(|waiter| waiter.wanted.session.as_deref() == Some(session)))
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// `LOCK.CLOSE`: every waiting acquire of `session` is answered nil; the waiters behind

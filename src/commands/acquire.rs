@@ -9,7 +9,7 @@ use fencelock_core::args::{
 };
 use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Extras;
+use fencelock_core::holding::{Extras, MAX_TOKEN_BYTES};
 use fencelock_core::limits::Limits;
 use fencelock_core::lock::{self, Acquire as Decision, AcquireRequest};
 use fencelock_core::mode::Mode;
@@ -70,8 +70,10 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
         .transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     let mode = parse_mode(shared, limit, limits.max_holders)?;
+    // Any session a holding can carry: one over the length limit (acquired under a
+    // larger one) may only renew what it holds (checked in `acquire`).
     let session = session
-        .map(|session| parse_session(session, limits.max_token_length))
+        .map(|session| parse_session(session, MAX_TOKEN_BYTES))
         .transpose()?;
     let lock_delay_ms = match lock_delay {
         Some(delay) => parse_lock_delay(delay, NAME, limits.max_ttl_ms)?,
@@ -107,7 +109,23 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         (None, generated) => generated.as_ref().map_or(&[], Generated::hex),
     };
+    if let Some(session) = request
+        .session
+        .filter(|s| s.len() > limits.max_token_length)
+    {
+        let renews = key
+            .lock()?
+            .and_then(|held| held.holding_of(token, now_ms))
+            .is_some_and(|holding| holding.in_session(Some(session)));
+        if !renews {
+            return Err(CommandError::InvalidSession);
+        }
+    }
     let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
+        .filter(|deadline| {
+            let delay = i64::try_from(request.lock_delay_ms).unwrap_or(i64::MAX);
+            deadline.checked_add(delay).is_some()
+        })
         .ok_or(CommandError::InvalidExpire(NAME))?;
     let asked = AcquireRequest {
         token,

@@ -81,7 +81,11 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
     key.lock()?;
     // A replayed effect that the key already holds writes, signals and propagates
     // nothing (a `WATCH` on the key survives it).
-    let holding = Holding::pack_with(token, fence, extras).ok_or(CommandError::InvalidToken)?;
+    let mut holding = Holding::pack_with(token, fence, extras).ok_or(CommandError::InvalidToken)?;
+    // An exclusive holding with a lock-delay keeps its own lease end: `PXAT`.
+    if let (Mode::Exclusive, Some(deadline)) = (mode, deadline) {
+        holding.set_lease_end(deadline);
+    }
     if holds_already(&key, &holding, deadline, mode) {
         return Ok(RedisValue::SimpleStringStatic("OK"));
     }

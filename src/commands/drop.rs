@@ -32,7 +32,7 @@ fn drop_holder(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, Comman
     // Any token a holding can carry, as for `LOCK.APPLY`.
     let token = parse_token(token.as_slice(), MAX_TOKEN_BYTES)?;
     let mut key = LockKey::open(ctx, name, true);
-    let Some(change) = effects::remove_holder(&mut key, token)? else {
+    let Some(change) = effects::remove_holder(ctx, &mut key, token)? else {
         return Ok(RedisValue::Integer(0));
     };
     // Waiters for this name (on a primary) may fit now.

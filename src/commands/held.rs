@@ -23,7 +23,7 @@ impl Command for Held {
         };
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, Access::Read)?;
+        check_permissions(ctx, &found, &[], Access::Read)?;
         let now_ms = clock::command_ms();
         let entries = found
             .into_iter()

@@ -40,10 +40,7 @@ fn in_session(lock: LockRef, now_ms: i64) -> usize {
     match lock {
         LockRef::Exclusive(holding) => usize::from(holding.has_session()),
         LockRef::Quarantined(_) => 0,
-        LockRef::Shared(set) => set
-            .all()
-            .filter(|holder| holder.is_live(now_ms) && holder.holding().has_session())
-            .count(),
+        LockRef::Shared(set) => set.in_session_count(now_ms),
     }
 }
 

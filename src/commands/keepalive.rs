@@ -10,14 +10,12 @@ use fencelock_core::lock;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
-use super::session::{self, by_key, check_permissions, in_each_db};
-use crate::blocking;
+use super::session::{self, change_each, check_permissions};
 use crate::config;
 use crate::keyspace::effects;
 use crate::rm::acl::Access;
 use crate::rm::argv::Command;
 use crate::rm::clock;
-use crate::rm::key::LockKey;
 use crate::stats;
 
 const NAME: &str = "lock.keepalive";
@@ -35,27 +33,13 @@ impl Command for KeepAlive {
         let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms).map_err(to_redis)?;
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, Access::Write)?;
+        check_permissions(ctx, &found, &[], Access::Write)?;
         let now_ms = clock::command_ms();
         let deadline = lock::lease_deadline(now_ms, ttl_ms, limits.max_ttl_ms)
             .ok_or(CommandError::InvalidExpire(NAME))
             .map_err(to_redis)?;
-        let mut kept = 0i64;
-        in_each_db(ctx, by_key(found), |ctx, key, holdings| {
-            let name = RedisString::create_from_slice(ctx.ctx, &key.1);
-            let mut open = LockKey::open(ctx, &name, true);
-            if effects::drop_ended(ctx, &mut open, now_ms).is_err() {
-                return;
-            }
-            for holding in holdings {
-                if !lock::is_holder(open.lock().ok().flatten(), &holding.token, now_ms) {
-                    continue;
-                }
-                if let Ok(change) = effects::extend(ctx, &mut open, &holding.token, deadline) {
-                    blocking::after(ctx, &mut open, change);
-                    kept += 1;
-                }
-            }
+        let kept = change_each(ctx, found, |ctx, open, token| {
+            effects::extend(ctx, open, token, deadline)
         });
         stats::KEEPALIVES.bump();
         stats::KEPT_ALIVE.add(u64::try_from(kept).unwrap_or(0));

@@ -8,11 +8,14 @@ use std::collections::HashMap;
 
 use fencelock_core::args::parse_session;
 use fencelock_core::error::{no_permission, CommandError};
+use fencelock_core::holding::MAX_TOKEN_BYTES;
+use fencelock_core::lock;
 use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisError, RedisString};
 
-use crate::config;
+use crate::blocking;
+use crate::keyspace::effects::{self, Change};
 use crate::keyspace::sessions::{self, SessionKey};
 use crate::rm::acl::{Access, CallingUser};
 use crate::rm::clock;
@@ -29,9 +32,11 @@ pub struct Found {
     pub deadline_ms: Option<i64>,
 }
 
-/// The session argument, checked like `LOCK.ACQUIRE … SESSION` checks it.
+/// The session argument: any a holding can carry, so that a session acquired under a
+/// larger `fencelock.max-token-length` is still kept alive, listed and closed (one that
+/// holds nothing here simply finds nothing).
 pub fn parse(session: &RedisString) -> Result<&[u8], CommandError> {
-    parse_session(session.as_slice(), config::limits().max_token_length)
+    parse_session(session.as_slice(), MAX_TOKEN_BYTES)
 }
 
 /// The live holdings of `session` on this server, in grant order (ascending fence).
@@ -79,20 +84,24 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
     found
 }
 
-/// Refuses the command unless the calling user may `access` every key of `found`:
-/// Redis's `NOPERM` reply, naming the first key refused.
-pub fn check_permissions(ctx: &Context, found: &[Found], access: Access) -> Result<(), RedisError> {
+/// Refuses the command unless the calling user may `access` every key of `found`, and
+/// every one of `also` (keys it would touch besides): Redis's `NOPERM` reply, naming the
+/// first key refused.
+pub fn check_permissions(
+    ctx: &Context,
+    found: &[Found],
+    also: &[Vec<u8>],
+    access: Access,
+) -> Result<(), RedisError> {
     let Some(user) = CallingUser::of(ctx) else {
         return Ok(());
     };
-    match found
+    let mut names = found
         .iter()
-        .find(|holding| !user.may(&holding.key.1, access))
-    {
-        Some(refused) => Err(RedisError::String(no_permission(
-            user.name(),
-            &refused.key.1,
-        ))),
+        .map(|holding| &*holding.key.1)
+        .chain(also.iter().map(Vec::as_slice));
+    match names.find(|name| !user.may(name, access)) {
+        Some(refused) => Err(RedisError::String(no_permission(user.name(), refused))),
         None => Ok(()),
     }
 }
@@ -120,8 +129,37 @@ pub fn in_each_db<T>(
     }
 }
 
+/// Runs `change` on each holding of `found` that still holds (the key open for writing,
+/// its ended shared holders dropped first), key by key in grant order; returns how many
+/// it changed. What `LOCK.KEEPALIVE` and `LOCK.CLOSE` do to each.
+pub fn change_each(
+    ctx: &Context,
+    found: Vec<Found>,
+    mut change: impl FnMut(&Context, &mut LockKey, &[u8]) -> Result<Change, CommandError>,
+) -> i64 {
+    let now_ms = clock::command_ms();
+    let mut changed = 0;
+    in_each_db(ctx, by_key(found), |ctx, key, holdings| {
+        let name = RedisString::create_from_slice(ctx.ctx, &key.1);
+        let mut open = LockKey::open(ctx, &name, true);
+        if effects::drop_ended(ctx, &mut open, now_ms).is_err() {
+            return;
+        }
+        for holding in holdings {
+            if !lock::is_holder(open.lock().ok().flatten(), &holding.token, now_ms) {
+                continue;
+            }
+            if let Ok(done) = change(ctx, &mut open, &holding.token) {
+                blocking::after(ctx, &mut open, done);
+                changed += 1;
+            }
+        }
+    });
+    changed
+}
+
 /// The holdings grouped by key, each group where its first holding stands.
-pub fn by_key(found: Vec<Found>) -> Vec<(SessionKey, Vec<Found>)> {
+fn by_key(found: Vec<Found>) -> Vec<(SessionKey, Vec<Found>)> {
     let mut groups: Vec<(SessionKey, Vec<Found>)> = Vec::new();
     let mut at: HashMap<SessionKey, usize> = HashMap::new();
     for holding in found {

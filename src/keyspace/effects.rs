@@ -12,7 +12,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Extras, Holding};
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
-use fencelock_core::shared::SharedHolders;
+use fencelock_core::shared::{SharedHolder, SharedHolders};
 use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
@@ -120,6 +120,8 @@ fn put_holder(
         (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
         // The key stays through the lock-delay, quarantined once the lease is over.
         (Mode::Exclusive, Some(deadline)) => {
+            let mut holding = holding;
+            holding.set_lease_end(deadline);
             let expires_at = deadline.saturating_add(lock_delay(&holding));
             key.store(LockValue::Exclusive(holding), expires_at)
         }
@@ -157,36 +159,85 @@ pub fn extend(
 ) -> Result<Change, CommandError> {
     let name = key.name();
     let Some(set) = key.shared_mut() else {
-        let delay = match key.lock()? {
-            Some(LockRef::Exclusive(holding)) => lock_delay(holding),
-            _ => 0,
-        };
-        let expires_at = deadline_ms.saturating_add(delay);
-        if !key.set_deadline(expires_at) {
-            return Err(CommandError::WriteFailed);
-        }
-        propagate(ctx, || replicate::deadline(ctx, name, expires_at));
-        return Ok(announce_extended(ctx, name));
+        return extend_exclusive(ctx, key, token, deadline_ms);
     };
-    let (fence, session, lock_delay_ms) = set
+    let carried = set
         .holder(token)
-        .map(|holder| {
-            let holding = holder.holding();
-            let (session, delay) = holding.extras();
-            (holding.fence(), session.map(Cow::into_owned), delay)
-        })
+        .map(|holder| Carried::of(holder.holding()))
         .ok_or(CommandError::WriteFailed)?;
     set.set_deadline(token, deadline_ms);
     let mode = set.mode();
     follow_latest_lease(key)?;
-    let extras = Extras {
-        session: session.as_deref(),
-        lock_delay_ms,
-    };
-    propagate(ctx, || {
-        replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
-    });
+    carried.propagate(ctx, name, token, deadline_ms, mode);
     Ok(announce_extended(ctx, name))
+}
+
+/// `extend` of an exclusive holder: the key's expiry moves (propagated as `PEXPIREAT`),
+/// and with a lock-delay the holding's own lease end too (propagated as its whole
+/// `LOCK.APPLY`, which carries it).
+fn extend_exclusive(
+    ctx: &Context,
+    key: &mut LockKey,
+    token: &[u8],
+    deadline_ms: i64,
+) -> Result<Change, CommandError> {
+    let name = key.name();
+    let Some(holding) = key.exclusive_mut() else {
+        return Err(CommandError::WriteFailed);
+    };
+    // A lease whose key could not outlast it by the delay is refused, never cut short.
+    let expires_at = deadline_ms
+        .checked_add(lock_delay(holding))
+        .ok_or(CommandError::InvalidExpire("lock.refresh"))?;
+    let delayed = holding.lease_end_ms().is_some().then(|| {
+        holding.set_lease_end(deadline_ms);
+        Carried::of(holding)
+    });
+    if !key.set_deadline(expires_at) {
+        return Err(CommandError::WriteFailed);
+    }
+    match delayed {
+        Some(carried) => carried.propagate(ctx, name, token, deadline_ms, Mode::Exclusive),
+        None => propagate(ctx, || replicate::deadline(ctx, name, expires_at)),
+    }
+    Ok(announce_extended(ctx, name))
+}
+
+/// What a holding's `LOCK.APPLY` carries besides its token and deadline, copied out so
+/// that the key can be written meanwhile.
+struct Carried {
+    fence: u64,
+    session: Option<Vec<u8>>,
+    lock_delay_ms: u64,
+}
+
+impl Carried {
+    fn of(holding: &Holding) -> Self {
+        let (session, lock_delay_ms) = holding.extras();
+        Carried {
+            fence: holding.fence(),
+            session: session.map(Cow::into_owned),
+            lock_delay_ms,
+        }
+    }
+
+    /// Propagates the holding as `LOCK.APPLY key token fence PXAT deadline …`.
+    fn propagate(
+        &self,
+        ctx: &Context,
+        name: &RedisString,
+        token: &[u8],
+        deadline: i64,
+        mode: Mode,
+    ) {
+        let extras = Extras {
+            session: self.session.as_deref(),
+            lock_delay_ms: self.lock_delay_ms,
+        };
+        propagate(ctx, || {
+            replicate::grant(ctx, name, token, self.fence, deadline, mode, extras)
+        });
+    }
 }
 
 /// A holding's lock-delay in ms, as a key's expiry adds it.
@@ -206,7 +257,7 @@ fn announce_extended(ctx: &Context, name: &RedisString) -> Change {
 pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change, CommandError> {
     let name = key.name();
     if key.shared_mut().is_some() {
-        if !remove_shared(key, token)? {
+        if !remove_shared(ctx, key, token)? {
             return Err(CommandError::WriteFailed);
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
@@ -221,9 +272,13 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
 
 /// Removes holder `token` whatever its lease, and the key with the last holder; only
 /// the write (the command propagates itself). `None` when `token` holds nothing here.
-pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<Option<Change>, CommandError> {
+pub fn remove_holder(
+    ctx: &Context,
+    key: &mut LockKey,
+    token: &[u8],
+) -> Result<Option<Change>, CommandError> {
     let removed = match key.lock()? {
-        Some(LockRef::Shared(_)) => remove_shared(key, token)?,
+        Some(LockRef::Shared(_)) => remove_shared(ctx, key, token)?,
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
             follow_latest_lease(key)?;
             true
@@ -235,14 +290,36 @@ pub fn remove_holder(key: &mut LockKey, token: &[u8]) -> Result<Option<Change>, 
 
 /// Removes shared holder `token` (whether it was one), the key following the latest
 /// lease left or going with the last holder.
-fn remove_shared(key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
-    let removed = key
-        .shared_mut()
-        .is_some_and(|set| set.remove(token).is_some());
-    if removed {
-        follow_latest_lease(key)?;
+fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool, CommandError> {
+    let Some(removed) = key.shared_mut().and_then(|set| set.remove(token)) else {
+        return Ok(false);
+    };
+    forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
+    follow_latest_lease(key)?;
+    Ok(true)
+}
+
+/// Shared holders left the lock open as `key`: a session none of whose holders is left
+/// here no longer holds it (the index forgets it here). Looks at the set only for
+/// holders that had a session.
+fn forget_sessions_left(ctx: &Context, key: &mut LockKey, left: &[SharedHolder]) {
+    let gone: Vec<Cow<[u8]>> = left
+        .iter()
+        .filter_map(|holder| holder.holding().session())
+        .collect();
+    if gone.is_empty() {
+        return;
     }
-    Ok(removed)
+    let name = key.name().as_slice();
+    let set = key.shared_mut();
+    for session in &gone {
+        let still_here = set.as_deref().is_some_and(|set| {
+            set.has_sessions() && set.all().any(|h| h.holding().in_session(Some(session)))
+        });
+        if !still_here {
+            sessions::forget(session, &(selected_db(ctx), name.into()));
+        }
+    }
 }
 
 /// The one rule of a lock key's expiry after its holders changed: a shared lock's key
@@ -275,6 +352,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     if ended.is_empty() {
         return Ok(());
     }
+    forget_sessions_left(ctx, key, &ended);
     follow_latest_lease(key)?;
     let name = key.name();
     for holder in &ended {

@@ -5,7 +5,8 @@
 //! lock its holding; for shared holders the limit (unsigned, 0 for plain `SHARED`), the
 //! number of holders, and per holder its holding and deadline (Unix ms, signed). A
 //! holding is its token (string buffer), fence (unsigned), session (string buffer,
-//! empty for none) and lock-delay (unsigned ms). Encver 1 (before sessions) is the same
+//! empty for none), lock-delay (unsigned ms) and, with a lock-delay, an exclusive
+//! holding's lease end (signed Unix ms; the key's expiry is later by the delay). Encver 1 (before sessions) is the same
 //! with holdings of token and fence alone; encver 0 (before shared holders) is an
 //! exclusive lock's token and fence alone. Both still load. Aux field (before the
 //! keyspace): the node's last fence, the same in both; after the keyspace, once a fence
@@ -214,7 +215,10 @@ fn load_holding(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<H
         session: session.as_deref().filter(|session| !session.is_empty()),
         lock_delay_ms,
     };
-    let holding = Holding::from_persisted(&token, fence, extras)?;
+    let mut holding = Holding::from_persisted(&token, fence, extras)?;
+    if lock_delay_ms > 0 {
+        holding.set_lease_end(load_signed(rdb)?);
+    }
     node_fence::observe(fence);
     Some(holding)
 }
@@ -289,6 +293,10 @@ fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
     save_unsigned(rdb, holding.fence());
     save_buffer(rdb, holding.session().as_deref().unwrap_or_default());
     save_unsigned(rdb, holding.lock_delay_ms());
+    if let Some(end) = holding.lease_end_ms() {
+        // SAFETY: the IO handle Redis passed in.
+        unsafe { api!(RedisModule_SaveSigned)(rdb, end) };
+    }
 }
 
 fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
@@ -345,6 +353,9 @@ fn emit_apply(
         lock_delay_ms,
     };
     if extras != Extras::default() {
+        // An exclusive holding with a lock-delay spells its own lease end; Redis's
+        // `PEXPIREAT` that follows sets the key's.
+        let deadline = deadline.or(holding.lease_end_ms());
         let form = ApplyForm::new(&token, holding.fence(), deadline, mode, extras);
         // SAFETY: the key string Redis passed to the rewrite lives for the call.
         let name = unsafe { bytes_of(key) };
@@ -430,6 +441,9 @@ fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
             md,
             i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX),
         );
+    }
+    if let Some(end) = holding.lease_end_ms() {
+        digest_number(md, end);
     }
 }
 

@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 
 use fencelock_core::error::CommandError;
+use fencelock_core::holding::Holding;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{raw, Context, RedisString};
@@ -53,7 +54,7 @@ impl<'a> LockKey<'a> {
 
     /// The lock, `None` when it is free, or `WrongType` when the key holds another type.
     /// An exclusive holding with a lock-delay whose lease ran out reads as
-    /// `Quarantined` (its key's expiry is the lease's end plus the delay).
+    /// `Quarantined` (its key lasts the delay longer than the lease).
     pub fn lock(&self) -> Result<Option<LockRef<'_>>, CommandError> {
         let Some(value) = self.value_ptr()? else {
             return Ok(None);
@@ -62,8 +63,8 @@ impl<'a> LockKey<'a> {
         // while the key is open and unchanged.
         let lock = unsafe { LockValue::from_raw(value.cast::<u8>()) };
         Ok(Some(match lock {
-            LockRef::Exclusive(holding) if holding.lock_delay_ms() > 0 => {
-                LockRef::exclusive(holding, self.deadline_ms(), super::clock::command_ms())
+            LockRef::Exclusive(holding) if holding.lease_end_ms().is_some() => {
+                LockRef::exclusive(holding, super::clock::command_ms())
             }
             lock => lock,
         }))
@@ -77,6 +78,14 @@ impl<'a> LockKey<'a> {
             Ok(Some(LockRef::Shared(_))) => super::clock::command_ms(),
             _ => 0,
         }
+    }
+
+    /// The exclusive holding, to change it in place (`None` when the lock is free, held
+    /// shared, or the key holds another type).
+    pub fn exclusive_mut(&mut self) -> Option<&mut Holding> {
+        let value = self.value_ptr().ok().flatten()?;
+        // SAFETY: a value of our type; `&mut self` keeps every other borrow of it out.
+        unsafe { LockValue::exclusive_mut(value.cast::<u8>()) }
     }
 
     /// The shared holders, to change them in place (`None` when the lock is free, held
@@ -141,26 +150,39 @@ impl<'a> LockKey<'a> {
         (remaining >= 0).then_some(remaining)
     }
 
-    /// What is left of an exclusive holder's lease (the key's expiry less the holding's
-    /// lock-delay), or of whatever the key holds; `None` without expiry.
+    /// What is left of the lease (of the latest shared one): the key's expiry, unless a
+    /// lock-delay makes the key outlast it. `None` without expiry.
     pub fn lease_remaining_ms(&self) -> Option<i64> {
-        self.remaining_ms()
-            .map(|remaining| remaining.saturating_sub(self.exclusive_lock_delay_ms()))
+        if !self.has_lock_delay() {
+            return self.remaining_ms();
+        }
+        self.lease_deadline_ms()
+            .map(|end| end.saturating_sub(super::clock::command_ms()).max(0))
     }
 
-    /// When an exclusive holder's lease ends (Unix ms), as `lease_remaining_ms`.
+    /// When the lease (the latest shared one) ends (Unix ms), as `lease_remaining_ms`.
     pub fn lease_deadline_ms(&self) -> Option<i64> {
-        self.deadline_ms()
-            .map(|deadline| deadline.saturating_sub(self.exclusive_lock_delay_ms()))
+        let key_expires_at = self.deadline_ms()?;
+        match self.lock() {
+            Ok(Some(LockRef::Exclusive(holding) | LockRef::Quarantined(holding))) => {
+                match holding.lease_end_ms() {
+                    Some(end) if end < key_expires_at => Some(end),
+                    _ => Some(key_expires_at),
+                }
+            }
+            Ok(Some(LockRef::Shared(set))) => set.latest_lease().or(Some(key_expires_at)),
+            _ => Some(key_expires_at),
+        }
     }
 
-    /// The lock-delay of the exclusive holding the key holds (0 for anything else).
-    fn exclusive_lock_delay_ms(&self) -> i64 {
+    /// Whether a holding here has a lock-delay (its key outlasts its lease).
+    fn has_lock_delay(&self) -> bool {
         match self.lock() {
-            Ok(Some(LockRef::Exclusive(holding))) => {
-                i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX)
+            Ok(Some(LockRef::Exclusive(holding) | LockRef::Quarantined(holding))) => {
+                holding.lease_end_ms().is_some()
             }
-            _ => 0,
+            Ok(Some(LockRef::Shared(set))) => set.has_lock_delays(),
+            _ => false,
         }
     }
 

@@ -145,9 +145,11 @@ fn writes_paused() -> bool {
     unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
 }
 
-/// Whether the command runs inside `MULTI`/`EXEC`.
-pub fn in_transaction(ctx: &Context) -> bool {
-    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_MULTI as c_int != 0
+/// Whether the command runs inside `MULTI`/`EXEC`, a script or a function: one atomic
+/// step with the commands around it.
+pub fn in_multi_or_script(ctx: &Context) -> bool {
+    let atomic = raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA;
+    context_flags(ctx) & atomic as c_int != 0
 }
 
 /// Clients may block unless they run inside MULTI, a script or a function, or a

@@ -154,3 +154,49 @@ pub fn aof_always(preamble: &str) -> [&str; 6] {
         preamble,
     ]
 }
+
+/// One entry of `LOCK.HELD session`: `[key, mode, fence, pttl]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub key: String,
+    /// `exclusive`, `shared` or `semaphore`.
+    pub mode: String,
+    pub fence: i64,
+    /// Milliseconds left of the lease, -1 when the key has no expiry.
+    pub pttl: i64,
+}
+
+/// `LOCK.HELD session`, every entry checked to be `[bulk key, simple-string mode,
+/// integer fence, integer pttl]`.
+pub fn held(con: &mut Connection, session: &str) -> Vec<Holding> {
+    let reply: Value = cmd("LOCK.HELD").arg(session).query(con).expect("LOCK.HELD");
+    let Value::Array(entries) = reply else {
+        panic!("LOCK.HELD {session}: not an array: {reply:?}")
+    };
+    entries
+        .into_iter()
+        .map(|entry| match entry {
+            Value::Array(fields) => match fields.as_slice() {
+                [Value::BulkString(key), Value::SimpleString(mode), Value::Int(fence), Value::Int(pttl)] => {
+                    Holding {
+                        key: String::from_utf8(key.clone()).expect("UTF-8 key"),
+                        mode: mode.clone(),
+                        fence: *fence,
+                        pttl: *pttl,
+                    }
+                }
+                _ => panic!("LOCK.HELD {session}: entry {fields:?}"),
+            },
+            other => panic!("LOCK.HELD {session}: entry {other:?}"),
+        })
+        .collect()
+}
+
+/// `LOCK.KEEPALIVE session ttl` → how many holdings of `session` it kept.
+pub fn keepalive(con: &mut Connection, session: &str, ttl: i64) -> i64 {
+    cmd("LOCK.KEEPALIVE")
+        .arg(session)
+        .arg(ttl)
+        .query(con)
+        .expect("LOCK.KEEPALIVE")
+}

@@ -16,6 +16,9 @@ const REPLICATION_FORMS: [&str; 3] = ["lock.apply", "lock.drop", "lock.mark"];
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
+/// The session commands: O(holdings), so not `@fast`.
+const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
+const SESSION_READS: [&str; 1] = ["lock.held"];
 
 /// What the running server can do with module command categories.
 struct Support {
@@ -86,6 +89,8 @@ fn each_command_carries_the_categories_its_server_supports() {
         (&REPLICATION_FORMS[..], "@write", true, false),
         (&READ_COMMANDS[..], "@read", true, true),
         (&RUNNING_COMMANDS[..], "@write", false, true),
+        (&SESSION_WRITES[..], "@write", false, true),
+        (&SESSION_READS[..], "@read", false, true),
     ] {
         for name in commands {
             let found = categories(&mut con, name);
@@ -133,6 +138,8 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
         .iter()
         .chain(&READ_COMMANDS)
         .chain(&RUNNING_COMMANDS)
+        .chain(&SESSION_WRITES)
+        .chain(&SESSION_READS)
         .copied()
         .collect();
     all.sort_unstable();

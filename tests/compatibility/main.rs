@@ -8,4 +8,5 @@ mod guard;
 mod persistence;
 mod redlock;
 mod replication;
+mod sessions;
 mod shared;

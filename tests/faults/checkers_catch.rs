@@ -1,13 +1,15 @@
 //! The checkers themselves can fail: each is shown a small hand-made history with the
 //! anomaly it exists to catch (and the same history without it), so a silent checker
-//! cannot pass the suite. No server is needed.
+//! cannot pass the suite; sessions too (a lease kept alive, lost, cut short by a
+//! lock-delay granted away, revived, counted twice; `LOCK.HELD` after a restart). No
+//! server is needed.
 
 use std::collections::HashMap;
 
 use crate::reliability::checker;
 use crate::reliability::client::Sent;
 use crate::reliability::durability;
-use crate::reliability::durability::Found;
+use crate::reliability::durability::{Found, HeldFound, Listed};
 use crate::reliability::guarded::GuardedCounts;
 use crate::reliability::history::{Mode, Op, Outcome, Request};
 
@@ -35,7 +37,9 @@ fn grant(client: usize, token: &str, fence: i64, from_ms: i64, to_ms: i64, ttl_m
 
 /// `op` (a grant) asked for in `mode`.
 fn in_mode(mode: Mode, mut op: Op) -> Op {
-    if let Request::Acquire { mode: asked, .. } = &mut op.request {
+    if let Request::Acquire { mode: asked, .. } | Request::SessionAcquire { mode: asked, .. } =
+        &mut op.request
+    {
         *asked = mode;
     }
     op
@@ -307,4 +311,218 @@ fn guarded_crash_checks_catch_a_lost_write_and_a_stale_one() {
     // a stale write admitted.
     assert!(counts.stale_within_processes(&[10_000]).is_empty());
     assert_eq!(counts.stale_within_processes(&[30_000]).len(), 1);
+}
+
+/// A grant of `token` in `session` on "k", asked at `from_ms`, answered at `to_ms`.
+fn in_session(
+    client: usize,
+    session: &str,
+    token: &str,
+    fence: i64,
+    (from_ms, to_ms): (i64, i64),
+    ttl_ms: i64,
+    lock_delay_ms: i64,
+) -> Op {
+    let mut op = grant(client, token, fence, from_ms, to_ms, ttl_ms);
+    op.request = Request::SessionAcquire {
+        session: session.into(),
+        token: token.into(),
+        ttl_ms,
+        block_ms: None,
+        mode: Mode::Exclusive,
+        lock_delay_ms,
+    };
+    op
+}
+
+/// A keepalive of `session` sent at `at_ms`, answered 1 ms later with `outcome`.
+fn keepalive(client: usize, session: &str, at_ms: i64, ttl_ms: i64, outcome: Outcome) -> Op {
+    Op {
+        client,
+        key: String::new(),
+        request: Request::KeepAlive {
+            session: session.into(),
+            ttl_ms,
+        },
+        invoked_us: at_ms * MS,
+        completed_us: (at_ms + 1) * MS,
+        outcome,
+        node: 0,
+        confirmed: true,
+    }
+}
+
+/// A release of `token` on "k" sent at `at_ms`, answered `ok` 1 ms later.
+fn release(client: usize, token: &str, at_ms: i64, ok: bool) -> Op {
+    let mut op = refresh(client, token, at_ms, 0, ok);
+    op.request = Request::Release {
+        token: token.into(),
+    };
+    op
+}
+
+/// A close of `session` sent at `at_ms`, answered `n` 1 ms later.
+fn close(client: usize, session: &str, at_ms: i64, n: i64) -> Op {
+    let mut op = keepalive(client, session, at_ms, 0, Outcome::Count(n));
+    op.request = Request::Close {
+        session: session.into(),
+    };
+    op
+}
+
+#[test]
+fn session_checker_catches_a_holder_overlapping_a_lease_its_keepalive_kept() {
+    // A holds in session s from 1 ms with a 100 ms lease; B is granted at 130 ms.
+    let a = in_session(1, "s", "a", 10, (0, 1), 100, 0);
+    let b = grant(2, "b", 20, 130, 131, 100);
+    assert!(checker::holder_limits(&[a.clone(), b.clone()]).is_empty());
+    // A keepalive at 60 ms that counted A keeps it believed until 160 ms: B overlaps.
+    let kept = keepalive(1, "s", 60, 100, Outcome::Count(1));
+    let anomalies = checker::holder_limits(&[a.clone(), kept.clone(), b.clone()]);
+    assert_eq!(anomalies.len(), 1, "{anomalies:?}");
+    assert!(checker::session_losses(&[a.clone(), kept.clone()]).is_empty());
+    // Answered 0: A is lost from the keepalive's send, and a believed holding certainly
+    // within its lease was not found.
+    let none = keepalive(1, "s", 60, 100, Outcome::Count(0));
+    assert!(checker::holder_limits(&[a.clone(), none.clone(), b.clone()]).is_empty());
+    assert_eq!(checker::session_losses(&[a.clone(), none]).len(), 1);
+    // The session may also have a holding whose reply was lost: 1 is short of 2.
+    let mut unknown = in_session(1, "s", "u", 15, (20, 21), 100, 0);
+    unknown.outcome = Outcome::Unknown("connection lost".into());
+    let short = [a.clone(), unknown.clone(), kept.clone(), b.clone()];
+    assert!(checker::holder_limits(&short).is_empty());
+    // Settled by a release answered 0 before the keepalive, it counts no more.
+    let settled = [
+        a.clone(),
+        unknown,
+        release(1, "u", 40, false),
+        kept.clone(),
+        b.clone(),
+    ];
+    assert_eq!(checker::holder_limits(&settled).len(), 1);
+    // Unconfirmed by a replica, a keepalive keeps nothing for the client.
+    let mut unconfirmed = kept.clone();
+    unconfirmed.confirmed = false;
+    assert!(checker::holder_limits(&[a.clone(), unconfirmed, b.clone()]).is_empty());
+    // Sent after A's deadline, a keepalive cannot bring A back; that it counted A is a
+    // revival (A's lease certainly ended by 102 ms).
+    let late = keepalive(1, "s", 120, 100, Outcome::Count(1));
+    assert!(checker::holder_limits(&[a.clone(), late.clone(), b.clone()]).is_empty());
+    assert_eq!(checker::session_revivals(&[a.clone(), late]).len(), 1);
+    // A release sent ends the belief, whatever came back.
+    let released = release(1, "a", 110, true);
+    assert!(checker::holder_limits(&[a.clone(), kept.clone(), released, b.clone()]).is_empty());
+    // So does a close.
+    assert!(checker::holder_limits(&[a, kept, close(1, "s", 110, 1), b]).is_empty());
+}
+
+#[test]
+fn lock_delay_checker_catches_a_grant_during_the_delay() {
+    // A's lease (100 ms from 0) runs out into a 200 ms lock-delay: nobody before 300 ms.
+    let a = in_session(1, "s", "a", 10, (0, 1), 100, 200);
+    let b_at = |at_ms| grant(2, "b", 20, at_ms, at_ms + 1, 100);
+    let during = [a.clone(), b_at(150)];
+    assert!(
+        checker::holder_limits(&during).is_empty(),
+        "not held by then"
+    );
+    let anomalies = checker::lock_delays(&during);
+    assert_eq!(anomalies.len(), 1, "{anomalies:?}");
+    assert!(anomalies[0].contains("during a lock-delay"));
+    let tested = checker::lock_delays_tested(&during);
+    assert_eq!((tested.entered, tested.followed), (1, 1));
+    assert_eq!(tested.least_margin_ms, Some(-149));
+    assert!(checker::lock_delays(&[a.clone(), b_at(310)]).is_empty());
+    // Released while held: no quarantine.
+    let released = [a.clone(), release(1, "a", 50, true), b_at(60)];
+    assert!(checker::lock_delays(&released).is_empty());
+    // Released after the lease certainly ended (answered 0): the quarantine stands.
+    let late = [a.clone(), release(1, "a", 150, false), b_at(160)];
+    assert_eq!(checker::lock_delays(&late).len(), 1);
+    // Without a delay there is no quarantine to cut short.
+    let plain = in_session(1, "s", "a", 10, (0, 1), 100, 0);
+    assert!(checker::lock_delays(&[plain, b_at(150)]).is_empty());
+    // A reader's room stays taken: another reader may join, a writer may not.
+    let reader = in_mode(Mode::Shared, a);
+    let other_reader = in_mode(Mode::Shared, b_at(150));
+    assert!(checker::lock_delays(&[reader.clone(), other_reader]).is_empty());
+    assert_eq!(checker::lock_delays(&[reader, b_at(150)]).len(), 1);
+}
+
+#[test]
+fn session_checkers_catch_a_revival_an_overcount_and_interleaved_commands() {
+    let a = in_session(1, "s", "a", 10, (0, 1), 100, 0);
+    // A release answered 1 after the lease certainly ended (102 ms).
+    let revived = [a.clone(), release(1, "a", 150, true)];
+    assert_eq!(checker::session_revivals(&revived).len(), 1);
+    assert!(checker::session_revivals(&[a.clone(), release(1, "a", 90, true)]).is_empty());
+    // A close releasing two where one holding can still be live.
+    let two = [a.clone(), close(1, "s", 50, 2)];
+    assert_eq!(checker::session_revivals(&two).len(), 1);
+    assert!(checker::session_revivals(&[a.clone(), close(1, "s", 50, 1)]).is_empty());
+    // Released (answered 1) at 20 ms, still counted at 50 ms: where nothing is lost, an
+    // overcount; a crash could have brought it back, so not a revival.
+    let counted = [
+        a.clone(),
+        release(1, "a", 20, true),
+        keepalive(1, "s", 50, 100, Outcome::Count(1)),
+    ];
+    assert_eq!(checker::session_losses(&counted).len(), 1);
+    assert!(checker::session_revivals(&counted).is_empty());
+    // A keepalive sent while the acquire was in flight: the clients broke their rule.
+    let mut slow = in_session(1, "s", "a", 10, (0, 30), 100, 0);
+    slow.completed_us = 30 * MS;
+    let overlapping = [slow, keepalive(1, "s", 10, 100, Outcome::Count(1))];
+    assert_eq!(checker::session_revivals(&overlapping).len(), 1);
+}
+
+#[test]
+fn session_durability_catches_a_missing_holding_and_an_unexplained_one() {
+    // A believed until 10 s, crash at 1 s, LOCK.HELD read at 1.1 s.
+    let ops = [in_session(1, "s", "a", 10, (0, 1), 10_000, 0)];
+    let listed = |fence, mode: &str, pttl_ms| Listed {
+        key: "k".into(),
+        mode: mode.into(),
+        fence,
+        pttl_ms,
+    };
+    let held = |entries: Vec<Listed>| HeldFound {
+        sessions: HashMap::from([("s".to_string(), entries)]),
+        sent_us: 1_100 * MS,
+        observed_us: 1_101 * MS,
+    };
+    let judge = |found: &HeldFound| durability::session_holdings(&ops, 1_000 * MS, found);
+    let fine = judge(&held(vec![listed(10, "exclusive", 8_900)]));
+    assert!(fine.losses.is_empty() && fine.revived.is_empty());
+    assert_eq!(fine.verified, 1);
+    // Missing, or listed with a lease shorter than believed.
+    assert_eq!(judge(&held(vec![])).losses.len(), 1);
+    assert_eq!(
+        judge(&held(vec![listed(10, "exclusive", 5_000)]))
+            .losses
+            .len(),
+        1
+    );
+    // Never granted to the session, granted in another mode, a lease longer than any
+    // command sent can have given.
+    let invented = judge(&held(vec![listed(99, "exclusive", 8_900)]));
+    assert_eq!((invented.revived.len(), invented.losses.len()), (1, 1));
+    assert_eq!(
+        judge(&held(vec![listed(10, "shared", 8_900)]))
+            .revived
+            .len(),
+        1
+    );
+    assert_eq!(
+        judge(&held(vec![listed(10, "exclusive", 60_000)]))
+            .revived
+            .len(),
+        1
+    );
+    // Released (answered) before the crash, and back.
+    let mut released = ops.to_vec();
+    released.push(release(1, "a", 500, true));
+    let back = held(vec![listed(10, "exclusive", 8_900)]);
+    let judged = durability::session_holdings(&released, 1_000 * MS, &back);
+    assert_eq!(judged.losses.len(), 1, "{:?}", judged.losses);
 }

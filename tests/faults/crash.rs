@@ -4,7 +4,9 @@
 //! with `appendfsync always` (nothing acknowledged may be lost, grant or guarded write),
 //! then with `everysec` (the loss window is measured and reported, and still no stale
 //! guarded write may be admitted); and a restart after a downtime longer than every
-//! lease (no lease may come back alive).
+//! lease (no lease may come back alive). The kill-and-restart loop (`run_crashes_with`)
+//! also serves the session scenarios (`sessions`): after each restart, every session's
+//! `LOCK.HELD` is compared with what its client believed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,26 +24,33 @@ use crate::reliability::workload::{Finished, Load, LoadSpec};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-struct CrashRun {
-    spec: LoadSpec,
-    finished: Finished,
-    crashes: Crashes,
+pub struct CrashRun {
+    pub spec: LoadSpec,
+    pub finished: Finished,
+    pub crashes: Crashes,
     /// The guarded counters' total on the server as last restarted.
-    guarded_total: i64,
+    pub guarded_total: i64,
 }
 
 /// What the kills and restarts showed.
 #[derive(Default)]
-struct Crashes {
-    count: usize,
-    losses: Vec<Loss>,
+pub struct Crashes {
+    pub count: usize,
+    pub losses: Vec<Loss>,
     /// Holdings checked in full after a restart (held, unexpired, acknowledged).
-    verified: usize,
+    pub verified: usize,
     /// Acknowledged guarded writes a restarted server did not show.
-    guarded_losses: Vec<Loss>,
+    pub guarded_losses: Vec<Loss>,
+    /// Believed session holdings a restarted server's `LOCK.HELD` lost (apart from
+    /// `losses`, which are the keys' and plain holders').
+    pub session_losses: Vec<Loss>,
+    /// Session holdings a restarted server listed that no history explains.
+    pub revived: Vec<String>,
+    /// Of `verified`, the believed session holdings a restarted server listed in full.
+    pub session_verified: usize,
     /// When each killed process was gone: where one server process ends and the next
     /// begins, for the guarded writes.
-    killed_us: Vec<i64>,
+    pub killed_us: Vec<i64>,
 }
 
 /// Runs the standard load with shared holders and guarded writes against an AOF server
@@ -51,8 +60,35 @@ fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
         guarded_counter: true,
         ..LoadSpec::with_shared_holders("crash:")
     };
+    run_crashes_with(
+        spec,
+        &["appendonly", "yes", "appendfsync", fsync],
+        duration,
+        every,
+        Snapshot::No,
+    )
+}
+
+/// Whether each kill comes right after a `SAVE` (the restart then loads that snapshot:
+/// everything answered before it, nothing in flight across it).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Snapshot {
+    No,
+    BeforeEachKill,
+}
+
+/// Runs `spec` against a server started with `args`, killing it with SIGKILL every
+/// `every` for `duration` (right after a `SAVE` with `Snapshot::BeforeEachKill`) and
+/// restarting it from what it persisted.
+pub fn run_crashes_with(
+    spec: LoadSpec,
+    args: &[&str],
+    duration: Duration,
+    every: Duration,
+    snapshot: Snapshot,
+) -> CrashRun {
     let keys = spec.key_names();
-    let mut server = Server::with_args(&["appendonly", "yes", "appendfsync", fsync]);
+    let mut server = Server::with_args(args);
     let target = Arc::new(Target::new(server.port));
     let load = Load::start(spec.clone(), target.clone());
     let started = Instant::now();
@@ -60,7 +96,7 @@ fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
     while started.elapsed() + every < duration {
         thread::sleep(every);
         target.close();
-        crash(&mut server, &load, &keys, &mut crashes);
+        crash(&mut server, &load, &keys, &mut crashes, snapshot);
         target.open();
     }
     thread::sleep(every);
@@ -75,11 +111,21 @@ fn run_crashes(fsync: &str, duration: Duration, every: Duration) -> CrashRun {
     }
 }
 
-/// Kills the server and restarts it from its AOF while the gate holds the load back.
-/// Before load resumes, the state of every key, of every holder acknowledged before the
-/// kill and of every guarded counter is read and compared with what was acknowledged.
-fn crash(server: &mut Server, load: &Load, keys: &[String], crashes: &mut Crashes) {
+/// Kills the server and restarts it from what it persisted while the gate holds the load
+/// back. Before load resumes, the state of every key, of every holder acknowledged before
+/// the kill, of every guarded counter and of every session is read and compared with
+/// what was acknowledged.
+fn crash(
+    server: &mut Server,
+    load: &Load,
+    keys: &[String],
+    crashes: &mut Crashes,
+    snapshot: Snapshot,
+) {
     let crash_us = now_us();
+    if snapshot == Snapshot::BeforeEachKill {
+        let _: () = cmd("SAVE").query(&mut server.connect()).expect("SAVE");
+    }
     server.kill();
     let killed_us = now_us();
     server.restart();
@@ -88,9 +134,16 @@ fn crash(server: &mut Server, load: &Load, keys: &[String], crashes: &mut Crashe
     let (found, observed_us) = durability::observe(&mut con, keys, &holders);
     let restored = guarded::counters(&mut con, keys);
     let counters_read_us = now_us();
+    let sessions = durability::session_names(&load.history.snapshot());
+    let held = durability::observe_held(&mut con, &sessions);
     let judged = durability::losses(&load.history.snapshot(), crash_us, &found, observed_us);
     crashes.verified += judged.verified;
     crashes.losses.extend(judged.losses);
+    let in_sessions = durability::session_holdings(&load.history.snapshot(), crash_us, &held);
+    crashes.verified += in_sessions.verified;
+    crashes.session_verified += in_sessions.verified;
+    crashes.session_losses.extend(in_sessions.losses);
+    crashes.revived.extend(in_sessions.revived);
     let since_us = crashes.killed_us.last().copied().unwrap_or(0);
     crashes.guarded_losses.extend(load.guarded.lost_in_crash(
         &restored,
@@ -109,7 +162,9 @@ fn kill_9_under_load_with_appendfsync_always_loses_nothing_acknowledged() {
     let crashes = &run.crashes;
     let guarded = &run.finished.guarded;
     let mut anomalies = checker::fenced_run(&run.finished);
+    anomalies.extend(crashes.revived.iter().cloned());
     anomalies.extend(crashes.losses.iter().map(|loss| loss.what.clone()));
+    anomalies.extend(crashes.session_losses.iter().map(|loss| loss.what.clone()));
     anomalies.extend(crashes.guarded_losses.iter().map(|loss| loss.what.clone()));
     anomalies.extend(guarded.check(run.guarded_total));
     let tally = checker::tally(ops);
@@ -160,6 +215,7 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
     let guarded = &run.finished.guarded;
     let mut anomalies = checker::always_required(ops);
     anomalies.extend(checker::stale_writes(&run.finished));
+    anomalies.extend(crashes.revived.iter().cloned());
     // Lost guarded writes lower the total as a stale one would, so the total alone
     // cannot tell them apart; two writes of one value by one process can.
     anomalies.extend(guarded.stale_within_processes(&crashes.killed_us));
@@ -203,7 +259,7 @@ fn kill_9_under_load_with_appendfsync_everysec_reports_its_loss_window() {
 }
 
 /// How far back before their crash the losses reach, in ms.
-fn loss_window_ms(losses: &[Loss]) -> i64 {
+pub fn loss_window_ms(losses: &[Loss]) -> i64 {
     losses
         .iter()
         .map(|loss| loss.window_us / 1_000)

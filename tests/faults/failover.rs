@@ -61,17 +61,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     let mut missed = 0;
     for round in 0..rounds {
         thread::sleep(phase);
-        // The replica stops hearing the primary, which keeps granting for a while.
-        replica.pause();
-        thread::sleep(Duration::from_millis(300));
-        primary.kill();
-        replica.resume();
-        let mut promoted = replica.connect();
-        let _: () = cmd("REPLICAOF")
-            .arg("NO")
-            .arg("ONE")
-            .query(&mut promoted)
-            .unwrap();
+        kill_primary_and_promote(&mut primary, &replica, &[], || {});
         target.move_to(replica.port);
         missed += unreplicated_grants_so_far(&load, round);
         // A fresh replica for the next round.
@@ -111,12 +101,45 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     tally.assert_limits_tested();
 }
 
+/// The replica (and any `others`) stop hearing the primary, which keeps granting for a
+/// while (300 ms); then `before_kill` runs, the primary is killed with SIGKILL, the
+/// replica promoted (`REPLICAOF NO ONE`) and the others made its replicas. The clients
+/// still send to the dead primary: move them.
+pub fn kill_primary_and_promote(
+    primary: &mut Server,
+    replica: &Server,
+    others: &[&Server],
+    before_kill: impl FnOnce(),
+) {
+    replica.pause();
+    for other in others {
+        other.pause();
+    }
+    thread::sleep(Duration::from_millis(300));
+    before_kill();
+    primary.kill();
+    replica.resume();
+    for other in others {
+        other.resume();
+    }
+    let mut promoted = replica.connect();
+    let _: () = cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut promoted)
+        .unwrap();
+    for other in others {
+        other.replicate_from(replica);
+    }
+}
+
 fn unreplicated_grants_so_far(load: &Load, node: usize) -> usize {
     let finished = Finished {
         ops: load.history.snapshot(),
         fenced: load.fenced.counts(),
         control: load.control.counts(),
         guarded: load.guarded.clone(),
+        sessions: load.sessions.clone(),
     };
     unreplicated_grants(&finished, node)
 }

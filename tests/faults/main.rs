@@ -1,7 +1,7 @@
 //! Faults and hostile input: crashes, pauses, failovers and outside disruption under
-//! load, judged by the history checkers (`reliability`); random argv; memory and leaks;
-//! panics stopped at the module's boundary. `make soak` runs the scenarios at full
-//! length.
+//! load, judged by the history checkers (`reliability`), plain clients' and session
+//! clients' alike (`sessions`); random argv; memory and leaks; panics stopped at the
+//! module's boundary. `make soak` runs the scenarios at full length.
 
 mod checkers_catch;
 mod crash;
@@ -14,3 +14,4 @@ mod panics;
 mod pause;
 mod reliability;
 mod scaling;
+mod sessions;

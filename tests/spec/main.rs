@@ -15,5 +15,7 @@ mod guard;
 mod hardening;
 mod inner_commands;
 mod out_of_memory;
+mod sessions;
+mod sessions_found;
 mod shared;
 mod watch;

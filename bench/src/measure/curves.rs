@@ -47,7 +47,7 @@ const LEASE_MS: u64 = 600_000;
 /// An hour: the lease of `long_timer_check`.
 const LONG_LEASE: &[u8] = b"3600000";
 /// Commands in flight on the measuring connection (as in `profile`'s runs).
-const DEPTH: usize = 32;
+pub const DEPTH: usize = 32;
 /// Lets the server finish what came before a measurement (replies, frees).
 const SETTLE: Duration = Duration::from_millis(10);
 /// File descriptors kept free beside the waiters, in this process and in the server:
@@ -147,6 +147,8 @@ pub enum Expect {
     /// `LOCK.INFO`'s field/value pairs.
     Fields,
     Positive,
+    /// This very integer (`LOCK.KEEPALIVE`'s count).
+    Integer(i64),
 }
 
 impl Expect {
@@ -157,6 +159,7 @@ impl Expect {
             Expect::Nil => reply.is_nil(),
             Expect::Fields => matches!(reply, Reply::Array(Some(fields)) if !fields.is_empty()),
             Expect::Positive => reply.integer().is_some_and(|n| n > 0),
+            Expect::Integer(n) => reply.integer() == Some(n),
         }
     }
 }
@@ -197,7 +200,7 @@ fn cpu(server: &Server) -> f64 {
 }
 
 /// Share of a CPU the server takes doing nothing for `length`.
-fn idle_share(server: &Server, length: Duration) -> f64 {
+pub fn idle_share(server: &Server, length: Duration) -> f64 {
     std::thread::sleep(SETTLE);
     let (before, started) = (cpu(server), Instant::now());
     std::thread::sleep(length);
@@ -205,13 +208,13 @@ fn idle_share(server: &Server, length: Duration) -> f64 {
 }
 
 /// Server CPU per operation of a run, with the idle server's share taken off.
-struct Meter {
-    idle_share: f64,
+pub struct Meter {
+    pub idle_share: f64,
 }
 
 impl Meter {
     /// µs of `server`'s CPU per operation of `run`, which does `ops` operations.
-    fn per_op(
+    pub fn per_op(
         &self,
         server: &Server,
         ops: u64,

@@ -43,7 +43,7 @@ pub fn settled_memory(probe: &mut Conn) -> io::Result<i64> {
 
 /// Sends `count` commands built by `command` in pipelined batches on a fresh
 /// connection (closed before returning) and hands every reply to `check`.
-fn pipeline(
+pub fn pipeline(
     server: &Server,
     count: u64,
     command: impl Fn(u64, &mut Vec<u8>),
@@ -67,7 +67,7 @@ fn pipeline(
     Ok(())
 }
 
-fn expect(what: &str, ok: bool, reply: &Reply) -> io::Result<()> {
+pub fn expect(what: &str, ok: bool, reply: &Reply) -> io::Result<()> {
     if ok {
         Ok(())
     } else {
@@ -75,7 +75,7 @@ fn expect(what: &str, ok: bool, reply: &Reply) -> io::Result<()> {
     }
 }
 
-fn per_lock(before: i64, after: i64, n: u64) -> f64 {
+pub fn per_lock(before: i64, after: i64, n: u64) -> f64 {
     (after - before) as f64 / n as f64
 }
 

@@ -1,6 +1,6 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! six scenarios, each producing its part of the `Results` (a seventh, the etcd side by
-//! side, with the `peers` feature). Nothing here formats a report: what is printed
+//! seven scenarios, each producing its part of the `Results` (an eighth, the etcd side
+//! by side, with the `peers` feature). Nothing here formats a report: what is printed
 //! while measuring is progress, on stderr.
 
 pub mod callgrind;
@@ -19,6 +19,7 @@ pub mod peers;
 pub mod profile;
 pub mod recipes;
 pub mod server;
+pub mod sessions;
 pub mod throughput;
 
 use std::io;
@@ -77,6 +78,11 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         eprintln!("6. etcd side by side");
         peers = Some(peers::run(&server, workload, placement.is_some())?);
     }
+    let mut sessions = None;
+    if settings.runs(Scenario::Sessions) {
+        eprintln!("7. sessions: LOCK.KEEPALIVE against pipelined refreshes, memory per holding");
+        sessions = Some(sessions::run(&server, workload)?);
+    }
     drop(server);
     let mut curves = None;
     if settings.runs(Scenario::Curves) {
@@ -96,5 +102,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         profile,
         peers,
         curves,
+        sessions,
     })
 }

@@ -7,6 +7,7 @@ pub mod curves;
 pub mod curves_chart;
 pub mod docs;
 pub mod peers;
+pub mod sessions;
 pub mod svg;
 pub mod table;
 pub mod targets;
@@ -203,6 +204,7 @@ mod tests {
             },
             peers: None,
             curves: None,
+            sessions: None,
         }
     }
 
@@ -262,14 +264,33 @@ mod tests {
         assert!(page.contains("per held lock: floor module"));
     }
 
-    /// A report.json from before the cost curves (no `curves` field) still reads.
+    /// A report.json from before the cost curves or the sessions (no `curves`, no
+    /// `sessions` field) still reads.
     #[test]
-    fn report_json_without_curves_reads_back() {
+    fn report_json_without_curves_or_sessions_reads_back() {
         let (_, json) = written(results());
         let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
         value.as_object_mut().unwrap().remove("curves");
+        value.as_object_mut().unwrap().remove("sessions");
         let back: ReportFile = serde_json::from_value(value).expect("an older report.json reads");
         assert!(back.results.curves.is_none());
+        assert!(back.results.sessions.is_none());
+    }
+
+    /// A run with the sessions reads back the same, their tables and targets included.
+    #[test]
+    fn report_json_reads_back_with_the_sessions() {
+        let mut run = results();
+        run.sessions = Some(sessions::tests::example());
+        let (file, json) = written(run);
+        let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        let page = page(&back);
+        assert_eq!(page, self::page(&file));
+        assert!(page.contains("### Sessions"), "{page}");
+        assert!(page.contains(
+            "| sessions, 1,000 holdings: server CPU of one LOCK.KEEPALIVE ÷ 1,000 pipelined LOCK.REFRESH | < 1× | 0.40 [0.36–0.44]× | met |"
+        ), "{page}");
     }
 
     /// What `combine` reads back is what the run wrote: the same file again, and the

@@ -18,6 +18,8 @@ use crate::stats::spread;
 pub(super) enum Want {
     AtLeast(f64),
     AtMost(f64),
+    /// Strictly less than.
+    Below(f64),
     /// Rounds to zero at the unit's precision (|x| < 0.5).
     Zero,
 }
@@ -27,6 +29,7 @@ impl Want {
         match self {
             Want::AtLeast(x) => format!("≥ {x}{unit}"),
             Want::AtMost(x) => format!("≤ {x}{unit}"),
+            Want::Below(x) => format!("< {x}{unit}"),
             Want::Zero => format!("0{unit}"),
         }
     }
@@ -35,6 +38,7 @@ impl Want {
         match self {
             Want::AtLeast(x) => value >= x,
             Want::AtMost(x) => value <= x,
+            Want::Below(x) => value < x,
             Want::Zero => value.abs() < 0.5,
         }
     }
@@ -231,6 +235,7 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         " B",
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
+    targets.extend(super::sessions::targets(results.sessions.as_ref()));
     targets.extend(super::peers::targets(results));
     targets.extend(super::curves::targets(results.curves.as_ref()));
     targets

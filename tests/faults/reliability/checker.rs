@@ -1,15 +1,15 @@
 //! Checks over a recorded history. Each returns the anomalies it found, as sentences
 //! naming the operations involved; an empty list means the property held. How long a
-//! holding certainly lasted, and why the bounds cannot invent an anomaly: `holding`.
+//! holding certainly lasted, and why the bounds cannot invent an anomaly: `holding`; how
+//! long a session client believed its holdings, and what the server can have done with
+//! them: `belief`.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::belief::{Sessions, SLACK_US};
 use super::history::{Mode, Op, Outcome, Request};
 use super::holding::Holding;
 use super::workload::Finished;
-
-/// Slack for millisecond rounding between the two sides' clocks readings.
-const SLACK_US: i64 = 2_000;
 
 fn by_key(ops: &[Op]) -> HashMap<&str, Vec<&Op>> {
     let mut keys: HashMap<&str, Vec<&Op>> = HashMap::new();
@@ -39,10 +39,12 @@ pub fn malformed_replies(ops: &[Op]) -> Vec<String> {
 /// differ only by `SHARED`, which makes them wait, not fail): a `WRONGMODE`, a syntax
 /// error or a refused limit is a defect.
 pub fn refused_requests(ops: &[Op]) -> Vec<String> {
-    const BLAMING: [&str; 4] = [
+    const BLAMING: [&str; 6] = [
         "WRONGMODE",
+        "WRONGSESSION",
         "syntax error",
         "invalid limit",
+        "invalid session",
         "not an integer",
     ];
     ops.iter()
@@ -108,47 +110,110 @@ pub struct Holds {
     pub peaks: BTreeMap<Mode, usize>,
 }
 
-/// Sweeps the certainly-held intervals of each key in order of their start: when a
-/// holding starts, the holdings still live with it (ending more than the slack after)
-/// may not outnumber what the most demanding of them admits: an exclusive holder nobody
-/// else, a semaphore holder `n` in all, a shared holder any number.
-pub fn holds(ops: &[Op]) -> Holds {
+/// How long one grant held its key, for the sweep: from its reply to `end`; `held_until`
+/// is where its holding ended and a quarantine (lock-delay) began, when `end` is later.
+struct Stretch<'a> {
+    start: i64,
+    end: i64,
+    held_until: i64,
+    grant: &'a Op,
+}
+
+/// The stretches of every acknowledged grant, by key: a plain grant certainly held
+/// (`Holding::certainly_held`), a session grant believed (`belief`); with `quarantines`,
+/// a session grant whose lease certainly ran into its lock-delay keeps its key until the
+/// quarantine's certain end.
+fn stretches(ops: &[Op], quarantines: bool) -> HashMap<&str, Vec<Stretch<'_>>> {
+    let sessions = Sessions::of(ops);
+    let believed: HashMap<&str, (i64, Option<i64>)> = sessions
+        .believed
+        .iter()
+        .filter_map(|b| Some((b.grant.token()?, (b.until_us, b.quarantined_until_us()))))
+        .collect();
+    let mut keys: HashMap<&str, Vec<Stretch>> = HashMap::new();
+    for (key, ops) in by_key(ops) {
+        let stretches = ops
+            .iter()
+            .filter(|op| op.fence().is_some() && op.acked_yes())
+            .filter_map(|grant| {
+                let start = grant.completed_us;
+                let (held_until, quarantined) = if grant.session().is_some() {
+                    *believed.get(grant.token()?)?
+                } else {
+                    (Holding::new(grant, &ops).certainly_held().1, None)
+                };
+                let end = match quarantined {
+                    Some(until) if quarantines => until.max(held_until),
+                    _ => held_until,
+                };
+                (start < end).then_some(Stretch {
+                    start,
+                    end,
+                    held_until,
+                    grant,
+                })
+            })
+            .collect();
+        keys.insert(key, stretches);
+    }
+    keys
+}
+
+/// Sweeps the stretches of each key in order of their start: when one starts, those
+/// still live with it (ending more than the slack after) may not outnumber what the most
+/// demanding of them admits: an exclusive holder nobody else, a semaphore holder `n` in
+/// all, a shared holder any number. With `in_quarantine`, only the excesses where one of
+/// those live is past its holding, in its quarantine, are reported (as lock-delay
+/// anomalies); otherwise every excess is.
+fn sweep(keys: HashMap<&str, Vec<Stretch>>, in_quarantine: bool) -> Holds {
     let mut holds = Holds {
         anomalies: Vec::new(),
         peaks: BTreeMap::new(),
     };
-    for (key, ops) in by_key(ops) {
-        let mut held: Vec<(i64, i64, &Op)> = ops
-            .iter()
-            .filter(|op| op.fence().is_some() && op.acked_yes())
-            .map(|grant| {
-                let (start, end) = Holding::new(grant, &ops).certainly_held();
-                (start, end, *grant)
-            })
-            .filter(|(start, end, _)| start < end)
-            .collect();
-        held.sort_by_key(|(start, _, _)| *start);
-        let mut live: Vec<(i64, &Op)> = Vec::new();
-        for (start, end, grant) in held {
-            live.retain(|(until, _)| until - SLACK_US > start);
-            live.push((end, grant));
+    for (key, mut held) in keys {
+        held.sort_by_key(|stretch| stretch.start);
+        let mut live: Vec<Stretch> = Vec::new();
+        for stretch in held {
+            let start = stretch.start;
+            live.retain(|other| other.end - SLACK_US > start);
+            let grant = stretch.grant;
+            live.push(stretch);
             let mode = mode_of(grant);
-            let same_mode = live.iter().filter(|(_, g)| mode_of(g) == mode).count();
+            let same_mode = live.iter().filter(|s| mode_of(s.grant) == mode).count();
             let peak = holds.peaks.entry(mode).or_default();
             *peak = (*peak).max(same_mode);
             let admitted = live
                 .iter()
-                .map(|(_, g)| mode_of(g).admits())
+                .map(|s| mode_of(s.grant).admits())
                 .min()
                 .unwrap_or(usize::MAX);
-            if live.len() > admitted {
+            let quarantined = live
+                .iter()
+                .any(|s| !std::ptr::eq(s.grant, grant) && s.held_until - SLACK_US <= start);
+            if live.len() > admitted && (!in_quarantine || quarantined) {
                 let others: Vec<String> = live
                     .iter()
-                    .filter(|(_, other)| !std::ptr::eq(*other, grant))
-                    .map(|(until, other)| format!("{} held until {until} us", describe(other)))
+                    .filter(|other| !std::ptr::eq(other.grant, grant))
+                    .map(|other| {
+                        let quarantine = if other.end > other.held_until {
+                            format!(", then quarantined until {} us", other.end)
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "{} held until {} us{quarantine}",
+                            describe(other.grant),
+                            other.held_until
+                        )
+                    })
                     .collect();
+                let what = if in_quarantine {
+                    "granted during a lock-delay: "
+                } else {
+                    ""
+                };
                 holds.anomalies.push(format!(
-                    "{key}: {} holders at once where {admitted} may hold: {} held from {start} us while {}",
+                    "{key}: {what}{} holders at once where {admitted} may hold: {} held from {start} us while {}",
                     live.len(),
                     describe(grant),
                     others.join("; ")
@@ -157,6 +222,56 @@ pub fn holds(ops: &[Op]) -> Holds {
         }
     }
     holds
+}
+
+/// Holders of each key certainly live together (plain grants certainly held, session
+/// grants believed), against what their modes admit.
+pub fn holds(ops: &[Op]) -> Holds {
+    sweep(stretches(ops, false), false)
+}
+
+/// After a session holding's lease certainly ran out into its lock-delay, nobody was
+/// granted its key (or, shared, its room) before the delay passed: the sweep of `holds`
+/// with each such holding keeping its key until the floor of its lease plus the delay.
+pub fn lock_delays(ops: &[Op]) -> Vec<String> {
+    sweep(stretches(ops, true), true).anomalies
+}
+
+/// How the lock-delays were put to the test.
+#[derive(Debug, Default)]
+pub struct DelaysTested {
+    /// Session holdings whose lease certainly ran into its lock-delay.
+    pub entered: usize,
+    /// Those held exclusively whose key was granted again later (to anyone).
+    pub followed: usize,
+    /// The least margin (ms) between such a quarantine's certain end and the reply of
+    /// the next grant of its key (negative: granted before the delay passed).
+    pub least_margin_ms: Option<i64>,
+}
+
+pub fn lock_delays_tested(ops: &[Op]) -> DelaysTested {
+    let sessions = Sessions::of(ops);
+    let keys = by_key(ops);
+    let mut tested = DelaysTested::default();
+    for (belief, until) in sessions.quarantines() {
+        tested.entered += 1;
+        if mode_of(belief.grant) != Mode::Exclusive {
+            continue;
+        }
+        let next = keys
+            .get(belief.grant.key.as_str())
+            .into_iter()
+            .flatten()
+            .filter(|op| op.fence() > belief.grant.fence() && op.acked_yes())
+            .map(|op| op.completed_us)
+            .min();
+        if let Some(next) = next {
+            tested.followed += 1;
+            let margin = (next - until) / 1_000;
+            tested.least_margin_ms = Some(tested.least_margin_ms.map_or(margin, |m| m.min(margin)));
+        }
+    }
+    tested
 }
 
 /// No key ever had more certainly-live holders than their modes admit: no exclusive
@@ -175,7 +290,11 @@ pub fn overlap_count(ops: &[Op]) -> usize {
 pub fn no_revival(ops: &[Op]) -> Vec<String> {
     let mut anomalies = Vec::new();
     for (key, ops) in by_key(ops) {
-        for grant in ops.iter().filter(|op| op.fence().is_some()) {
+        // A session holding's lease moves with its session's keepalives: `belief`.
+        for grant in ops
+            .iter()
+            .filter(|op| op.fence().is_some() && op.session().is_none())
+        {
             let ttl = grant.ttl_ms().unwrap_or(0);
             let mut ends_by_ms = Some(grant.completed_us / 1_000 + ttl);
             for op in Holding::new(grant, &ops).follow_ups {
@@ -305,14 +424,35 @@ impl Tally {
     }
 }
 
+/// Session holdings revived or counted where nothing can still be live, whatever a
+/// crash lost; and commands of one session sent while another was in flight (the rule
+/// the beliefs rest on).
+pub fn session_revivals(ops: &[Op]) -> Vec<String> {
+    let sessions = Sessions::of(ops);
+    let mut anomalies = sessions.interleaved;
+    anomalies.extend(sessions.revivals);
+    anomalies
+}
+
+/// Where nothing acknowledged may be lost: no believed session holding missing while
+/// certainly within its lease, no keepalive or close counting a holding its session had
+/// settled.
+pub fn session_losses(ops: &[Op]) -> Vec<String> {
+    let sessions = Sessions::of(ops);
+    let mut anomalies = sessions.losses;
+    anomalies.extend(sessions.overcounts);
+    anomalies
+}
+
 /// The checks every scenario must pass whatever its fault: well-formed replies, no
 /// request refused as wrong, fences increasing in real-time order, no lease revived
-/// after it ended.
+/// after it ended (plain or in a session).
 pub fn always_required(ops: &[Op]) -> Vec<String> {
     let mut anomalies = malformed_replies(ops);
     anomalies.extend(refused_requests(ops));
     anomalies.extend(fences_increase(ops));
     anomalies.extend(no_revival(ops));
+    anomalies.extend(session_revivals(ops));
     anomalies
 }
 
@@ -328,11 +468,14 @@ pub fn stale_writes(finished: &Finished) -> Option<String> {
 }
 
 /// What a load run whose acknowledged grants all survive must show: the checks above,
-/// no more holders at once than their modes admit, and no stale write accepted by the
-/// fenced resource.
+/// no more holders at once than their modes admit, no stale write accepted by the
+/// fenced resource; and of sessions, no believed holding lost, none counted once
+/// settled, no lock-delay cut short.
 pub fn fenced_run(finished: &Finished) -> Vec<String> {
     let mut anomalies = always_required(&finished.ops);
     anomalies.extend(holder_limits(&finished.ops));
     anomalies.extend(stale_writes(finished));
+    anomalies.extend(session_losses(&finished.ops));
+    anomalies.extend(lock_delays(&finished.ops));
     anomalies
 }

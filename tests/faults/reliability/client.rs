@@ -2,7 +2,9 @@
 //! the history with its invoke / complete times and outcome. A broken connection makes
 //! the operation unknown and is replaced on the next call; an error reply is a definite
 //! failure. With `confirm`, every positive answer is followed by `WAIT 1`, and only a
-//! replica-confirmed answer counts as acknowledged (what a client needs across failover).
+//! replica-confirmed answer counts as acknowledged (what a client needs across failover);
+//! a session client's answered commands are confirmed whatever they answer (a release
+//! answered 0 settles a holding only once the replica has everything before it too).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +50,11 @@ impl LockClient {
         }
     }
 
+    /// Where this client sends its commands.
+    pub fn target(&self) -> Arc<Target> {
+        self.target.clone()
+    }
+
     /// `LOCK.ACQUIRE` in `mode`; `None` when not sent. A grant a replica did not confirm
     /// is given back and reported as unknown: the caller must not rely on it.
     pub fn acquire(
@@ -62,7 +69,7 @@ impl LockClient {
             block_ms,
             mode,
         };
-        let (outcome, confirmed) = self.run(key, request)?;
+        let (outcome, confirmed) = self.run(key, request, false)?;
         if let (Outcome::Granted { token, .. }, false) = (&outcome, confirmed) {
             let token = token.clone();
             self.release(key, &token);
@@ -77,7 +84,7 @@ impl LockClient {
             token: token.into(),
             ttl_ms,
         };
-        match self.run(key, request)? {
+        match self.run(key, request, false)? {
             (Outcome::Done(answer), true) => Some(answer),
             _ => None,
         }
@@ -88,15 +95,24 @@ impl LockClient {
         let request = Request::Release {
             token: token.into(),
         };
-        match self.run(key, request)? {
+        match self.run(key, request, false)? {
             (Outcome::Done(answer), true) => Some(answer),
             _ => None,
         }
     }
 
+    /// A session client's command (`SessionAcquire`, `KeepAlive`, `Close`, or the
+    /// `Release` of a session's token): sent and recorded like the others, confirmed by
+    /// `WAIT 1` (with `confirm`) whatever it answered, busy aside. The outcome and whether
+    /// it was confirmed, as they came: the session client judges them itself.
+    pub fn session_command(&mut self, key: &str, request: Request) -> Option<(Outcome, bool)> {
+        self.run(key, request, true)
+    }
+
     /// Sends one command and records it. `None` when it was never sent (the run is
-    /// stopping, or no server accepts connections right now).
-    fn run(&mut self, key: &str, request: Request) -> Option<(Outcome, bool)> {
+    /// stopping, or no server accepts connections right now). With `confirm`, a positive
+    /// answer (with `confirm_any`, any grant, 1 / 0 or count) is followed by `WAIT 1`.
+    fn run(&mut self, key: &str, request: Request, confirm_any: bool) -> Option<(Outcome, bool)> {
         if !self.target.pass() {
             return None;
         }
@@ -105,11 +121,16 @@ impl LockClient {
         let confirm = self.confirm;
         let (con, _, _) = self.con.as_mut()?;
         let invoked_us = now_us();
-        let outcome = classify(command.query::<Value>(con));
+        let counts = matches!(request, Request::KeepAlive { .. } | Request::Close { .. });
+        let outcome = classify(command.query::<Value>(con), counts);
         let positive = matches!(outcome, Outcome::Granted { .. } | Outcome::Done(true));
+        let answered = matches!(
+            outcome,
+            Outcome::Granted { .. } | Outcome::Done(_) | Outcome::Count(_)
+        );
         let mut confirmed = true;
         let mut broken = matches!(outcome, Outcome::Unknown(_));
-        if confirm && positive {
+        if confirm && (positive || (confirm_any && answered)) {
             let (replicated, lost_link) = wait_for_replica(con);
             confirmed = replicated;
             broken |= lost_link;
@@ -236,13 +257,50 @@ fn command_for(key: &str, request: &Request) -> redis::Cmd {
             c.arg(key).arg(token);
             c
         }
+        Request::SessionAcquire {
+            session,
+            token,
+            ttl_ms,
+            block_ms,
+            mode,
+            lock_delay_ms,
+        } => {
+            let mut c = redis::cmd("LOCK.ACQUIRE");
+            c.arg(key)
+                .arg(*ttl_ms)
+                .arg("TOKEN")
+                .arg(token)
+                .arg("SESSION")
+                .arg(session);
+            if let Some(block) = block_ms {
+                c.arg("BLOCK").arg(*block);
+            }
+            c.arg(mode.args());
+            if *lock_delay_ms > 0 {
+                c.arg("LOCKDELAY").arg(*lock_delay_ms);
+            }
+            c
+        }
+        Request::KeepAlive { session, ttl_ms } => {
+            let mut c = redis::cmd("LOCK.KEEPALIVE");
+            c.arg(session).arg(*ttl_ms);
+            c
+        }
+        Request::Close { session } => {
+            let mut c = redis::cmd("LOCK.CLOSE");
+            c.arg(session);
+            c
+        }
     }
 }
 
-/// Maps a reply to an outcome: an error reply is definite, a transport error is not.
-fn classify(reply: redis::RedisResult<Value>) -> Outcome {
+/// Maps a reply to an outcome: an error reply is definite, a transport error is not. An
+/// integer is a count when `counts` (keepalive, close), else the 1 / 0 of a refresh or
+/// release.
+fn classify(reply: redis::RedisResult<Value>, counts: bool) -> Outcome {
     match reply {
         Ok(Value::Nil) => Outcome::Busy,
+        Ok(Value::Int(n)) if counts => Outcome::Count(n),
         Ok(Value::Int(n)) => Outcome::Done(n == 1),
         Ok(Value::Array(items)) => match items.as_slice() {
             [Value::BulkString(token), Value::Int(fence)] => Outcome::Granted {

@@ -1,7 +1,9 @@
 //! The operation history: every lock command a client sent, with when it was invoked,
-//! when its outcome was known, and that outcome: granted / busy / 1 / 0, a definite
-//! failure (an error reply: nothing changed), or unknown (the connection broke or timed
-//! out after sending: it may or may not have taken effect).
+//! when its outcome was known, and that outcome: granted / busy / 1 / 0 / a count, a
+//! definite failure (an error reply: nothing changed), or unknown (the connection broke
+//! or timed out after sending: it may or may not have taken effect). Session clients
+//! (`session`) add their acquires in a session, their keepalives and their closes: the
+//! session commands name no key, so their ops carry an empty one.
 //!
 //! Times are Unix microseconds from the wall clock, the same clock redis-server uses for
 //! lease deadlines, so history times compare directly with `PEXPIRETIME`.
@@ -70,6 +72,27 @@ pub enum Request {
     Release {
         token: String,
     },
+    /// `LOCK.ACQUIRE key ttl TOKEN token SESSION session [BLOCK ms] [mode] [LOCKDELAY ms]`:
+    /// a holding of `session`, kept alive by the session's keepalives (never refreshed).
+    /// The token is the client's own, so an acquire whose reply was lost can still be
+    /// released.
+    SessionAcquire {
+        session: String,
+        token: String,
+        ttl_ms: i64,
+        block_ms: Option<i64>,
+        mode: Mode,
+        lock_delay_ms: i64,
+    },
+    /// `LOCK.KEEPALIVE session ttl`.
+    KeepAlive {
+        session: String,
+        ttl_ms: i64,
+    },
+    /// `LOCK.CLOSE session`.
+    Close {
+        session: String,
+    },
 }
 
 /// What came back.
@@ -83,6 +106,8 @@ pub enum Outcome {
     Busy,
     /// The 1 / 0 of a refresh or release.
     Done(bool),
+    /// The integer of a keepalive or a close: how many holdings it kept or released.
+    Count(i64),
     /// An error reply: the command was refused and changed nothing.
     Failed(String),
     /// No reply: sent, then the connection broke or timed out.
@@ -114,11 +139,43 @@ impl Op {
         }
     }
 
-    /// The token this op was about: granted, refreshed or released.
+    /// The token this op was about: granted, asked for in a session (whatever came
+    /// back), refreshed or released.
     pub fn token(&self) -> Option<&str> {
         match (&self.request, &self.outcome) {
             (_, Outcome::Granted { token, .. }) => Some(token),
-            (Request::Refresh { token, .. } | Request::Release { token }, _) => Some(token),
+            (
+                Request::Refresh { token, .. }
+                | Request::Release { token }
+                | Request::SessionAcquire { token, .. },
+                _,
+            ) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// The session an acquire, keepalive or close named.
+    pub fn session(&self) -> Option<&str> {
+        match &self.request {
+            Request::SessionAcquire { session, .. }
+            | Request::KeepAlive { session, .. }
+            | Request::Close { session } => Some(session),
+            _ => None,
+        }
+    }
+
+    /// The lock-delay an acquire asked for (0: none).
+    pub fn lock_delay_ms(&self) -> i64 {
+        match self.request {
+            Request::SessionAcquire { lock_delay_ms, .. } => lock_delay_ms,
+            _ => 0,
+        }
+    }
+
+    /// The count a keepalive or close answered.
+    pub fn count(&self) -> Option<i64> {
+        match self.outcome {
+            Outcome::Count(n) => Some(n),
             _ => None,
         }
     }
@@ -139,7 +196,7 @@ impl Op {
     /// The mode an acquire asked for.
     pub fn mode(&self) -> Option<Mode> {
         match self.request {
-            Request::Acquire { mode, .. } => Some(mode),
+            Request::Acquire { mode, .. } | Request::SessionAcquire { mode, .. } => Some(mode),
             _ => None,
         }
     }
@@ -154,8 +211,11 @@ impl Op {
 
     pub fn ttl_ms(&self) -> Option<i64> {
         match self.request {
-            Request::Acquire { ttl_ms, .. } | Request::Refresh { ttl_ms, .. } => Some(ttl_ms),
-            Request::Release { .. } => None,
+            Request::Acquire { ttl_ms, .. }
+            | Request::Refresh { ttl_ms, .. }
+            | Request::SessionAcquire { ttl_ms, .. }
+            | Request::KeepAlive { ttl_ms, .. } => Some(ttl_ms),
+            Request::Release { .. } | Request::Close { .. } => None,
         }
     }
 }

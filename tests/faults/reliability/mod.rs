@@ -3,8 +3,12 @@
 //! lets holders touch a fenced resource and an unfenced control (`resource`), injects
 //! its faults, then judges the whole history (`checker`, `durability`, both built on
 //! what the history proves of each holding: `holding`) and reports the figures
-//! (`report`). `scale` picks the short CI or the long soak durations.
+//! (`report`). `scale` picks the short CI or the long soak durations. Session clients
+//! (`session`) hold their locks in a session kept alive by a heartbeat; what the history
+//! proves they believed, and what the server can have done with their holdings:
+//! `belief`.
 
+pub mod belief;
 pub mod checker;
 pub mod client;
 pub mod durability;
@@ -14,5 +18,6 @@ pub mod holding;
 pub mod report;
 pub mod resource;
 pub mod scale;
+pub mod session;
 pub mod target;
 pub mod workload;

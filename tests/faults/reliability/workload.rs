@@ -6,6 +6,9 @@
 //! Keys come in three kinds: mutexes (every holder exclusive), read-write locks (readers
 //! `SHARED`, writers exclusive) and semaphores (every holder `LIMIT n`). Every holder of a
 //! key asks the same way, so no acquire is ever refused for its mode.
+//!
+//! Beside these plain clients, a load may run session clients on the same keys
+//! (`session`): holdings of a session kept alive by its heartbeat alone.
 
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -18,6 +21,7 @@ use super::client::LockClient;
 use super::guarded::{counter_key, guard, read_value, GuardedCounts};
 use super::history::{History, Mode, Op, Outcome};
 use super::resource::{Counts, Resource};
+use super::session::{self, SessionFigures, SessionSpec};
 use super::target::Target;
 
 #[derive(Clone, Debug)]
@@ -48,6 +52,8 @@ pub struct LoadSpec {
     pub confirm_with_wait: bool,
     /// Holders also increment a counter in Redis through `LOCK.GUARD` (`guarded`).
     pub guarded_counter: bool,
+    /// Session clients beside the `clients` plain ones (none unless asked for).
+    pub sessions: SessionSpec,
     pub seed: u64,
 }
 
@@ -71,6 +77,7 @@ impl LoadSpec {
             read_timeout: Duration::from_secs(3),
             confirm_with_wait: false,
             guarded_counter: false,
+            sessions: SessionSpec::none(),
             seed: 0x00fe_11ce,
         }
     }
@@ -92,7 +99,7 @@ impl LoadSpec {
     }
 
     /// How a holder of key `n` asks for it.
-    fn mode(&self, n: usize, rng: &mut StdRng) -> Mode {
+    pub fn mode(&self, n: usize, rng: &mut StdRng) -> Mode {
         if n < self.keys {
             Mode::Exclusive
         } else if n < self.keys + self.read_write_keys {
@@ -118,8 +125,13 @@ impl LoadSpec {
         if self.semaphore_keys > 0 {
             keys += &format!(" + {} semaphores of {}", self.semaphore_keys, self.permits);
         }
+        let sessions = if self.sessions.clients > 0 {
+            format!(" + {}", self.sessions.describe())
+        } else {
+            String::new()
+        };
         format!(
-            "{} clients, {keys}, ttl {}-{} ms, {:.0}% BLOCK",
+            "{} clients{sessions}, {keys}, ttl {}-{} ms, {:.0}% BLOCK",
             self.clients,
             self.ttl_ms.0,
             self.ttl_ms.1,
@@ -135,6 +147,7 @@ pub struct Load {
     pub fenced: Arc<Resource>,
     pub control: Arc<Resource>,
     pub guarded: Arc<GuardedCounts>,
+    pub sessions: Arc<SessionFigures>,
     workers: Vec<JoinHandle<()>>,
 }
 
@@ -144,6 +157,7 @@ pub struct Finished {
     pub fenced: Counts,
     pub control: Counts,
     pub guarded: Arc<GuardedCounts>,
+    pub sessions: Arc<SessionFigures>,
 }
 
 impl Load {
@@ -152,7 +166,8 @@ impl Load {
         let fenced = Arc::new(Resource::fenced());
         let control = Arc::new(Resource::unfenced_control());
         let guarded = Arc::new(GuardedCounts::default());
-        let workers = (0..spec.clients)
+        let sessions = Arc::new(SessionFigures::default());
+        let mut workers: Vec<JoinHandle<()>> = (0..spec.clients)
             .map(|id| {
                 let worker = Worker {
                     client: LockClient::new(
@@ -172,12 +187,30 @@ impl Load {
                 thread::spawn(move || worker.run())
             })
             .collect();
+        for id in spec.clients..spec.clients + spec.sessions.clients {
+            let client = LockClient::new(
+                id,
+                target.clone(),
+                history.clone(),
+                spec.read_timeout,
+                spec.confirm_with_wait,
+            );
+            let resources = (fenced.clone(), control.clone());
+            workers.extend(session::start(
+                id,
+                &spec,
+                client,
+                resources,
+                sessions.clone(),
+            ));
+        }
         Load {
             target,
             history,
             fenced,
             control,
             guarded,
+            sessions,
             workers,
         }
     }
@@ -192,6 +225,7 @@ impl Load {
             fenced: self.fenced.counts(),
             control: self.control.counts(),
             guarded: self.guarded,
+            sessions: self.sessions,
         }
     }
 }
