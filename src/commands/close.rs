@@ -10,7 +10,7 @@ use super::errors::to_redis;
 use super::session::{self, change_each, check_permissions};
 use crate::blocking;
 use crate::keyspace::effects;
-use crate::rm::acl::Access;
+use crate::rm::acl::AsCommand;
 use crate::rm::argv::Command;
 use crate::stats;
 
@@ -27,7 +27,7 @@ impl Command for Close {
         let found = session::holdings(ctx, session);
         // Ending its waits touches the queues of those keys too.
         let waited_for = blocking::session_wait_keys(session);
-        check_permissions(ctx, &found, &waited_for, Access::Write)?;
+        check_permissions(ctx, &found, &waited_for, AsCommand::Release)?;
         blocking::end_session_waits(ctx, session);
         let released = change_each(ctx, found, effects::release);
         stats::CLOSES.bump();

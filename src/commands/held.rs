@@ -8,7 +8,7 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use super::session::{self, check_permissions};
-use crate::rm::acl::Access;
+use crate::rm::acl::AsCommand;
 use crate::rm::argv::Command;
 use crate::rm::clock;
 
@@ -23,7 +23,7 @@ impl Command for Held {
         };
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, &[], Access::Read)?;
+        check_permissions(ctx, &found, &[], AsCommand::Info)?;
         let now_ms = clock::command_ms();
         let entries = found
             .into_iter()

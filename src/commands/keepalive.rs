@@ -13,7 +13,7 @@ use super::errors::to_redis;
 use super::session::{self, change_each, check_permissions};
 use crate::config;
 use crate::keyspace::effects;
-use crate::rm::acl::Access;
+use crate::rm::acl::AsCommand;
 use crate::rm::argv::Command;
 use crate::rm::clock;
 use crate::stats;
@@ -33,9 +33,16 @@ impl Command for KeepAlive {
         let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms).map_err(to_redis)?;
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
-        check_permissions(ctx, &found, &[], Access::Write)?;
+        check_permissions(ctx, &found, &[], AsCommand::Refresh)?;
         let now_ms = clock::command_ms();
+        // Every lease must fit with its lock-delay after it, or none moves.
         let deadline = lock::lease_deadline(now_ms, ttl_ms, limits.max_ttl_ms)
+            .filter(|deadline| {
+                found.iter().all(|holding| {
+                    let delay = i64::try_from(holding.lock_delay_ms).unwrap_or(i64::MAX);
+                    deadline.checked_add(delay).is_some()
+                })
+            })
             .ok_or(CommandError::InvalidExpire(NAME))
             .map_err(to_redis)?;
         let kept = change_each(ctx, found, |ctx, open, token| {

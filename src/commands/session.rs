@@ -17,7 +17,7 @@ use redis_module::{Context, RedisError, RedisString};
 use crate::blocking;
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::sessions::{self, SessionKey};
-use crate::rm::acl::{Access, CallingUser};
+use crate::rm::acl::{AsCommand, CallingUser};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db};
@@ -30,6 +30,8 @@ pub struct Found {
     pub mode: Mode,
     /// Its lease's end (Unix ms), `None` for a lock made permanent (`PERSIST`).
     pub deadline_ms: Option<i64>,
+    /// How much longer its key (or room) lasts once the lease ends.
+    pub lock_delay_ms: u64,
 }
 
 /// The session argument: any a holding can carry, so that a session acquired under a
@@ -57,6 +59,7 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
                     fence: holding.fence(),
                     mode: Mode::Exclusive,
                     deadline_ms,
+                    lock_delay_ms: holding.lock_delay_ms(),
                 });
             }
             Ok(Some(LockRef::Shared(set))) => {
@@ -71,6 +74,7 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
                         fence: holder.holding().fence(),
                         mode: set.mode(),
                         deadline_ms: Some(holder.deadline_ms()),
+                        lock_delay_ms: holder.holding().lock_delay_ms(),
                     });
                 }
             }
@@ -84,14 +88,14 @@ pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
     found
 }
 
-/// Refuses the command unless the calling user may `access` every key of `found`, and
-/// every one of `also` (keys it would touch besides): Redis's `NOPERM` reply, naming the
-/// first key refused.
+/// Refuses the command unless the calling user may run `command` on every key of
+/// `found`, and on every one of `also` (keys it would touch besides): Redis's `NOPERM`
+/// reply, naming the first key refused.
 pub fn check_permissions(
     ctx: &Context,
     found: &[Found],
     also: &[Vec<u8>],
-    access: Access,
+    command: AsCommand,
 ) -> Result<(), RedisError> {
     let Some(user) = CallingUser::of(ctx) else {
         return Ok(());
@@ -100,7 +104,7 @@ pub fn check_permissions(
         .iter()
         .map(|holding| &*holding.key.1)
         .chain(also.iter().map(Vec::as_slice));
-    match names.find(|name| !user.may(name, access)) {
+    match names.find(|name| !user.may(name, command)) {
         Some(refused) => Err(RedisError::String(no_permission(user.name(), refused))),
         None => Ok(()),
     }

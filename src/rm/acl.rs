@@ -1,15 +1,31 @@
-//! The calling user's key permissions, for commands that name no key (the session
-//! commands find their keys themselves, so Redis cannot check them before the call).
+//! The calling user's permissions on keys, for commands that name no key (the session
+//! commands find their keys themselves, so Redis cannot check them before the call):
+//! each key is checked as the keyed command that does the same to it would be.
 
 use redis_module::{raw, Context};
 
 use super::string_bytes::bytes_of;
 
-/// What a command would do to a key.
+/// The keyed command a session command does to each key, whose permission it needs
+/// there: a user may keep a session's lease on a key alive only where it may refresh it,
+/// end it only where it may release it, list it only where it may read it.
 #[derive(Clone, Copy, Debug)]
-pub enum Access {
-    Read,
-    Write,
+pub enum AsCommand {
+    Refresh,
+    Release,
+    Info,
+}
+
+impl AsCommand {
+    /// The argv of that command on `key` (placeholder token and ttl: only the command
+    /// and its key decide a permission).
+    fn argv(self, key: &[u8]) -> Vec<&[u8]> {
+        match self {
+            AsCommand::Refresh => vec![b"LOCK.REFRESH", key, b"t", b"1"],
+            AsCommand::Release => vec![b"LOCK.RELEASE", key, b"t"],
+            AsCommand::Info => vec![b"LOCK.INFO", key],
+        }
+    }
 }
 
 /// The user the calling client is authenticated as, held for the command.
@@ -47,24 +63,26 @@ impl CallingUser {
         unsafe { bytes_of(self.name) }
     }
 
-    /// Whether the user may `access` the key `name`.
-    pub fn may(&self, name: &[u8], access: Access) -> bool {
-        // Only the operation flags are accepted here (`RO`/`RW` make the call fail):
-        // `ACCESS` asks for read permission, `UPDATE` for write.
-        let flags = match access {
-            Access::Read => raw::REDISMODULE_CMD_KEY_ACCESS,
-            Access::Write => raw::REDISMODULE_CMD_KEY_UPDATE,
-        };
-        // SAFETY: a buffer with its length; no context: freed below.
-        let key = unsafe {
-            api!(RedisModule_CreateString)(std::ptr::null_mut(), name.as_ptr().cast(), name.len())
-        };
-        // SAFETY: the user held by `self` and the key string made above.
+    /// Whether the user may run `command` on the key `name`: the command and the key
+    /// allowed by one and the same selector, as Redis checks a command it runs itself.
+    pub fn may(&self, name: &[u8], command: AsCommand) -> bool {
+        let create = api!(RedisModule_CreateString);
+        let mut argv: Vec<*mut raw::RedisModuleString> = command
+            .argv(name)
+            .iter()
+            // SAFETY: a buffer with its length; no context: freed below.
+            .map(|arg| unsafe { create(std::ptr::null_mut(), arg.as_ptr().cast(), arg.len()) })
+            .collect();
+        let argc = std::ffi::c_int::try_from(argv.len()).unwrap_or(0);
+        // SAFETY: the user held by `self` and an argv of module strings made above.
         let allowed = unsafe {
-            api!(RedisModule_ACLCheckKeyPermissions)(self.user, key, flags as std::ffi::c_int)
+            api!(RedisModule_ACLCheckCommandPermissions)(self.user, argv.as_mut_ptr(), argc)
         } == raw::REDISMODULE_OK as std::ffi::c_int;
-        // SAFETY: made above without a context, freed once.
-        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), key) };
+        let free = api!(RedisModule_FreeString);
+        for arg in argv {
+            // SAFETY: made above without a context, freed once.
+            unsafe { free(std::ptr::null_mut(), arg) };
+        }
         allowed
     }
 }

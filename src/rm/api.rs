@@ -86,7 +86,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_AvoidReplicaTraffic,
         RedisModule_GetCurrentUserName,
         RedisModule_GetModuleUserFromUserName,
-        RedisModule_ACLCheckKeyPermissions,
+        RedisModule_ACLCheckCommandPermissions,
         RedisModule_FreeModuleUser,
         RedisModule_FreeString,
     ];

@@ -305,9 +305,10 @@ fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
 }
 
 /// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses: an
-/// exclusive holding without a deadline (Redis appends the key's `PEXPIREAT` itself),
-/// each shared holder with its own, then `PERSIST`: the `LOCK.APPLY`s set the key's
-/// expiry to the latest lease, and Redis appends the key's real one only if it has one.
+/// exclusive holding without a deadline (Redis appends the key's `PEXPIREAT` itself)
+/// unless it has a lock-delay (its lease end, then `PERSIST`), each shared holder with
+/// its own, then `PERSIST`: the `LOCK.APPLY`s set the key's expiry to the latest lease
+/// and delay, and Redis appends the key's real one only if it has one.
 unsafe extern "C" fn aof_rewrite(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
@@ -320,18 +321,25 @@ unsafe extern "C" fn aof_rewrite(
     guard::callback("AOF rewrite", (), || {
         // Without the RDB preamble nothing else carries the node's state.
         node_state_form::rewrite_once(aof);
-        match lock {
+        // Whatever a `LOCK.APPLY` with a deadline made of the key's expiry, `PERSIST`
+        // undoes it, and Redis appends the key's real one only if it has one.
+        let spelled_deadline = match lock {
             LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
-                emit_apply(aof, key, holding, None)
+                emit_apply(aof, key, holding, None);
+                // A lock-delay's lease end is spelled out (`PXAT`).
+                holding.lease_end_ms().is_some()
             }
             LockRef::Shared(set) => {
                 for holder in set.all() {
                     let shared = (holder.deadline_ms(), set.mode());
                     emit_apply(aof, key, holder.holding(), Some(shared));
                 }
-                // SAFETY: the format "s" matches one module string.
-                unsafe { api!(RedisModule_EmitAOF)(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
+                true
             }
+        };
+        if spelled_deadline {
+            // SAFETY: the format "s" matches one module string.
+            unsafe { api!(RedisModule_EmitAOF)(aof, c"PERSIST".as_ptr(), c"s".as_ptr(), key) };
         }
     });
 }

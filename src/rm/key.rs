@@ -160,18 +160,18 @@ impl<'a> LockKey<'a> {
             .map(|end| end.saturating_sub(super::clock::command_ms()).max(0))
     }
 
-    /// When the lease (the latest shared one) ends (Unix ms), as `lease_remaining_ms`.
+    /// When the lease (the latest shared one) ends (Unix ms), as `lease_remaining_ms`:
+    /// with a lock-delay the holding's own, whatever the key's expiry was set to by hand.
     pub fn lease_deadline_ms(&self) -> Option<i64> {
-        let key_expires_at = self.deadline_ms()?;
         match self.lock() {
             Ok(Some(LockRef::Exclusive(holding) | LockRef::Quarantined(holding))) => {
                 match holding.lease_end_ms() {
-                    Some(end) if end < key_expires_at => Some(end),
-                    _ => Some(key_expires_at),
+                    Some(end) if end != i64::MAX => Some(end),
+                    _ => self.deadline_ms(),
                 }
             }
-            Ok(Some(LockRef::Shared(set))) => set.latest_lease().or(Some(key_expires_at)),
-            _ => Some(key_expires_at),
+            Ok(Some(LockRef::Shared(set))) if set.has_lock_delays() => set.latest_lease(),
+            _ => self.deadline_ms(),
         }
     }
 

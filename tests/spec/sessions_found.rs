@@ -400,3 +400,137 @@ fn a_script_that_releases_and_closes_never_hands_out_a_grant_it_took_back() {
     assert_eq!(token, b"w2");
     assert!(fence_of(&mut con, "lock:p", "w2").is_some());
 }
+
+#[test]
+fn a_session_command_needs_the_keyed_commands_permission_in_one_selector() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(
+        &mut con,
+        "other:b",
+        30_000,
+        &["TOKEN", "tb", "SESSION", "S"],
+    )
+    .unwrap();
+    // The root allows the lock commands on lock:*; a selector allows only GET on other:*.
+    let _: () = cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "sel",
+            "on",
+            "nopass",
+            "-@all",
+            "+lock.acquire",
+            "+lock.release",
+            "+lock.refresh",
+            "+lock.info",
+            "+lock.close",
+            "+lock.keepalive",
+            "+lock.held",
+            "~lock:*",
+            "(+get ~other:*)",
+        ])
+        .query(&mut con)
+        .unwrap();
+    let mut sel = RawClient::connect(server.port);
+    assert!(sel.call_str(&["AUTH", "sel", "x"]).is_ok());
+    let refused =
+        testkit::resp::err("NOPERM User sel has no permissions to access the 'other:b' key");
+    let before = int(&mut con, &["PTTL", "other:b"]);
+    for command in [
+        &["LOCK.KEEPALIVE", "S", "999999"][..],
+        &["LOCK.CLOSE", "S"],
+        &["LOCK.HELD", "S"],
+    ] {
+        assert_eq!(sel.call_str(command), refused, "{command:?}");
+    }
+    assert!(
+        int(&mut con, &["PTTL", "other:b"]) <= before,
+        "not kept alive"
+    );
+    assert!(fence_of(&mut con, "other:b", "tb").is_some());
+}
+
+#[test]
+fn a_keepalive_that_would_overflow_a_lock_delay_is_refused_and_changes_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-ttl")
+        .arg(i64::MAX)
+        .query(&mut con)
+        .unwrap();
+    acquire(
+        &mut con,
+        "lock:k4",
+        100_000,
+        &[
+            "TOKEN",
+            "t4",
+            "LOCKDELAY",
+            "9223370000000000000",
+            "SESSION",
+            "S4",
+        ],
+    )
+    .unwrap();
+    let mut raw = RawClient::connect(server.port);
+    assert_eq!(
+        raw.call_str(&["LOCK.KEEPALIVE", "S4", "10000000000000"]),
+        testkit::resp::err("ERR invalid expire time in 'lock.keepalive' command")
+    );
+    let listed = held(&mut con, "S4");
+    assert_eq!(listed.len(), 1);
+    assert!(
+        listed[0].pttl <= 100_000,
+        "lease unchanged: {}",
+        listed[0].pttl
+    );
+}
+
+#[test]
+fn a_permanent_key_with_a_lock_delay_survives_an_aof_rewrite_without_the_preamble() {
+    let mut server = Server::with_args(&aof_always("no"));
+    let mut con = server.connect();
+    acquire(
+        &mut con,
+        "lock:qp",
+        200,
+        &["TOKEN", "a", "LOCKDELAY", "3000"],
+    )
+    .unwrap();
+    acquire(
+        &mut con,
+        "lock:lp",
+        2_000,
+        &["TOKEN", "b", "LOCKDELAY", "3000", "SESSION", "S"],
+    )
+    .unwrap();
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(int(&mut con, &["PERSIST", "lock:qp"]), 1);
+    assert_eq!(int(&mut con, &["PERSIST", "lock:lp"]), 1);
+    // The lease still ends: LOCK.HELD says how much is left, never -1.
+    let lease = held(&mut con, "S");
+    assert_eq!(lease.len(), 1);
+    assert!((0..=1_700).contains(&lease[0].pttl), "{}", lease[0].pttl);
+    rewrite_aof(&mut con, Duration::from_secs(10));
+    server.restart();
+    let mut con = server.connect();
+    for key in ["lock:qp", "lock:lp"] {
+        assert_eq!(
+            int(&mut con, &["PTTL", key]),
+            -1,
+            "{key} still has no expiry"
+        );
+    }
+    assert_eq!(
+        info_text(&mut con, "lock:qp", "mode").as_deref(),
+        Some("quarantined")
+    );
+    assert_eq!(int(&mut con, &["LOCK.REFRESH", "lock:qp", "a", "1000"]), 0);
+    assert!(
+        fence_of(&mut con, "lock:lp", "b").is_some(),
+        "lp still held"
+    );
+}
