@@ -879,3 +879,51 @@ def test_cluster_asyncio_sessions(cluster: list[Server]) -> None:
     run(main())
     for admin in admins:
         admin.close()
+
+
+def _held_elsewhere(client: redis.Redis, key: str, seconds: float) -> None:
+    """Another holder takes ``key`` for ``seconds`` (then its lease runs out)."""
+    client.execute_command("LOCK.ACQUIRE", key, int(seconds * 1000), "TOKEN", "other")
+
+
+def test_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    _held_elsewhere(r, "lock:long-wait:b", 1.5)
+    with (
+        locks.lock("long-wait:a", ttl=1.0) as a,
+        locks.lock("long-wait:b", ttl=1.0, wait=None) as b,
+    ):
+        # Granted about 1.5 s after it was asked for, with a ttl of 1 s.
+        assert not b.lost.is_set(), b.lost_reason
+        assert b.time_left > 0.5
+        time.sleep(1.5)
+        assert not b.lost.is_set() and not a.lost.is_set()
+        assert holds(r, b) and holds(r, a)
+    locks.close()
+
+
+def test_asyncio_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
+    url: str,
+) -> None:
+    admin = redis.Redis.from_url(url)
+    _held_elsewhere(admin, "lock:long-wait-async:b", 1.5)
+
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        async with (
+            locks.lock("long-wait-async:a", ttl=1.0) as a,
+            locks.lock("long-wait-async:b", ttl=1.0, wait=None) as b,
+        ):
+            assert not b.lost.is_set(), b.lost_reason
+            assert b.time_left > 0.5
+            await asyncio.sleep(1.5)
+            assert not b.lost.is_set() and not a.lost.is_set()
+            assert holds(admin, b) and holds(admin, a)
+        await locks.aclose()
+        await client.aclose()
+
+    run(main())
+    admin.close()

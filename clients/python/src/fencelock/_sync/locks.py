@@ -450,6 +450,17 @@ class Locks:
                 client=self.client,
                 session=in_session,
             )
+            # After a long wait the grant may be far younger than its send time: one
+            # refresh gives the lease a deadline the client can count on, before a
+            # session counts it (a session's deadline is its earliest lease's).
+            try:
+                if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
+                    raise lease.lost_error()
+            except BaseException:
+                if sessions is not None:
+                    # Nobody will hold it: the session must not keep it alive.
+                    shielded(release_quietly(self.client, key, token))
+                raise
             if sessions is not None and not sessions.join(lease):
                 # Granted as the manager closed: not the manager's any more.
                 shielded(release_quietly(self.client, key, token))
@@ -463,17 +474,6 @@ class Locks:
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
-        try:
-            # After a long wait the grant may be far younger than its send time: one
-            # refresh gives the lease a deadline the client can count on.
-            if grant.answered - grant.sent > ttl / 3 and not self.refresh(lease):
-                raise lease.lost_error()
-        except BaseException:
-            if lease.session is not None:
-                # Nobody will hold it: the session must not keep it alive.
-                self._refresher.forget(lease)
-                shielded(release_quietly(self.client, key, token))
-            raise
         return lease
 
     def _take(
