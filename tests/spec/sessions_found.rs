@@ -18,6 +18,23 @@ fn sessions_gauge(con: &mut Connection) -> i64 {
         .expect("fencelock_sessions")
 }
 
+/// How much `used_memory` grew over three rounds of `round`, after a first round that
+/// grows Redis's own tables (which stay grown); every session must be gone after each.
+fn memory_grown_over_rounds(con: &mut Connection, round: impl Fn(&mut Connection, usize)) -> i64 {
+    let used = |con: &mut Connection| -> i64 {
+        info_field(con, "memory", "used_memory")
+            .and_then(|value| value.parse().ok())
+            .expect("used_memory")
+    };
+    round(con, 0);
+    let before = used(con);
+    for n in 1..4 {
+        round(con, n);
+    }
+    assert_eq!(sessions_gauge(con), 0);
+    used(con) - before
+}
+
 fn info_text(con: &mut Connection, key: &str, field: &str) -> Option<String> {
     let pairs: Vec<redis::Value> = cmd("LOCK.INFO").arg(key).query(con).unwrap_or_default();
     pairs.chunks(2).find_map(|pair| match pair {
@@ -76,12 +93,7 @@ fn a_shared_holder_leaving_takes_its_session_out_of_the_index() {
 fn memory_comes_back_after_many_short_shared_sessions() {
     let server = Server::start();
     let mut con = server.connect();
-    let used = |con: &mut Connection| -> i64 {
-        info_field(con, "memory", "used_memory")
-            .and_then(|value| value.parse().ok())
-            .expect("used_memory")
-    };
-    let round = |con: &mut Connection, round: usize| {
+    let grown = memory_grown_over_rounds(&mut con, |con, round| {
         let mut pipe = redis::pipe();
         for i in 0..5_000 {
             let session = format!("r{round}-{i}");
@@ -95,14 +107,7 @@ fn memory_comes_back_after_many_short_shared_sessions() {
             pipe.cmd("LOCK.CLOSE").arg(&session).ignore();
         }
         let _: () = pipe.query(con).unwrap();
-    };
-    round(&mut con, 0);
-    let before = used(&mut con);
-    for n in 1..4 {
-        round(&mut con, n);
-    }
-    assert_eq!(sessions_gauge(&mut con), 0);
-    let grown = used(&mut con) - before;
+    });
     // 15,000 leftover sessions would be over 3 MB; Redis's own tables move by a few
     // hundred kB from run to run.
     assert!(grown < 1_000_000, "used_memory grew by {grown} B");
@@ -245,35 +250,21 @@ fn a_session_over_a_lowered_length_limit_is_still_kept_listed_and_closed() {
 fn memory_comes_back_after_many_exclusive_sessions() {
     let server = Server::start();
     let mut con = server.connect();
-    let used = |con: &mut Connection| -> i64 {
-        info_field(con, "memory", "used_memory")
-            .and_then(|value| value.parse().ok())
-            .expect("used_memory")
-    };
-    let round = |con: &mut Connection, round: usize| {
+    let grown = memory_grown_over_rounds(&mut con, |con, round| {
         let mut pipe = redis::pipe();
         for i in 0..20_000 {
-            let session = format!("x{round}-{i}");
             pipe.cmd("LOCK.ACQUIRE")
                 .arg(format!("lock:{i}"))
                 .arg(30_000)
                 .arg("SESSION")
-                .arg(&session)
+                .arg(format!("x{round}-{i}"))
                 .ignore();
         }
         for i in 0..20_000 {
             pipe.cmd("LOCK.CLOSE").arg(format!("x{round}-{i}")).ignore();
         }
         let _: () = pipe.query(con).unwrap();
-    };
-    // The first round grows Redis's own tables for 20,000 keys, which stay grown.
-    round(&mut con, 0);
-    let before = used(&mut con);
-    for n in 1..4 {
-        round(&mut con, n);
-    }
-    assert_eq!(sessions_gauge(&mut con), 0);
-    let grown = used(&mut con) - before;
+    });
     // A table of 20,000 sessions left at its peak is 2 MB; Redis's own tables move
     // by a few hundred kB from run to run.
     assert!(grown < 1_200_000, "used_memory grew by {grown} B");
