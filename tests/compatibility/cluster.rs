@@ -109,7 +109,7 @@ fn start_node() -> Server {
     ])
 }
 
-fn node_id(node: &Server) -> String {
+pub(crate) fn node_id(node: &Server) -> String {
     cmd("CLUSTER")
         .arg("MYID")
         .query(&mut node.connect())
@@ -150,7 +150,7 @@ fn int_on(con: &mut ClusterConnection, args: &[&str]) -> i64 {
 }
 
 /// One key per node (by slot ownership), so that per-node checks are deliberate.
-fn key_per_node(cluster: &Cluster, prefix: &str) -> Vec<String> {
+pub(crate) fn key_per_node(cluster: &Cluster, prefix: &str) -> Vec<String> {
     let mut found: HashMap<usize, String> = HashMap::new();
     for i in 0.. {
         let key = format!("{prefix}:{i}");

@@ -4,12 +4,11 @@
 //! holding with its session; `DUMP`/`RESTORE` and `RENAME` keep it; in a cluster each
 //! node keeps its own, and a live `MIGRATE` takes a holding's session to the new owner.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use testkit::*;
 
-use crate::cluster::Cluster;
+use crate::cluster::{key_per_node, node_id, Cluster};
 
 /// A lease restarted at `ttl` a moment ago: `(ttl - 1000, ttl]` ms left.
 fn assert_lease(left: i64, ttl: i64, what: &str) {
@@ -391,28 +390,6 @@ fn a_renamed_session_lock_is_held_under_its_new_name() {
 
 // ---------------------------------------------------------------------------------
 // Cluster
-
-fn node_id(node: &Server) -> String {
-    cmd("CLUSTER")
-        .arg("MYID")
-        .query(&mut node.connect())
-        .expect("CLUSTER MYID")
-}
-
-/// One key per node (by slot ownership), `result[n]` served by node `n`.
-fn key_per_node(cluster: &Cluster, prefix: &str) -> Vec<String> {
-    let mut found: HashMap<usize, String> = HashMap::new();
-    for i in 0.. {
-        let key = format!("{prefix}:{i}");
-        found.entry(cluster.owner_of(&key)).or_insert(key);
-        if found.len() == cluster.nodes.len() {
-            break;
-        }
-    }
-    (0..cluster.nodes.len())
-        .map(|n| found[&n].clone())
-        .collect()
-}
 
 /// A session holding a lock on every master: each node keeps (and counts) its own; a
 /// live `MIGRATE` of one takes the holding with its session and lease to the new owner,

@@ -4,7 +4,8 @@
 
 use testkit::*;
 
-fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
+/// Makes user `name` (password `secret`) with `+@all` and these key rules.
+pub(crate) fn set_user(server: &Server, name: &str, rules: &[&str]) {
     let mut admin = server.connect();
     let _: () = cmd("ACL")
         .arg("SETUSER")
@@ -15,6 +16,10 @@ fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
         .arg("+@all")
         .query(&mut admin)
         .expect("ACL SETUSER");
+}
+
+fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
+    set_user(server, name, rules);
     let mut con = server.connect();
     let _: () = cmd("AUTH")
         .arg(name)

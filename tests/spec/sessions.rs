@@ -1354,16 +1354,7 @@ fn fencelock_lock_delay_is_the_default_stored_with_each_grant() {
 
 /// A raw client logged in as a new user with `+@all` and these key rules.
 fn user(server: &Server, name: &str, rules: &[&str]) -> RawClient {
-    let mut admin = server.connect();
-    let _: () = cmd("ACL")
-        .arg("SETUSER")
-        .arg(name)
-        .arg("on")
-        .arg(">secret")
-        .arg(rules)
-        .arg("+@all")
-        .query(&mut admin)
-        .expect("ACL SETUSER");
+    crate::acl::set_user(server, name, rules);
     let mut raw = RawClient::connect(server.port);
     assert!(raw.call_str(&["AUTH", name, "secret"]).is_ok());
     raw

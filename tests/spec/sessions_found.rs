@@ -317,15 +317,15 @@ fn close_needs_permission_for_the_keys_its_session_waits_for() {
     let mut con = server.connect();
     acquire(&mut con, "other:x", 30_000, &["TOKEN", "owner"]).unwrap();
     let mut waiter = RawClient::connect(server.port);
-    waiter.send(&[
-        &b"LOCK.ACQUIRE"[..],
-        &b"other:x"[..],
-        &b"30000"[..],
-        &b"SESSION"[..],
-        &b"s"[..],
-        &b"BLOCK"[..],
-        &b"0"[..],
-    ]);
+    waiter.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "other:x",
+        "30000",
+        "SESSION",
+        "s",
+        "BLOCK",
+        "0",
+    ]]);
     wait_for_waiters(&mut con, "other:x", 1);
     let _: () = cmd("ACL")
         .arg(&["SETUSER", "locks", "on", "nopass", "+@all", "~lock:*"])
@@ -352,28 +352,28 @@ fn a_script_that_releases_and_closes_never_hands_out_a_grant_it_took_back() {
     let mut con = server.connect();
     acquire(&mut con, "lock:p", 30_000, &["TOKEN", "hp", "SESSION", "H"]).unwrap();
     let mut first = RawClient::connect(server.port);
-    first.send(&[
-        &b"LOCK.ACQUIRE"[..],
-        &b"lock:p"[..],
-        &b"30000"[..],
-        &b"TOKEN"[..],
-        &b"w1"[..],
-        &b"SESSION"[..],
-        &b"S"[..],
-        &b"BLOCK"[..],
-        &b"5000"[..],
-    ]);
+    first.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "lock:p",
+        "30000",
+        "TOKEN",
+        "w1",
+        "SESSION",
+        "S",
+        "BLOCK",
+        "5000",
+    ]]);
     wait_for_waiters(&mut con, "lock:p", 1);
     let mut second = RawClient::connect(server.port);
-    second.send(&[
-        &b"LOCK.ACQUIRE"[..],
-        &b"lock:p"[..],
-        &b"30000"[..],
-        &b"TOKEN"[..],
-        &b"w2"[..],
-        &b"BLOCK"[..],
-        &b"5000"[..],
-    ]);
+    second.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "lock:p",
+        "30000",
+        "TOKEN",
+        "w2",
+        "BLOCK",
+        "5000",
+    ]]);
     wait_for_waiters(&mut con, "lock:p", 2);
     let closed: Vec<i64> = cmd("EVAL")
         .arg("return {redis.call('LOCK.CLOSE','H'), redis.call('LOCK.CLOSE','S')}")
