@@ -4,6 +4,7 @@
 
 use crate::holding::Holding;
 use crate::mode::Mode;
+use crate::value::LockRef;
 use crate::wait_queue::Ticket;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,6 +32,19 @@ impl Owner {
             Some(session) => Owner::Session(session.into_owned()),
             None => Owner::Token(holding.token().into_owned()),
         }
+    }
+}
+
+/// The owners of a lock's live holdings (none during a quarantine).
+pub fn owners_of(lock: LockRef, now_ms: i64) -> Vec<Owner> {
+    match lock {
+        LockRef::Exclusive(holding) => vec![Owner::of_holding(holding)],
+        LockRef::Shared(set) => set
+            .all()
+            .filter(|holder| holder.is_live(now_ms))
+            .map(|holder| Owner::of_holding(holder.holding()))
+            .collect(),
+        LockRef::Quarantined(_) => Vec::new(),
     }
 }
 
