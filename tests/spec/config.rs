@@ -1,6 +1,6 @@
-//! Module configs `fencelock.max-ttl`, `fencelock.max-waiters` and
-//! `fencelock.max-token-length`: defaults, `CONFIG SET` taking effect on the next
-//! command, bounds refused with Redis's own message, values on the `loadmodule` line, in
+//! Module configs (`fencelock.max-ttl`, `max-waiters`, `max-token-length`,
+//! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`): defaults, `CONFIG
+//! SET` taking effect on the next command, bounds refused with Redis's own message, values on the `loadmodule` line, in
 //! a config file (`redis.conf.example` itself), and `MODULE LOADEX … CONFIG`.
 
 use std::process::{Child, Command, Stdio};
@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 5] = [
+const DEFAULTS: [(&str, &str); 7] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
     ("fencelock.max-holders", "10000"),
     ("fencelock.lock-delay", "0"),
+    ("fencelock.max-keys", "64"),
+    ("fencelock.deadlock-detection", "yes"),
 ];
 
 fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
@@ -155,9 +157,15 @@ fn loadmodule_arguments_set_the_configs() {
             "5",
             "max-token-length",
             "16",
+            "deadlock-detection",
+            "no",
+            "max-keys",
+            "3",
         ],
     );
     let mut con = server.connect();
+    assert_eq!(config_get(&mut con, "fencelock.deadlock-detection"), "no");
+    assert_eq!(config_get(&mut con, "fencelock.max-keys"), "3");
     assert_eq!(config_get(&mut con, "fencelock.max-ttl"), "60000");
     assert_eq!(config_get(&mut con, "fencelock.max-waiters"), "5");
     assert_eq!(config_get(&mut con, "fencelock.max-token-length"), "16");
