@@ -142,7 +142,7 @@ impl<'a> LockKey<'a> {
 
     /// Milliseconds left on the lease, or `None` when the key has no expiry.
     pub fn remaining_ms(&self) -> Option<i64> {
-        if self.key.is_null() {
+        if self.key.is_missing() {
             return None;
         }
         // SAFETY: the key handle is open.
@@ -188,7 +188,7 @@ impl<'a> LockKey<'a> {
 
     /// When the key expires (Unix ms), or `None` when it has no expiry.
     pub fn deadline_ms(&self) -> Option<i64> {
-        if self.key.is_null() {
+        if self.key.is_missing() {
             return None;
         }
         // SAFETY: the key handle is open.

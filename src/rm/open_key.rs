@@ -55,6 +55,16 @@ impl<'a> OpenKey<'a> {
         self.key.is_null()
     }
 
+    /// Whether there is no key: no handle, or a handle (opened for writing) on a key that
+    /// does not exist. Redis 8.2's `RM_GetExpire` reads through a missing key's value
+    /// and crashes, so expiry is only asked of a key that exists.
+    pub fn is_missing(&self) -> bool {
+        // SAFETY: an open key handle for the lifetime of `self`.
+        self.key.is_null()
+            || unsafe { api!(RedisModule_KeyType)(self.key) }
+                == raw::REDISMODULE_KEYTYPE_EMPTY as i32
+    }
+
     /// The key was just changed through this handle: `WATCH`ers and client-side caches
     /// of it hear of it (once per handle).
     pub fn note_changed(&self) {

@@ -1,7 +1,8 @@
 //! Module configs (`fencelock.max-ttl`, `max-waiters`, `max-token-length`,
 //! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`): defaults, `CONFIG
-//! SET` taking effect on the next command, bounds refused with Redis's own message, values on the `loadmodule` line, in
-//! a config file (`redis.conf.example` itself), and `MODULE LOADEX … CONFIG`.
+//! SET` taking effect on the next command, bounds refused with Redis's own message,
+//! values on the `loadmodule` line, in a config file (`redis.conf.example` itself), and
+//! `MODULE LOADEX … CONFIG`.
 
 use std::process::{Child, Command, Stdio};
 use std::thread;

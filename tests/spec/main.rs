@@ -4,9 +4,11 @@
 //! and anchor resolves.
 
 mod acl;
+mod acquire_all;
 mod blocking;
 mod commands;
 mod config;
+mod deadlock;
 mod docs_links;
 mod docs_transcripts;
 mod errors;

@@ -1,0 +1,311 @@
+//! Deadlock detection: a wait that would close a cycle of owners (sessions, else
+//! tokens) is answered `DEADLOCK` at once, names the keys, queues nothing and changes
+//! nothing; counted in INFO and announced as `lock.deadlock`. Two sessions crossing
+//! over two accounts, a cycle of ten, cycles through shared holders and semaphore
+//! permits, through a wait for several keys; a long chain without a cycle waits;
+//! another thread of the same session holding the key is waited out; the config turns
+//! it off.
+
+use std::time::Duration;
+
+use testkit::resp::{RawClient, Reply};
+use testkit::*;
+
+fn deadlock(key: &str, other: &str) -> String {
+    format!("DEADLOCK waiting for {key} would wait for {other} held by this owner")
+}
+
+/// Sends a blocking acquire of `key` for `session` on a fresh connection, which stays
+/// blocked (checked by the waiter count).
+fn blocked_acquire(
+    server: &Server,
+    con: &mut Connection,
+    key: &str,
+    session: &str,
+    extra: &[&str],
+) -> RawClient {
+    let mut client = RawClient::connect(server.port);
+    let before = waiters(con, key);
+    let mut argv = vec![
+        "LOCK.ACQUIRE",
+        key,
+        "60000",
+        "SESSION",
+        session,
+        "BLOCK",
+        "0",
+    ];
+    argv.extend_from_slice(extra);
+    let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+    client.send(&argv);
+    wait_for_waiters(con, key, before + 1);
+    client
+}
+
+fn hold(con: &mut Connection, key: &str, session: &str, extra: &[&str]) -> String {
+    let mut argv = vec!["SESSION", session];
+    argv.extend_from_slice(extra);
+    acquire(con, key, 60_000, &argv)
+        .unwrap_or_else(|| panic!("{key} for {session}: not granted"))
+        .0
+}
+
+fn error_of(client: &mut RawClient, argv: &[&str]) -> String {
+    match client.call_str(argv) {
+        Reply::Error(text) => text,
+        other => panic!("{argv:?}: expected an error, got {other:?}"),
+    }
+}
+
+fn deadlocks(con: &mut Connection) -> i64 {
+    info_field(con, "fencelock", "fencelock_deadlocks")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1)
+}
+
+#[test]
+fn two_sessions_crossing_over_two_accounts_the_second_is_refused_at_once() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut events =
+        keyspace_subscriber(&server, &mut con, &["SUBSCRIBE", "__keyspace@0__:acct:1"]);
+    hold(&mut con, "acct:1", "alice", &[]);
+    hold(&mut con, "acct:2", "bob", &[]);
+    let mut alice = blocked_acquire(&server, &mut con, "acct:2", "alice", &[]);
+    let mut bob = RawClient::connect(server.port);
+    let asked = [
+        "LOCK.ACQUIRE",
+        "acct:1",
+        "60000",
+        "SESSION",
+        "bob",
+        "BLOCK",
+        "0",
+    ];
+    let started = std::time::Instant::now();
+    assert_eq!(error_of(&mut bob, &asked), deadlock("acct:1", "acct:2"));
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(waiters(&mut con, "acct:1"), 0, "nothing queued");
+    assert_eq!(deadlocks(&mut con), 1);
+    let mut event = || match events.read_reply() {
+        Reply::Array(Some(parts)) => parts
+            .last()
+            .and_then(Reply::bulk)
+            .map(|name| String::from_utf8_lossy(name).into_owned()),
+        _ => None,
+    };
+    assert_eq!(event().as_deref(), Some("lock.acquired"));
+    assert_eq!(event().as_deref(), Some("lock.deadlock"));
+    // Bob gives up his account: alice's wait goes on and is served.
+    assert_eq!(int(&mut con, &["LOCK.CLOSE", "bob"]), 1);
+    assert!(alice.read_reply().grant().is_some());
+}
+
+#[test]
+fn a_cycle_of_ten_owners_over_ten_keys_is_refused_at_its_last_link() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for i in 0..10 {
+        hold(&mut con, &format!("k{i}"), &format!("s{i}"), &[]);
+    }
+    let mut blocked = Vec::new();
+    for i in 0..9 {
+        let next = format!("k{}", i + 1);
+        blocked.push(blocked_acquire(
+            &server,
+            &mut con,
+            &next,
+            &format!("s{i}"),
+            &[],
+        ));
+    }
+    let mut last = RawClient::connect(server.port);
+    let asked = ["LOCK.ACQUIRE", "k0", "60000", "SESSION", "s9", "BLOCK", "0"];
+    assert_eq!(error_of(&mut last, &asked), deadlock("k0", "k9"));
+    // A chain that does not come back waits: s9's wait for a key held by nobody in it.
+    hold(&mut con, "outside", "x", &[]);
+    let _chain_end = blocked_acquire(&server, &mut con, "outside", "s9", &[]);
+    assert_eq!(deadlocks(&mut con), 1);
+}
+
+#[test]
+fn cycles_through_shared_holders_and_semaphore_permits_are_refused() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A reader that waits for a writer that waits for that reader.
+    hold(&mut con, "doc", "reader", &["SHARED"]);
+    hold(&mut con, "index", "writer", &[]);
+    let _reader = blocked_acquire(&server, &mut con, "index", "reader", &[]);
+    let mut writer = RawClient::connect(server.port);
+    let asked = [
+        "LOCK.ACQUIRE",
+        "doc",
+        "60000",
+        "SESSION",
+        "writer",
+        "BLOCK",
+        "0",
+    ];
+    assert_eq!(error_of(&mut writer, &asked), deadlock("doc", "index"));
+    // A full semaphore: its permit holder waits for the asker.
+    hold(&mut con, "pool", "p1", &["LIMIT", "2"]);
+    hold(&mut con, "pool", "p2", &["LIMIT", "2"]);
+    hold(&mut con, "job", "q", &[]);
+    let _p1 = blocked_acquire(&server, &mut con, "job", "p1", &[]);
+    let mut q = RawClient::connect(server.port);
+    let asked = [
+        "LOCK.ACQUIRE",
+        "pool",
+        "60000",
+        "SESSION",
+        "q",
+        "LIMIT",
+        "2",
+        "BLOCK",
+        "0",
+    ];
+    assert_eq!(error_of(&mut q, &asked), deadlock("pool", "job"));
+    // With a permit free, the same request is granted: no wait, no cycle.
+    int(&mut con, &["LOCK.CLOSE", "p2"]);
+    assert!(acquire(
+        &mut con,
+        "pool",
+        60_000,
+        &["SESSION", "q", "LIMIT", "2", "BLOCK", "0"]
+    )
+    .is_some());
+}
+
+#[test]
+fn a_shared_reader_does_not_wait_for_readers_queued_with_it() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A writer holds; a reader of session r queues, then r's other key is asked for by
+    // a reader queued behind it. Readers are served together: no cycle.
+    hold(&mut con, "doc", "w", &[]);
+    hold(&mut con, "note", "r", &[]);
+    let _r = blocked_acquire(&server, &mut con, "doc", "r2", &["SHARED"]);
+    let _other = blocked_acquire(&server, &mut con, "note", "r3", &[]);
+    let _r3 = blocked_acquire(&server, &mut con, "doc", "r3", &["SHARED"]);
+    assert_eq!(deadlocks(&mut con), 0);
+}
+
+#[test]
+fn a_wait_for_several_keys_is_checked_and_waited_for() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut client = RawClient::connect(server.port);
+    hold(&mut con, "a", "s1", &[]);
+    hold(&mut con, "c", "s2", &[]);
+    // s2 waits for a (held by s1) ...
+    let _s2 = blocked_acquire(&server, &mut con, "a", "s2", &[]);
+    // ... so s1 may not wait for b and c at once: c is held by s2.
+    let asked = [
+        "LOCK.ACQUIREALL",
+        "2",
+        "b",
+        "c",
+        "60000",
+        "SESSION",
+        "s1",
+        "BLOCK",
+        "0",
+    ];
+    assert_eq!(error_of(&mut client, &asked), deadlock("c", "a"));
+    assert_eq!(
+        int(&mut con, &["EXISTS", "b"]),
+        0,
+        "nothing granted, b stays free"
+    );
+    assert_eq!(waiters(&mut con, "b"), 0);
+    // And a single-key waiter behind a wait for several keys waits for its owner.
+    let mut multi = RawClient::connect(server.port);
+    multi.send(
+        &[
+            "LOCK.ACQUIREALL",
+            "2",
+            "x",
+            "a",
+            "60000",
+            "SESSION",
+            "s3",
+            "BLOCK",
+            "0",
+        ]
+        .map(str::as_bytes),
+    );
+    wait_for_waiters(&mut con, "x", 1);
+    hold(&mut con, "y", "s3", &[]);
+    let mut s4 = RawClient::connect(server.port);
+    let waits_behind = ["LOCK.ACQUIRE", "x", "60000", "SESSION", "s4", "BLOCK", "0"];
+    s4.send(&waits_behind.map(str::as_bytes));
+    wait_for_waiters(&mut con, "x", 2);
+    hold(&mut con, "z", "s4", &[]);
+    // s3 asking for z (held by s4, who waits behind s3's wait) closes a cycle.
+    let mut s3 = RawClient::connect(server.port);
+    let asked = ["LOCK.ACQUIRE", "z", "60000", "SESSION", "s3", "BLOCK", "0"];
+    assert_eq!(error_of(&mut s3, &asked), deadlock("z", "x"));
+}
+
+#[test]
+fn the_same_session_waiting_for_a_key_it_holds_waits_it_out() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let token = hold(&mut con, "stock", "worker", &[]);
+    let mut second_thread = blocked_acquire(&server, &mut con, "stock", "worker", &[]);
+    assert_eq!(
+        second_thread.try_read_reply(Duration::from_millis(100)),
+        None
+    );
+    int(&mut con, &["LOCK.RELEASE", "stock", &token]);
+    assert!(second_thread.read_reply().grant().is_some());
+    assert_eq!(deadlocks(&mut con), 0);
+}
+
+#[test]
+fn tokens_are_owners_when_there_is_no_session() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "a", 60_000, &["TOKEN", "t1"]).unwrap();
+    acquire(&mut con, "b", 60_000, &["TOKEN", "t2"]).unwrap();
+    let mut t1 = RawClient::connect(server.port);
+    t1.send(&["LOCK.ACQUIRE", "b", "60000", "TOKEN", "t1", "BLOCK", "0"].map(str::as_bytes));
+    wait_for_waiters(&mut con, "b", 1);
+    let mut t2 = RawClient::connect(server.port);
+    let asked = ["LOCK.ACQUIRE", "a", "60000", "TOKEN", "t2", "BLOCK", "0"];
+    assert_eq!(error_of(&mut t2, &asked), deadlock("a", "b"));
+    // Without TOKEN or SESSION a waiter owns nothing anybody could wait for.
+    let mut anonymous = RawClient::connect(server.port);
+    anonymous.send(&["LOCK.ACQUIRE", "a", "60000", "BLOCK", "0"].map(str::as_bytes));
+    wait_for_waiters(&mut con, "a", 1);
+}
+
+#[test]
+fn with_detection_off_the_cycle_waits_until_a_timeout_breaks_it() {
+    let server = Server::start();
+    let mut con = server.connect();
+    cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.deadlock-detection")
+        .arg("no")
+        .exec(&mut con)
+        .unwrap();
+    hold(&mut con, "a", "s1", &[]);
+    hold(&mut con, "b", "s2", &[]);
+    let _s1 = blocked_acquire(&server, &mut con, "b", "s1", &[]);
+    let mut s2 = RawClient::connect(server.port);
+    s2.send(
+        &[
+            "LOCK.ACQUIRE",
+            "a",
+            "60000",
+            "SESSION",
+            "s2",
+            "BLOCK",
+            "200",
+        ]
+        .map(str::as_bytes),
+    );
+    assert!(s2.read_reply().is_nil(), "waited, then timed out");
+    assert_eq!(deadlocks(&mut con), 0);
+}
