@@ -11,7 +11,7 @@
 //! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, shared holders and modes, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
 //! | `src/rm/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
 //! | `src/keyspace/` | effects on a lock key (write, propagate, announce, count) and how to propagate them |
-//! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers |
+//! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers, the turn of a wait for several keys, deadlock detection over the live registry |
 //! | `src/commands/` | one file per command: parse → decide (core) → effects → reply |
 //! | `src/hooks/` | what the module does when Redis announces something: keyspace events, the command filter, server events, INFO |
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
@@ -52,8 +52,9 @@ use crate::rm::data_type::LOCK_TYPE;
 use crate::rm::events::ServerEvent;
 use crate::rm::mark_type::MARK_TYPE;
 
-/// The commands. The key is always argument 1 (first = last = 1, step 1), which also
-/// routes them in a cluster. `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
+/// The commands. The key is argument 1 (first = last = 1, step 1), which also routes
+/// them in a cluster; `LOCK.ACQUIREALL` has numkeys there and its keys after it (its
+/// key spec says so, and Redis refuses keys of several slots). `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
 const COMMANDS: [CommandSpec; 15] = [

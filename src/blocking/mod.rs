@@ -1,6 +1,9 @@
-//! Server-side waiting for `LOCK.ACQUIRE … BLOCK`: FIFO queues of blocked clients per
-//! key (kept in the core's `Waiters`), and the handoff that makes the first waiter the
-//! holder in the same step as the release, expiry or deletion that freed the lock.
+//! Server-side waiting for `LOCK.ACQUIRE … BLOCK` and `LOCK.ACQUIREALL … BLOCK`: FIFO
+//! queues of blocked clients per key, in one arrival order across keys (kept in the
+//! core's `Waiters`), and the handoff that makes the first waiter the holder in the
+//! same step as the release, expiry or deletion that freed the lock (a wait for several
+//! keys takes its turn in `all_keys`). A wait about to begin is first checked for a
+//! deadlock (`deadlocks`).
 //!
 //! Waiters live only in module memory (not persisted, not replicated). Each is a Redis
 //! blocked client; exactly one of these ends it:

@@ -16,8 +16,9 @@ const REPLICATION_FORMS: [&str; 3] = ["lock.apply", "lock.drop", "lock.mark"];
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
-/// The session commands: O(holdings), so not `@fast`.
-const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
+/// The session commands and the acquire of several keys: O(holdings) or O(keys), so
+/// not `@fast`.
+const SESSION_WRITES: [&str; 3] = ["lock.keepalive", "lock.close", "lock.acquireall"];
 const SESSION_READS: [&str; 1] = ["lock.held"];
 
 /// What the running server can do with module command categories.
@@ -157,6 +158,13 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
     assert!(
         denied(&mut con, "locker", &["LOCK.ACQUIRE", "orders:a", "1000"]).is_some(),
         "key patterns still apply"
+    );
+    let all_keys = ["LOCK.ACQUIREALL", "2", "lock:a", "lock:b", "1000"];
+    assert_eq!(denied(&mut con, "locker", &all_keys), None);
+    let one_outside = ["LOCK.ACQUIREALL", "2", "lock:a", "orders:b", "1000"];
+    assert!(
+        denied(&mut con, "locker", &one_outside).is_some(),
+        "every key of several is checked"
     );
 }
 

@@ -331,4 +331,13 @@ fn command_docs_name_the_release_each_command_came_in() {
     for name in second_release {
         assert_eq!(since(name, &mut con), "0.2.0", "{name}");
     }
+    let unreleased = [
+        "lock.keepalive",
+        "lock.close",
+        "lock.held",
+        "lock.acquireall",
+    ];
+    for name in unreleased {
+        assert_eq!(since(name, &mut con), "0.3.0", "{name}");
+    }
 }
