@@ -74,7 +74,7 @@ const COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: "lock.acquireall",
         entry: Some(entry::<acquire_all::AcquireAll>),
-        flags: c"write",
+        flags: c"write getkeys-api",
         categories: "write",
         replication_form: false,
         summary: "Acquires every key or none for ttl-ms, optionally waiting in FIFO order; returns [token, [fences]].",

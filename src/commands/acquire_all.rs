@@ -24,6 +24,7 @@ use crate::keyspace::effects;
 use crate::rm::argv::Command;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
+use crate::rm::keys;
 use crate::rm::reply;
 use crate::rm::server;
 
@@ -35,10 +36,30 @@ impl Command for AcquireAll {
     const NAME: &'static str = NAME;
 
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        if keys::is_position_request(ctx) {
+            declare_keys(ctx, args);
+            return Ok(RedisValue::NoReply);
+        }
         let limits = config::limits();
         let (keys, asked) = parse(args, &limits)?;
         fault::inject("command", asked.token.map(|token| token.bytes));
         acquire_all(ctx, keys, &asked, &limits)
+    }
+}
+
+/// Tells Redis where the keys are (Redis 7.0's cluster routing and slot check read a
+/// module command's keys this way, not from its key spec): numkeys of them after
+/// `numkeys`. A call without room for them and a ttl declares none, and is refused
+/// when it runs.
+fn declare_keys(ctx: &Context, args: &[RedisString]) {
+    let count = args
+        .get(1)
+        .and_then(|numkeys| parse_integer(numkeys.as_slice()).ok())
+        .and_then(|numkeys| usize::try_from(numkeys).ok())
+        .filter(|count| count.saturating_add(2) < args.len())
+        .unwrap_or(0);
+    for position in 2..2 + count {
+        keys::declare(ctx, position, keys::UPDATE);
     }
 }
 
