@@ -64,8 +64,17 @@ pub trait WaitGraph<K> {
     /// The latest wait before `before` in `key`'s queue that asked for anything but
     /// plain `SHARED`.
     fn last_unshared_before(&mut self, key: &K, before: Ticket) -> Option<Ticket>;
-    /// The linked waits of `key`'s queue with tickets in `from..to`.
-    fn linked_between(&mut self, key: &K, from: Ticket, to: Ticket) -> Vec<QueuedWait>;
+    /// Whether a linked wait of `key`'s queue belongs to another owner than `owner`.
+    fn linked_other_than(&mut self, key: &K, owner: &Owner) -> bool;
+    /// The linked waits of `key`'s queue with tickets in `from..to` whose owner is
+    /// `worth` looking at.
+    fn linked_between(
+        &mut self,
+        key: &K,
+        from: Ticket,
+        to: Ticket,
+        worth: &dyn Fn(&Owner) -> bool,
+    ) -> Vec<QueuedWait>;
     /// Every wait of `owner`.
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<K>>;
     /// The owners of `key`'s live holdings, or none when they admit a holder in `mode`
@@ -92,25 +101,39 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
 ) -> Option<Cycle<K>> {
     let mut search = Search {
         target: owner,
-        target_waits: graph.waits_of(owner),
+        target_waits: None,
         reached: HashSet::new(),
         to_visit: Vec::new(),
         covered: HashMap::new(),
         holders_read: HashSet::new(),
     };
-    // The new wait waits behind its owner's other waits only as far as it waits for
-    // them itself: it is not led through them.
-    let own: Vec<Ticket> = search.target_waits.iter().map(|wait| wait.ticket).collect();
     for key in keys {
+        // A shared wait waits behind its owner's other waits only as far as it waits
+        // for them itself: it is not led through them.
+        let own: HashSet<Ticket> = match mode {
+            Mode::Shared => search
+                .target_waits(graph)
+                .iter()
+                .map(|w| w.ticket)
+                .collect(),
+            _ => HashSet::new(),
+        };
         let asked = QueueSpan::of(graph, key, ticket, mode, &own);
         if let Some(cycle) = search.expand(graph, key, &asked, key, true) {
             return Some(cycle);
         }
     }
     while let Some((origin, reached)) = search.to_visit.pop() {
-        for wait in graph.waits_of(&reached) {
+        let mut waits = graph.waits_of(&reached);
+        // Latest first: in a queue, a later wait of an exclusive mode waits for all an
+        // earlier one does, so the earlier ones of the same owner add nothing.
+        waits.sort_unstable_by_key(|wait| std::cmp::Reverse(wait.ticket));
+        for wait in waits {
             for key in &wait.keys {
-                let span = QueueSpan::of(graph, key, wait.ticket, wait.mode, &[]);
+                if wait.mode != Mode::Shared && search.covers(key, wait.ticket) {
+                    continue;
+                }
+                let span = QueueSpan::of(graph, key, wait.ticket, wait.mode, &HashSet::new());
                 if let Some(cycle) = search.expand(graph, key, &span, &origin, false) {
                     return Some(cycle);
                 }
@@ -137,7 +160,7 @@ impl QueueSpan {
         key: &K,
         bound: Ticket,
         mode: Mode,
-        not_through: &[Ticket],
+        not_through: &HashSet<Ticket>,
     ) -> Self {
         if mode != Mode::Shared {
             let someone_ahead = graph.front(key).is_some_and(|front| front < bound);
@@ -166,7 +189,8 @@ impl QueueSpan {
 
 struct Search<'a, K> {
     target: &'a Owner,
-    target_waits: Vec<OwnerWait<K>>,
+    /// The target's own waits, read when first needed.
+    target_waits: Option<Vec<OwnerWait<K>>>,
     reached: HashSet<Owner>,
     /// Owners reached and not yet looked at, each with the asked key that led there.
     to_visit: Vec<(K, Owner)>,
@@ -177,6 +201,18 @@ struct Search<'a, K> {
 }
 
 impl<K: Clone + Eq + Hash> Search<'_, K> {
+    fn target_waits(&mut self, graph: &mut impl WaitGraph<K>) -> &[OwnerWait<K>] {
+        let target = self.target;
+        self.target_waits
+            .get_or_insert_with(|| graph.waits_of(target))
+    }
+
+    /// Whether `key`'s queue was looked at through the waits before `ticket` already,
+    /// holders and all.
+    fn covers(&self, key: &K, ticket: Ticket) -> bool {
+        self.holders_read.contains(key) && self.covered.get(key).is_some_and(|at| *at >= ticket)
+    }
+
     /// Looks at what a wait waits for in `key`'s queue. `first_hop`: the new wait's own,
     /// which leaves its own owner out (see the module docs).
     fn expand(
@@ -194,7 +230,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
             })
         };
         let multi_key: Vec<QueuedWait> = graph
-            .linked_between(key, span.all_before, span.bound)
+            .linked_between(key, span.all_before, span.bound, &|_| true)
             .into_iter()
             .filter(|wait| wait.keys > 1)
             .collect();
@@ -218,7 +254,16 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
             true => 0,
             false => self.covered.get(key).copied().unwrap_or(0),
         };
-        let mut queued = graph.linked_between(key, from, span.all_before);
+        // The new wait's own owner is left out: a queue where only it leads elsewhere
+        // (its many waits for one key) is not walked.
+        let target = self.target;
+        let reached = &self.reached;
+        let worth = |owner: &Owner| !reached.contains(owner) && (!first_hop || owner != target);
+        let mut queued = if first_hop && !graph.linked_other_than(key, target) {
+            Vec::new()
+        } else {
+            graph.linked_between(key, from, span.all_before, &worth)
+        };
         if !first_hop && span.all_before > from {
             self.covered.insert(key.clone(), span.all_before);
         }
@@ -234,7 +279,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         }
         // The target's own waits here that are not linked (its only one, so far).
         let target_here = !first_hop
-            && self.target_waits.iter().any(|wait| {
+            && self.target_waits(graph).iter().any(|wait| {
                 wait.keys.contains(key)
                     && (wait.ticket < span.all_before
                         || (wait.ticket < span.bound && wait.keys.len() > 1))

@@ -74,7 +74,9 @@ const BLOCKING: [&str; 12] = [
 pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
     let waits = if is("lock.acquire") {
-        acquire_waits(args)
+        acquire_waits(args.get(2..))
+    } else if is("lock.acquireall") {
+        acquire_all_waits(args)
     } else if is("xread") || is("xreadgroup") {
         stream_read_waits(is("xreadgroup"), args)
     } else if is("vsim") || is("vadd") {
@@ -120,15 +122,25 @@ fn stream_read_waits(group: bool, args: &[&[u8]]) -> bool {
     false
 }
 
-/// Whether `LOCK.ACQUIRE`'s arguments (key, ttl, options) ask to wait: a `BLOCK`
-/// option, read as the command reads its options (a token that is the word `BLOCK`
-/// asks for nothing). Options it would refuse are its own error to give.
-fn acquire_waits(args: &[&[u8]]) -> bool {
-    let options = args.get(2..).unwrap_or_default();
-    match parse_options_and_flags(options, ["TOKEN", "BLOCK", "LIMIT"], ["SHARED"]) {
-        Ok(([_, block, _], _)) => block.is_some(),
+/// Whether an acquire's options ask to wait: a `BLOCK` option, read as the command
+/// reads its options (a token or session that is the word `BLOCK` asks for nothing).
+/// Options it would refuse are its own error to give.
+fn acquire_waits(options: Option<&[&[u8]]>) -> bool {
+    let options = options.unwrap_or_default();
+    let names = ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY"];
+    match parse_options_and_flags(options, names, ["SHARED"]) {
+        Ok(([_, block, ..], _)) => block.is_some(),
         Err(_) => false,
     }
+}
+
+/// Whether `LOCK.ACQUIREALL`'s arguments (numkeys, keys, ttl, options) ask to wait.
+fn acquire_all_waits(args: &[&[u8]]) -> bool {
+    let keys = args
+        .first()
+        .and_then(|numkeys| parse_integer(numkeys).ok())
+        .and_then(|numkeys| usize::try_from(numkeys).ok());
+    keys.is_some_and(|keys| acquire_waits(args.get(keys.saturating_add(2)..)))
 }
 
 /// In a cluster, the inner command's keys must hash to the slot of the lock (or mark)
@@ -246,6 +258,23 @@ mod tests {
         );
         // A token spelled BLOCK asks for no wait.
         assert!(allowed_inside(b"lock.acquire", &[b"k", b"100", b"TOKEN", b"BLOCK"]).is_ok());
+        assert_eq!(
+            allowed_inside(
+                b"lock.acquire",
+                &[b"k", b"1", b"SESSION", b"s", b"BLOCK", b"0"]
+            ),
+            Err(CommandError::NotAllowedInside)
+        );
+        let all = |args: &[&[u8]]| allowed_inside(b"LOCK.ACQUIREALL", args);
+        assert!(all(&[b"2", b"a", b"b", b"100"]).is_ok());
+        assert!(
+            all(&[b"2", b"a", b"BLOCK", b"100"]).is_ok(),
+            "a key named BLOCK"
+        );
+        assert_eq!(
+            all(&[b"2", b"a", b"b", b"100", b"BLOCK", b"0"]),
+            Err(CommandError::NotAllowedInside)
+        );
         assert_eq!(
             allowed_inside(
                 b"lock.acquire",

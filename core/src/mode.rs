@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// A mode asked for by `LOCK.ACQUIRE`, or the mode a held lock is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// One holder at a time (no `SHARED`, no `LIMIT`).
     Exclusive,

@@ -61,6 +61,9 @@ pub struct KeyQueue<T> {
     /// and those whose owner waits elsewhere too. A search skips every other wait, whose
     /// owner waits for nothing this queue does not already show (`deadlock`).
     linked: BTreeSet<Ticket>,
+    /// How many of the linked waits each owner has: a search for one owner skips a
+    /// queue whose linked waits are all its own (one session's many waits for one key).
+    linked_owners: HashMap<Owner, usize>,
     /// The pending expiry check of this key, if any.
     pub expiry_check: Option<ExpiryCheck<T>>,
     /// A settle of this queue (after a change Redis announced) is already scheduled.
@@ -75,6 +78,7 @@ impl<T> Default for KeyQueue<T> {
             shared: 0,
             unshared: BTreeSet::new(),
             linked: BTreeSet::new(),
+            linked_owners: HashMap::new(),
             expiry_check: None,
             settle_scheduled: false,
         }
@@ -82,6 +86,23 @@ impl<T> Default for KeyQueue<T> {
 }
 
 impl<T> KeyQueue<T> {
+    /// Counts `ticket` of `owner` among the linked waits, or no longer.
+    fn link(&mut self, ticket: Ticket, owner: &Owner, linked: bool) {
+        if linked {
+            if self.linked.insert(ticket) {
+                *self.linked_owners.entry(owner.clone()).or_default() += 1;
+            }
+        } else if self.linked.remove(&ticket) {
+            if let Some(count) = self.linked_owners.get_mut(owner) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    self.linked_owners.remove(owner);
+                    trim(&mut self.linked_owners);
+                }
+            }
+        }
+    }
+
     /// The oldest wait of this queue.
     fn front(&mut self) -> Option<Ticket> {
         self.queue.front_ticket()
@@ -90,14 +111,6 @@ impl<T> KeyQueue<T> {
     /// The latest wait before `ticket` that asked for anything but plain `SHARED`.
     fn last_unshared_before(&self, ticket: Ticket) -> Option<Ticket> {
         self.unshared.range(..ticket).next_back().copied()
-    }
-
-    /// Linked waits with tickets in `from..to`.
-    fn linked_between(&self, from: Ticket, to: Ticket) -> Vec<Ticket> {
-        if from >= to {
-            return Vec::new();
-        }
-        self.linked.range(from..to).copied().collect()
     }
 }
 
@@ -134,7 +147,7 @@ pub struct Waiters<K, C, W, T> {
     /// The wait of each queued client.
     queued: HashMap<C, Ticket>,
     /// The waits of each owner that chose a session or a token.
-    owners: HashMap<Owner, Vec<Ticket>>,
+    owners: HashMap<Owner, BTreeSet<Ticket>>,
     next_ticket: Ticket,
     /// Client ids handed a lock whose reply has not been sent yet.
     replies_pending: HashSet<u64>,
@@ -205,13 +218,10 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         let mut linked = multi_key;
         if !matches!(owner, Owner::Alone(_)) {
             let of_owner = self.owners.entry(owner).or_default();
-            of_owner.push(ticket);
+            of_owner.insert(ticket);
             let waits = of_owner.len();
             // The owner's other wait now leads elsewhere too.
-            let other = match of_owner.as_slice() {
-                [other, _] => Some(*other),
-                _ => None,
-            };
+            let other = of_owner.first().copied().filter(|_| waits == 2);
             if let Some(other) = other {
                 self.set_linked(other, true);
             }
@@ -230,11 +240,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         };
         for key in &wait.keys {
             if let Some(waiting) = self.keys.get_mut(key) {
-                if linked {
-                    waiting.linked.insert(ticket);
-                } else {
-                    waiting.linked.remove(&ticket);
-                }
+                waiting.link(ticket, &wait.owner, linked);
             }
         }
     }
@@ -254,7 +260,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
                 waiting.shared = waiting.shared.saturating_sub(1);
             }
             waiting.unshared.remove(&ticket);
-            waiting.linked.remove(&ticket);
+            waiting.link(ticket, &wait.owner, false);
             if let Some(token) = single_token {
                 if let Some(tickets) = waiting.by_token.get_mut(token) {
                     tickets.retain(|t| *t != ticket);
@@ -284,16 +290,18 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         let Some(of_owner) = self.owners.get_mut(owner) else {
             return;
         };
-        of_owner.retain(|t| *t != ticket);
-        match of_owner.as_slice() {
-            [] => {
+        of_owner.remove(&ticket);
+        let last = of_owner.first().copied();
+        match of_owner.len() {
+            0 => {
                 self.owners.remove(owner);
                 trim(&mut self.owners);
             }
-            [last] => {
-                let last = *last;
-                let single_key = self.waits.get(&last).is_some_and(|w| w.keys.len() == 1);
-                if single_key {
+            1 => {
+                let single_key = last
+                    .and_then(|last| self.waits.get(&last))
+                    .is_some_and(|w| w.keys.len() == 1);
+                if let (Some(last), true) = (last, single_key) {
                     self.set_linked(last, false);
                 }
             }
@@ -505,18 +513,28 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         self.keys.get(key)?.last_unshared_before(before)
     }
 
-    /// The linked waits of `key`'s queue with tickets in `from..to`.
-    pub fn linked_between(&self, key: &K, from: Ticket, to: Ticket) -> Vec<QueuedWait> {
+    /// The linked waits of `key`'s queue with tickets in `from..to` whose owner is
+    /// `worth` looking at.
+    pub fn linked_between(
+        &self,
+        key: &K,
+        from: Ticket,
+        to: Ticket,
+        worth: &dyn Fn(&Owner) -> bool,
+    ) -> Vec<QueuedWait> {
         let Some(waiting) = self.keys.get(key) else {
             return Vec::new();
         };
+        if from >= to {
+            return Vec::new();
+        }
         waiting
-            .linked_between(from, to)
-            .into_iter()
+            .linked
+            .range(from..to)
             .filter_map(|ticket| {
-                let wait = self.waits.get(&ticket)?;
+                let wait = self.waits.get(ticket).filter(|wait| worth(&wait.owner))?;
                 Some(QueuedWait {
-                    ticket,
+                    ticket: *ticket,
                     owner: wait.owner.clone(),
                     mode: wait.waiter.mode(),
                     keys: wait.keys.len(),
@@ -525,24 +543,44 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             .collect()
     }
 
-    /// Every wait of `owner`.
+    /// Whether a linked wait of `key`'s queue belongs to another owner than `owner`.
+    pub fn linked_other_than(&self, key: &K, owner: &Owner) -> bool {
+        self.keys.get(key).is_some_and(|waiting| {
+            let owners = &waiting.linked_owners;
+            owners.len() > 1 || (owners.len() == 1 && !owners.contains_key(owner))
+        })
+    }
+
+    /// Every wait of `owner` that a deadlock search needs, latest first: of its
+    /// single-key waits in one mode other than plain `SHARED` for one key, only the
+    /// latest, which waits for all the earlier ones do (one session's thousands of
+    /// waits for one key are one).
     pub fn owner_waits(&self, owner: &Owner) -> Vec<OwnerWait<K>> {
         let alone;
-        let tickets = match owner {
+        let tickets: Box<dyn Iterator<Item = &Ticket>> = match owner {
             Owner::Alone(ticket) => {
                 alone = [*ticket];
-                &alone[..]
+                Box::new(alone.iter())
             }
-            _ => self.owners.get(owner).map_or(&[][..], Vec::as_slice),
+            _ => match self.owners.get(owner) {
+                Some(tickets) => Box::new(tickets.iter().rev()),
+                None => Box::new(std::iter::empty()),
+            },
         };
+        let mut seen: HashSet<(&K, Mode)> = HashSet::new();
         tickets
-            .iter()
             .filter_map(|ticket| {
                 let wait = self.waits.get(ticket)?;
+                let mode = wait.waiter.mode();
+                if let ([key], false) = (wait.keys.as_slice(), mode == Mode::Shared) {
+                    if !seen.insert((key, mode)) {
+                        return None;
+                    }
+                }
                 Some(OwnerWait {
                     ticket: *ticket,
                     keys: wait.keys.clone(),
-                    mode: wait.waiter.mode(),
+                    mode,
                 })
             })
             .collect()
@@ -783,7 +821,7 @@ mod tests {
     fn waits_are_linked_while_they_ask_for_several_keys_or_their_owner_waits_twice() {
         let mut book = Book::default();
         let lone = book.enqueue("k", 1, "t:w");
-        let linked = |book: &Book, key| book.linked_between(&key, 0, 100);
+        let linked = |book: &Book, key| book.linked_between(&key, 0, 100, &|_| true);
         assert!(linked(&book, "k").is_empty());
         let second = book.enqueue("j", 2, "t:w");
         assert_eq!(linked(&book, "k").len(), 1, "its owner waits for j too");

@@ -85,8 +85,18 @@ impl WaitGraph<u8> for World {
         self.book.last_unshared_before(key, before)
     }
 
-    fn linked_between(&mut self, key: &u8, from: Ticket, to: Ticket) -> Vec<QueuedWait> {
-        self.book.linked_between(key, from, to)
+    fn linked_other_than(&mut self, key: &u8, owner: &Owner) -> bool {
+        self.book.linked_other_than(key, owner)
+    }
+
+    fn linked_between(
+        &mut self,
+        key: &u8,
+        from: Ticket,
+        to: Ticket,
+        worth: &dyn Fn(&Owner) -> bool,
+    ) -> Vec<QueuedWait> {
+        self.book.linked_between(key, from, to, worth)
     }
 
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<u8>> {

@@ -67,8 +67,18 @@ impl WaitGraph<KeyId> for Live<'_> {
         with_registry(|r| r.last_unshared_before(key, before))
     }
 
-    fn linked_between(&mut self, key: &KeyId, from: Ticket, to: Ticket) -> Vec<QueuedWait> {
-        with_registry(|r| r.linked_between(key, from, to))
+    fn linked_other_than(&mut self, key: &KeyId, owner: &Owner) -> bool {
+        with_registry(|r| r.linked_other_than(key, owner))
+    }
+
+    fn linked_between(
+        &mut self,
+        key: &KeyId,
+        from: Ticket,
+        to: Ticket,
+        worth: &dyn Fn(&Owner) -> bool,
+    ) -> Vec<QueuedWait> {
+        with_registry(|r| r.linked_between(key, from, to, worth))
     }
 
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<KeyId>> {
