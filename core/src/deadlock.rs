@@ -56,6 +56,15 @@ pub struct OwnerWait<K> {
     pub mode: Mode,
 }
 
+/// Where an owner first waits in one key's queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EarliestWait<K> {
+    pub key: K,
+    pub any: Ticket,
+    /// Its earliest wait there that asks for several keys.
+    pub several: Option<Ticket>,
+}
+
 /// What the search reads: the queues (the module reads its registry, a step at a time,
 /// never borrowed while it opens a key) and the holders of keys (read from Redis).
 pub trait WaitGraph<K> {
@@ -75,8 +84,14 @@ pub trait WaitGraph<K> {
         to: Ticket,
         worth: &dyn Fn(&Owner) -> bool,
     ) -> Vec<QueuedWait>;
-    /// Every wait of `owner`.
+    /// The waits of `owner` a search needs, latest first (of its single-key waits in
+    /// one mode other than plain `SHARED` for one key, only the latest may be given).
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<K>>;
+    /// For each key `owner` waits for, its earliest wait there, and its earliest wait
+    /// for several keys there.
+    fn earliest_waits(&mut self, owner: &Owner) -> Vec<EarliestWait<K>>;
+    /// Whether wait `ticket` is one of `owner`'s.
+    fn owns(&mut self, owner: &Owner, ticket: Ticket) -> bool;
     /// The owners of `key`'s live holdings, or none when they admit a holder in `mode`
     /// (unless `even_if_admitted`).
     fn holders(&mut self, key: &K, mode: Mode, even_if_admitted: bool) -> Vec<Owner>;
@@ -110,15 +125,8 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
     for key in keys {
         // A shared wait waits behind its owner's other waits only as far as it waits
         // for them itself: it is not led through them.
-        let own: HashSet<Ticket> = match mode {
-            Mode::Shared => search
-                .target_waits(graph)
-                .iter()
-                .map(|w| w.ticket)
-                .collect(),
-            _ => HashSet::new(),
-        };
-        let asked = QueueSpan::of(graph, key, ticket, mode, &own);
+        let not_through = Some(owner).filter(|_| mode == Mode::Shared);
+        let asked = QueueSpan::of(graph, key, ticket, mode, not_through);
         if let Some(cycle) = search.expand(graph, key, &asked, key, true) {
             return Some(cycle);
         }
@@ -130,10 +138,18 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
         waits.sort_unstable_by_key(|wait| std::cmp::Reverse(wait.ticket));
         for wait in waits {
             for key in &wait.keys {
+                // A queue already looked at this far: only the target's own waits
+                // there are left to see.
                 if wait.mode != Mode::Shared && search.covers(key, wait.ticket) {
+                    if search.target_before(graph, key, wait.ticket, wait.ticket) {
+                        return Some(Cycle {
+                            asked: origin,
+                            closes_at: key.clone(),
+                        });
+                    }
                     continue;
                 }
-                let span = QueueSpan::of(graph, key, wait.ticket, wait.mode, &HashSet::new());
+                let span = QueueSpan::of(graph, key, wait.ticket, wait.mode, None);
                 if let Some(cycle) = search.expand(graph, key, &span, &origin, false) {
                     return Some(cycle);
                 }
@@ -154,13 +170,13 @@ struct QueueSpan {
 }
 
 impl QueueSpan {
-    /// `not_through`: waits whose own waiting the span does not take in.
+    /// `not_through`: an owner whose waits' own waiting the span does not take in.
     fn of<K>(
         graph: &mut impl WaitGraph<K>,
         key: &K,
         bound: Ticket,
         mode: Mode,
-        not_through: &HashSet<Ticket>,
+        not_through: Option<&Owner>,
     ) -> Self {
         if mode != Mode::Shared {
             let someone_ahead = graph.front(key).is_some_and(|front| front < bound);
@@ -175,7 +191,9 @@ impl QueueSpan {
         // waits for everyone before it; and for shared waits of several keys after it.
         let latest = graph.last_unshared_before(key, bound);
         let mut behind = latest;
-        while let Some(ticket) = behind.filter(|ticket| not_through.contains(ticket)) {
+        while let Some(ticket) =
+            behind.filter(|ticket| not_through.is_some_and(|owner| graph.owns(owner, *ticket)))
+        {
             behind = graph.last_unshared_before(key, ticket);
         }
         QueueSpan {
@@ -189,8 +207,8 @@ impl QueueSpan {
 
 struct Search<'a, K> {
     target: &'a Owner,
-    /// The target's own waits, read when first needed.
-    target_waits: Option<Vec<OwnerWait<K>>>,
+    /// Where the target first waits in each key's queue, read when first needed.
+    target_waits: Option<HashMap<K, (Ticket, Option<Ticket>)>>,
     reached: HashSet<Owner>,
     /// Owners reached and not yet looked at, each with the asked key that led there.
     to_visit: Vec<(K, Owner)>,
@@ -201,10 +219,26 @@ struct Search<'a, K> {
 }
 
 impl<K: Clone + Eq + Hash> Search<'_, K> {
-    fn target_waits(&mut self, graph: &mut impl WaitGraph<K>) -> &[OwnerWait<K>] {
+    /// Whether the target waits in `key`'s queue before `all_before`, or with a wait
+    /// for several keys before `bound`.
+    fn target_before(
+        &mut self,
+        graph: &mut impl WaitGraph<K>,
+        key: &K,
+        all_before: Ticket,
+        bound: Ticket,
+    ) -> bool {
         let target = self.target;
-        self.target_waits
-            .get_or_insert_with(|| graph.waits_of(target))
+        let earliest = self.target_waits.get_or_insert_with(|| {
+            graph
+                .earliest_waits(target)
+                .into_iter()
+                .map(|wait| (wait.key, (wait.any, wait.several)))
+                .collect()
+        });
+        earliest.get(key).is_some_and(|(any, several)| {
+            *any < all_before || several.is_some_and(|several| several < bound)
+        })
     }
 
     /// Whether `key`'s queue was looked at through the waits before `ticket` already,
@@ -250,10 +284,10 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
                 }
             }
         }
-        let from = match first_hop {
-            true => 0,
-            false => self.covered.get(key).copied().unwrap_or(0),
-        };
+        // The target's own linked waits are passed over in the new wait's own step, so
+        // what is covered below is also what later steps need not walk again: they see
+        // the target's own waits through `target_before`.
+        let from = self.covered.get(key).copied().unwrap_or(0);
         // The new wait's own owner is left out: a queue where only it leads elsewhere
         // (its many waits for one key) is not walked.
         let target = self.target;
@@ -264,7 +298,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         } else {
             graph.linked_between(key, from, span.all_before, &worth)
         };
-        if !first_hop && span.all_before > from {
+        if span.all_before > from {
             self.covered.insert(key.clone(), span.all_before);
         }
         queued.extend(multi_key);
@@ -277,14 +311,8 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
                 self.reach(wait.owner, origin);
             }
         }
-        // The target's own waits here that are not linked (its only one, so far).
-        let target_here = !first_hop
-            && self.target_waits(graph).iter().any(|wait| {
-                wait.keys.contains(key)
-                    && (wait.ticket < span.all_before
-                        || (wait.ticket < span.bound && wait.keys.len() > 1))
-            });
-        if target_here {
+        // The target's own waits here (not linked, or passed over in the first step).
+        if !first_hop && self.target_before(graph, key, span.all_before, span.bound) {
             return closes();
         }
         None

@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
 use crate::capacity::trim;
-use crate::deadlock::{OwnerWait, QueuedWait};
+use crate::deadlock::{EarliestWait, OwnerWait, QueuedWait};
 use crate::mode::Mode;
 use crate::owner::Owner;
 use crate::wait_queue::{Ticket, WaitQueue};
@@ -337,15 +337,19 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
 
     /// Whether wait `ticket` stands first in the queue of every key it asks for.
     pub fn is_first_everywhere(&mut self, ticket: Ticket) -> bool {
-        let Some(wait) = self.waits.get(&ticket) else {
-            return false;
-        };
-        let keys = wait.keys.clone();
-        keys.iter().all(|key| {
-            self.keys
+        self.not_first_at(ticket).is_none() && self.waits.contains_key(&ticket)
+    }
+
+    /// The position (among its keys) of the first key whose queue wait `ticket` does
+    /// not stand first in, if any.
+    pub fn not_first_at(&mut self, ticket: Ticket) -> Option<usize> {
+        let wait = self.waits.get(&ticket)?;
+        let queues = &mut self.keys;
+        wait.keys.iter().position(|key| {
+            queues
                 .get_mut(key)
                 .and_then(KeyQueue::front)
-                .is_some_and(|front| front == ticket)
+                .is_none_or(|front| front != ticket)
         })
     }
 
@@ -451,6 +455,11 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         self.waits.get_mut(&ticket).map(|wait| &mut wait.waiter)
     }
 
+    /// The waiter of wait `ticket`, to update it in place.
+    pub fn waiter_mut(&mut self, ticket: Ticket) -> Option<&mut W> {
+        self.waits.get_mut(&ticket).map(|wait| &mut wait.waiter)
+    }
+
     pub fn is_queued(&self, client: C, ticket: Ticket) -> bool {
         self.queued.get(&client) == Some(&ticket)
     }
@@ -549,6 +558,43 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             let owners = &waiting.linked_owners;
             owners.len() > 1 || (owners.len() == 1 && !owners.contains_key(owner))
         })
+    }
+
+    /// Whether wait `ticket` is one of `owner`'s.
+    pub fn owns(&self, owner: &Owner, ticket: Ticket) -> bool {
+        self.waits
+            .get(&ticket)
+            .is_some_and(|wait| wait.owner == *owner)
+    }
+
+    /// For each key `owner` waits for, its earliest wait there, and its earliest wait
+    /// for several keys there.
+    pub fn earliest_waits(&self, owner: &Owner) -> Vec<EarliestWait<K>> {
+        let tickets: Vec<Ticket> = match owner {
+            Owner::Alone(ticket) => vec![*ticket],
+            _ => self
+                .owners
+                .get(owner)
+                .map_or_else(Vec::new, |tickets| tickets.iter().copied().collect()),
+        };
+        let mut earliest: HashMap<&K, EarliestWait<K>> = HashMap::new();
+        for ticket in tickets {
+            let Some(wait) = self.waits.get(&ticket) else {
+                continue;
+            };
+            let several = wait.keys.len() > 1;
+            for key in &wait.keys {
+                let entry = earliest.entry(key).or_insert_with(|| EarliestWait {
+                    key: key.clone(),
+                    any: ticket,
+                    several: None,
+                });
+                if several && entry.several.is_none() {
+                    entry.several = Some(ticket);
+                }
+            }
+        }
+        earliest.into_values().collect()
     }
 
     /// Every wait of `owner` that a deadlock search needs, latest first: of its

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use fencelock_core::deadlock::{find_cycle, OwnerWait, QueuedWait, WaitGraph};
+use fencelock_core::deadlock::{find_cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
 use fencelock_core::mode::Mode;
 use fencelock_core::owner::{waits_for_queued, Owner};
 use fencelock_core::wait_queue::Ticket;
@@ -101,6 +101,14 @@ impl WaitGraph<u8> for World {
 
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<u8>> {
         self.book.owner_waits(owner)
+    }
+
+    fn earliest_waits(&mut self, owner: &Owner) -> Vec<EarliestWait<u8>> {
+        self.book.earliest_waits(owner)
+    }
+
+    fn owns(&mut self, owner: &Owner, ticket: Ticket) -> bool {
+        self.book.owns(owner, ticket)
     }
 
     fn holders(&mut self, key: &u8, mode: Mode, even_if_admitted: bool) -> Vec<Owner> {

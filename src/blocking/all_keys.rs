@@ -34,14 +34,50 @@ pub(super) enum Turn {
 /// The wait `ticket`, first in `id`'s queue (open as `key`), takes its turn.
 pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ticket) -> Turn {
     let head = with_registry(|r| {
-        if !r.is_first_everywhere(ticket) {
-            return None;
-        }
-        r.head(id)
-            .filter(|head| head.ticket == ticket)
-            .map(|head| (head.keys.to_vec(), head.waiter.wanted.clone()))
+        r.head(id).filter(|head| head.ticket == ticket).map(|head| {
+            let waiter = head.waiter;
+            let blocker = waiter.blocked_on.and_then(|at| head.keys.get(at)).cloned();
+            (waiter.wanted.clone(), blocker)
+        })
     });
-    let Some((ids, wanted)) = head else {
+    let Some((wanted, blocker)) = head else {
+        return Turn::Waits;
+    };
+    let now_ms = clock::now_ms();
+    let limits = config::limits();
+    let request = AcquireRequest {
+        token: wanted.token.as_deref().unwrap_or_default(),
+        mode: wanted.mode,
+        max_holders: limits.max_holders,
+        queued_before: false,
+        fresh_token: wanted.token.is_none(),
+        session: wanted.session.as_deref(),
+    };
+    // The key that kept it waiting last time, first: while it still does, the turn
+    // ends here, without a look at every key (a queue settled key by key would look
+    // at them all once per key).
+    if let Some((_, name)) = blocker.filter(|blocker| blocker != id) {
+        let first_there = with_registry(|r| r.queue_front(&(id.0, name.clone())) == Some(ticket));
+        if !first_there {
+            return Turn::Waits;
+        }
+        let name = RedisString::create_from_slice(ctx.ctx, &name);
+        let mut blocker = LockKey::open(ctx, &name, true);
+        let _ = effects::drop_ended(ctx, &mut blocker, now_ms);
+        if step_of(&blocker, &request, now_ms) == Step::Busy {
+            return Turn::Waits;
+        }
+    }
+    let keys = with_registry(|r| match r.not_first_at(ticket) {
+        Some(behind) => {
+            if let Some(waiter) = r.waiter_mut(ticket) {
+                waiter.blocked_on = Some(behind);
+            }
+            None
+        }
+        None => r.head(id).map(|head| head.keys.to_vec()),
+    });
+    let Some(ids) = keys else {
         return Turn::Waits;
     };
     // Every key of one wait is in the database it was asked in, the one selected now.
@@ -54,7 +90,6 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         .iter()
         .map(|name| LockKey::open(ctx, name, true))
         .collect();
-    let now_ms = clock::now_ms();
     for other in &mut others {
         // A failed drop leaves the ended holders counted as gone by every decision.
         let _ = effects::drop_ended(ctx, other, now_ms);
@@ -65,16 +100,7 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         key,
         others: &mut others,
     };
-    let limits = config::limits();
-    let request = AcquireRequest {
-        token: wanted.token.as_deref().unwrap_or_default(),
-        mode: wanted.mode,
-        max_holders: limits.max_holders,
-        queued_before: false,
-        fresh_token: wanted.token.is_none(),
-        session: wanted.session.as_deref(),
-    };
-    let steps = keys.each(|each| lock::step(each.lock().ok().flatten(), &request, now_ms));
+    let steps = keys.each(|each| step_of(each, &request, now_ms));
     let refusal = steps.iter().zip(&ids).find_map(|(step, (_, name))| {
         let error = match step {
             Step::WrongMode(held) => CommandError::WrongMode(*held),
@@ -87,10 +113,24 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         refuse(ctx, ticket, refusal);
         return Turn::Refused;
     }
-    if steps.contains(&Step::Busy) {
+    if let Some(busy) = steps.iter().position(|step| *step == Step::Busy) {
+        with_registry(|r| {
+            if let Some(waiter) = r.waiter_mut(ticket) {
+                waiter.blocked_on = Some(busy);
+            }
+        });
         return Turn::Waits;
     }
     grant(ctx, &mut keys, &steps, ticket, &wanted)
+}
+
+/// What the wait's acquire would do to one key. A key holding another value is busy:
+/// the wait stays (as a single-key wait does) rather than overwrite it.
+fn step_of(key: &LockKey, request: &AcquireRequest, now_ms: i64) -> Step {
+    match key.lock() {
+        Ok(current) => lock::step(current, request, now_ms),
+        Err(_) => Step::Busy,
+    }
 }
 
 /// The keys of one wait, open: the one whose queue is being settled, and the others.

@@ -28,6 +28,8 @@ pub(super) enum Delivery {
         token: Vec<u8>,
         fence: u64,
         delivered: bool,
+        /// Asked by `LOCK.ACQUIREALL`: answered `[token, [fence]]`.
+        as_list: bool,
     },
     /// It holds every key it asked for now (`LOCK.ACQUIREALL`), in database `db`: each
     /// with its fence, and whether that holding is new (a renewed one is not given back
@@ -45,6 +47,7 @@ pub(super) enum Delivery {
         client_id: u64,
         token: Vec<u8>,
         fence: u64,
+        as_list: bool,
     },
     /// The key moved to another node (`MIGRATE` during resharding): the client must
     /// retry there, as for any key of a slot being moved.
@@ -70,10 +73,11 @@ impl Waiting for LockWaiting {
                 token,
                 fence,
                 delivered,
+                as_list,
                 ..
             }) => {
                 fault::inject("reply", Some(token));
-                reply::grant(ctx, token, *fence);
+                grant_reply(ctx, token, *fence, *as_list);
                 // Only now: a reply that failed half-way leaves the grant undelivered,
                 // and freeing it gives the lock back.
                 *delivered = true;
@@ -96,8 +100,9 @@ impl Waiting for LockWaiting {
                 client_id,
                 token,
                 fence,
+                as_list,
             }) => {
-                reply::grant(ctx, token, *fence);
+                grant_reply(ctx, token, *fence, *as_list);
                 reply_settled(*client_id);
             }
             Some(Delivery::Moved) => {
@@ -162,6 +167,7 @@ impl Waiting for LockWaiting {
             token,
             fence,
             delivered,
+            ..
         } = delivery
         else {
             return;
@@ -173,6 +179,15 @@ impl Waiting for LockWaiting {
             let give_back = GiveBack { key, token, fence };
             timers::start(ctx, Duration::ZERO, give_back);
         }
+    }
+}
+
+/// `[token, fence]`, or `[token, [fence]]` for a `LOCK.ACQUIREALL` of one key.
+fn grant_reply(ctx: &Context, token: &[u8], fence: u64, as_list: bool) {
+    if as_list {
+        reply::grant_all(ctx, token, &[fence]);
+    } else {
+        reply::grant(ctx, token, fence);
     }
 }
 

@@ -3,7 +3,7 @@
 //! (a key opened for reading, in its own database), never with the registry borrowed
 //! while Redis runs.
 
-use fencelock_core::deadlock::{find_cycle, Cycle, OwnerWait, QueuedWait, WaitGraph};
+use fencelock_core::deadlock::{find_cycle, Cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
 use fencelock_core::error::deadlock;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
@@ -83,6 +83,14 @@ impl WaitGraph<KeyId> for Live<'_> {
 
     fn waits_of(&mut self, owner: &Owner) -> Vec<OwnerWait<KeyId>> {
         with_registry(|r| r.owner_waits(owner))
+    }
+
+    fn earliest_waits(&mut self, owner: &Owner) -> Vec<EarliestWait<KeyId>> {
+        with_registry(|r| r.earliest_waits(owner))
+    }
+
+    fn owns(&mut self, owner: &Owner, ticket: Ticket) -> bool {
+        with_registry(|r| r.owns(owner, ticket))
     }
 
     fn holders(&mut self, key: &KeyId, mode: Mode, even_if_admitted: bool) -> Vec<Owner> {

@@ -75,6 +75,9 @@ pub struct Wanted {
     /// The session the holding is to belong to (`LOCK.CLOSE` answers its waits nil).
     pub session: Option<Vec<u8>>,
     pub lock_delay_ms: u64,
+    /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
+    /// `[token, [fences]]`.
+    pub all_keys: bool,
 }
 
 /// One blocked `LOCK.ACQUIRE`.
@@ -84,6 +87,9 @@ struct Waiter {
     wanted: Wanted,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
+    /// Of a wait for several keys, the one that kept it waiting at its last turn:
+    /// looked at first at the next, so a key it still waits for ends a turn at once.
+    blocked_on: Option<usize>,
 }
 
 impl waiters::Waiter for Waiter {
@@ -175,6 +181,7 @@ pub fn enqueue_all(
         client_id,
         wanted,
         timeout_timer: None,
+        blocked_on: None,
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
@@ -293,6 +300,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         mode,
         session,
         lock_delay_ms,
+        all_keys,
     } = waiter.wanted;
     let chosen_token = token.is_some();
     // The waiter's reply is sent later, so the token is kept as its hex spelling.
@@ -336,6 +344,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         token,
         fence,
         delivered: false,
+        as_list: all_keys,
     };
     blocked::unblock::<LockWaiting>(client, Some(delivery));
     true
@@ -387,6 +396,7 @@ pub(super) fn answer_same_token(
             client_id: waiter.client_id,
             token: token.to_vec(),
             fence,
+            as_list: waiter.wanted.all_keys,
         };
         blocked::unblock::<LockWaiting>(client, Some(renewed));
     }

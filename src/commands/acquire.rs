@@ -152,9 +152,11 @@ pub(super) fn lease_deadline(
         .ok_or(CommandError::InvalidExpire(command))
 }
 
-/// What the waiter of `asked` wants when it is granted.
-pub(super) fn wanted(asked: &Asked) -> blocking::Wanted {
+/// What the waiter of `asked` wants when it is granted (`all_keys`: asked by
+/// `LOCK.ACQUIREALL`).
+pub(super) fn wanted(asked: &Asked, all_keys: bool) -> blocking::Wanted {
     blocking::Wanted {
+        all_keys,
         ttl_ms: asked.ttl_ms,
         token: asked.token.map(|token| token.bytes.to_vec()),
         mode: asked.mode,
@@ -216,7 +218,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Busy => {
             let next_change = effects::next_lease_end(&key, clock::command_ms());
-            wait_or_give_up(ctx, &[(name, next_change)], asked, limits)
+            wait_or_give_up(ctx, &[(name, next_change)], asked, limits, false)
         }
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
         Decision::WrongSession => Err(CommandError::WrongSession),
@@ -232,6 +234,7 @@ pub(super) fn wait_or_give_up(
     keys: &[(&RedisString, Option<i64>)],
     asked: &Asked,
     limits: &Limits,
+    all_keys: bool,
 ) -> Result<RedisValue, CommandError> {
     let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
         stats::CONTENDED.bump();
@@ -247,7 +250,7 @@ pub(super) fn wait_or_give_up(
     if server::out_of_memory(ctx) {
         return Err(CommandError::OutOfMemory);
     }
-    let wanted = wanted(asked);
+    let wanted = wanted(asked, all_keys);
     if let Some(cycle) = blocking::would_deadlock(ctx, &names, &wanted) {
         blocking::refuse_deadlock(ctx, &cycle);
         return Ok(RedisValue::NoReply);

@@ -145,7 +145,7 @@ fn acquire_all(
             .iter()
             .map(|key| (key.name(), effects::next_lease_end(key, now_ms)))
             .collect();
-        return wait_or_give_up(ctx, &waits, asked, limits).map_err(to_redis);
+        return wait_or_give_up(ctx, &waits, asked, limits, true).map_err(to_redis);
     }
     if steps.contains(&Step::Admit) && server::out_of_memory(ctx) {
         return Err(to_redis(CommandError::OutOfMemory));

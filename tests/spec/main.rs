@@ -5,6 +5,7 @@
 
 mod acl;
 mod acquire_all;
+mod acquire_all_found;
 mod blocking;
 mod commands;
 mod config;
