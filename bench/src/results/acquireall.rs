@@ -111,7 +111,8 @@ pub struct WaitShape {
     pub on_us: Vec<f64>,
     #[serde(rename = "detection_off_server_cpu_us", with = "summarised")]
     pub off_us: Vec<f64>,
-    /// `INFO commandstats` time per acquire that waits (inside the command only), µs.
+    /// `INFO commandstats` time per acquire that waits (inside the command only, wall
+    /// clock: it also counts time the server was off its CPU), µs.
     #[serde(rename = "detection_on_command_us", with = "summarised")]
     pub on_command_us: Vec<f64>,
     #[serde(rename = "detection_off_command_us", with = "summarised")]
@@ -138,6 +139,15 @@ impl WaitShape {
     /// The same in the command's own time.
     pub fn command_ratio(&self) -> Vec<f64> {
         paired(&self.on_command_us, &self.off_command_us)
+    }
+
+    /// Server CPU detection adds to an acquire that waits, µs, per repetition.
+    pub fn added_us(&self) -> Vec<f64> {
+        self.on_us
+            .iter()
+            .zip(&self.off_us)
+            .map(|(on, off)| on - off)
+            .collect()
     }
 }
 
