@@ -5,15 +5,18 @@
 //! 7.0, Redis 8.2 or Valkey 9.1), measures per-command throughput, the lock cycle,
 //! contention on one key, memory, where the server's time goes per command, how
 //! that cost grows with holders, waiters and held locks (the cost curves, on servers of
-//! their own) and what sessions cost (`LOCK.KEEPALIVE` against pipelined refreshes,
-//! memory per session holding), with every comparison alternating within each
-//! repetition, then prints a table and writes `report.json`, `report.md`, `bench.svg`
-//! and `curves.svg` (see `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
+//! their own), what sessions cost (`LOCK.KEEPALIVE` against pipelined refreshes,
+//! memory per session holding) and many keys at once (`LOCK.ACQUIREALL` against
+//! pipelined acquires and a client-side multi-lock, and what deadlock detection adds to
+//! an acquire that waits), with every comparison alternating within each repetition,
+//! then prints a table and writes `report.json`, `report.md`, `bench.svg` and
+//! `curves.svg` (see `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
 //! docs/bench.svg and docs/curves.svg. With the `peers` feature (`make bench-peers`)
 //! it also runs fencelock side by side with etcd.
 //!
 //! The same binary is also the contention client: `contender …` (re-executed by the
-//! contention scenario, one process per client), and `make bench-all`'s combiner:
+//! contention scenario, one process per client) and `multikey-contender …` (the same for
+//! the contention over sets of keys), and `make bench-all`'s combiner:
 //! `combine OUT.md DIR…` (one table out of several servers' `report.json`). Built
 //! with the `peers` feature (`make bench-peers`: fencelock side by side with etcd), it
 //! is also that scenario's etcd contention client (`etcd-contender …`) and the lock
@@ -41,6 +44,10 @@ fn main() -> ExitCode {
     let subcommand = match args.first().map(String::as_str) {
         Some("contender") => Some(("contender", contender::main(&args[1..]))),
         Some("combine") => Some(("combine", combine::main(&args[1..]))),
+        Some("multikey-contender") => Some((
+            "multikey-contender",
+            measure::acquireall::contender::main(&args[1..]),
+        )),
         #[cfg(feature = "peers")]
         Some("etcd-contender") => Some((
             "etcd-contender",

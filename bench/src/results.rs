@@ -7,6 +7,7 @@
 //!
 //! One file a scenario under `results/`; this one holds the run as a whole.
 
+pub mod acquireall;
 pub mod contention;
 pub mod curves;
 pub mod machine;
@@ -19,6 +20,7 @@ pub mod throughput;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{nullable, spread, summarised, Spread};
+use acquireall::AcquireAllResult;
 use contention::{ContentionResult, Lock, Mode, Sample};
 use curves::CurvesResult;
 use machine::{Machine, Natives};
@@ -50,6 +52,11 @@ pub struct Results {
     /// `None` when not run, and in a report.json written before sessions existed.
     #[serde(default)]
     pub sessions: Option<SessionsResult>,
+    /// Many keys at once: `LOCK.ACQUIREALL` against pipelined acquires and a client-side
+    /// multi-lock, and what deadlock detection adds to a wait; `None` when not run, and
+    /// in a report.json written before it existed.
+    #[serde(default)]
+    pub acquireall: Option<AcquireAllResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the

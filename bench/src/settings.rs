@@ -20,8 +20,9 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
   --only    comma-separated scenarios to run: throughput, contention, memory, profile,
-            curves, sessions, peers (etcd side by side; built with the `peers` feature
-            only: make bench-peers) (default all those built in)
+            curves, sessions, acquireall (LOCK.ACQUIREALL and deadlock detection), peers
+            (etcd side by side; built with the `peers` feature only: make bench-peers)
+            (default all those built in)
   --server  the name the report gives the server (default: the binary's path); the
             binary is FENCELOCK_REDIS_SERVER's, else redis-server from PATH
   The modules loaded are FENCELOCK_MODULE and FENCELOCK_FLOOR_MODULE, else the release
@@ -44,6 +45,9 @@ pub enum Scenario {
     Curves,
     /// `LOCK.KEEPALIVE` against pipelined refreshes, and memory per session holding.
     Sessions,
+    /// `LOCK.ACQUIREALL` against pipelined acquires and a client-side multi-lock, and
+    /// what deadlock detection adds to an acquire that waits.
+    AcquireAll,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -73,6 +77,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         ),
         "curves" => Ok(Scenario::Curves),
         "sessions" => Ok(Scenario::Sessions),
+        "acquireall" => Ok(Scenario::AcquireAll),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -95,6 +100,7 @@ impl Settings {
                 Scenario::Peers,
                 Scenario::Curves,
                 Scenario::Sessions,
+                Scenario::AcquireAll,
             ],
             workload: Workload {
                 smoke: false,

@@ -17,7 +17,7 @@
 //! `CAP_SYS_RESOURCE`), the largest waiter count is lowered to what fits and the
 //! result says so.
 
-mod crowd;
+pub mod crowd;
 mod holders;
 mod locks;
 mod waiters;
@@ -52,7 +52,7 @@ pub const DEPTH: usize = 32;
 const SETTLE: Duration = Duration::from_millis(10);
 /// File descriptors kept free beside the waiters, in this process and in the server:
 /// Redis reserves 32, and each side has a few connections and files of its own.
-const FD_MARGIN: u64 = 128;
+pub const FD_MARGIN: u64 = 128;
 /// Stride of `spread`: a prime above every size (so coprime with each: a run visits
 /// every item once before any twice) whose remainders modulo powers of ten are far
 /// from 0 (so consecutive visits land far apart).
@@ -232,7 +232,7 @@ impl Meter {
 /// Raises this process's open-files limit as far as `wanted` (the soft one up to the
 /// hard one; the hard one too where the process may), and returns what it is now:
 /// the curves' server, started after this, inherits it.
-fn raise_open_files(wanted: u64) -> u64 {
+pub fn raise_open_files(wanted: u64) -> u64 {
     let now = getrlimit(Resource::Nofile);
     let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
@@ -271,7 +271,11 @@ fn raise_open_files(wanted: u64) -> u64 {
 /// The waiter counts this machine can hold: the planned ones up to what the
 /// open-files limit leaves room for (the server and this process each keep one socket
 /// per waiter), the largest rounded down to a thousand; and why, if any was lowered.
-fn feasible_waiters(planned: &[u64], joins: usize, open_files: u64) -> (Vec<u64>, Option<String>) {
+pub fn feasible_waiters(
+    planned: &[u64],
+    joins: usize,
+    open_files: u64,
+) -> (Vec<u64>, Option<String>) {
     let room = open_files.saturating_sub(FD_MARGIN + joins as u64 + 1);
     let largest = planned.iter().copied().max().unwrap_or(0);
     if largest <= room {
@@ -292,9 +296,10 @@ fn feasible_waiters(planned: &[u64], joins: usize, open_files: u64) -> (Vec<u64>
     (sizes, Some(why))
 }
 
-/// The server for the curves: the benchmark's (module loaded, persistence off, pinned
-/// as the others), listening on every address of `crowd`, with room for the clients.
-fn start_server(pinned: bool, clients: u64, dir: &std::path::Path) -> io::Result<Server> {
+/// The server for the curves (and scenario 8's waits): the benchmark's (module loaded,
+/// persistence off, pinned as the others), listening on every address of `crowd`, with
+/// room for the clients.
+pub fn start_server(pinned: bool, clients: u64, dir: &std::path::Path) -> io::Result<Server> {
     let addresses: Vec<String> = (0..crowd::ADDRESSES)
         .map(|i| crowd::address(usize::from(i)).to_string())
         .collect();

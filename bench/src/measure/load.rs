@@ -1,7 +1,9 @@
 //! The load driver: N connections, one thread each, every connection keeping up to
-//! `depth` commands in flight (1 = unpipelined). What is sent is described by a
-//! `Recipe`: an operation is one or more commands, each step may depend on the reply
-//! to the one before (the token of a grant, whether `SET NX` succeeded). A run does a
+//! `depth` steps in flight (1 = unpipelined). What is sent is described by a
+//! `Recipe`: an operation is one or more steps, each step may depend on the reply
+//! to the one before (the token of a grant, whether `SET NX` succeeded). A step is one
+//! command, or several sent in one write (`Command::width`: the four `LOCK.ACQUIRE`s
+//! a client pipelines for four keys), which counts as one step in flight. A run does a
 //! fixed number of operations per connection and is timed from a common start to the
 //! last connection's finish. Built on testkit's RESP encoder and parser, with nothing
 //! else per command (no client library): the generator must stay cheaper than the
@@ -163,11 +165,11 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Writes up to `depth` commands: next steps of answered operations first, then
-    /// new operations. Returns how many commands were written.
+    /// Writes up to `depth` steps: next steps of answered operations first, then new
+    /// operations. Returns how many commands were written (replies to read).
     fn fill(&mut self, depth: usize, out: &mut Vec<u8>) -> usize {
-        let mut written = 0;
-        while written < depth {
+        let (mut steps, mut written) = (0, 0);
+        while steps < depth {
             let op = if let Some(op) = self.ready.pop_front() {
                 op
             } else if self.to_start > 0 {
@@ -176,24 +178,49 @@ impl<'a> Session<'a> {
                     id: self.sequence,
                     key: self.next_key(),
                     step: 0,
+                    part: 0,
                     token: Vec::new(),
                 }
             } else {
                 break;
             };
             self.recipe.command(self.conn, &op, out);
+            written += self.recipe.command.width(op.step);
             self.in_flight.push_back(op);
-            written += 1;
+            steps += 1;
         }
         written
     }
 
     fn on_reply(&mut self, reply: Reply) -> io::Result<()> {
-        let mut op = self
+        let op = self
             .in_flight
-            .pop_front()
+            .front_mut()
             .ok_or_else(|| io::Error::other("reply without a request"))?;
-        match self.recipe.reply(&mut op, reply) {
+        let outcome = self.recipe.reply(op, reply);
+        let width = self.recipe.command.width(op.step);
+        let more = usize::from(op.part) + 1 < width;
+        match outcome {
+            // A hit with more replies of the same step to come: wait for them.
+            Outcome::Next | Outcome::Done if more => {
+                op.part += 1;
+                return Ok(());
+            }
+            // A step of several commands is all hits or a failed run: dropping it
+            // halfway would leave its other replies unread.
+            Outcome::Busy if width > 1 => {
+                return Err(io::Error::other(format!(
+                    "key #{} busy in a step of {width} commands",
+                    op.key
+                )))
+            }
+            _ => {}
+        }
+        let Some(mut op) = self.in_flight.pop_front() else {
+            return Err(io::Error::other("reply without a request"));
+        };
+        op.part = 0;
+        match outcome {
             Outcome::Next => {
                 op.step += 1;
                 self.ready.push_back(op);

@@ -1,8 +1,9 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! seven scenarios, each producing its part of the `Results` (an eighth, the etcd side
+//! eight scenarios, each producing its part of the `Results` (one more, the etcd side
 //! by side, with the `peers` feature). Nothing here formats a report: what is printed
 //! while measuring is progress, on stderr.
 
+pub mod acquireall;
 pub mod callgrind;
 pub mod contender;
 pub mod contenders;
@@ -25,6 +26,7 @@ pub mod throughput;
 use std::io;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::results::acquireall::AcquireAllResult;
 use crate::results::machine::Natives;
 use crate::results::memory::MemoryResult;
 use crate::results::profile::ProfileResult;
@@ -83,11 +85,27 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         eprintln!("7. sessions: LOCK.KEEPALIVE against pipelined refreshes, memory per holding");
         sessions = Some(sessions::run(&server, workload)?);
     }
+    let mut on_server = None;
+    if settings.runs(Scenario::AcquireAll) {
+        eprintln!(
+            "8. many keys at once: LOCK.ACQUIREALL, contention over key sets, deadlock detection"
+        );
+        on_server = Some(acquireall::run(&server, workload)?);
+    }
     drop(server);
     let mut curves = None;
     if settings.runs(Scenario::Curves) {
         eprintln!("6. cost curves");
         curves = Some(curves::run(placement.is_some(), workload)?);
+    }
+    let mut acquireall = None;
+    if let Some((cycles, contention_plan, contention)) = on_server {
+        acquireall = Some(AcquireAllResult {
+            cycles,
+            contention_plan,
+            contention,
+            waits: acquireall::waits(placement.is_some(), workload)?,
+        });
     }
 
     Ok(Results {
@@ -103,5 +121,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         peers,
         curves,
         sessions,
+        acquireall,
     })
 }

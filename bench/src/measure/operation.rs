@@ -8,11 +8,13 @@
 use std::sync::{Arc, OnceLock};
 
 /// One operation in progress: its number on its connection (unique there), its key
-/// number, the step it is at, and the token it learnt or chose.
+/// number, the step it is at, which reply of that step comes next (a step may send
+/// several commands in one write: `Command::width`), and the token it learnt or chose.
 pub struct Op {
     pub id: u64,
     pub key: u64,
     pub step: u8,
+    pub part: u8,
     pub token: Vec<u8>,
 }
 

@@ -24,11 +24,18 @@
 //! at random) — fencelock: `LOCK.ACQUIRE key ttl LIMIT n`, then `LOCK.RELEASE` with the
 //! granted token; the ZSET recipe: the semaphore script (`lua::SEMAPHORE`) with a token
 //! unique to the operation, then `ZREM key token`.
+//!
+//! The four-key cycles (`LOCK.ACQUIREALL`'s scenario, `acquireall`) take four keys of
+//! the connection's own under its client token and give them back: `LOCK.ACQUIREALL 4
+//! k1 k2 k3 k4 ttl TOKEN t`, or four `LOCK.ACQUIRE ki ttl TOKEN t` sent in one write;
+//! then four `LOCK.RELEASE ki t` in one write, for both. Each connection visits
+//! `HELD_PER_CONN` sets of four keys in turn, far more than it has in flight, so no
+//! two cycles ever ask for the same key.
 
 use testkit::resp::{encode, Reply};
 
 use crate::measure::lua::{data_key, fence_key, lock_key, mark_key, Name, Scripts};
-use crate::measure::operation::{client_token, HeldTokens, Keys, Op, Outcome};
+use crate::measure::operation::{client_token, HeldTokens, Keys, Op, Outcome, CONN_STRIDE};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
 pub const TTL: &[u8] = b"30000";
@@ -42,6 +49,10 @@ pub const HELD_PER_CONN: u64 = 1_000;
 /// Keyspace the cycles' random keys come from: large enough that two cycles in flight
 /// rarely pick the same key (a collision is counted as busy and retried).
 pub const KEYSPACE: u64 = 10_000_000;
+/// Keys each four-key cycle takes.
+pub const CYCLE_KEYS: u64 = 4;
+/// `CYCLE_KEYS` as `LOCK.ACQUIREALL`'s numkeys.
+const CYCLE_NUMKEYS: &[u8] = b"4";
 /// Semaphores the semaphore cycles share: with 50 connections × 32 commands in flight,
 /// each semaphore has several holders at a time in a pipelined run (unpipelined, rarely
 /// more than one).
@@ -100,6 +111,12 @@ pub enum Command {
     LockFenced,
     /// `EVALSHA mark-check 2 mark:key key:data fence v`, the same fence each time.
     LuaFenced,
+    /// `LOCK.ACQUIREALL 4 k1..k4 ttl TOKEN t`, then four `LOCK.RELEASE ki t` in one
+    /// write.
+    AcquireAllCycle,
+    /// Four `LOCK.ACQUIRE ki ttl TOKEN t` in one write, then four `LOCK.RELEASE ki t`
+    /// in one write: what a client does for four keys without `LOCK.ACQUIREALL`.
+    PipelinedAcquireCycle,
     /// `PING`: what any command costs the server before it does anything (profile only).
     Ping,
     /// `INCR fence:key` on fresh keys: the fence counter on its own (profile only).
@@ -133,7 +150,9 @@ impl Command {
             | Command::LockGuard
             | Command::LuaGuard
             | Command::LockFenced
-            | Command::LuaFenced => Keys::Cycle(HELD_PER_CONN),
+            | Command::LuaFenced
+            | Command::AcquireAllCycle
+            | Command::PipelinedAcquireCycle => Keys::Cycle(HELD_PER_CONN),
             Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
                 Keys::Random(KEYSPACE)
             }
@@ -173,9 +192,38 @@ impl Command {
             | Command::SemaphoreCycle
             | Command::LuaSemaphoreCycle => 2,
             Command::LuaCycle | Command::NativeCycle => 3,
+            Command::AcquireAllCycle => 1 + CYCLE_KEYS,
+            Command::PipelinedAcquireCycle => 2 * CYCLE_KEYS,
             _ => 1,
         }
     }
+
+    /// Steps of one operation, each waiting for the replies to the one before.
+    pub fn steps(self) -> u64 {
+        match self {
+            Command::AcquireAllCycle | Command::PipelinedAcquireCycle => 2,
+            _ => self.commands_per_op(),
+        }
+    }
+
+    /// Commands sent in one write at step `step`.
+    pub fn width(self, step: u8) -> usize {
+        match (self, step) {
+            (Command::AcquireAllCycle, 0) => 1,
+            (Command::AcquireAllCycle | Command::PipelinedAcquireCycle, _) => CYCLE_KEYS as usize,
+            _ => 1,
+        }
+    }
+}
+
+/// The connection an operation on its own keys (`Keys::Fresh`, `Keys::Cycle`) runs on.
+fn op_conn(op: &Op) -> usize {
+    usize::try_from(op.key / CONN_STRIDE).unwrap_or(usize::MAX)
+}
+
+/// Key `j` (0..`CYCLE_KEYS`) of the four-key set numbered `set`.
+fn cycle_key(set: u64, j: u64) -> Name {
+    lock_key(set * CYCLE_KEYS + j)
 }
 
 /// A `Command` with the script SHA1s its `EVALSHA`s need, and the tokens its set-up
@@ -263,6 +311,30 @@ impl Recipe {
             (Command::SetIfEq, _) => {
                 encode(out, &[b"SET", key, token, b"IFEQ", token, b"PX", LONG_TTL])
             }
+            (Command::AcquireAllCycle, 0) => {
+                let keys: Vec<Name> = (0..CYCLE_KEYS).map(|j| cycle_key(op.key, j)).collect();
+                let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIREALL", CYCLE_NUMKEYS];
+                argv.extend(keys.iter().map(Name::as_bytes));
+                argv.extend([TTL, b"TOKEN", token]);
+                encode(out, &argv)
+            }
+            (Command::PipelinedAcquireCycle, 0) => {
+                for j in 0..CYCLE_KEYS {
+                    let key = cycle_key(op.key, j);
+                    encode(
+                        out,
+                        &[b"LOCK.ACQUIRE", key.as_bytes(), TTL, b"TOKEN", token],
+                    );
+                }
+            }
+            (Command::AcquireAllCycle | Command::PipelinedAcquireCycle, _) => {
+                for j in 0..CYCLE_KEYS {
+                    encode(
+                        out,
+                        &[b"LOCK.RELEASE", cycle_key(op.key, j).as_bytes(), token],
+                    );
+                }
+            }
             (Command::Ping, _) => encode(out, &[b"PING"]),
             (Command::LockRelease, _) => encode(out, &[b"LOCK.RELEASE", key, token]),
             (Command::LockRefresh, _) => encode(out, &[b"LOCK.REFRESH", key, token, LONG_TTL]),
@@ -329,8 +401,23 @@ impl Recipe {
 
     /// Interprets the reply to `op`'s current step (and records a granted token in it).
     pub fn reply(&self, op: &mut Op, reply: Reply) -> Outcome {
-        let last = u64::from(op.step) + 1 == self.command.commands_per_op();
+        let last = u64::from(op.step) + 1 == self.command.steps();
         let hit = match (self.command, op.step) {
+            // `[token, [fence, …]]`: the connection's token and a fence for every key.
+            (Command::AcquireAllCycle, 0) => match &reply {
+                Reply::Array(Some(items)) => match items.as_slice() {
+                    [Reply::Bulk(Some(token)), Reply::Array(Some(fences))] => {
+                        token.as_slice() == client_token(op_conn(op)).as_slice()
+                            && fences.len() as u64 == CYCLE_KEYS
+                            && fences.iter().all(|f| f.integer().is_some_and(|f| f > 0))
+                    }
+                    _ => false,
+                },
+                _ => false,
+            },
+            (Command::PipelinedAcquireCycle, 0) => reply
+                .grant()
+                .is_some_and(|(token, _)| token == client_token(op_conn(op)).as_slice()),
             // Random keys can collide with a cycle in flight: not a miss, a retry.
             (
                 Command::FencelockCycle

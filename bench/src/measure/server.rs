@@ -106,6 +106,21 @@ pub fn info_field(conn: &mut Conn, section: &str, field: &str) -> io::Result<Str
         .ok_or_else(|| io::Error::other(format!("INFO {section} has no {field}")))
 }
 
+/// `INFO commandstats`' total µs and calls of `command` so far (zero when never
+/// called).
+pub fn command_stats(admin: &mut Conn, command: &str) -> io::Result<(f64, f64)> {
+    let Ok(line) = info_field(admin, "commandstats", &format!("cmdstat_{command}")) else {
+        return Ok((0.0, 0.0));
+    };
+    let value = |name: &str| -> io::Result<f64> {
+        line.split(',')
+            .find_map(|part| part.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("cmdstat_{command} has no {name}: {line}")))
+    };
+    Ok((value("usec")?, value("calls")?))
+}
+
 /// Loads a Lua script and returns its SHA1.
 pub fn load_script(conn: &mut Conn, source: &str) -> io::Result<Vec<u8>> {
     let reply = conn.call_ok(&[b"SCRIPT", b"LOAD", source.as_bytes()])?;

@@ -25,7 +25,7 @@ use testkit::resp::{encode, push_decimal, Conn};
 
 use crate::measure::curves::{self, idle_share, pipelined, Expect, Meter, DEPTH};
 use crate::measure::memory::{expect, per_lock, pipeline, settled_memory};
-use crate::measure::server::{self, flush, info_field, Server};
+use crate::measure::server::{self, command_stats, flush, Server};
 use crate::results::sessions::{KeepalivePoint, SessionMemory, SessionsResult};
 use crate::results::Workload;
 
@@ -130,21 +130,6 @@ fn release(server: &Server, tokens: &[Vec<u8>]) -> io::Result<()> {
         |i, out| encode(out, &[b"LOCK.RELEASE", &key(i), &tokens[i as usize]]),
         |_, reply| expect("LOCK.RELEASE", reply.integer() == Some(1), &reply),
     )
-}
-
-/// `INFO commandstats`' total µs and calls of `command` so far (zero when never
-/// called).
-fn command_stats(admin: &mut Conn, command: &str) -> io::Result<(f64, f64)> {
-    let Ok(line) = info_field(admin, "commandstats", &format!("cmdstat_{command}")) else {
-        return Ok((0.0, 0.0));
-    };
-    let value = |name: &str| -> io::Result<f64> {
-        line.split(',')
-            .find_map(|part| part.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("cmdstat_{command} has no {name}: {line}")))
-    };
-    Ok((value("usec")?, value("calls")?))
 }
 
 /// One size: the locks held in one session, then every repetition's keepalive and

@@ -202,8 +202,8 @@ const ATTEMPTS: usize = 3;
 
 /// One timed run on a flushed server, repeated (up to `ATTEMPTS`) while another
 /// process visibly took the server's CPU; keeps the least disturbed attempt. Returns
-/// the run and the server's busy share during it.
-fn measure(
+/// the run and the server's busy share during it. (Also the four-key cycles' runs.)
+pub fn measure(
     server: &Server,
     workload: &Workload,
     admin: &mut Conn,

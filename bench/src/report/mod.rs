@@ -2,6 +2,7 @@
 //! `combine`'s page of several servers, all made from the results alone (nothing here
 //! talks to a server).
 
+pub mod acquireall;
 pub mod combine;
 pub mod curves;
 pub mod curves_chart;
@@ -205,6 +206,7 @@ mod tests {
             peers: None,
             curves: None,
             sessions: None,
+            acquireall: None,
         }
     }
 
@@ -264,17 +266,39 @@ mod tests {
         assert!(page.contains("per held lock: floor module"));
     }
 
-    /// A report.json from before the cost curves or the sessions (no `curves`, no
-    /// `sessions` field) still reads.
+    /// A report.json from before the cost curves, the sessions or the many-key
+    /// scenario (no `curves`, `sessions` or `acquireall` field) still reads.
     #[test]
     fn report_json_without_curves_or_sessions_reads_back() {
         let (_, json) = written(results());
         let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
         value.as_object_mut().unwrap().remove("curves");
         value.as_object_mut().unwrap().remove("sessions");
+        value.as_object_mut().unwrap().remove("acquireall");
         let back: ReportFile = serde_json::from_value(value).expect("an older report.json reads");
         assert!(back.results.curves.is_none());
         assert!(back.results.sessions.is_none());
+        assert!(back.results.acquireall.is_none());
+    }
+
+    /// A run with the many-key scenario reads back the same, its tables and targets
+    /// included.
+    #[test]
+    fn report_json_reads_back_with_acquireall() {
+        let mut run = results();
+        run.acquireall = Some(acquireall::tests::example());
+        let (file, json) = written(run);
+        let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        let page = page(&back);
+        assert_eq!(page, self::page(&file));
+        assert!(page.contains("### Many keys at once"), "{page}");
+        assert!(page.contains(
+            "| pipelined: four-key cycle, LOCK.ACQUIREALL ÷ 4 pipelined LOCK.ACQUIRE | ≥ 0.9× | 0.95 [0.94–0.96]× | met |"
+        ), "{page}");
+        assert!(page.contains(
+            "| deadlock detection, waiters spread over chains of keys: server CPU of an acquire that waits, on ÷ off | ≤ 1.1× | 2.00 [1.96–2.04]× | **MISSED** |"
+        ), "{page}");
     }
 
     /// A run with the sessions reads back the same, their tables and targets included.

@@ -236,6 +236,7 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
     targets.extend(super::sessions::targets(results.sessions.as_ref()));
+    targets.extend(super::acquireall::targets(results.acquireall.as_ref()));
     targets.extend(super::peers::targets(results));
     targets.extend(super::curves::targets(results.curves.as_ref()));
     targets

@@ -1,8 +1,8 @@
 //! The human-readable report: the same tables printed on stdout and written as
 //! `report.md` (whose text also becomes the figures of docs/performance.md).
 
-use crate::report::sessions;
 use crate::report::table::{fixed, ms, rate, spread_with, Table};
+use crate::report::{acquireall, sessions};
 use crate::results::contention::Sample;
 use crate::results::profile::PerCommand;
 use crate::results::{Results, Target};
@@ -247,7 +247,7 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
          ### Targets\n\n{}\n### Throughput (median [min–max] over repetitions)\n\n{}\n\
          ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\nPolling is `SET NX PX` for the mutex, \
          the ZSET semaphore script for the semaphore.\n\n{}\n### Memory\n\n{}\n\
-         ### Per command on the server\n\n{}\n\n{}\n### Sessions\n\n{}",
+         ### Per command on the server\n\n{}\n\n{}\n### Sessions\n\n{}\n### Many keys at once (LOCK.ACQUIREALL)\n\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
@@ -260,13 +260,14 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
         profile_note(results),
         tables.profile.markdown(),
         sessions::markdown(results.sessions.as_ref()),
+        acquireall::markdown(results.acquireall.as_ref()),
     )
 }
 
 /// The stdout version.
 pub fn text(results: &Results, tables: &Tables) -> String {
     format!(
-        "\nfencelock benchmark — {}\n{}\n{}\nServer has {}.\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nPER COMMAND ON THE SERVER\n{}\n{}\n\nSESSIONS\n{}\nTARGETS\n{}",
+        "\nfencelock benchmark — {}\n{}\n{}\nServer has {}.\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nPER COMMAND ON THE SERVER\n{}\n{}\n\nSESSIONS\n{}\nMANY KEYS AT ONCE (LOCK.ACQUIREALL)\n{}\nTARGETS\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
@@ -277,6 +278,7 @@ pub fn text(results: &Results, tables: &Tables) -> String {
         profile_note(results),
         tables.profile.text(),
         sessions::text(results.sessions.as_ref()),
+        acquireall::text(results.acquireall.as_ref()),
         tables.targets.text().replace("**MISSED**", "MISSED"),
     )
 }

@@ -95,8 +95,9 @@ pub struct Sample {
 }
 
 /// The repetitions of one (lock, clients, mode), written with the summary of each
-/// column the tables show; only the repetitions are read back.
-mod repetitions {
+/// column the tables show; only the repetitions are read back. Also the form of the
+/// many-key contention's repetitions (scenario 8).
+pub mod repetitions {
     use super::*;
 
     #[derive(Serialize)]
