@@ -22,9 +22,12 @@
 //!   bound the same way; bound tokens and fences are substituted where a later command
 //!   uses them, and bound fences also inside later reply text (an error naming one);
 //! - a remaining lease (the value after `ttl-ms`, or a `PTTL` reply) matches any integer
-//!   from 1 up to the ttl the key was last acquired or refreshed with.
+//!   from 1 up to the ttl the key was last acquired (`LOCK.ACQUIRE`, or any of the keys
+//!   of a `LOCK.ACQUIREALL`) or refreshed with.
 //!
-//! Everything else must match exactly. `FENCELOCK_REDIS_CLI` picks the client binary.
+//! A value is what follows its array prefixes, one `N) ` per level (`2) 1) ` is the first
+//! element of an array inside an array, as `LOCK.ACQUIREALL` replies its fences), and
+//! the prefixes must match exactly. Everything else must match exactly. `FENCELOCK_REDIS_CLI` picks the client binary.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -207,13 +210,26 @@ impl Bindings {
 
     fn note_lease(&mut self, args: &[String]) {
         let name = args[0].to_ascii_uppercase();
-        let ttl_at = match name.as_str() {
-            "LOCK.ACQUIRE" => 2,
-            "LOCK.REFRESH" => 3,
+        // The keys the command names, and where its ttl stands.
+        let (keys, ttl_at) = match name.as_str() {
+            "LOCK.ACQUIRE" => (1..2, 2),
+            "LOCK.REFRESH" => (1..2, 3),
+            "LOCK.ACQUIREALL" => {
+                let Some(count) = args.get(1).and_then(|n| n.parse::<usize>().ok()) else {
+                    return;
+                };
+                (2..2 + count, 2 + count)
+            }
             _ => return,
         };
-        if let Some(ttl) = args.get(ttl_at).and_then(|t| t.parse().ok()) {
-            self.leases.insert(args[1].clone(), ttl);
+        let (Some(keys), Some(ttl)) = (
+            args.get(keys),
+            args.get(ttl_at).and_then(|t| t.parse().ok()),
+        ) else {
+            return;
+        };
+        for key in keys {
+            self.leases.insert(key.clone(), ttl);
         }
     }
 }
@@ -222,15 +238,21 @@ fn is_generated_token(text: &str) -> bool {
     text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// `N) ` prefixes of array elements, then the value.
+/// `N) ` prefixes of array elements (one per level of nesting: `2) 1) ` opens an array
+/// inside an array), then the value.
 fn split_index(line: &str) -> (&str, &str) {
-    let trimmed = line.trim_start();
-    let value_at = trimmed
-        .find(") ")
-        .filter(|end| trimmed[..*end].bytes().all(|b| b.is_ascii_digit()) && *end > 0)
-        .map_or(0, |end| end + 2);
-    let value_at = value_at + (line.len() - trimmed.len());
+    let mut value_at = line.len() - line.trim_start().len();
+    while let Some(length) = element_prefix(&line[value_at..]) {
+        value_at += length;
+    }
     line.split_at(value_at)
+}
+
+/// The length of an `N) ` prefix at the start of `text`, if it has one.
+fn element_prefix(text: &str) -> Option<usize> {
+    let end = text.find(") ")?;
+    let digits = &text[..end];
+    (end > 0 && digits.bytes().all(|b| b.is_ascii_digit())).then_some(end + 2)
 }
 
 fn integer(value: &str) -> Option<&str> {
@@ -491,6 +513,56 @@ fn shapes_reject_what_does_not_fit() {
         );
     }));
     assert!(too_long.is_err());
+}
+
+#[test]
+fn values_in_nested_arrays_are_matched_by_shape() {
+    assert_eq!(
+        split_index("2) 1) (integer) 1764412345683001"),
+        ("2) 1) ", "(integer) 1764412345683001")
+    );
+    assert_eq!(
+        split_index("   2) (integer) 1764412345683002"),
+        ("   2) ", "(integer) 1764412345683002")
+    );
+    assert_eq!(split_index("1) \"10) x\""), ("1) ", "\"10) x\""));
+    let step = Step {
+        at: "doc.md:1".into(),
+        line: "LOCK.ACQUIREALL 2 a b 30000".into(),
+        args: vec!["LOCK.ACQUIREALL".into()],
+        expected: Vec::new(),
+    };
+    let mut bindings = Bindings::default();
+    check_line(
+        &mut bindings,
+        &step,
+        "2) 1) (integer) 1764412345683001",
+        "2) 1) (integer) 1800000000000007",
+        None,
+    );
+    check_line(
+        &mut bindings,
+        &step,
+        "   2) (integer) 1764412345683002",
+        "   2) (integer) 1800000000000008",
+        Some("2) 1) (integer) 1764412345683001"),
+    );
+    assert_eq!(bindings.fences.len(), 2);
+    let other_depth = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_line(
+            &mut Bindings::default(),
+            &step,
+            "2) 1) (integer) 1764412345683001",
+            "2) (integer) 1800000000000007",
+            None,
+        );
+    }));
+    assert!(other_depth.is_err());
+    bindings
+        .note_lease(&["LOCK.ACQUIREALL", "2", "a", "b", "30000", "TOKEN", "t"].map(String::from));
+    assert_eq!(bindings.leases.get("a"), Some(&30000));
+    assert_eq!(bindings.leases.get("b"), Some(&30000));
+    assert_eq!(bindings.leases.get("30000"), None);
 }
 
 #[test]
