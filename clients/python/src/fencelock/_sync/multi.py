@@ -374,17 +374,23 @@ class ManagedMultiLock(MultiLock):
         self.lock_delay = lock_delay
         self.on_lost = on_lost
         self.lost_ok = lost_ok
+        # The leases of the last grant, one per key (kept after the release, as the
+        # fences are), and whether they are held through this object now.
         self.leases: list[Lease] = []
+        self._holding = False
 
     @property
     def time_left(self) -> float:
         """Seconds until the earliest deadline of its leases (0 when not held)."""
+        if not self._holding:
+            return 0.0
         return min((lease.time_left for lease in self.leases), default=0.0)
 
     @property
     def lost(self) -> bool:
-        """Whether one of its leases was found lost (or its deadline passed)."""
-        return any(lease.expired() for lease in self.leases)
+        """Whether one of the leases held now was found lost (or its deadline
+        passed)."""
+        return self._holding and any(lease.expired() for lease in self.leases)
 
     def __enter__(self) -> ManagedMultiLock:
         if self.acquire():
@@ -411,7 +417,7 @@ class ManagedMultiLock(MultiLock):
     ) -> bool:
         """Takes every lock as the manager's leases; True once held, False (nothing
         held) when the wait ended first. Arguments as ``MultiLock.acquire``."""
-        if self.leases:
+        if self._holding:
             raise lock_error(
                 LockError,
                 "these locks are held already through this object: release first",
@@ -433,6 +439,7 @@ class ManagedMultiLock(MultiLock):
         if leases is None:
             return False
         self.leases = leases
+        self._holding = True
         self.local.token = leases[0].token
         self.local.fences = [lease.fence for lease in leases]
         self.local.owner = current_owner()
@@ -442,7 +449,7 @@ class ManagedMultiLock(MultiLock):
         """Raises ``LockLost`` if one of its leases was found lost or its deadline
         has passed, without a round trip; ``check=True`` also asks the server for
         each key (awaited on asyncio)."""
-        if not self.leases:
+        if not self._holding:
             raise lock_error(LockError, "these locks are not held", self.names)
         for lease in self.leases:
             if lease.expired():
@@ -457,13 +464,14 @@ class ManagedMultiLock(MultiLock):
 
     def release(self) -> None:
         """Releases every lock; ``LockLost`` if one of them was lost while held
-        (unless ``lost_ok``). Runs to its end even if the task is cancelled."""
+        (unless ``lost_ok``). On asyncio it runs to its end even if the task is
+        cancelled."""
         self._leave(raise_lost=not self.lost_ok)
 
     def reacquire(self) -> Literal[True]:
         """Restarts each lease at the ttl from now and moves its deadline;
         ``LockLost`` if one of them is no longer held."""
-        if not self.leases:
+        if not self._holding:
             raise lock_error(LockError, "Cannot reacquire an unlocked lock", self.names)
         for lease in self.leases:
             if not self.locks.refresh(lease):
@@ -471,13 +479,14 @@ class ManagedMultiLock(MultiLock):
         return True
 
     def _leave(self, raise_lost: bool) -> None:
-        if not self.leases:
+        if not self._holding:
             raise lock_error(
                 LockError,
                 "Cannot release a lock that's not owned or is already unlocked.",
                 self.names,
             )
-        leases, self.leases = self.leases, []
+        leases = self.leases
+        self._holding = False
         self.local.token = None
         shielded(self.locks._leave_all(leases))
         if raise_lost:
