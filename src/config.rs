@@ -6,7 +6,7 @@
 //! by Redis against the registered range, `loadmodule` arguments here (Redis takes
 //! them as defaults, which it does not check). A bad value refuses the load.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use fencelock_core::args::parse_integer;
 use fencelock_core::limits::{
@@ -22,6 +22,24 @@ pub static MAX_TOKEN_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TOKEN_LENGTH
 pub static MAX_HOLDERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_HOLDERS);
 /// `fencelock.lock-delay`: the lock-delay of a holding acquired without `LOCKDELAY`.
 pub static LOCK_DELAY_MS: AtomicI64 = AtomicI64::new(0);
+/// `fencelock.max-keys`: the most keys one `LOCK.ACQUIREALL` may ask for.
+pub static MAX_KEYS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_KEYS);
+/// Default `fencelock.max-keys`.
+pub const DEFAULT_MAX_KEYS: i64 = 64;
+/// Largest `fencelock.max-keys`: every key of one call is opened at once.
+pub const MAX_KEYS_LIMIT: i64 = 1024;
+/// `fencelock.deadlock-detection`: whether a wait that would close a cycle is refused.
+pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
+
+/// `fencelock.max-keys` now.
+pub fn max_keys() -> usize {
+    usize::try_from(MAX_KEYS.load(Ordering::Relaxed)).unwrap_or(1)
+}
+
+/// Whether waits are checked for deadlocks now.
+pub fn deadlock_detection() -> bool {
+    DEADLOCK_DETECTION.load(Ordering::Relaxed)
+}
 
 /// The limits in force now.
 pub fn limits() -> Limits {
@@ -49,17 +67,34 @@ pub struct Setting {
     pub max: i64,
 }
 
-/// Registers `settings`, taking `loadmodule` arguments (`name value` pairs) as their
-/// starting values, then lets Redis apply `fencelock.*` lines from the config file or
-/// `MODULE LOADEX … CONFIG`. Any unknown name or out-of-range value fails the load.
-pub fn register(ctx: &Context, args: &[RedisString], settings: &[Setting]) -> bool {
-    let starting = match starting_values(args, settings) {
+/// One `yes`/`no` config: name (after `fencelock.`), where it lives, default.
+pub struct Switch {
+    pub name: &'static str,
+    pub value: &'static AtomicBool,
+    pub default: bool,
+}
+
+/// Registers `settings` and `switches`, taking `loadmodule` arguments (`name value`
+/// pairs) as their starting values, then lets Redis apply `fencelock.*` lines from the
+/// config file or `MODULE LOADEX … CONFIG`. Any unknown name or out-of-range value
+/// fails the load.
+pub fn register(
+    ctx: &Context,
+    args: &[RedisString],
+    settings: &[Setting],
+    switches: &[Switch],
+) -> bool {
+    let (starting, switched) = match starting_values(args, settings, switches) {
         Ok(values) => values,
         Err(problem) => {
             ctx.log_warning(&format!("fencelock: {problem}; module not loaded"));
             return false;
         }
     };
+    for (switch, start) in switches.iter().zip(switched) {
+        switch.value.store(start, Ordering::Relaxed);
+        rm::config::register_bool(ctx, switch.name, switch.value, start);
+    }
     for (setting, start) in settings.iter().zip(starting) {
         setting.value.store(start, Ordering::Relaxed);
         rm::config::register_i64(
@@ -79,20 +114,38 @@ pub fn register(ctx: &Context, args: &[RedisString], settings: &[Setting]) -> bo
     }
 }
 
-/// Each setting's value from the module arguments, or its default.
-fn starting_values(args: &[RedisString], settings: &[Setting]) -> Result<Vec<i64>, String> {
+/// Each setting's and switch's value from the module arguments, or its default.
+fn starting_values(
+    args: &[RedisString],
+    settings: &[Setting],
+    switches: &[Switch],
+) -> Result<(Vec<i64>, Vec<bool>), String> {
     let mut values: Vec<i64> = settings.iter().map(|setting| setting.default).collect();
+    let mut switched: Vec<bool> = switches.iter().map(|switch| switch.default).collect();
     let mut rest = args;
     while let [name, tail @ ..] = rest {
         let name = String::from_utf8_lossy(name.as_slice());
+        let [value, tail @ ..] = tail else {
+            return Err(format!("module argument '{name}' has no value"));
+        };
+        rest = tail;
+        let switch = switches
+            .iter()
+            .zip(switched.iter_mut())
+            .find(|(switch, _)| switch.name.eq_ignore_ascii_case(&name));
+        if let Some((_, slot)) = switch {
+            *slot = match value.as_slice().to_ascii_lowercase().as_slice() {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Err(format!("module argument '{name}' must be yes or no")),
+            };
+            continue;
+        }
         let (setting, slot) = settings
             .iter()
             .zip(values.iter_mut())
             .find(|(setting, _)| setting.name.eq_ignore_ascii_case(&name))
             .ok_or_else(|| format!("unknown module argument '{name}'"))?;
-        let [value, tail @ ..] = tail else {
-            return Err(format!("module argument '{name}' has no value"));
-        };
         *slot = parse_integer(value.as_slice())
             .ok()
             .filter(|v| (setting.min..=setting.max).contains(v))
@@ -102,7 +155,6 @@ fn starting_values(args: &[RedisString], settings: &[Setting]) -> Result<Vec<i64
                     setting.min, setting.max
                 )
             })?;
-        rest = tail;
     }
-    Ok(values)
+    Ok((values, switched))
 }

@@ -42,12 +42,12 @@ use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAIT
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
-    acquire, apply, clock, close, drop, fence, fenced, guard, held, info, keepalive, mark, refresh,
-    release,
+    acquire, acquire_all, apply, clock, close, drop, fence, fenced, guard, held, info, keepalive,
+    mark, refresh, release,
 };
-use crate::config::Setting;
+use crate::config::{Setting, Switch};
 use crate::rm::argv::entry;
-use crate::rm::command_table::{CommandSpec, ACCESS, DELETE, OW, RO, RW, UPDATE};
+use crate::rm::command_table::{CommandSpec, Keys, ACCESS, DELETE, OW, RO, RW, UPDATE};
 use crate::rm::data_type::LOCK_TYPE;
 use crate::rm::events::ServerEvent;
 use crate::rm::mark_type::MARK_TYPE;
@@ -56,7 +56,7 @@ use crate::rm::mark_type::MARK_TYPE;
 /// routes them in a cluster. `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 14] = [
+const COMMANDS: [CommandSpec; 15] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -68,7 +68,19 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: -3,
-        key_flags: Some(RW.with(ACCESS).with(UPDATE)),
+        keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+    },
+    CommandSpec {
+        name: "lock.acquireall",
+        entry: Some(entry::<acquire_all::AcquireAll>),
+        flags: c"write",
+        categories: "write",
+        replication_form: false,
+        summary: "Acquires every key or none for ttl-ms, optionally waiting in FIFO order; returns [token, [fences]].",
+        since: c"0.3.0",
+        complexity: c"O(N) in the keys; a wait also checks for deadlocks, O(the waits it reaches)",
+        arity: -4,
+        keys: Keys::Numkeys(RW.with(ACCESS).with(UPDATE)),
     },
     CommandSpec {
         name: "lock.refresh",
@@ -80,7 +92,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: -4,
-        key_flags: Some(RW.with(UPDATE)),
+        keys: Keys::One(RW.with(UPDATE)),
     },
     CommandSpec {
         name: "lock.release",
@@ -92,7 +104,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one, plus O(k log n) for k waiters granted",
         arity: 3,
-        key_flags: Some(RW.with(DELETE)),
+        keys: Keys::One(RW.with(DELETE)),
     },
     CommandSpec {
         name: "lock.fence",
@@ -104,7 +116,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: -2,
-        key_flags: Some(RO.with(ACCESS)),
+        keys: Keys::One(RO.with(ACCESS)),
     },
     CommandSpec {
         name: "lock.info",
@@ -116,7 +128,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: 2,
-        key_flags: Some(RO),
+        keys: Keys::One(RO),
     },
     CommandSpec {
         name: "lock.apply",
@@ -128,7 +140,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: -4,
-        key_flags: Some(OW.with(UPDATE)),
+        keys: Keys::One(OW.with(UPDATE)),
     },
     CommandSpec {
         name: "lock.drop",
@@ -140,7 +152,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.2.0",
         complexity: c"O(log n) in the holders of the shared lock",
         arity: 3,
-        key_flags: Some(RW.with(DELETE)),
+        keys: Keys::One(RW.with(DELETE)),
     },
     // The session commands name no key: they find the session's keys themselves, and
     // check the caller's permissions for each (Redis cannot).
@@ -154,7 +166,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.3.0",
         complexity: c"O(n) in the session's holdings here (O(h) per shared lock of h holders)",
         arity: 3,
-        key_flags: None,
+        keys: Keys::Declared,
     },
     CommandSpec {
         name: "lock.close",
@@ -166,7 +178,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.3.0",
         complexity: c"O(n) in the session's holdings here, plus O(w) in all waiters",
         arity: 2,
-        key_flags: None,
+        keys: Keys::Declared,
     },
     CommandSpec {
         name: "lock.held",
@@ -178,7 +190,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.3.0",
         complexity: c"O(n log n) in the session's holdings here",
         arity: 2,
-        key_flags: None,
+        keys: Keys::Declared,
     },
     // The next two run another command; they declare its keys when Redis asks.
     CommandSpec {
@@ -191,7 +203,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.2.0",
         complexity: c"O(1) for the check, plus the inner command's own",
         arity: -4,
-        key_flags: None,
+        keys: Keys::Declared,
     },
     CommandSpec {
         name: "lock.fenced",
@@ -203,7 +215,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.2.0",
         complexity: c"O(1) for the check, plus the inner command's own",
         arity: -4,
-        key_flags: None,
+        keys: Keys::Declared,
     },
     CommandSpec {
         name: "lock.mark",
@@ -215,7 +227,7 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.2.0",
         complexity: c"O(1)",
         arity: 3,
-        key_flags: Some(RW.with(UPDATE)),
+        keys: Keys::One(RW.with(UPDATE)),
     },
     CommandSpec {
         name: "lock.clock",
@@ -227,12 +239,12 @@ const COMMANDS: [CommandSpec; 14] = [
         since: c"0.2.0",
         complexity: c"O(1)",
         arity: 3,
-        key_flags: None,
+        keys: Keys::Declared,
     },
 ];
 
 /// The configs, `fencelock.<name>`.
-const CONFIGS: [Setting; 5] = [
+const CONFIGS: [Setting; 6] = [
     Setting {
         name: "max-ttl",
         value: &config::MAX_TTL_MS,
@@ -269,7 +281,21 @@ const CONFIGS: [Setting; 5] = [
         // The longest lease by default; a lower `max-ttl` caps it where it is used.
         max: fencelock_core::limits::DEFAULT_MAX_TTL_MS,
     },
+    Setting {
+        name: "max-keys",
+        value: &config::MAX_KEYS,
+        default: config::DEFAULT_MAX_KEYS,
+        min: 1,
+        max: config::MAX_KEYS_LIMIT,
+    },
 ];
+
+/// The `yes`/`no` configs, `fencelock.<name>`.
+const SWITCHES: [Switch; 1] = [Switch {
+    name: "deadlock-detection",
+    value: &config::DEADLOCK_DETECTION,
+    default: true,
+}];
 
 /// The server events the module follows, and who handles each.
 const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 6] = [
@@ -293,7 +319,7 @@ fn keyspace_classes() -> NotifyEvent {
 /// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let loaded = rm::api::check(ctx)
-        && config::register(ctx, args, &CONFIGS)
+        && config::register(ctx, args, &CONFIGS, &SWITCHES)
         && {
             rm::config::set_options(ctx);
             rm::command_table::register(ctx, &COMMANDS)

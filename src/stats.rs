@@ -53,6 +53,8 @@ pub static KEEPALIVES: Counter = Counter::new();
 pub static KEPT_ALIVE: Counter = Counter::new();
 /// `LOCK.CLOSE` calls.
 pub static CLOSES: Counter = Counter::new();
+/// Waits refused because they would have closed a cycle (`DEADLOCK`).
+pub static DEADLOCKS: Counter = Counter::new();
 
 /// Lock values currently in the keyspace (held locks, counting leases Redis has not
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which

@@ -45,6 +45,10 @@ pub enum CommandError {
     InvalidSession,
     /// The token holds the key under another session (or none); the reply names the key.
     WrongSession,
+    /// `numkeys` below 1.
+    NumkeysTooFew,
+    /// `numkeys` above `fencelock.max-keys` (carries it).
+    NumkeysTooMany(usize),
 }
 
 impl CommandError {
@@ -92,6 +96,10 @@ impl CommandError {
             CommandError::WrongSession => {
                 "WRONGSESSION this token holds the lock in another session".into()
             }
+            CommandError::NumkeysTooFew => "ERR numkeys should be greater than 0".into(),
+            CommandError::NumkeysTooMany(max) => {
+                format!("ERR numkeys should be at most {max}").into()
+            }
         }
     }
 
@@ -110,6 +118,21 @@ impl CommandError {
             _ => self.message(),
         }
     }
+}
+
+/// The same key given twice to a command of several keys.
+pub fn duplicate_key(key: &[u8]) -> String {
+    format!("ERR duplicate key '{}'", String::from_utf8_lossy(key))
+}
+
+/// A wait for `key` would close a cycle: it would wait for `other`, which its own owner
+/// holds (or waits for).
+pub fn deadlock(key: &[u8], other: &[u8]) -> String {
+    format!(
+        "DEADLOCK waiting for {} would wait for {} held by this owner",
+        String::from_utf8_lossy(key),
+        String::from_utf8_lossy(other)
+    )
 }
 
 /// A keyless command (the session commands) would touch `key`, which the calling user
@@ -144,6 +167,15 @@ mod tests {
         assert_eq!(
             CommandError::WrongSession.message_for_key(b"lock:x"),
             "WRONGSESSION this token holds lock:x in another session"
+        );
+        assert_eq!(
+            deadlock(b"acct:1", b"acct:2"),
+            "DEADLOCK waiting for acct:1 would wait for acct:2 held by this owner"
+        );
+        assert_eq!(duplicate_key(b"a"), "ERR duplicate key 'a'");
+        assert_eq!(
+            CommandError::NumkeysTooMany(64).message(),
+            "ERR numkeys should be at most 64"
         );
         assert_eq!(
             no_permission(b"alice", b"lock:x"),

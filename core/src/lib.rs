@@ -11,7 +11,8 @@
 //!   `LOCK.GUARD` and `LOCK.FENCED`;
 //! - `compared_token`: tokens that commands compare with the holder's;
 //! - `wait_queue`: the FIFO queue of waiters, and `waiters`: the bookkeeping of every
-//!   queue, generic over the client handle;
+//!   queue, generic over the client handle; `owner`: whom a holding or a wait belongs
+//!   to, and `deadlock`: whether a wait about to begin would close a cycle;
 //! - `args`: argument parsing, with the limits passed in (`limits`);
 //! - `error`: every error reply, worded exactly;
 //! - `digits`: numbers as ready-made decimal digits;
@@ -27,6 +28,7 @@
 pub mod args;
 pub mod capacity;
 pub mod compared_token;
+pub mod deadlock;
 pub mod digits;
 pub mod error;
 pub mod fence;
@@ -38,6 +40,7 @@ pub mod holding;
 pub mod limits;
 pub mod lock;
 pub mod mode;
+pub mod owner;
 pub mod session_index;
 pub mod shared;
 pub mod slot;

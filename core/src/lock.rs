@@ -86,9 +86,47 @@ pub fn admits(current: Option<LockRef>, mode: Mode, max_holders: usize, now_ms: 
     }
 }
 
-/// Decides an acquire. The same token renews in its own mode and session and is refused
-/// in another (no upgrade or downgrade, no moving between sessions); a mode mismatch is
-/// reported before contention.
+/// What an acquire would do to one lock, before any fence is issued (an acquire of
+/// several keys decides every key first, and issues fences only if all are granted).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A new holder: it needs a fresh fence.
+    Admit,
+    /// The same token holds it in this mode and session: its lease restarts.
+    Renew {
+        fence: u64,
+    },
+    Busy,
+    WrongMode(Mode),
+    WrongSession,
+}
+
+/// Decides an acquire's step. The same token renews in its own mode and session and is
+/// refused in another (no upgrade or downgrade, no moving between sessions); a mode
+/// mismatch is reported before contention.
+pub fn step(current: Option<LockRef>, request: &AcquireRequest, now_ms: i64) -> Step {
+    if let Some(held) = current.filter(|_| !request.fresh_token) {
+        if let Some(holding) = held.holding_of(request.token, now_ms) {
+            return if held.mode() != request.mode {
+                Step::WrongMode(held.mode())
+            } else if !holding.in_session(request.session) {
+                Step::WrongSession
+            } else {
+                Step::Renew {
+                    fence: holding.fence(),
+                }
+            };
+        }
+    }
+    match admits(current, request.mode, request.max_holders, now_ms) {
+        Admission::Admit if request.queued_before => Step::Busy,
+        Admission::Admit => Step::Admit,
+        Admission::Busy => Step::Busy,
+        Admission::WrongMode(held) => Step::WrongMode(held),
+    }
+}
+
+/// Decides an acquire, issuing the fence of a grant.
 pub fn acquire(
     current: Option<LockRef>,
     request: &AcquireRequest,
@@ -96,24 +134,12 @@ pub fn acquire(
     now_micros: u64,
     now_ms: i64,
 ) -> Acquire {
-    if let Some(held) = current.filter(|_| !request.fresh_token) {
-        if let Some(holding) = held.holding_of(request.token, now_ms) {
-            return if held.mode() != request.mode {
-                Acquire::WrongMode(held.mode())
-            } else if !holding.in_session(request.session) {
-                Acquire::WrongSession
-            } else {
-                Acquire::Renewed {
-                    fence: holding.fence(),
-                }
-            };
-        }
-    }
-    match admits(current, request.mode, request.max_holders, now_ms) {
-        Admission::Admit if request.queued_before => Acquire::Busy,
-        Admission::Admit => issue(clock, now_micros),
-        Admission::Busy => Acquire::Busy,
-        Admission::WrongMode(held) => Acquire::WrongMode(held),
+    match step(current, request, now_ms) {
+        Step::Admit => issue(clock, now_micros),
+        Step::Renew { fence } => Acquire::Renewed { fence },
+        Step::Busy => Acquire::Busy,
+        Step::WrongMode(held) => Acquire::WrongMode(held),
+        Step::WrongSession => Acquire::WrongSession,
     }
 }
 

@@ -63,9 +63,11 @@ impl<T> WaitQueue<T> {
         None
     }
 
-    /// Every live entry, in no particular order.
-    pub fn entries(&self) -> impl Iterator<Item = &T> {
-        self.entries.values()
+    /// The ticket of the oldest live entry, left in place (dead slots before it are
+    /// swept).
+    pub fn front_ticket(&mut self) -> Option<Ticket> {
+        self.front()?;
+        self.order.front().copied()
     }
 
     /// Takes the oldest live entry.

@@ -1,27 +1,40 @@
-//! The bookkeeping of every client waiting for a lock: one FIFO queue per key, an index
-//! from each waiting client to its place, an index of client-chosen tokens per key, and
-//! the per-key timing state of the handoff. Generic over the key (`K`), the client
-//! handle (`C`), what is kept per waiter (`W`) and the handle of a timer (`T`), so the
-//! module stores Redis handles here and the tests plain numbers.
+//! The bookkeeping of every client waiting for locks: one FIFO queue per key, each wait
+//! (one client's blocked acquire, of one key or of several at once) standing in the
+//! queue of every key it asks for, an index from each waiting client to its wait, an
+//! index of client-chosen tokens per key, one of waits per owner (for deadlock
+//! detection, `deadlock`), and the per-key timing state of the handoff. Generic over the
+//! key (`K`), the client handle (`C`), what is kept per waiter (`W`) and the handle of a
+//! timer (`T`), so the module stores Redis handles here and the tests plain numbers.
 //!
-//! Every waiter is in exactly one queue and in the index, or in neither: each way out
-//! (`pop_first`, `take`, `take_same_token`, `remove_key`) removes it from both, which
-//! is what lets the module unblock each client exactly once. A queue that empties
-//! hands its pending handoff timer to `abandoned_timers`, for the module to stop: a
-//! timer must not outlive its queue (it holds memory until it fires, up to a day).
+//! One arrival order for all keys: a wait's ticket is drawn from one counter and names
+//! it in every queue it stands in, so every queue is ordered by ticket, and of two
+//! waits that share keys the older is ahead in all of them. Two waits therefore never
+//! wait for each other inside the queues.
+//!
+//! Every wait is in all its queues and in the indexes, or in none: each way out
+//! (`pop_first`, `take`, `take_ticket`, `take_same_token`, `take_where`, `remove_key`)
+//! removes it from all of them, which is what lets the module unblock each client
+//! exactly once. A queue that empties hands its pending handoff timer to
+//! `abandoned_timers`, for the module to stop: a timer must not outlive its queue (it
+//! holds memory until it fires, up to a day).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 
 use crate::capacity::trim;
+use crate::deadlock::{OwnerWait, QueuedWait};
+use crate::mode::Mode;
+use crate::owner::Owner;
 use crate::wait_queue::{Ticket, WaitQueue};
 
 /// What a waiter tells the bookkeeping about itself.
 pub trait Waiter {
     /// The token it asked for (`TOKEN`), if it chose one.
     fn token(&self) -> Option<&[u8]>;
-    /// Whether it asked to hold shared (`SHARED` or `LIMIT n`).
-    fn is_shared(&self) -> bool;
+    /// The session it asked to hold in (`SESSION`), if any.
+    fn session(&self) -> Option<&[u8]>;
+    /// The mode it asked for.
+    fn mode(&self) -> Mode;
 }
 
 /// When a key's handoff is next looked at, and by which timer.
@@ -32,58 +45,96 @@ pub struct ExpiryCheck<T> {
     pub timer: T,
 }
 
-/// The waiters of one key, and when its handoff is next looked at.
+/// The queue of one key, and when its handoff is next looked at.
 #[derive(Debug)]
-pub struct KeyQueue<C, W, T> {
-    queue: WaitQueue<(C, W)>,
-    /// Tickets of waiters that chose their token, by token.
+pub struct KeyQueue<T> {
+    queue: WaitQueue<()>,
+    /// Tickets of single-key waits that chose their token, by token.
     by_token: HashMap<Vec<u8>, Vec<Ticket>>,
-    /// How many of the waiters asked to hold shared (`LOCK.INFO` counts both kinds
+    /// How many of the waits asked to hold shared (`LOCK.INFO` counts both kinds
     /// without walking the queue).
     shared: usize,
+    /// Waits that asked for anything but plain `SHARED`: the latest one before a shared
+    /// waiter is the one it waits behind (`deadlock`).
+    unshared: BTreeSet<Ticket>,
+    /// Waits that can lead a deadlock search out of this queue: those of several keys,
+    /// and those whose owner waits elsewhere too. A search skips every other wait, whose
+    /// owner waits for nothing this queue does not already show (`deadlock`).
+    linked: BTreeSet<Ticket>,
     /// The pending expiry check of this key, if any.
     pub expiry_check: Option<ExpiryCheck<T>>,
     /// A settle of this queue (after a change Redis announced) is already scheduled.
     pub settle_scheduled: bool,
 }
 
-impl<C, W, T> Default for KeyQueue<C, W, T> {
+impl<T> Default for KeyQueue<T> {
     fn default() -> Self {
         Self {
             queue: WaitQueue::default(),
             by_token: HashMap::new(),
             shared: 0,
+            unshared: BTreeSet::new(),
+            linked: BTreeSet::new(),
             expiry_check: None,
             settle_scheduled: false,
         }
     }
 }
 
-impl<C, W: Waiter, T> KeyQueue<C, W, T> {
-    /// Forgets `ticket` in the token index and the counts (its waiter is leaving the
-    /// queue).
-    fn unindex(&mut self, ticket: Ticket, waiter: &W) {
-        if waiter.is_shared() {
-            self.shared = self.shared.saturating_sub(1);
-        }
-        let Some(token) = waiter.token() else {
-            return;
-        };
-        if let Some(tickets) = self.by_token.get_mut(token) {
-            tickets.retain(|t| *t != ticket);
-            if tickets.is_empty() {
-                self.by_token.remove(token);
-                trim(&mut self.by_token);
-            }
-        }
+impl<T> KeyQueue<T> {
+    /// The oldest wait of this queue.
+    fn front(&mut self) -> Option<Ticket> {
+        self.queue.front_ticket()
     }
+
+    /// The latest wait before `ticket` that asked for anything but plain `SHARED`.
+    fn last_unshared_before(&self, ticket: Ticket) -> Option<Ticket> {
+        self.unshared.range(..ticket).next_back().copied()
+    }
+
+    /// Linked waits with tickets in `from..to`.
+    fn linked_between(&self, from: Ticket, to: Ticket) -> Vec<Ticket> {
+        if from >= to {
+            return Vec::new();
+        }
+        self.linked.range(from..to).copied().collect()
+    }
+}
+
+/// One client's blocked acquire.
+#[derive(Debug)]
+struct Wait<K, C, W> {
+    client: C,
+    /// Every key it asks for, in the order asked.
+    keys: Vec<K>,
+    waiter: W,
+    owner: Owner,
+}
+
+/// The first wait of a key, left in its place.
+pub struct Head<'a, K, W> {
+    pub ticket: Ticket,
+    pub waiter: &'a W,
+    /// Every key the wait asks for.
+    pub keys: &'a [K],
+}
+
+/// A wait taken out of every queue.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Taken<K, C, W> {
+    pub client: C,
+    pub keys: Vec<K>,
+    pub waiter: W,
 }
 
 #[derive(Debug)]
 pub struct Waiters<K, C, W, T> {
-    keys: HashMap<K, KeyQueue<C, W, T>>,
-    /// Where each queued client stands.
-    queued: HashMap<C, (K, Ticket)>,
+    keys: HashMap<K, KeyQueue<T>>,
+    waits: HashMap<Ticket, Wait<K, C, W>>,
+    /// The wait of each queued client.
+    queued: HashMap<C, Ticket>,
+    /// The waits of each owner that chose a session or a token.
+    owners: HashMap<Owner, Vec<Ticket>>,
     next_ticket: Ticket,
     /// Client ids handed a lock whose reply has not been sent yet.
     replies_pending: HashSet<u64>,
@@ -97,7 +148,9 @@ impl<K, C, W, T> Default for Waiters<K, C, W, T> {
     fn default() -> Self {
         Self {
             keys: HashMap::new(),
+            waits: HashMap::new(),
             queued: HashMap::new(),
+            owners: HashMap::new(),
             next_ticket: 0,
             replies_pending: HashSet::new(),
             abandoned_timers: Vec::new(),
@@ -110,26 +163,142 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
     /// Queues `client` last for `key`; its ticket names this very wait (handles may be
     /// reused by later clients, tickets never are).
     pub fn enqueue(&mut self, key: K, client: C, waiter: W) -> Ticket {
+        self.enqueue_all(vec![key], client, waiter)
+    }
+
+    /// Queues `client` last in the queue of each of `keys` (distinct), under one ticket.
+    pub fn enqueue_all(&mut self, keys: Vec<K>, client: C, waiter: W) -> Ticket {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.queued.insert(client, (key.clone(), ticket));
-        let waiting = self.keys.entry(key).or_default();
-        waiting.shared += usize::from(waiter.is_shared());
-        if let Some(token) = waiter.token() {
-            waiting
-                .by_token
-                .entry(token.to_vec())
-                .or_default()
-                .push(ticket);
+        let owner = Owner::of_waiter(waiter.session(), waiter.token(), ticket);
+        let mode = waiter.mode();
+        let single_token = waiter
+            .token()
+            .filter(|_| keys.len() == 1)
+            .map(<[u8]>::to_vec);
+        for key in &keys {
+            let waiting = self.keys.entry(key.clone()).or_default();
+            waiting.queue.push(ticket, ());
+            waiting.shared += usize::from(mode.is_shared());
+            if mode != Mode::Shared {
+                waiting.unshared.insert(ticket);
+            }
+            if let Some(token) = &single_token {
+                waiting
+                    .by_token
+                    .entry(token.clone())
+                    .or_default()
+                    .push(ticket);
+            }
         }
-        waiting.queue.push(ticket, (client, waiter));
+        self.queued.insert(client, ticket);
+        let multi_key = keys.len() > 1;
+        self.waits.insert(
+            ticket,
+            Wait {
+                client,
+                keys,
+                waiter,
+                owner: owner.clone(),
+            },
+        );
+        let mut linked = multi_key;
+        if !matches!(owner, Owner::Alone(_)) {
+            let of_owner = self.owners.entry(owner).or_default();
+            of_owner.push(ticket);
+            let waits = of_owner.len();
+            // The owner's other wait now leads elsewhere too.
+            let other = match of_owner.as_slice() {
+                [other, _] => Some(*other),
+                _ => None,
+            };
+            if let Some(other) = other {
+                self.set_linked(other, true);
+            }
+            linked |= waits > 1;
+        }
+        if linked {
+            self.set_linked(ticket, true);
+        }
         ticket
     }
 
-    /// Forgets where `client` stood (it left its queue).
-    fn unqueue(&mut self, client: &C) {
-        self.queued.remove(client);
-        trim(&mut self.queued);
+    /// Marks (or unmarks) wait `ticket` as linked in each of its queues.
+    fn set_linked(&mut self, ticket: Ticket, linked: bool) {
+        let Some(wait) = self.waits.get(&ticket) else {
+            return;
+        };
+        for key in &wait.keys {
+            if let Some(waiting) = self.keys.get_mut(key) {
+                if linked {
+                    waiting.linked.insert(ticket);
+                } else {
+                    waiting.linked.remove(&ticket);
+                }
+            }
+        }
+    }
+
+    /// Takes wait `ticket` out of every queue and index.
+    pub fn take_ticket(&mut self, ticket: Ticket) -> Option<Taken<K, C, W>> {
+        let wait = self.waits.remove(&ticket)?;
+        trim(&mut self.waits);
+        let mode = wait.waiter.mode();
+        let single_token = wait.waiter.token().filter(|_| wait.keys.len() == 1);
+        for key in &wait.keys {
+            let Some(waiting) = self.keys.get_mut(key) else {
+                continue;
+            };
+            waiting.queue.remove(ticket);
+            if mode.is_shared() {
+                waiting.shared = waiting.shared.saturating_sub(1);
+            }
+            waiting.unshared.remove(&ticket);
+            waiting.linked.remove(&ticket);
+            if let Some(token) = single_token {
+                if let Some(tickets) = waiting.by_token.get_mut(token) {
+                    tickets.retain(|t| *t != ticket);
+                    if tickets.is_empty() {
+                        waiting.by_token.remove(token);
+                        trim(&mut waiting.by_token);
+                    }
+                }
+            }
+            self.drop_if_empty(key);
+        }
+        if self.queued.get(&wait.client) == Some(&ticket) {
+            self.queued.remove(&wait.client);
+            trim(&mut self.queued);
+        }
+        self.forget_owner_wait(&wait.owner, ticket);
+        Some(Taken {
+            client: wait.client,
+            keys: wait.keys,
+            waiter: wait.waiter,
+        })
+    }
+
+    /// Forgets that `owner` waits under `ticket`; an owner left with one wait no longer
+    /// links it elsewhere.
+    fn forget_owner_wait(&mut self, owner: &Owner, ticket: Ticket) {
+        let Some(of_owner) = self.owners.get_mut(owner) else {
+            return;
+        };
+        of_owner.retain(|t| *t != ticket);
+        match of_owner.as_slice() {
+            [] => {
+                self.owners.remove(owner);
+                trim(&mut self.owners);
+            }
+            [last] => {
+                let last = *last;
+                let single_key = self.waits.get(&last).is_some_and(|w| w.keys.len() == 1);
+                if single_key {
+                    self.set_linked(last, false);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Drops `key`'s queue if it is empty, keeping its timer for `abandoned_timers`.
@@ -142,13 +311,34 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         }
     }
 
+    /// The first wait of `key`, left in its place.
+    pub fn head(&mut self, key: &K) -> Option<Head<'_, K, W>> {
+        let ticket = self.keys.get_mut(key)?.front()?;
+        let wait = self.waits.get(&ticket)?;
+        Some(Head {
+            ticket,
+            waiter: &wait.waiter,
+            keys: &wait.keys,
+        })
+    }
+
     /// The first waiter of `key`, left in its place.
     pub fn first(&mut self, key: &K) -> Option<&W> {
-        self.keys
-            .get_mut(key)?
-            .queue
-            .front()
-            .map(|(_, waiter)| waiter)
+        self.head(key).map(|head| head.waiter)
+    }
+
+    /// Whether wait `ticket` stands first in the queue of every key it asks for.
+    pub fn is_first_everywhere(&mut self, ticket: Ticket) -> bool {
+        let Some(wait) = self.waits.get(&ticket) else {
+            return false;
+        };
+        let keys = wait.keys.clone();
+        keys.iter().all(|key| {
+            self.keys
+                .get_mut(key)
+                .and_then(KeyQueue::front)
+                .is_some_and(|front| front == ticket)
+        })
     }
 
     /// Waiters for `key` that asked to hold shared.
@@ -156,98 +346,73 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         self.keys.get(key).map_or(0, |k| k.shared)
     }
 
-    /// Takes the first waiter of `key`.
-    pub fn pop_first(&mut self, key: &K) -> Option<(C, W)> {
-        let waiting = self.keys.get_mut(key)?;
-        let (ticket, (client, waiter)) = waiting.queue.pop_front()?;
-        waiting.unindex(ticket, &waiter);
-        self.drop_if_empty(key);
-        self.unqueue(&client);
-        Some((client, waiter))
+    /// Takes the first wait of `key` out of every queue.
+    pub fn pop_first(&mut self, key: &K) -> Option<Taken<K, C, W>> {
+        let ticket = self.keys.get_mut(key)?.front()?;
+        self.take_ticket(ticket)
     }
 
-    /// Takes a queued client out (with `ticket`: only if it is still that very wait);
-    /// with the key it waited for, whose next waiters may fit now.
-    pub fn take(&mut self, client: C, ticket: Option<Ticket>) -> Option<(K, W)> {
-        let (key, queued_ticket) = self.queued.get(&client)?.clone();
+    /// Takes a queued client out (with `ticket`: only if it is still that very wait),
+    /// with the keys it waited for, whose next waiters may fit now.
+    pub fn take(&mut self, client: C, ticket: Option<Ticket>) -> Option<Taken<K, C, W>> {
+        let queued_ticket = *self.queued.get(&client)?;
         if ticket.is_some_and(|ticket| ticket != queued_ticket) {
             return None;
         }
-        self.unqueue(&client);
-        let waiting = self.keys.get_mut(&key)?;
-        let removed = waiting.queue.remove(queued_ticket);
-        if let Some((_, waiter)) = &removed {
-            waiting.unindex(queued_ticket, waiter);
-        }
-        self.drop_if_empty(&key);
-        removed.map(|(_, waiter)| (key, waiter))
+        self.take_ticket(queued_ticket)
     }
 
-    /// Takes every waiter of `key` that asked with `token`, in queue order: the same
-    /// client again (a retry on a new connection), now that `token` holds the lock.
-    pub fn take_same_token(&mut self, key: &K, token: &[u8]) -> Vec<(C, W)> {
+    /// Takes every single-key wait of `key` that asked with `token`, in queue order: the
+    /// same client again (a retry on a new connection), now that `token` holds the lock.
+    /// A wait for several keys stays: at its turn it renews this holding with the rest.
+    pub fn take_same_token(&mut self, key: &K, token: &[u8]) -> Vec<Taken<K, C, W>> {
         let Some(waiting) = self.keys.get_mut(key) else {
             return Vec::new();
         };
-        let tickets = waiting.by_token.remove(token).unwrap_or_default();
+        let mut tickets = waiting.by_token.remove(token).unwrap_or_default();
         trim(&mut waiting.by_token);
-        let taken: Vec<(C, W)> = tickets
+        tickets.sort_unstable();
+        tickets
             .into_iter()
-            .filter_map(|ticket| waiting.queue.remove(ticket))
-            .collect();
-        let shared = taken
-            .iter()
-            .filter(|(_, waiter)| waiter.is_shared())
-            .count();
-        waiting.shared = waiting.shared.saturating_sub(shared);
-        for (client, _) in &taken {
-            self.unqueue(client);
-        }
-        self.drop_if_empty(key);
-        taken
+            .filter_map(|ticket| self.take_ticket(ticket))
+            .collect()
     }
 
     /// The keys with a waiter that `wanted` picks, each once.
     pub fn keys_where(&self, wanted: impl Fn(&W) -> bool) -> Vec<K> {
-        self.keys
-            .iter()
-            .filter(|(_, waiting)| waiting.queue.entries().any(|(_, waiter)| wanted(waiter)))
-            .map(|(key, _)| key.clone())
-            .collect()
+        let mut keys: Vec<K> = Vec::new();
+        let mut seen: HashSet<&K> = HashSet::new();
+        for wait in self.waits.values().filter(|wait| wanted(&wait.waiter)) {
+            for key in &wait.keys {
+                if seen.insert(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+        keys
     }
 
-    /// Takes every waiter, of any key, that `wanted` picks (`LOCK.CLOSE`: those of one
-    /// session), each with the key it waited for. Walks every queue.
-    pub fn take_where(&mut self, wanted: impl Fn(&W) -> bool) -> Vec<(K, C, W)> {
-        let picked: Vec<C> = self
-            .keys
-            .values()
-            .flat_map(|waiting| waiting.queue.entries())
-            .filter(|(_, waiter)| wanted(waiter))
-            .map(|(client, _)| *client)
+    /// Takes every wait, of any keys, that `wanted` picks (`LOCK.CLOSE`: those of one
+    /// session), in arrival order. Walks every wait.
+    pub fn take_where(&mut self, wanted: impl Fn(&W) -> bool) -> Vec<Taken<K, C, W>> {
+        let mut picked: Vec<Ticket> = self
+            .waits
+            .iter()
+            .filter(|(_, wait)| wanted(&wait.waiter))
+            .map(|(ticket, _)| *ticket)
             .collect();
+        picked.sort_unstable();
         picked
             .into_iter()
-            .filter_map(|client| {
-                self.take(client, None)
-                    .map(|(key, waiter)| (key, client, waiter))
-            })
+            .filter_map(|ticket| self.take_ticket(ticket))
             .collect()
     }
 
-    /// Takes every waiter of `key`, in queue order.
-    pub fn remove_key(&mut self, key: &K) -> Vec<(C, W)> {
-        let Some(mut waiting) = self.keys.remove(key) else {
-            return Vec::new();
-        };
-        trim(&mut self.keys);
-        if let Some(check) = waiting.expiry_check {
-            self.abandoned_timers.push(check.timer);
-        }
-        let mut all = Vec::with_capacity(waiting.queue.len());
-        while let Some((_, (client, waiter))) = waiting.queue.pop_front() {
-            self.unqueue(&client);
-            all.push((client, waiter));
+    /// Takes every wait that stands in `key`'s queue out of every queue, in queue order.
+    pub fn remove_key(&mut self, key: &K) -> Vec<Taken<K, C, W>> {
+        let mut all = Vec::new();
+        while let Some(taken) = self.pop_first(key) {
+            all.push(taken);
         }
         all
     }
@@ -272,19 +437,14 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
 
     /// A queued client's waiter, if it is still that very wait.
     pub fn get_mut(&mut self, client: C, ticket: Ticket) -> Option<&mut W> {
-        let (key, queued_ticket) = self.queued.get(&client)?;
-        if *queued_ticket != ticket {
+        if self.queued.get(&client) != Some(&ticket) {
             return None;
         }
-        self.keys
-            .get_mut(key)?
-            .queue
-            .get_mut(ticket)
-            .map(|(_, waiter)| waiter)
+        self.waits.get_mut(&ticket).map(|wait| &mut wait.waiter)
     }
 
     pub fn is_queued(&self, client: C, ticket: Ticket) -> bool {
-        self.queued.get(&client).is_some_and(|(_, t)| *t == ticket)
+        self.queued.get(&client) == Some(&ticket)
     }
 
     /// Waiters for `key`.
@@ -292,7 +452,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         self.keys.get(key).map_or(0, |k| k.queue.len())
     }
 
-    /// Waiters for all keys.
+    /// Waiting clients, across all keys.
     pub fn total(&self) -> usize {
         self.queued.len()
     }
@@ -302,13 +462,18 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
     }
 
     /// The timing state of `key`'s queue, while it has waiters.
-    pub fn key_mut(&mut self, key: &K) -> Option<&mut KeyQueue<C, W, T>> {
+    pub fn key_mut(&mut self, key: &K) -> Option<&mut KeyQueue<T>> {
         self.keys.get_mut(key)
     }
 
     /// Every key somebody waits for.
     pub fn keys(&self) -> Vec<K> {
         self.keys.keys().cloned().collect()
+    }
+
+    /// The ticket the next wait will get (later than every queued one).
+    pub fn next_ticket(&self) -> Ticket {
+        self.next_ticket
     }
 
     /// The client with this id was handed a lock; its reply is on its way.
@@ -327,6 +492,63 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
     }
 }
 
+/// What deadlock detection reads of the queues (`deadlock::WaitGraph`, without holders).
+impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C, W, T> {
+    /// The oldest wait in `key`'s queue.
+    pub fn queue_front(&mut self, key: &K) -> Option<Ticket> {
+        self.keys.get_mut(key)?.front()
+    }
+
+    /// The latest wait before `before` in `key`'s queue that asked for anything but
+    /// plain `SHARED`.
+    pub fn last_unshared_before(&self, key: &K, before: Ticket) -> Option<Ticket> {
+        self.keys.get(key)?.last_unshared_before(before)
+    }
+
+    /// The linked waits of `key`'s queue with tickets in `from..to`.
+    pub fn linked_between(&self, key: &K, from: Ticket, to: Ticket) -> Vec<QueuedWait> {
+        let Some(waiting) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        waiting
+            .linked_between(from, to)
+            .into_iter()
+            .filter_map(|ticket| {
+                let wait = self.waits.get(&ticket)?;
+                Some(QueuedWait {
+                    ticket,
+                    owner: wait.owner.clone(),
+                    mode: wait.waiter.mode(),
+                    keys: wait.keys.len(),
+                })
+            })
+            .collect()
+    }
+
+    /// Every wait of `owner`.
+    pub fn owner_waits(&self, owner: &Owner) -> Vec<OwnerWait<K>> {
+        let alone;
+        let tickets = match owner {
+            Owner::Alone(ticket) => {
+                alone = [*ticket];
+                &alone[..]
+            }
+            _ => self.owners.get(owner).map_or(&[][..], Vec::as_slice),
+        };
+        tickets
+            .iter()
+            .filter_map(|ticket| {
+                let wait = self.waits.get(ticket)?;
+                Some(OwnerWait {
+                    ticket: *ticket,
+                    keys: wait.keys.clone(),
+                    mode: wait.waiter.mode(),
+                })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,13 +559,25 @@ mod tests {
             self.strip_prefix("t:").map(str::as_bytes)
         }
 
+        fn session(&self) -> Option<&[u8]> {
+            None
+        }
+
         /// Test waiters whose name ends in `+` asked to hold shared.
-        fn is_shared(&self) -> bool {
-            self.ends_with('+')
+        fn mode(&self) -> Mode {
+            if self.ends_with('+') {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            }
         }
     }
 
     type Book = Waiters<&'static str, u32, &'static str, u8>;
+
+    fn pair(taken: Option<Taken<&'static str, u32, &'static str>>) -> Option<(u32, &'static str)> {
+        taken.map(|taken| (taken.client, taken.waiter))
+    }
 
     #[test]
     fn the_first_waiter_can_be_looked_at_before_it_is_taken() {
@@ -352,7 +586,7 @@ mod tests {
         book.enqueue("k", 2, "b+");
         assert_eq!(book.first(&"k"), Some(&"a"));
         assert_eq!(book.count_shared(&"k"), 1);
-        assert_eq!(book.pop_first(&"k"), Some((1, "a")));
+        assert_eq!(pair(book.pop_first(&"k")), Some((1, "a")));
         assert_eq!(book.first(&"k"), Some(&"b+"));
         assert_eq!(book.first(&"other"), None);
     }
@@ -365,24 +599,58 @@ mod tests {
         book.enqueue("k", 3, "c");
         assert_eq!(book.count(&"k"), 2);
         assert_eq!(book.total(), 3);
-        assert_eq!(book.pop_first(&"k"), Some((1, "a")));
-        assert_eq!(book.pop_first(&"k"), Some((3, "c")));
-        assert_eq!(book.pop_first(&"k"), None);
+        assert_eq!(pair(book.pop_first(&"k")), Some((1, "a")));
+        assert_eq!(pair(book.pop_first(&"k")), Some((3, "c")));
+        assert_eq!(pair(book.pop_first(&"k")), None);
         assert_eq!(book.keys(), vec!["other"]);
+    }
+
+    #[test]
+    fn a_wait_for_several_keys_stands_in_each_queue_in_one_arrival_order() {
+        let mut book = Book::default();
+        book.enqueue("a", 1, "x");
+        let both = book.enqueue_all(vec!["a", "b"], 2, "y");
+        book.enqueue("b", 3, "z");
+        assert_eq!(
+            (book.count(&"a"), book.count(&"b"), book.total()),
+            (2, 2, 3)
+        );
+        assert_eq!(book.head(&"b").map(|head| head.ticket), Some(both));
+        assert_eq!(
+            book.head(&"b").map(|head| head.keys.to_vec()),
+            Some(vec!["a", "b"])
+        );
+        assert!(!book.is_first_everywhere(both), "x stands before it in a");
+        assert_eq!(pair(book.pop_first(&"a")), Some((1, "x")));
+        assert!(book.is_first_everywhere(both));
+        let taken = book.pop_first(&"b");
+        assert_eq!(
+            taken,
+            Some(Taken {
+                client: 2,
+                keys: vec!["a", "b"],
+                waiter: "y"
+            })
+        );
+        assert_eq!((book.count(&"a"), book.count(&"b")), (0, 1));
+        assert_eq!(book.keys(), vec!["b"]);
+        assert_eq!(book.first(&"b"), Some(&"z"));
     }
 
     #[test]
     fn a_client_leaves_once_whichever_way_comes_first() {
         let mut book = Book::default();
-        let ticket = book.enqueue("k", 1, "a");
+        let ticket = book.enqueue_all(vec!["k", "j"], 1, "a");
         assert_eq!(
-            book.take(1, Some(ticket + 1)),
+            pair(book.take(1, Some(ticket + 1))),
             None,
             "another wait of a reused handle"
         );
-        assert_eq!(book.take(1, Some(ticket)), Some(("k", "a")));
-        assert_eq!(book.take(1, None), None);
-        assert_eq!(book.pop_first(&"k"), None);
+        let taken = book.take(1, Some(ticket));
+        assert_eq!(taken.map(|taken| taken.keys), Some(vec!["k", "j"]));
+        assert_eq!(pair(book.take(1, None)), None);
+        assert_eq!(pair(book.pop_first(&"k")), None);
+        assert_eq!(pair(book.pop_first(&"j")), None);
         assert!(book.is_empty());
         assert!(book.keys().is_empty());
     }
@@ -391,7 +659,7 @@ mod tests {
     fn a_reused_handle_is_a_new_wait() {
         let mut book = Book::default();
         let first = book.enqueue("k", 1, "a");
-        assert_eq!(book.pop_first(&"k"), Some((1, "a")));
+        assert_eq!(pair(book.pop_first(&"k")), Some((1, "a")));
         let second = book.enqueue("k", 1, "b");
         assert!(!book.is_queued(1, first));
         assert!(book.is_queued(1, second));
@@ -400,14 +668,20 @@ mod tests {
     }
 
     #[test]
-    fn removing_a_key_takes_its_whole_queue_in_order() {
+    fn removing_a_key_takes_its_whole_queue_in_order_out_of_every_queue() {
         let mut book = Book::default();
         book.enqueue("k", 1, "a");
-        book.enqueue("k", 2, "b");
+        book.enqueue_all(vec!["k", "i"], 2, "b");
         book.enqueue("j", 3, "c");
-        assert_eq!(book.remove_key(&"k"), vec![(1, "a"), (2, "b")]);
+        let removed: Vec<_> = book
+            .remove_key(&"k")
+            .into_iter()
+            .map(|t| t.client)
+            .collect();
+        assert_eq!(removed, vec![1, 2]);
         assert_eq!(book.total(), 1);
-        assert_eq!(book.take(1, None), None);
+        assert_eq!(book.count(&"i"), 0);
+        assert_eq!(pair(book.take(1, None)), None);
     }
 
     #[test]
@@ -427,35 +701,47 @@ mod tests {
         book.enqueue("k", 3, "t:w+");
         book.enqueue("k", 4, "c+");
         assert_eq!(book.count_shared(&"k"), 3);
-        assert_eq!(book.pop_first(&"k"), Some((1, "a+")));
-        assert_eq!(book.take_same_token(&"k", b"w+"), vec![(3, "t:w+")]);
+        assert_eq!(pair(book.pop_first(&"k")), Some((1, "a+")));
+        let same: Vec<_> = book
+            .take_same_token(&"k", b"w+")
+            .into_iter()
+            .map(|t| t.client)
+            .collect();
+        assert_eq!(same, vec![3]);
         assert_eq!(book.count_shared(&"k"), 1);
-        assert_eq!(book.take(4, None), Some(("k", "c+")));
+        assert_eq!(pair(book.take(4, None)), Some((4, "c+")));
         assert_eq!((book.count_shared(&"k"), book.count(&"k")), (0, 1));
     }
 
     #[test]
-    fn a_token_granted_takes_its_other_waits_along() {
+    fn a_token_granted_takes_its_other_single_key_waits_along() {
         let mut book = Book::default();
         book.enqueue("k", 1, "t:w");
         book.enqueue("k", 2, "t:x");
         book.enqueue("k", 3, "t:w");
-        assert_eq!(book.pop_first(&"k"), Some((1, "t:w")));
-        assert_eq!(book.take_same_token(&"k", b"w"), vec![(3, "t:w")]);
-        assert_eq!(book.take_same_token(&"k", b"w"), vec![]);
+        book.enqueue_all(vec!["k", "m"], 6, "t:w");
+        assert_eq!(pair(book.pop_first(&"k")), Some((1, "t:w")));
+        let same: Vec<_> = book
+            .take_same_token(&"k", b"w")
+            .into_iter()
+            .map(|t| t.client)
+            .collect();
+        assert_eq!(same, vec![3], "the wait for two keys stays queued");
+        assert!(book.take_same_token(&"k", b"w").is_empty());
         book.enqueue("j", 4, "t:x");
         book.enqueue("k", 5, "t:x");
         let mut keys = book.keys_where(|waiter| *waiter == "t:x");
         keys.sort();
         assert_eq!(keys, vec!["j", "k"]);
-        let mut taken = book.take_where(|waiter| *waiter == "t:x");
-        taken.sort();
-        assert_eq!(
-            taken,
-            vec![("j", 4, "t:x"), ("k", 2, "t:x"), ("k", 5, "t:x")]
-        );
+        let taken: Vec<_> = book
+            .take_where(|waiter| *waiter == "t:x")
+            .into_iter()
+            .map(|t| (t.keys, t.client))
+            .collect();
+        assert_eq!(taken, vec![(vec!["k"], 2), (vec!["j"], 4), (vec!["k"], 5)]);
         assert!(book.take_where(|waiter| *waiter == "t:x").is_empty());
-        assert_eq!(book.total(), 0);
+        assert_eq!(book.total(), 1);
+        book.take(6, None);
         assert!(book.keys().is_empty());
     }
 
@@ -470,7 +756,7 @@ mod tests {
             });
         }
         assert_eq!(book.take_abandoned_timers(), vec![]);
-        assert_eq!(book.take(1, None).map(|(_, w)| w), Some("a"));
+        assert_eq!(pair(book.take(1, None)), Some((1, "a")));
         assert_eq!(book.take_abandoned_timers(), vec![7]);
         book.enqueue("j", 2, "b");
         if let Some(queue) = book.key_mut(&"j") {
@@ -479,7 +765,7 @@ mod tests {
                 timer: 8,
             });
         }
-        assert_eq!(book.remove_key(&"j"), vec![(2, "b")]);
+        assert_eq!(book.remove_key(&"j").len(), 1);
         assert_eq!(book.take_abandoned_timers(), vec![8]);
     }
 
@@ -491,5 +777,30 @@ mod tests {
         book.note_changed("nobody");
         assert_eq!(book.take_changed(), vec!["k"]);
         assert_eq!(book.take_changed(), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn waits_are_linked_while_they_ask_for_several_keys_or_their_owner_waits_twice() {
+        let mut book = Book::default();
+        let lone = book.enqueue("k", 1, "t:w");
+        let linked = |book: &Book, key| book.linked_between(&key, 0, 100);
+        assert!(linked(&book, "k").is_empty());
+        let second = book.enqueue("j", 2, "t:w");
+        assert_eq!(linked(&book, "k").len(), 1, "its owner waits for j too");
+        assert_eq!(linked(&book, "j")[0].ticket, second);
+        book.take(2, None);
+        assert!(linked(&book, "k").is_empty());
+        let both = book.enqueue_all(vec!["k", "j"], 3, "x");
+        assert_eq!(linked(&book, "j")[0].ticket, both);
+        assert_eq!(linked(&book, "k")[0].keys, 2);
+        assert_eq!(
+            book.owner_waits(&Owner::Token(b"w".to_vec()))[0].ticket,
+            lone
+        );
+        assert_eq!(
+            book.owner_waits(&Owner::Alone(both))[0].keys,
+            vec!["k", "j"]
+        );
+        assert_eq!(book.last_unshared_before(&"k", both), Some(lone));
     }
 }

@@ -84,12 +84,12 @@ impl Timer for BlockTimeout {
             }
             return;
         }
-        if let Some((key, _)) = with_registry(|r| r.take(self.client, Some(self.ticket))) {
+        if let Some(taken) = with_registry(|r| r.take(self.client, Some(self.ticket))) {
             stats::BLOCK_TIMEOUTS.bump();
             // No delivery: the reply callback answers nil.
             blocked::unblock::<LockWaiting>(self.client, None);
             super::timers::stop_abandoned_checks(ctx);
-            super::left_queue(ctx, key);
+            super::left_queues(ctx, taken.keys);
         }
     }
 }

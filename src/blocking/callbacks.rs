@@ -1,7 +1,7 @@
-//! What happens at each turn of a blocked `LOCK.ACQUIRE`: the reply (a grant, or nil
-//! when our `BLOCK` timer ended the wait), `CLIENT UNBLOCK` (nil), a disconnect (also
-//! `CLIENT UNBLOCK … ERROR`), and freeing the grant, which notices a grant that never
-//! reached its client and passes the lock on.
+//! What happens at each turn of a blocked `LOCK.ACQUIRE` (or `LOCK.ACQUIREALL`): the
+//! reply (a grant, or nil when our `BLOCK` timer ended the wait), `CLIENT UNBLOCK`
+//! (nil), a disconnect (also `CLIENT UNBLOCK … ERROR`), and freeing the grant, which
+//! notices a grant that never reached its client and passes the lock on.
 
 use std::time::Duration;
 
@@ -27,6 +27,16 @@ pub(super) enum Delivery {
         key: KeyId,
         token: Vec<u8>,
         fence: u64,
+        delivered: bool,
+    },
+    /// It holds every key it asked for now (`LOCK.ACQUIREALL`), in database `db`: each
+    /// with its fence, and whether that holding is new (a renewed one is not given back
+    /// if this reply never arrives).
+    GrantedAll {
+        client_id: u64,
+        db: i32,
+        token: Vec<u8>,
+        grants: Vec<(Vec<u8>, u64, bool)>,
         delivered: bool,
     },
     /// Its token already holds the lock (granted to another wait of the same client):
@@ -66,6 +76,19 @@ impl Waiting for LockWaiting {
                 reply::grant(ctx, token, *fence);
                 // Only now: a reply that failed half-way leaves the grant undelivered,
                 // and freeing it gives the lock back.
+                *delivered = true;
+                reply_settled(*client_id);
+            }
+            Some(Delivery::GrantedAll {
+                client_id,
+                token,
+                grants,
+                delivered,
+                ..
+            }) => {
+                fault::inject("reply", Some(token));
+                let fences: Vec<u64> = grants.iter().map(|(_, fence, _)| *fence).collect();
+                reply::grant_all(ctx, token, &fences);
                 *delivered = true;
                 reply_settled(*client_id);
             }
@@ -109,6 +132,28 @@ impl Waiting for LockWaiting {
     fn free(ctx: &Context, delivery: Delivery) {
         if let Delivery::Renewed { client_id, .. } = delivery {
             reply_settled(client_id);
+            return;
+        }
+        if let Delivery::GrantedAll {
+            client_id,
+            db,
+            token,
+            grants,
+            delivered,
+        } = delivery
+        {
+            reply_settled(client_id);
+            if !delivered {
+                // Every new holding goes back; the renewed ones were held before.
+                for (name, fence, _) in grants.into_iter().filter(|grant| grant.2) {
+                    let give_back = GiveBack {
+                        key: (db, name),
+                        token: token.clone(),
+                        fence,
+                    };
+                    timers::start(ctx, Duration::ZERO, give_back);
+                }
+            }
             return;
         }
         let Delivery::Granted {

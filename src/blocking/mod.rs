@@ -21,8 +21,10 @@
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
 
+mod all_keys;
 mod block_timeouts;
 mod callbacks;
+mod deadlocks;
 mod holder_leases;
 mod timers;
 
@@ -33,7 +35,7 @@ use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
-use fencelock_core::waiters::{self, Waiters};
+use fencelock_core::waiters::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
@@ -50,6 +52,7 @@ use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
 use timers::{arm_expiry_check, stop_abandoned_checks};
 
+pub use deadlocks::{refuse as refuse_deadlock, would_deadlock};
 pub use holder_leases::{
     follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
     stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
@@ -60,7 +63,8 @@ pub use timers::{key_changed, settle_all_queues, settle_changed};
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
 
-/// What a blocked `LOCK.ACQUIRE` asked for.
+/// What a blocked `LOCK.ACQUIRE` (or `LOCK.ACQUIREALL`) asked for.
+#[derive(Clone)]
 pub struct Wanted {
     pub ttl_ms: i64,
     pub token: Option<Vec<u8>>,
@@ -80,12 +84,16 @@ struct Waiter {
 }
 
 impl waiters::Waiter for Waiter {
-    fn is_shared(&self) -> bool {
-        self.wanted.mode.is_shared()
-    }
-
     fn token(&self) -> Option<&[u8]> {
         self.wanted.token.as_deref()
+    }
+
+    fn session(&self) -> Option<&[u8]> {
+        self.wanted.session.as_deref()
+    }
+
+    fn mode(&self) -> Mode {
+        self.wanted.mode
     }
 }
 
@@ -138,23 +146,42 @@ pub fn enqueue(
     timeout_ms: i64,
     next_change_ms: Option<i64>,
 ) -> bool {
+    enqueue_all(
+        ctx,
+        vec![(name.to_vec(), next_change_ms)],
+        wanted,
+        timeout_ms,
+    )
+}
+
+/// Blocks the calling client in the queue of each of `keys` (distinct, each with when
+/// its lock next changes by itself), as one wait. The caller replies nothing more.
+pub fn enqueue_all(
+    ctx: &Context,
+    keys: Vec<(Vec<u8>, Option<i64>)>,
+    wanted: Wanted,
+    timeout_ms: i64,
+) -> bool {
     let client_id = client_id(ctx);
     let Some(client) = blocked::block::<LockWaiting>(ctx) else {
         return false;
     };
-    let id: KeyId = (selected_db(ctx), name.to_vec());
+    let db = selected_db(ctx);
+    let ids: Vec<KeyId> = keys.iter().map(|(name, _)| (db, name.clone())).collect();
     let waiter = Waiter {
         client_id,
         wanted,
         timeout_timer: None,
     };
-    let ticket = with_registry(|r| r.enqueue(id.clone(), client, waiter));
+    let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
         let ends_at_ms = clock::now_ms().saturating_add(timeout_ms);
         block_timeouts::arm(ctx, BlockTimeout::new(client, ticket, ends_at_ms));
     }
-    if let Some(at) = next_change_ms {
-        arm_expiry_check(ctx, &id, at);
+    for (id, (_, next_change_ms)) in ids.iter().zip(keys) {
+        if let Some(at) = next_change_ms {
+            arm_expiry_check(ctx, id, at);
+        }
     }
     true
 }
@@ -214,7 +241,20 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     }
     let max_holders = config::limits().max_holders;
     let mut handed = false;
-    while let Some(mode) = with_registry(|r| r.first(&id).map(|w| w.wanted.mode)) {
+    while let Some((ticket, mode, keys)) = with_registry(|r| {
+        r.head(&id)
+            .map(|head| (head.ticket, head.waiter.wanted.mode, head.keys.len()))
+    }) {
+        if keys > 1 {
+            // A wait for several keys: granted all of them at once, or it keeps its
+            // place at the head of this queue.
+            match all_keys::take_turn(ctx, key, &id, ticket) {
+                all_keys::Turn::Granted => handed = true,
+                all_keys::Turn::Refused => {}
+                all_keys::Turn::Waits => break,
+            }
+            continue;
+        }
         let admission = key.lock().map_or(Admission::Busy, |current| {
             lock::admits(current, mode, max_holders, clock::now_ms())
         });
@@ -240,7 +280,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
 /// when the grant cannot be made). Returns whether it was granted.
 fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let name = key.name();
-    let Some((client, waiter)) = with_registry(|r| r.pop_first(id)) else {
+    let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
@@ -300,7 +340,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
 
 /// The first waiter of `id` asked for a mode the holders refuse: it gets `WRONGMODE`.
 fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
-    let Some((client, waiter)) = with_registry(|r| r.pop_first(id)) else {
+    let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
@@ -312,7 +352,7 @@ fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
 /// retry on a new connection): each in the same mode and session gets the same grant,
 /// as a same-token acquire would, and its lease restarts; one in another mode or
 /// session is refused, as a same-token acquire would be.
-fn answer_same_token(
+pub(super) fn answer_same_token(
     ctx: &Context,
     key: &mut LockKey,
     id: &KeyId,
@@ -321,7 +361,7 @@ fn answer_same_token(
     (mode, session): (Mode, Option<&[u8]>),
 ) {
     let name = key.name();
-    for (client, waiter) in with_registry(|r| r.take_same_token(id, token)) {
+    for Taken { client, waiter, .. } in with_registry(|r| r.take_same_token(id, token)) {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
         let refusal = if waiter.wanted.mode != mode {
             Some(CommandError::WrongMode(mode))
@@ -365,9 +405,11 @@ fn has_waiters(id: &KeyId) -> bool {
 /// be handed it here. Every waiter is told to retry (`TRYAGAIN`).
 pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
-    for (client, waiter) in with_registry(|r| r.remove_key(&id)) {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
-        blocked::unblock::<LockWaiting>(client, Some(Delivery::Moved));
+    for taken in with_registry(|r| r.remove_key(&id)) {
+        block_timeouts::disarm(ctx, taken.waiter.timeout_timer);
+        blocked::unblock::<LockWaiting>(taken.client, Some(Delivery::Moved));
+        // A wait for several keys also left the queues of its other keys.
+        left_queues(ctx, taken.keys.into_iter().filter(|other| *other != id));
     }
     stop_abandoned_checks(ctx);
 }
@@ -393,10 +435,15 @@ pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
     let taken =
         with_registry(|r| r.take_where(|waiter| waiter.wanted.session.as_deref() == Some(session)));
     let count = taken.len();
-    for (key, client, waiter) in taken {
+    for Taken {
+        client,
+        keys,
+        waiter,
+    } in taken
+    {
         block_timeouts::disarm(ctx, waiter.timeout_timer);
         blocked::unblock::<LockWaiting>(client, None);
-        left_queue(ctx, key);
+        left_queues(ctx, keys);
     }
     stop_abandoned_checks(ctx);
     count
@@ -405,21 +452,24 @@ pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
 /// granted or gone.
 fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
-    let Some((key, waiter)) = with_registry(|r| r.take(client, None)) else {
+    let Some(Taken { keys, waiter, .. }) = with_registry(|r| r.take(client, None)) else {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
     stop_abandoned_checks(ctx);
-    left_queue(ctx, key);
+    left_queues(ctx, keys);
     true
 }
 
-/// A waiter of `key` left without being granted (timeout, `CLIENT UNBLOCK`, disconnect):
-/// if it stood first, the waiters behind it may fit now (shared waiters behind an
-/// exclusive one), so the queue is settled right after.
-fn left_queue(ctx: &Context, key: KeyId) {
-    if has_waiters(&key) {
-        key_changed(ctx, key.0, &key.1);
+/// A wait for `keys` left without being granted (timeout, `CLIENT UNBLOCK`, disconnect,
+/// `LOCK.CLOSE`): where it stood first, the waiters behind it may fit now (shared
+/// waiters behind an exclusive one, anyone behind a wait for several keys), so each
+/// queue is settled right after.
+fn left_queues(ctx: &Context, keys: impl IntoIterator<Item = KeyId>) {
+    for key in keys {
+        if has_waiters(&key) {
+            key_changed(ctx, key.0, &key.1);
+        }
     }
 }
 

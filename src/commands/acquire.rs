@@ -39,32 +39,48 @@ impl Command for Acquire {
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
-        fault::inject("command", request.token.map(|token| token.bytes));
+        fault::inject("command", request.asked.token.map(|token| token.bytes));
         acquire(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
     }
 }
 
 struct Request<'a> {
     key: &'a RedisString,
-    ttl_ms: i64,
-    token: Option<ComparedToken<'a>>,
-    block_ms: Option<i64>,
-    mode: Mode,
-    session: Option<&'a [u8]>,
-    lock_delay_ms: u64,
+    asked: Asked<'a>,
+}
+
+/// What an acquire asks for besides its keys (`LOCK.ACQUIRE` and `LOCK.ACQUIREALL`).
+pub(super) struct Asked<'a> {
+    pub(super) ttl_ms: i64,
+    pub(super) token: Option<ComparedToken<'a>>,
+    pub(super) block_ms: Option<i64>,
+    pub(super) mode: Mode,
+    pub(super) session: Option<&'a [u8]>,
+    pub(super) lock_delay_ms: u64,
 }
 
 fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
     let [_, key, ttl, options @ ..] = args else {
         return Err(CommandError::WrongArity);
     };
+    let asked = parse_asked(ttl, options, NAME, limits)?;
+    Ok(Request { key, asked })
+}
+
+/// The ttl and options of an acquire named `command`.
+pub(super) fn parse_asked<'a>(
+    ttl: &'a RedisString,
+    options: &'a [RedisString],
+    command: &'static str,
+    limits: &Limits,
+) -> Result<Asked<'a>, CommandError> {
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
     let ([token, block, limit, session, lock_delay], [shared]) = parse_options_and_flags(
         &options,
         ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY"],
         ["SHARED"],
     )?;
-    let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
+    let ttl_ms = parse_ttl(ttl.as_slice(), command, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
         .transpose()?;
@@ -76,11 +92,10 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
         .map(|session| parse_session(session, MAX_TOKEN_BYTES))
         .transpose()?;
     let lock_delay_ms = match lock_delay {
-        Some(delay) => parse_lock_delay(delay, NAME, limits.max_ttl_ms)?,
+        Some(delay) => parse_lock_delay(delay, command, limits.max_ttl_ms)?,
         None => config::default_lock_delay_ms(limits),
     };
-    Ok(Request {
-        key,
+    Ok(Asked {
         ttl_ms,
         token,
         block_ms,
@@ -90,29 +105,26 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     })
 }
 
-fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
-    let name = request.key;
-    let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::command_ms();
-    effects::drop_ended(ctx, &mut key, now_ms)?;
-    // Waiters come first: if the lock has room because a holder's leaving has not been
-    // settled yet, the queue takes it before this caller is considered.
-    blocking::hand_off(ctx, &mut key);
-    let generated = request.token.is_none().then(Generated::fresh);
-    let token: &[u8] = match (request.token, &generated) {
-        // A token over the length limit may only renew the holding it already has.
+/// The token an acquire holds with (the chosen one, else the generated one), after the
+/// checks a key makes of it: a token or session over the length limit may only renew
+/// the holding it already has.
+pub(super) fn checked_token<'t>(
+    asked: &Asked<'t>,
+    generated: Option<&'t Generated>,
+    key: &LockKey,
+    now_ms: i64,
+    limits: &Limits,
+) -> Result<&'t [u8], CommandError> {
+    let token: &[u8] = match (asked.token, generated) {
         (Some(token), _) => {
             if token.over_limit() {
                 token.holds(key.lock(), now_ms)?;
             }
             token.bytes
         }
-        (None, generated) => generated.as_ref().map_or(&[], Generated::hex),
+        (None, generated) => generated.map_or(&[], Generated::hex),
     };
-    if let Some(session) = request
-        .session
-        .filter(|s| s.len() > limits.max_token_length)
-    {
+    if let Some(session) = asked.session.filter(|s| s.len() > limits.max_token_length) {
         let renews = key
             .lock()?
             .and_then(|held| held.holding_of(token, now_ms))
@@ -121,28 +133,64 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
             return Err(CommandError::InvalidSession);
         }
     }
-    let deadline = lock::lease_deadline(now_ms, request.ttl_ms, limits.max_ttl_ms)
+    Ok(token)
+}
+
+/// The deadline of a lease `asked` starts now, which must leave room for its
+/// lock-delay after it.
+pub(super) fn lease_deadline(
+    asked: &Asked,
+    now_ms: i64,
+    limits: &Limits,
+    command: &'static str,
+) -> Result<i64, CommandError> {
+    lock::lease_deadline(now_ms, asked.ttl_ms, limits.max_ttl_ms)
         .filter(|deadline| {
-            let delay = i64::try_from(request.lock_delay_ms).unwrap_or(i64::MAX);
+            let delay = i64::try_from(asked.lock_delay_ms).unwrap_or(i64::MAX);
             deadline.checked_add(delay).is_some()
         })
-        .ok_or(CommandError::InvalidExpire(NAME))?;
-    let asked = AcquireRequest {
+        .ok_or(CommandError::InvalidExpire(command))
+}
+
+/// What the waiter of `asked` wants when it is granted.
+pub(super) fn wanted(asked: &Asked) -> blocking::Wanted {
+    blocking::Wanted {
+        ttl_ms: asked.ttl_ms,
+        token: asked.token.map(|token| token.bytes.to_vec()),
+        mode: asked.mode,
+        session: asked.session.map(<[u8]>::to_vec),
+        lock_delay_ms: asked.lock_delay_ms,
+    }
+}
+
+fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
+    let name = request.key;
+    let asked = &request.asked;
+    let mut key = LockKey::open(ctx, name, true);
+    let now_ms = clock::command_ms();
+    effects::drop_ended(ctx, &mut key, now_ms)?;
+    // Waiters come first: if the lock has room because a holder's leaving has not been
+    // settled yet, the queue takes it before this caller is considered.
+    blocking::hand_off(ctx, &mut key);
+    let generated = asked.token.is_none().then(Generated::fresh);
+    let token = checked_token(asked, generated.as_ref(), &key, now_ms, limits)?;
+    let deadline = lease_deadline(asked, now_ms, limits, NAME)?;
+    let request_of = AcquireRequest {
         token,
-        mode: request.mode,
+        mode: asked.mode,
         max_holders: limits.max_holders,
         queued_before: blocking::anyone_waiting()
             && blocking::waiter_count(ctx, name.as_slice()) > 0,
-        fresh_token: request.token.is_none(),
-        session: request.session,
+        fresh_token: asked.token.is_none(),
+        session: asked.session,
     };
     let extras = Extras {
-        session: request.session,
-        lock_delay_ms: request.lock_delay_ms,
+        session: asked.session,
+        lock_delay_ms: asked.lock_delay_ms,
     };
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
-        lock::acquire(current, &asked, fences, clock::now_micros(), now_ms)
+        lock::acquire(current, &request_of, fences, clock::now_micros(), now_ms)
     });
     match decision {
         Decision::Granted { .. } if server::out_of_memory(ctx) => Err(CommandError::OutOfMemory),
@@ -151,7 +199,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
                 token,
                 fence,
                 deadline_ms: deadline,
-                mode: request.mode,
+                mode: asked.mode,
                 generated: generated.as_ref(),
                 extras,
             };
@@ -166,40 +214,49 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
             reply::grant(ctx, token, fence);
             Ok(RedisValue::NoReply)
         }
-        Decision::Busy => wait_or_give_up(ctx, &key, request, limits),
+        Decision::Busy => {
+            let next_change = effects::next_lease_end(&key, clock::command_ms());
+            wait_or_give_up(ctx, &[(name, next_change)], asked, limits)
+        }
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
         Decision::WrongSession => Err(CommandError::WrongSession),
         Decision::FencesExhausted => Err(CommandError::FencesExhausted),
     }
 }
 
-/// Busy: queue the caller if it asked to BLOCK and may block here, else answer nil.
-fn wait_or_give_up(
+/// Busy: queue the caller for `keys` (each with when its lock next changes by itself)
+/// if it asked to BLOCK and may block here, else answer nil; a wait that would close a
+/// cycle of waits is answered `DEADLOCK` instead.
+pub(super) fn wait_or_give_up(
     ctx: &Context,
-    key: &LockKey,
-    request: &Request,
+    keys: &[(&RedisString, Option<i64>)],
+    asked: &Asked,
     limits: &Limits,
 ) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = request.block_ms.filter(|_| server::can_block(ctx)) else {
+    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
         stats::CONTENDED.bump();
         return Ok(RedisValue::Null);
     };
-    let name = request.key.as_slice();
-    if blocking::queue_is_full(ctx, name, limits.max_waiters) {
+    let names: Vec<&[u8]> = keys.iter().map(|(name, _)| name.as_slice()).collect();
+    if names
+        .iter()
+        .any(|name| blocking::queue_is_full(ctx, name, limits.max_waiters))
+    {
         return Err(CommandError::TooManyWaiters);
     }
     if server::out_of_memory(ctx) {
         return Err(CommandError::OutOfMemory);
     }
-    let wanted = blocking::Wanted {
-        ttl_ms: request.ttl_ms,
-        token: request.token.map(|token| token.bytes.to_vec()),
-        mode: request.mode,
-        session: request.session.map(<[u8]>::to_vec),
-        lock_delay_ms: request.lock_delay_ms,
-    };
-    let next_change = effects::next_lease_end(key, clock::command_ms());
-    if blocking::enqueue(ctx, name, wanted, timeout_ms, next_change) {
+    let wanted = wanted(asked);
+    if let Some(cycle) = blocking::would_deadlock(ctx, &names, &wanted) {
+        blocking::refuse_deadlock(ctx, &cycle);
+        return Ok(RedisValue::NoReply);
+    }
+    let keys = keys
+        .iter()
+        .map(|(name, next_change)| (name.as_slice().to_vec(), *next_change))
+        .collect();
+    if blocking::enqueue_all(ctx, keys, wanted, timeout_ms) {
         Ok(RedisValue::NoReply)
     } else {
         stats::CONTENDED.bump();

@@ -4,6 +4,7 @@
 //! them to Redis.
 
 pub mod acquire;
+pub mod acquire_all;
 pub mod apply;
 pub mod clock;
 pub mod close;

@@ -31,6 +31,7 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"keepalives", as_i64(stats::KEEPALIVES.get())),
         (c"kept_alive", as_i64(stats::KEPT_ALIVE.get())),
         (c"closes", as_i64(stats::CLOSES.get())),
+        (c"deadlocks", as_i64(stats::DEADLOCKS.get())),
         (
             c"waiters",
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),

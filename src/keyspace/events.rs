@@ -14,6 +14,8 @@ pub const EXPIRED: &CStr = c"lock.expired";
 /// The server evicted a lock key under `maxmemory`: its holders lost it.
 pub const EVICTED: &CStr = c"lock.evicted";
 pub const HANDOFF: &CStr = c"lock.handoff";
+/// A wait for the key was refused: it would have closed a cycle of waits.
+pub const DEADLOCK: &CStr = c"lock.deadlock";
 /// A fence mark rose (`LOCK.FENCED` admitted a higher fence).
 pub const MARK_RAISED: &CStr = c"mark.raised";
 /// The server evicted a fence mark under `maxmemory`: the mark floor holds its fence.

@@ -5,6 +5,7 @@
 //! (`unlinked`); the index of sessions (`sessions`). Below both the commands and the
 //! blocking code.
 
+pub mod all_keys;
 pub mod effects;
 pub mod events;
 pub mod propagation;

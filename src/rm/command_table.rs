@@ -25,10 +25,29 @@ pub struct CommandSpec {
     pub complexity: &'static CStr,
     /// Redis convention: N exactly, -N at least N (counting the command name).
     pub arity: c_int,
-    /// Key-spec flags of the key at position 1, or `None` for a command that declares
-    /// its keys itself when Redis asks (flag `getkeys-api`): one that runs another
-    /// command, whose keys only that command's own rules can find.
-    pub key_flags: Option<KeyFlags>,
+    /// Where its keys are, and their key-spec flags.
+    pub keys: Keys,
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    /// One key, at position 1.
+    One(KeyFlags),
+    /// `numkeys` at position 1, then that many keys.
+    Numkeys(KeyFlags),
+    /// The command declares its keys itself when Redis asks (flag `getkeys-api`): one
+    /// that runs another command, whose keys only that command's own rules can find.
+    Declared,
+}
+
+impl Keys {
+    fn flags(self) -> Option<KeyFlags> {
+        match self {
+            Keys::One(flags) | Keys::Numkeys(flags) => Some(flags),
+            Keys::Declared => None,
+        }
+    }
 }
 
 /// Key-spec flags, combined with `with`.
@@ -48,14 +67,16 @@ pub const ACCESS: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_ACCESS);
 pub const UPDATE: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_UPDATE);
 pub const DELETE: KeyFlags = KeyFlags(raw::REDISMODULE_CMD_KEY_DELETE);
 
-/// Creates every command of `commands` (key at position 1, one key); false on failure.
+/// Creates every command of `commands`; false on failure.
 pub fn register(ctx: &Context, commands: &[CommandSpec]) -> bool {
     let create = api!(RedisModule_CreateCommand);
     for command in commands {
         let Ok(name) = CString::new(command.name) else {
             return false;
         };
-        let key_range = c_int::from(command.key_flags.is_some());
+        // The legacy key range: the one key, or none for a command whose keys only
+        // its key spec (numkeys) or the command itself can find.
+        let key_range = c_int::from(matches!(command.keys, Keys::One(_)));
         // SAFETY: static entry point and C strings; called during load.
         let created = unsafe {
             create(
@@ -86,7 +107,8 @@ fn command_handle(ctx: &Context, name: &str) -> Option<*mut raw::RedisModuleComm
     (!handle.is_null()).then_some(handle)
 }
 
-/// Registers arity, summary and the key spec (key at index 1, one key). Redis copies
+/// Registers arity, summary and the key spec (one key at index 1, or numkeys keys after
+/// index 1). Redis copies
 /// everything it is given, so the structures can live on the stack.
 fn describe(ctx: &Context, command: &CommandSpec) {
     let set_info = api!(RedisModule_SetCommandInfo);
@@ -102,24 +124,41 @@ fn describe(ctx: &Context, command: &CommandSpec) {
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
-    // SAFETY: all-zero is the documented terminator of a key-spec array.
-    let terminator: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
-    let mut key_specs = [
-        raw::RedisModuleCommandKeySpec {
-            notes: std::ptr::null(),
-            flags: u64::from(command.key_flags.map_or(0, |flags| flags.0)),
-            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
-            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
-                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+    let find_keys = match command.keys {
+        // numkeys at the search's start (index 1), the keys right after it, one by one.
+        Keys::Numkeys(_) => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+                keynum: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                    keynumidx: 0,
+                    firstkey: 1,
+                    keystep: 1,
+                },
             },
-            find_keys_type: raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
-            fk: raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
+        ),
+        Keys::One(_) | Keys::Declared => (
+            raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE,
+            raw::RedisModuleCommandKeySpec__bindgen_ty_2 {
                 range: raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
                     lastkey: 0,
                     keystep: 1,
                     limit: 0,
                 },
             },
+        ),
+    };
+    // SAFETY: all-zero is the documented terminator of a key-spec array.
+    let terminator: raw::RedisModuleCommandKeySpec = unsafe { std::mem::zeroed() };
+    let mut key_specs = [
+        raw::RedisModuleCommandKeySpec {
+            notes: std::ptr::null(),
+            flags: u64::from(command.keys.flags().map_or(0, |flags| flags.0)),
+            begin_search_type: raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX,
+            bs: raw::RedisModuleCommandKeySpec__bindgen_ty_1 {
+                index: raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos: 1 },
+            },
+            find_keys_type: find_keys.0,
+            fk: find_keys.1,
         },
         terminator,
     ];
@@ -131,7 +170,7 @@ fn describe(ctx: &Context, command: &CommandSpec) {
         history: std::ptr::null_mut(),
         tips: std::ptr::null(),
         arity: command.arity,
-        key_specs: if command.key_flags.is_some() {
+        key_specs: if command.keys.flags().is_some() {
             key_specs.as_mut_ptr()
         } else {
             std::ptr::null_mut()

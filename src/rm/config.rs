@@ -1,10 +1,12 @@
 //! Module configs (`CONFIG GET/SET fencelock.*`, `MODULE LOADEX … CONFIG`): registering
-//! a numeric config, and applying the values Redis queued for them.
+//! a numeric or a yes/no config, and applying the values Redis queued for them.
 
 use std::ffi::c_int;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 
-use redis_module::configuration::{register_i64_configuration, ConfigurationFlags};
+use redis_module::configuration::{
+    register_bool_configuration, register_i64_configuration, ConfigurationFlags,
+};
 use redis_module::{raw, Context};
 
 /// Registers `fencelock.<name>`, kept in `value`, starting at `start`, in `min..=max`.
@@ -26,6 +28,12 @@ pub fn register_i64(
         ConfigurationFlags::DEFAULT,
         None,
     );
+}
+
+/// Registers the `yes`/`no` config `fencelock.<name>`, kept in `value`, starting at
+/// `start`.
+pub fn register_bool(ctx: &Context, name: &str, value: &'static AtomicBool, start: bool) {
+    register_bool_configuration(ctx, name, value, start, ConfigurationFlags::DEFAULT, None);
 }
 
 /// Applies `fencelock.*` values from the config file or `MODULE LOADEX … CONFIG`;
