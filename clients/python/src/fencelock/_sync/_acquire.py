@@ -27,7 +27,7 @@ from .._protocol import (
     persist_args,
     wait_args,
 )
-from .._servers import describe
+from .._servers import check_one_slot, describe
 from ..errors import (
     Deadlock,
     NotReplicated,
@@ -135,8 +135,9 @@ def acquire_all(
     Always sent on a connection borrowed from the pool of the first key's server,
     also without a wait: a cluster client's own routing would look the command's keys
     up with an extra ``COMMAND GETKEYS``; here the first key (argument 2) decides,
-    ``MOVED``/``ASK`` are followed, and keys in other slots are refused by the server
-    (``CROSSSLOT``, raised as redis-py's ``ClusterCrossSlotError``)."""
+    ``MOVED``/``ASK`` are followed, and keys of several slots raise redis-py's
+    ``ClusterCrossSlotError`` before anything is sent."""
+    check_one_slot(client, keys)
     plan = Plan.make(
         keys[0],
         token,
