@@ -27,7 +27,13 @@ from typing import Any, Callable, Optional, TypeVar
 from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from .._protocol import Args, Key
-from ._compat import borrow, reading_for, sleep
+from ._compat import (
+    borrow,
+    cancellations,
+    raise_if_cancel_swallowed,
+    reading_for,
+    sleep,
+)
 
 T = TypeVar("T")
 
@@ -129,7 +135,9 @@ async def batch(client: Any, key: Key, commands: list[Args]) -> tuple[list[Any],
     is returned as its ``ResponseError``); with them, whether the commands may have
     been sent before (a lost connection, retried by the connection's retry policy:
     a second release of a key then finds it released by the first). ``MOVED``/``ASK``
-    are followed as for ``exchange``."""
+    are followed as for ``exchange``; a cancellation that redis-py's I/O swallowed is
+    raised again, as by ``_commands.call``."""
+    pending = cancellations()
     attempts: list[bool] = []
 
     async def work(connection: Any, _spare: bool) -> list[Any]:
@@ -145,6 +153,7 @@ async def batch(client: Any, key: Key, commands: list[Args]) -> tuple[list[Any],
         return replies
 
     replies = await exchange(client, key, work, lambda own, _spare: own)
+    raise_if_cancel_swallowed(pending)
     return replies, len(attempts) > 1
 
 

@@ -29,7 +29,13 @@ from typing import Any, Callable, Optional, TypeVar
 from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from .._protocol import Args, Key
-from ._compat import borrow, reading_for, sleep
+from ._compat import (
+    borrow,
+    cancellations,
+    raise_if_cancel_swallowed,
+    reading_for,
+    sleep,
+)
 
 T = TypeVar("T")
 
@@ -131,7 +137,9 @@ def batch(client: Any, key: Key, commands: list[Args]) -> tuple[list[Any], bool]
     is returned as its ``ResponseError``); with them, whether the commands may have
     been sent before (a lost connection, retried by the connection's retry policy:
     a second release of a key then finds it released by the first). ``MOVED``/``ASK``
-    are followed as for ``exchange``."""
+    are followed as for ``exchange``; a cancellation that redis-py's I/O swallowed is
+    raised again, as by ``_commands.call``."""
+    pending = cancellations()
     attempts: list[bool] = []
 
     def work(connection: Any, _spare: bool) -> list[Any]:
@@ -147,6 +155,7 @@ def batch(client: Any, key: Key, commands: list[Args]) -> tuple[list[Any], bool]
         return replies
 
     replies = exchange(client, key, work, lambda own, _spare: own)
+    raise_if_cancel_swallowed(pending)
     return replies, len(attempts) > 1
 
 
