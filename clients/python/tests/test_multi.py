@@ -89,7 +89,8 @@ def test_lock_all_one_key_held_grants_nothing(r: redis.Redis) -> None:
     other = Locks(r)
     locks = Locks(r)
     with other.lock("b", ttl=30):
-        with pytest.raises(LockNotAcquired), locks.lock_all(["a", "b"], ttl=30):
+        busy = locks.lock_all(["a", "b"], ttl=30, blocking=False)
+        with pytest.raises(LockNotAcquired), busy:
             pass
         held = locks.lock_all(["a", "b"], ttl=30, blocking_timeout=0.2)
         assert held.acquire() is False
@@ -102,7 +103,7 @@ def test_a_waiter_is_granted_every_key_once_all_are_free(r: redis.Redis) -> None
     first = fencelock.Lock(r, "a", timeout=30, thread_local=False)
     second = fencelock.Lock(r, "b", timeout=30, thread_local=False)
     assert first.acquire(blocking=False) and second.acquire(blocking=False)
-    multi = MultiLock(r, ["a", "b"], timeout=30, blocking_timeout=5)
+    multi = MultiLock(r, ["a", "b"], timeout=30, blocking_timeout=5, thread_local=False)
     thread, outcome = run_in_thread(multi.acquire)
     wait_until(lambda: waiters(r, "a") == 1 and waiters(r, "b") == 1, 5, "queued")
     first.release()
@@ -115,6 +116,7 @@ def test_a_waiter_is_granted_every_key_once_all_are_free(r: redis.Redis) -> None
     assert outcome == {"result": True}
     assert first.fence is not None and second.fence is not None
     assert min(multi.fences) > max(first.fence, second.fence)
+    multi.release()
 
 
 def test_fences_in_the_order_of_the_keys(r: redis.Redis) -> None:
@@ -205,9 +207,16 @@ def test_shared_holders_hold_every_key_together(r: redis.Redis) -> None:
     assert r.exists("c") == 0
     for reader in readers:
         reader.release()
-    assert writer.acquire(blocking=False)
-    with pytest.raises(WrongMode):
-        MultiLock(r, ["c"], timeout=30, shared=True).acquire(blocking=False)
+    assert writer.acquire(blocking=False, token="w")
+    # A reader is busy while a writer holds a key; the writer's own token asking
+    # for a reader's holding is refused, naming the key.
+    assert not MultiLock(r, ["c"], timeout=30, shared=True).acquire(blocking=False)
+    with pytest.raises(WrongMode) as refused:
+        MultiLock(r, ["a", "c"], timeout=30, shared=True).acquire(
+            blocking=False, token="w"
+        )
+    assert refused.value.key == "c" and refused.value.mode == "exclusive"
+    assert r.exists("a") == 0
     writer.release()
     with pytest.raises(ValueError, match="needs a timeout"):
         MultiLock(r, ["a"], shared=True)
@@ -441,7 +450,9 @@ def test_a_drop_in_wait_that_closes_a_cycle_raises_deadlock(r: redis.Redis) -> N
     a = fencelock.Lock(r, "a", timeout=30, thread_local=False)
     b = MultiLock(r, ["b"], timeout=30, thread_local=False)
     assert a.acquire(token="A") and b.acquire(token="B")
-    waiting = MultiLock(r, ["b", "c"], timeout=30, blocking_timeout=10)
+    waiting = MultiLock(
+        r, ["b", "c"], timeout=30, blocking_timeout=10, thread_local=False
+    )
     thread, outcome = run_in_thread(lambda: waiting.acquire(token="A"))
     wait_until(lambda: waiters(r, "b") == 1, 5, "A queued for b")
     start = time.monotonic()
@@ -550,9 +561,12 @@ def test_cluster_routes_by_the_first_key(cluster: list[Server]) -> None:
 
 
 def test_cluster_keys_of_several_slots_are_refused(cluster: list[Server]) -> None:
+    """Refused before anything is sent, with the error a CROSSSLOT reply raises:
+    the servers themselves would grant them on the node of the first key."""
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
     names = ["lock:a", "lock:b", "lock:c"]
     assert len({client.keyslot(name) for name in names}) > 1
+    before = acquireall_stats(cluster)
     with pytest.raises(ClusterCrossSlotError):
         MultiLock(client, names, timeout=10).acquire(blocking=False)
     with pytest.raises(ClusterCrossSlotError):
@@ -560,5 +574,6 @@ def test_cluster_keys_of_several_slots_are_refused(cluster: list[Server]) -> Non
     locks = Locks(client)
     with pytest.raises(ClusterCrossSlotError), locks.lock_all(["a", "b"], ttl=5):
         pass
+    assert acquireall_stats(cluster) == before, "nothing was sent"
     assert client.exists(*names) == 0
     client.close()
