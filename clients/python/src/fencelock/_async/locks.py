@@ -91,9 +91,11 @@ from . import _acquire
 from ._commands import call, on_server_of, release_all_quietly, release_quietly
 from ._compat import (
     block_runner,
+    cancellations,
     check_client,
     current_owner,
     is_own_cancel,
+    raise_if_cancel_swallowed,
     ready,
     shielded,
     sleep,
@@ -585,6 +587,7 @@ class Locks:
         keys = tuple(keys)
         first = keys[0]
         token = new_token() if token is None else token
+        pending = cancellations()
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
             for key in keys:
                 self._refuse_waiting_for_itself(key, mode_of(shared, None))
@@ -630,6 +633,9 @@ class Locks:
             ]
             try:
                 await self._hold_all(leases, grant, sessions)
+                # A cancellation swallowed anywhere on the way ends it here, before
+                # the block would run unbounded.
+                raise_if_cancel_swallowed(pending)
             except BaseException:
                 for lease in leases:
                     self._forget(lease)
