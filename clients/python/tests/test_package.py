@@ -47,6 +47,13 @@ def test_public_names() -> None:
     assert issubclass(fencelock.WrongMode, redis.exceptions.LockError)
     assert issubclass(fencelock.WrongMode, redis.exceptions.ResponseError)
     assert fencelock.asyncio.WrongMode is fencelock.WrongMode
+    # A refused wait (a deadlock) too; and one class on both sides.
+    assert issubclass(fencelock.Deadlock, redis.exceptions.LockError)
+    assert issubclass(fencelock.Deadlock, redis.exceptions.ResponseError)
+    assert fencelock.asyncio.Deadlock is fencelock.Deadlock
+    # What Locks.lock_all returns is a MultiLock.
+    assert issubclass(fencelock.ManagedMultiLock, fencelock.MultiLock)
+    assert issubclass(fencelock.asyncio.ManagedMultiLock, fencelock.asyncio.MultiLock)
     # Semaphores and read-write locks are the package's locks underneath.
     assert issubclass(fencelock.Semaphore, fencelock.Lock)
     assert issubclass(fencelock.asyncio.Semaphore, fencelock.asyncio.Lock)
@@ -61,7 +68,15 @@ def test_sync_and_asyncio_offer_the_same_names() -> None:
     the same public methods, awaited on one side (asyncio's ``aclose`` is the sync
     ``close``, as in redis-py; ``close`` is its alias there)."""
     assert set(fencelock.asyncio.__all__) <= set(fencelock.__all__)
-    for name in ("Lock", "Locks", "Lease", "Semaphore", "ReadWriteLock"):
+    for name in (
+        "Lock",
+        "Locks",
+        "Lease",
+        "Semaphore",
+        "ReadWriteLock",
+        "MultiLock",
+        "ManagedMultiLock",
+    ):
         sync_names = {n for n in dir(getattr(fencelock, name)) if not n.startswith("_")}
         async_names = {
             "close" if n == "aclose" else n

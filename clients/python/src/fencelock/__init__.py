@@ -9,6 +9,10 @@
   permits (``limit=n``); its locks are kept in a session (one ``LOCK.KEEPALIVE`` per
   server, ``close()`` releases them all) where the server has sessions, with an
   optional ``lock_delay``; ``fencelock.asyncio`` has all of these for asyncio.
+- ``fencelock.MultiLock``: several locks taken together, all or none
+  (``LOCK.ACQUIREALL``), shaped like ``Lock``; ``Locks.lock_all`` does the same with
+  the manager's leases (``ManagedMultiLock``). ``fencelock.Deadlock`` is raised when
+  the server refuses a wait that would close a cycle.
 - ``fencelock.lock_info``: ``LOCK.INFO`` as a dict.
 - ``lease.guard(*command)`` / ``lock.guard(*command)``: a command that runs only while
   the lock is held (``LOCK.GUARD``); ``fencelock.fenced``: one that runs only with a
@@ -27,8 +31,10 @@ from ._sync.info import lock_info
 from ._sync.lease import Lease
 from ._sync.lock import Lock
 from ._sync.locks import Locks
+from ._sync.multi import ManagedMultiLock, MultiLock
 from ._sync.shared import ReadWriteLock, Semaphore
 from .errors import (
+    Deadlock,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -43,6 +49,7 @@ from .info import LockInfo
 __version__ = "0.2.0"
 
 __all__ = [
+    "Deadlock",
     "Lease",
     "Lock",
     "LockError",
@@ -51,7 +58,9 @@ __all__ = [
     "LockNotAcquired",
     "LockNotOwnedError",
     "Locks",
+    "ManagedMultiLock",
     "ModuleNotLoaded",
+    "MultiLock",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",

@@ -1,21 +1,25 @@
-"""The plan of one acquire: the ``LOCK.ACQUIRE`` arguments as time passes (a re-sent
-wait asks only for the time left), and how long the connection that carries a wait may
+"""The plan of one acquire: the ``LOCK.ACQUIRE`` (or, for several keys at once,
+``LOCK.ACQUIREALL``) arguments as time passes (a re-sent wait asks only for the time
+left), the parsing of its grant, and how long the connection that carries a wait may
 read. Pure and shared by the sync and asyncio clients."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from ._protocol import (
     PROVISIONAL_TTL_MS,
     Args,
     Key,
     Token,
+    acquire_all_args,
     acquire_args,
     block_ms,
     check_limit,
+    parse_grant,
+    parse_grant_all,
 )
 
 
@@ -37,6 +41,9 @@ class Plan:
     # server's default).
     session: Optional[Token] = None
     lock_delay_ms: Optional[int] = None
+    # Every key of a ``LOCK.ACQUIREALL``, in the order given (``key`` is the first,
+    # which routes it on a cluster); None: a ``LOCK.ACQUIRE`` of ``key``.
+    keys: Optional[tuple[Key, ...]] = None
 
     @classmethod
     def make(
@@ -52,6 +59,7 @@ class Plan:
         limit: Optional[int] = None,
         session: Optional[Token] = None,
         lock_delay_ms: Optional[int] = None,
+        keys: Optional[tuple[Key, ...]] = None,
     ) -> Plan:
         limit = check_limit(limit)
         if ttl_ms is None and (shared or limit is not None):
@@ -72,6 +80,7 @@ class Plan:
             limit=limit,
             session=session,
             lock_delay_ms=lock_delay_ms,
+            keys=keys,
         )
 
     @property
@@ -84,6 +93,17 @@ class Plan:
         wait = self.wait
         if self.deadline is not None and now is not None:
             wait = self.deadline - now
+        if self.keys is not None:
+            return acquire_all_args(
+                self.keys,
+                self.lease_ms,
+                self.token,
+                block_ms(wait) if block else None,
+                shared=self.shared,
+                limit=self.limit,
+                session=self.session,
+                lock_delay_ms=self.lock_delay_ms,
+            )
         return acquire_args(
             self.key,
             self.lease_ms,
@@ -94,6 +114,14 @@ class Plan:
             session=self.session,
             lock_delay_ms=self.lock_delay_ms,
         )
+
+    def parse(self, reply: Any) -> Optional[list[int]]:
+        """The fences of a grant, one per key in the order of the keys; None: not
+        granted."""
+        if self.keys is not None:
+            return parse_grant_all(reply)
+        fence = parse_grant(reply)
+        return None if fence is None else [fence]
 
     def left(self, now: float) -> Optional[float]:
         """Seconds of the wait left at ``now`` (None: without limit)."""

@@ -19,6 +19,7 @@ Args = tuple[Any, ...]
 Mode = Literal["exclusive", "shared", "semaphore"]
 
 ACQUIRE = "LOCK.ACQUIRE"
+ACQUIREALL = "LOCK.ACQUIREALL"
 REFRESH = "LOCK.REFRESH"
 RELEASE = "LOCK.RELEASE"
 FENCE = "LOCK.FENCE"
@@ -42,6 +43,15 @@ WRONGMODE = re.compile(
     re.DOTALL,
 )
 
+# A wait that would close a cycle of owners waiting for each other (nothing changed,
+# nothing queued): "DEADLOCK waiting for <key> would wait for <other key> held by this
+# owner". Keys may contain anything, so the reply is read from both ends.
+DEADLOCK = re.compile(
+    r"^DEADLOCK waiting for (?P<key>.*) would wait for (?P<held>.*) held by this"
+    r" owner\s*$",
+    re.DOTALL,
+)
+
 # A lock without a timeout (redis-py's ``timeout=None``) is granted with this lease and
 # then made permanent by PERSIST_IF_HELD: if the client dies in between, the key still
 # expires instead of being held forever.
@@ -55,6 +65,20 @@ if redis.call('LOCK.FENCE', KEYS[1], ARGV[1]) then
     return 1
 end
 return 0
+"""
+
+# The same for the keys of one ``LOCK.ACQUIREALL``: all of them, or none if the token
+# no longer holds one of them.
+PERSIST_ALL_IF_HELD = """
+for _, key in ipairs(KEYS) do
+    if not redis.call('LOCK.FENCE', key, ARGV[1]) then
+        return 0
+    end
+end
+for _, key in ipairs(KEYS) do
+    redis.call('PERSIST', key)
+end
+return 1
 """
 
 
@@ -138,6 +162,51 @@ def acquire_args(
     return args
 
 
+def acquire_all_args(
+    keys: tuple[Key, ...],
+    ttl_ms: int,
+    token: Token,
+    block: Optional[int],
+    *,
+    shared: bool = False,
+    limit: Optional[int] = None,
+    session: Optional[Token] = None,
+    lock_delay_ms: Optional[int] = None,
+) -> Args:
+    """``LOCK.ACQUIREALL numkeys key [key ...] ttl-ms TOKEN token ...``: every key or
+    none, one token for all, the options as for ``acquire_args``."""
+    args: Args = (ACQUIREALL, len(keys), *keys, ttl_ms, "TOKEN", token)
+    if session is not None:
+        args += ("SESSION", session)
+    if block is not None:
+        args += ("BLOCK", block)
+    if limit is not None:
+        args += ("LIMIT", limit)
+    elif shared:
+        args += ("SHARED",)
+    if lock_delay_ms is not None:
+        args += ("LOCKDELAY", lock_delay_ms)
+    return args
+
+
+def check_keys(keys: Any) -> tuple[Key, ...]:
+    """The keys of a ``LOCK.ACQUIREALL`` as a tuple, in the order given: at least one,
+    none twice (as the server stores them: ``"a"`` and ``b"a"`` are one key). A single
+    ``str`` or ``bytes`` is refused rather than taken for its characters."""
+    if isinstance(keys, (str, bytes, memoryview)):
+        raise TypeError("the keys must be a list of names, not one name")
+    checked = tuple(keys)
+    if not checked:
+        raise ValueError("at least one key is needed")
+    seen: set[bytes] = set()
+    for key in checked:
+        raw = as_bytes(key)
+        if raw in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen.add(raw)
+    return checked
+
+
 def keepalive_args(session: Token, ttl_ms: int) -> Args:
     return (KEEPALIVE, session, ttl_ms)
 
@@ -206,12 +275,25 @@ def persist_args(key: Key, token: Token) -> Args:
     return ("EVAL", PERSIST_IF_HELD, 1, key, token)
 
 
+def persist_all_args(keys: tuple[Key, ...], token: Token) -> Args:
+    return ("EVAL", PERSIST_ALL_IF_HELD, len(keys), *keys, token)
+
+
 def parse_grant(reply: Any) -> Optional[int]:
     """The fence of a grant (``[token, fence]``), or None when the lock was busy."""
     if reply is None:
         return None
     _, fence = reply
     return int(fence)
+
+
+def parse_grant_all(reply: Any) -> Optional[list[int]]:
+    """The fences of a ``LOCK.ACQUIREALL`` grant (``[token, [fence, ...]]``, in the
+    order of the keys), or None when it was not granted."""
+    if reply is None:
+        return None
+    _, fences = reply
+    return [int(fence) for fence in fences]
 
 
 def parse_flag(reply: Any) -> bool:
@@ -250,6 +332,36 @@ def wrong_mode(
     if match.group("limit") is not None:
         return "semaphore", int(match.group("limit"))
     return ("shared" if match.group("held") == "shared" else "exclusive"), None
+
+
+def deadlock(error: ResponseError) -> Optional[tuple[str, str]]:
+    """From a ``DEADLOCK`` refusal (nothing changed, nothing queued): the key of the
+    request through which the cycle runs and the key held by the requester's own owner
+    where it closes; None for any other error. A wording this client does not know
+    gives two empty strings."""
+    text = str(error)
+    if text.split(" ", 1)[0] != "DEADLOCK":
+        return None
+    match = DEADLOCK.match(text)
+    if match is None:
+        return "", ""
+    return match.group("key"), match.group("held")
+
+
+def named_key(error: ResponseError, keys: tuple[Key, ...]) -> Key:
+    """The key of ``keys`` that a refusal of a ``LOCK.ACQUIREALL`` names (WRONGMODE,
+    WRONGSESSION and DEADLOCK each name the key that refused), as it was given; the
+    first key when the message names none of them."""
+    text = str(error)
+    for key in keys:
+        name = as_bytes(key).decode(errors="replace")
+        if (
+            text.startswith(f"WRONGMODE {name} is ")
+            or f" holds {name} in another session" in text
+            or text.startswith(f"DEADLOCK waiting for {name} would wait for ")
+        ):
+            return key
+    return keys[0]
 
 
 def stale_highest(error: ResponseError) -> Optional[int]:

@@ -15,14 +15,15 @@ from redis.exceptions import (
     ResponseError,
 )
 
-from ._protocol import Key, Mode, is_wrongsession, wrong_mode
+from ._protocol import Key, Mode, deadlock, is_wrongsession, wrong_mode
 
 # How a server without the module answers a LOCK.* command (redis-py drops the "ERR ").
 UNKNOWN_COMMAND = "unknown command"
 
 
-def lock_error(cls: type[LockError], message: str, name: Key) -> LockError:
-    """Builds a redis-py lock error carrying ``lock_name`` where redis-py sets it.
+def lock_error(cls: type[LockError], message: str, name: object) -> LockError:
+    """Builds a redis-py lock error carrying ``lock_name`` where redis-py sets it (a
+    ``MultiLock``'s: its tuple of names).
 
     The attribute is set afterwards, and the message put in ``args`` (redis-py 5's
     ``LockError`` keeps its own arguments there, which ``str`` would show), so the same
@@ -175,6 +176,37 @@ class WrongSession(LockError, ResponseError):
         return cls(key, str(error))
 
 
+class Deadlock(LockError, ResponseError):
+    """The server refused to let an acquire wait (``-DEADLOCK``): waiting would close
+    a cycle, each owner waiting for a lock another one holds, and so would never end.
+    An owner is a lock manager's session (``Locks``), else a token. Nothing changed and
+    nothing was queued: the locks the requester holds are still held, so release one
+    (or all) of them before trying again, or take every lock of a job at once
+    (``Locks.lock_all``, ``MultiLock``), which never waits while holding.
+
+    ``key`` is the key asked for through which the cycle runs, ``held`` the key held
+    by the requester's own owner where the cycle closes; the message is the server's.
+    Raised by waiting acquires of every kind (``Lock``, ``Locks.lock``,
+    ``Locks.lock_all``, ``MultiLock``). A ``LockError``, and a ``ResponseError``, as
+    the error reply it is."""
+
+    def __init__(self, key: Key, message: str, held: str) -> None:
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
+        self.key = key
+        self.held = held
+        self.lock_name = key  # type: ignore[assignment]
+        self.status_code = "DEADLOCK"
+
+    @classmethod
+    def from_reply(cls, key: Key, error: ResponseError) -> Optional[Deadlock]:
+        """The error for a ``DEADLOCK`` reply; None for any other error."""
+        parsed = deadlock(error)
+        if parsed is None:
+            return None
+        return cls(key, str(error), parsed[1])
+
+
 class ModuleNotLoaded(LockError):
     """The server answered a ``LOCK.*`` command with "unknown command": the fencelock
     module is not loaded there. ``server`` names it; nothing was sent to any other
@@ -190,6 +222,11 @@ class ModuleNotLoaded(LockError):
             " on a running server only if it runs with `enable-module-command yes`,"
             " or `local` for a client on the same host; Redis refuses it by default.)"
         )
+        if command == "LOCK.ACQUIREALL":
+            message += (
+                " If other LOCK.* commands work there, its module predates"
+                " LOCK.ACQUIREALL: upgrade it."
+            )
         super().__init__(message)
         self.args = (message,)  # redis-py 5 keeps its own arguments there
         self.command = command

@@ -1,9 +1,9 @@
 """One acquire, shared by the drop-in locks and the lock managers: ``LOCK.ACQUIRE``
-with a client token and the server's ``BLOCK`` for waiting, on a pooled connection
-that reads for as long as the wait needs (``_connection``), and the clean-up that keeps
-a failed acquire from leaving a holding behind. A cancellation while waiting (or
-after the request may have been granted) releases the token's holding before the
-``CancelledError`` goes on.
+(``LOCK.ACQUIREALL`` for several keys at once) with a client token and the server's
+``BLOCK`` for waiting, on a pooled connection that reads for as long as the wait needs
+(``_connection``), and the clean-up that keeps a failed acquire from leaving a holding
+behind. A cancellation while waiting (or after the request may have been granted)
+releases the token's holdings before the ``CancelledError`` goes on.
 
 A wait never holds the last connection of a bounded pool (``_wait``): the holder
 needs one for its own commands, and the drop-in for its release."""
@@ -17,10 +17,23 @@ from typing import Any, Optional
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from .._plan import Plan
-from .._protocol import Key, Token, parse_grant, persist_args, wait_args
-from .._servers import describe
-from ..errors import NotReplicated, ServerUnavailable, WrongMode, WrongSession
-from ._commands import call, module_missing, release_quietly
+from .._protocol import (
+    Key,
+    Token,
+    named_key,
+    persist_all_args,
+    persist_args,
+    wait_args,
+)
+from .._servers import check_one_slot, describe
+from ..errors import (
+    Deadlock,
+    NotReplicated,
+    ServerUnavailable,
+    WrongMode,
+    WrongSession,
+)
+from ._commands import call, module_missing, release_all_quietly
 from ._compat import cancellations, raise_if_cancel_swallowed, shielded, sleep
 from ._connection import command, exchange
 
@@ -37,6 +50,15 @@ class Grant:
     fence: int
     # When the acquire that was granted was sent, and when its reply arrived, on the
     # monotonic clock: the lease ends no earlier than ``sent`` + ttl.
+    sent: float
+    answered: float
+
+
+@dataclass(frozen=True)
+class GrantAll:
+    """A ``LOCK.ACQUIREALL`` grant: one fence per key, in the order of the keys."""
+
+    fences: list[int]
     sent: float
     answered: float
 
@@ -64,7 +86,8 @@ async def acquire(
     holding needs a ttl. ``session`` makes the holding one of that session's,
     ``lock_delay_ms`` sends ``LOCKDELAY``. Error replies (``WRONGTYPE`` too) are
     raised, ``WRONGMODE`` as ``WrongMode``, ``WRONGSESSION`` as ``WrongSession``,
-    "unknown command" as ``ModuleNotLoaded``; nothing was granted then.
+    ``DEADLOCK`` as ``Deadlock``, "unknown command" as ``ModuleNotLoaded``; nothing
+    was granted then.
     A server that cannot be reached or does not answer in time raises
     ``ServerUnavailable``. Any failure after the request may have been granted (lost
     connection, interrupt, failed ``WAIT``) releases ``token``'s holding before the
@@ -82,30 +105,86 @@ async def acquire(
         session=session,
         lock_delay_ms=lock_delay_ms,
     )
+    granted = await _run(client, plan, (key,), poll, permanent=ttl_ms is None)
+    if granted is None:
+        return None
+    return Grant(granted.fences[0], granted.sent, granted.answered)
+
+
+async def acquire_all(
+    client: Any,
+    keys: tuple[Key, ...],
+    token: Token,
+    *,
+    ttl_ms: Optional[int],
+    wait: Optional[float],
+    shared: bool = False,
+    limit: Optional[int] = None,
+    poll: float = POLL,
+    session: Optional[Token] = None,
+    lock_delay_ms: Optional[int] = None,
+) -> Optional[GrantAll]:
+    """Asks for every lock of ``keys`` at once for ``token`` (``LOCK.ACQUIREALL``):
+    all of them, with one fence per key in the order given, or None (busy, or the
+    wait ended) and none of them. As ``acquire`` otherwise: the same options, errors
+    and clean-up (a failure after the request may have been granted releases every
+    key's holding of ``token``).
+
+    Always sent on a connection borrowed from the pool of the first key's server,
+    also without a wait: a cluster client's own routing would look the command's keys
+    up with an extra ``COMMAND GETKEYS``; here the first key (argument 2) decides,
+    ``MOVED``/``ASK`` are followed, and keys of several slots raise redis-py's
+    ``ClusterCrossSlotError`` before anything is sent."""
+    check_one_slot(client, keys)
+    plan = Plan.make(
+        keys[0],
+        token,
+        ttl_ms,
+        wait,
+        0,
+        1.0,
+        shared=shared,
+        limit=limit,
+        session=session,
+        lock_delay_ms=lock_delay_ms,
+        keys=keys,
+    )
+    return await _run(client, plan, keys, poll, permanent=ttl_ms is None)
+
+
+async def _run(
+    client: Any, plan: Plan, keys: tuple[Key, ...], poll: float, *, permanent: bool
+) -> Optional[GrantAll]:
+    """One acquire by ``plan``, of ``keys`` (the plan's key, or all of a
+    ``LOCK.ACQUIREALL``), and the clean-up of a failed one; ``permanent``: made
+    without expiry after the grant (``PERSIST``)."""
+    key, token, wait_replicas = plan.key, plan.token, plan.wait_replicas
     pending = cancellations()
     sent = [time.monotonic()]
     try:
-        if plan.blocks or wait_replicas:
-            fence, acknowledged = await _wait(client, key, plan, sent, poll)
+        if plan.blocks or wait_replicas or plan.keys is not None:
+            fences, acknowledged = await _wait(client, key, plan, sent, poll)
         else:
-            fence = parse_grant(await client.execute_command(*plan.args()))
+            fences = plan.parse(await client.execute_command(*plan.args()))
             acknowledged = None
         raise_if_cancel_swallowed(pending)
     except ResponseError as error:
         # Refused: nothing was granted (and a token that holds in another mode keeps
         # that holding), so there is nothing to release.
+        named = named_key(error, keys) if plan.keys is not None else key
         refused = (
-            WrongMode.from_reply(key, error)
-            or WrongSession.from_reply(key, error)
+            WrongMode.from_reply(named, error)
+            or WrongSession.from_reply(named, error)
+            or Deadlock.from_reply(named, error)
             or module_missing(client, key, plan.args(), error)
         )
         if refused is None:
             raise
     except (ConnectionError, TimeoutError) as error:
-        await shielded(release_quietly(client, key, token))
+        await shielded(release_all_quietly(client, keys, token))
         raise ServerUnavailable(key, describe(client, key), error) from error
     except BaseException:
-        await shielded(release_quietly(client, key, token))
+        await shielded(release_all_quietly(client, keys, token))
         raise
     else:
         refused = None
@@ -113,23 +192,26 @@ async def acquire(
         # Raised outside the handler: the server's message repeats the arguments (the
         # token among them) and must not ride along as ``__context__``.
         raise refused
-    if fence is None:
+    if fences is None:
         return None
-    grant = Grant(fence, sent[0], time.monotonic())
+    grant = GrantAll(fences, sent[0], time.monotonic())
     try:
         if acknowledged is not None and acknowledged < wait_replicas:
             raise NotReplicated(key, wait_replicas, acknowledged)
-        if ttl_ms is None:
-            await call(client, key, *persist_args(key, token))
+        if permanent:
+            if plan.keys is None:
+                await call(client, key, *persist_args(key, token))
+            else:
+                await call(client, key, *persist_all_args(keys, token))
     except BaseException:
-        await shielded(release_quietly(client, key, token))
+        await shielded(release_all_quietly(client, keys, token))
         raise
     return grant
 
 
 async def _wait(
     client: Any, key: Key, plan: Plan, sent: list[float], poll: float
-) -> tuple[Optional[int], Optional[int]]:
+) -> tuple[Optional[list[int]], Optional[int]]:
     """The acquire that may wait (or is followed by ``WAIT``), on a borrowed
     connection: one ``BLOCK`` for the whole wait, in the server's FIFO queue, when the
     pool could still hand out another connection besides this one; else one try, the
@@ -171,7 +253,7 @@ async def _wait(
 
 async def _exchange(
     connection: Any, plan: Plan, sent: list[float], spare: bool
-) -> tuple[Optional[int], Optional[int], bool]:
+) -> tuple[Optional[list[int]], Optional[int], bool]:
     """The acquire and, after a grant, ``WAIT`` on the same connection; whether it
     was a try in place of a wait (``spare``: see ``_wait``). Runs again after a lost
     connection: the token makes the repeated acquire the same grant, and it asks only
@@ -179,10 +261,10 @@ async def _exchange(
     tried = plan.blocks and not spare
     sent[0] = time.monotonic()
     args = plan.args(sent[0], block=not tried)
-    fence = parse_grant(await command(connection, *args))
-    if fence is None or not plan.wait_replicas:
-        return fence, None, tried
+    fences = plan.parse(await command(connection, *args))
+    if fences is None or not plan.wait_replicas:
+        return fences, None, tried
     reply = await command(
         connection, *wait_args(plan.wait_replicas, plan.replicas_timeout)
     )
-    return fence, int(reply), tried
+    return fences, int(reply), tried

@@ -57,3 +57,10 @@ async def release_quietly(client: Any, key: Key, token: Token) -> None:
     """Best effort: the server may be unreachable, which is why we are here."""
     with contextlib.suppress(RedisError, OSError):
         await client.execute_command(*release_args(key, token))
+
+
+async def release_all_quietly(client: Any, keys: tuple[Key, ...], token: Token) -> None:
+    """``release_quietly`` of each key: the holdings of one ``LOCK.ACQUIREALL`` are
+    released one by one (``LOCK.RELEASE`` each), whatever happens to the others."""
+    for key in keys:
+        await release_quietly(client, key, token)

@@ -27,7 +27,13 @@ from typing import Any, Callable, Optional, TypeVar
 from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from .._protocol import Args, Key
-from ._compat import borrow, reading_for, sleep
+from ._compat import (
+    borrow,
+    cancellations,
+    raise_if_cancel_swallowed,
+    reading_for,
+    sleep,
+)
 
 T = TypeVar("T")
 
@@ -121,3 +127,39 @@ async def pipelined(
             except ResponseError as error:
                 replies.append(error)
         return replies
+
+
+async def batch(client: Any, key: Key, commands: list[Args]) -> tuple[list[Any], bool]:
+    """Sends ``commands`` (all of keys in ``key``'s slot) in one write on a connection
+    borrowed from the pool of ``key``'s server, and reads every reply (an error reply
+    is returned as its ``ResponseError``); with them, whether the commands may have
+    been sent before (a lost connection, retried by the connection's retry policy:
+    a second release of a key then finds it released by the first). ``MOVED``/``ASK``
+    are followed as for ``exchange``; a cancellation that redis-py's I/O swallowed is
+    raised again, as by ``_commands.call``."""
+    pending = cancellations()
+    attempts: list[bool] = []
+
+    async def work(connection: Any, _spare: bool) -> list[Any]:
+        attempts.append(True)
+        await connection.send_packed_command(connection.pack_commands(commands))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await connection.read_response())
+            except ResponseError as error:
+                replies.append(error)
+        raise_redirect(replies)
+        return replies
+
+    replies = await exchange(client, key, work, lambda own, _spare: own)
+    raise_if_cancel_swallowed(pending)
+    return replies, len(attempts) > 1
+
+
+def raise_redirect(replies: list[Any]) -> None:
+    """A ``MOVED``/``ASK``/``TRYAGAIN`` among the replies of commands of one slot
+    (then every one of them has it): raised, so that ``exchange`` follows it."""
+    for reply in replies:
+        if isinstance(reply, (AskError, TryAgainError)):
+            raise reply

@@ -59,3 +59,10 @@ def release_quietly(client: Any, key: Key, token: Token) -> None:
     """Best effort: the server may be unreachable, which is why we are here."""
     with contextlib.suppress(RedisError, OSError):
         client.execute_command(*release_args(key, token))
+
+
+def release_all_quietly(client: Any, keys: tuple[Key, ...], token: Token) -> None:
+    """``release_quietly`` of each key: the holdings of one ``LOCK.ACQUIREALL`` are
+    released one by one (``LOCK.RELEASE`` each), whatever happens to the others."""
+    for key in keys:
+        release_quietly(client, key, token)

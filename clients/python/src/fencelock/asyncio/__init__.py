@@ -1,7 +1,8 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
-clients), ``Semaphore`` and ``ReadWriteLock``, ``Locks`` (the lock manager with one
-refresher task, loss reports, ``once``), ``lock_info`` and ``fenced``; leases and locks
-have ``guard``. The same names as ``fencelock``, awaited."""
+clients), ``MultiLock`` (several locks at once), ``Semaphore`` and ``ReadWriteLock``,
+``Locks`` (the lock manager with one refresher task, loss reports, ``once``,
+``lock_all``), ``lock_info`` and ``fenced``; leases and locks have ``guard``. The same
+names as ``fencelock``, awaited."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from .._async.info import lock_info
 from .._async.lease import Lease
 from .._async.lock import Lock
 from .._async.locks import Locks
+from .._async.multi import ManagedMultiLock, MultiLock
 from .._async.shared import ReadWriteLock, Semaphore
 from ..errors import (
+    Deadlock,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -24,13 +27,16 @@ from ..errors import (
 from ..info import LockInfo
 
 __all__ = [
+    "Deadlock",
     "Lease",
     "Lock",
     "LockInfo",
     "LockLost",
     "LockNotAcquired",
     "Locks",
+    "ManagedMultiLock",
     "ModuleNotLoaded",
+    "MultiLock",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",
