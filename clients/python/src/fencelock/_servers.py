@@ -71,9 +71,8 @@ def describe(client: Any, key: Key) -> str:
 def check_one_slot(client: Any, keys: tuple[Key, ...]) -> None:
     """On a cluster client, keys that hash to several slots raise redis-py's
     ``ClusterCrossSlotError`` (what a ``CROSSSLOT`` reply raises) before anything is
-    sent, as redis-py refuses its own multi-key commands. Checked here because the
-    servers do not: Redis 7.0, 8.2 and Valkey 9.1 run ``LOCK.ACQUIREALL`` on whatever
-    node receives it, without ``CROSSSLOT`` (or ``MOVED``), despite its key spec."""
+    sent, as redis-py refuses its own multi-key commands (the server answers
+    ``CROSSSLOT`` too; this saves the round trip and names no node)."""
     if is_cluster(client) and len({client.keyslot(key) for key in keys}) > 1:
         raise ClusterCrossSlotError("Keys in request don't hash to the same slot")
 
