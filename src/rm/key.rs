@@ -140,9 +140,10 @@ impl<'a> LockKey<'a> {
         set
     }
 
-    /// Milliseconds left on the lease, or `None` when the key has no expiry.
+    /// Milliseconds left on the lease, or `None` when the key has no expiry. An empty
+    /// key has none (and Redis 8.2's `RedisModule_GetExpire` dereferences its value).
     pub fn remaining_ms(&self) -> Option<i64> {
-        if self.key.is_null() {
+        if self.key.is_null() || matches!(self.value_ptr(), Ok(None)) {
             return None;
         }
         // SAFETY: the key handle is open.
