@@ -140,7 +140,8 @@ impl<'a> LockKey<'a> {
         set
     }
 
-    /// Milliseconds left on the lease, or `None` when the key has no expiry.
+    /// Milliseconds left on the lease, or `None` when the key has no expiry (or does
+    /// not exist: see `OpenKey::is_missing`).
     pub fn remaining_ms(&self) -> Option<i64> {
         if self.key.is_missing() {
             return None;

@@ -16,17 +16,18 @@ const REPLICATION_FORMS: [&str; 3] = ["lock.apply", "lock.drop", "lock.mark"];
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
-/// The session commands and the acquire of several keys: O(holdings) or O(keys), so
-/// not `@fast`.
-const SESSION_WRITES: [&str; 3] = ["lock.keepalive", "lock.close", "lock.acquireall"];
+/// The session commands: O(holdings), so not `@fast`.
+const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
 const SESSION_READS: [&str; 1] = ["lock.held"];
+/// Takes several keys at once: O(keys), so not `@fast`.
+const MANY_KEY_WRITES: [&str; 1] = ["lock.acquireall"];
 
 /// What the running server can do with module command categories.
-struct Support {
+pub(crate) struct Support {
     /// `RedisModule_SetCommandACLCategories`: Redis ≥ 7.2, every Valkey.
-    command_categories: bool,
+    pub(crate) command_categories: bool,
     /// `RedisModule_AddACLCategory`: Redis ≥ 7.4, Valkey ≥ 8.0.
-    own_category: bool,
+    pub(crate) own_category: bool,
 }
 
 fn version(text: &str) -> (u32, u32) {
@@ -34,7 +35,7 @@ fn version(text: &str) -> (u32, u32) {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
-fn support(con: &mut Connection) -> Support {
+pub(crate) fn support(con: &mut Connection) -> Support {
     let redis = version(&info_field(con, "server", "redis_version").expect("redis_version"));
     let valkey = info_field(con, "server", "valkey_version").map(|v| version(&v));
     match valkey {
@@ -70,7 +71,7 @@ fn denied(con: &mut Connection, user: &str, argv: &[&str]) -> Option<String> {
     (reply != "OK").then_some(reply)
 }
 
-fn set_user(con: &mut Connection, user: &str, rules: &[&str]) -> redis::RedisResult<()> {
+pub(crate) fn set_user(con: &mut Connection, user: &str, rules: &[&str]) -> redis::RedisResult<()> {
     cmd("ACL")
         .arg("SETUSER")
         .arg(user)
@@ -92,6 +93,7 @@ fn each_command_carries_the_categories_its_server_supports() {
         (&RUNNING_COMMANDS[..], "@write", false, true),
         (&SESSION_WRITES[..], "@write", false, true),
         (&SESSION_READS[..], "@read", false, true),
+        (&MANY_KEY_WRITES[..], "@write", false, true),
     ] {
         for name in commands {
             let found = categories(&mut con, name);
@@ -141,6 +143,7 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
         .chain(&RUNNING_COMMANDS)
         .chain(&SESSION_WRITES)
         .chain(&SESSION_READS)
+        .chain(&MANY_KEY_WRITES)
         .copied()
         .collect();
     all.sort_unstable();

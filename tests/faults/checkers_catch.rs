@@ -102,6 +102,54 @@ fn mutual_exclusion_checker_catches_two_live_leases() {
     assert!(checker::holder_limits(&handed_over).is_empty());
 }
 
+/// A grant of several keys at once (`LOCK.ACQUIREALL`, one op per key) is judged key by
+/// key like any other: a holder of one of its keys granted during its lease is caught,
+/// and a fence of one of its keys that went down too; `tally` counts the grant once.
+#[test]
+fn checkers_judge_every_key_of_a_grant_of_several() {
+    let several_at = |key: &str, fence, from_ms, granted: bool| {
+        let mut op = grant(1, "a", fence, from_ms, from_ms + 1, 100);
+        op.key = key.into();
+        op.request = Request::AcquireAll {
+            keys: vec!["j".into(), "k".into()],
+            ttl_ms: 100,
+            block_ms: None,
+            mode: Mode::Exclusive,
+        };
+        if !granted {
+            op.outcome = Outcome::Busy;
+        }
+        op
+    };
+    let several = |key: &str, fence, granted| several_at(key, fence, 0, granted);
+    let good = [
+        several("j", 10, true),
+        several("k", 11, true),
+        grant(2, "b", 20, 150, 151, 100),
+    ];
+    assert!(checker::holder_limits(&good).is_empty());
+    assert!(checker::fences_increase(&good).is_empty());
+    let tally = checker::tally(&good);
+    assert_eq!((tally.several_asked, tally.several_granted), (1, 1));
+    assert!(tally.limits_untested().is_empty());
+    // `grant` is of key "k": 50 ms into the lease the grant of "j" and "k" has on it.
+    let overlapping = [
+        several("j", 10, true),
+        several("k", 11, true),
+        grant(2, "b", 20, 50, 51, 100),
+    ];
+    assert_eq!(checker::holder_limits(&overlapping).len(), 1);
+    // "k" was granted fence 20 before the grant of "j" and "k" was asked for.
+    let lower = [
+        grant(2, "b", 20, 0, 1, 100),
+        several_at("j", 30, 5, true),
+        several_at("k", 15, 5, true),
+    ];
+    assert_eq!(checker::fences_increase(&lower).len(), 1);
+    let never = [several("j", 0, false), several("k", 0, false)];
+    assert_eq!(checker::tally(&never).limits_untested().len(), 1);
+}
+
 #[test]
 fn semaphore_checker_catches_one_holder_too_many() {
     let permit = |client, token, fence, from_ms| {

@@ -1,8 +1,10 @@
 //! Faults and hostile input: crashes, pauses, failovers and outside disruption under
 //! load, judged by the history checkers (`reliability`), plain clients' and session
 //! clients' alike (`sessions`); random argv; memory and leaks; panics stopped at the
-//! module's boundary. `make soak` runs the scenarios at full length.
+//! module's boundary; waits for several keys at once under contention (`acquire_all`).
+//! `make soak` runs the scenarios at full length.
 
+mod acquire_all;
 mod checkers_catch;
 mod crash;
 mod disrupt;

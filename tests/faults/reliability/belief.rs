@@ -347,7 +347,7 @@ impl<'a> Sessions<'a> {
                         }
                     }
                 }
-                Request::Acquire { .. } | Request::Refresh { .. } => {}
+                Request::Acquire { .. } | Request::AcquireAll { .. } | Request::Refresh { .. } => {}
             }
         }
         for mut track in tracks {

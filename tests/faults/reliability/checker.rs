@@ -361,6 +361,9 @@ pub struct Tally {
     pub grants_by_mode: BTreeMap<Mode, usize>,
     /// The most certainly-live holders of one key at once, per mode.
     pub peaks: BTreeMap<Mode, usize>,
+    /// `LOCK.ACQUIREALL`s sent, and those granted (each counted once, not per key).
+    pub several_asked: usize,
+    pub several_granted: usize,
 }
 
 pub fn tally(ops: &[Op]) -> Tally {
@@ -368,12 +371,19 @@ pub fn tally(ops: &[Op]) -> Tally {
     for grant in ops.iter().filter(|op| op.fence().is_some()) {
         *grants_by_mode.entry(mode_of(grant)).or_default() += 1;
     }
+    // One op per key: a `LOCK.ACQUIREALL` is its first key's op.
+    let several: Vec<&Op> = ops
+        .iter()
+        .filter(|op| matches!(&op.request, Request::AcquireAll { keys, .. } if keys.first() == Some(&op.key)))
+        .collect();
     Tally {
         ops: ops.len(),
         grants: grants_by_mode.values().sum(),
         unknown: ops.iter().filter(|op| op.maybe()).count(),
         grants_by_mode,
         peaks: holds(ops).peaks,
+        several_asked: several.len(),
+        several_granted: several.iter().filter(|op| op.fence().is_some()).count(),
     }
 }
 
@@ -388,16 +398,25 @@ impl Tally {
                 .join(", ")
         };
         format!(
-            "grants by mode: {}; most holders certainly live at once: {}",
+            "grants by mode: {}; most holders certainly live at once: {}; LOCK.ACQUIREALL granted {} of {}",
             list(&self.grants_by_mode),
-            list(&self.peaks)
+            list(&self.peaks),
+            self.several_granted,
+            self.several_asked
         )
     }
 
     /// Why the holder limits were not put to the test, if they were not: a semaphore
     /// that never had as many certainly-live holders as it admits, shared holders that
-    /// never held together, an exclusive mode that was never granted.
+    /// never held together, an exclusive mode that was never granted; grants of several
+    /// keys asked for and never made.
     pub fn limits_untested(&self) -> Vec<String> {
+        let several = (self.several_asked > 0 && self.several_granted == 0).then(|| {
+            format!(
+                "LOCK.ACQUIREALL asked {} times, never granted",
+                self.several_asked
+            )
+        });
         self.grants_by_mode
             .keys()
             .filter_map(|&mode| {
@@ -411,6 +430,7 @@ impl Tally {
                     format!("{mode}: at most {peak} holders certainly live at once, never {wanted}")
                 })
             })
+            .chain(several)
             .collect()
     }
 

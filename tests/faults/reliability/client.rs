@@ -78,6 +78,34 @@ impl LockClient {
         Some(outcome)
     }
 
+    /// `LOCK.ACQUIREALL` of `keys` in `mode`, recorded as one op per key; each key's
+    /// outcome, or `None` when not sent. A grant a replica did not confirm is given back
+    /// key by key and reported as unknown, as `acquire` does.
+    pub fn acquire_all(
+        &mut self,
+        keys: &[String],
+        ttl_ms: i64,
+        block_ms: Option<i64>,
+        mode: Mode,
+    ) -> Option<Vec<Outcome>> {
+        let request = Request::AcquireAll {
+            keys: keys.to_vec(),
+            ttl_ms,
+            block_ms,
+            mode,
+        };
+        let (outcomes, confirmed) = self.run_for(keys, request, false)?;
+        if let (Some(Outcome::Granted { token, .. }), false) = (outcomes.first(), confirmed) {
+            let token = token.clone();
+            for key in keys {
+                self.release(key, &token);
+            }
+            let unknown = Outcome::Unknown("grant not confirmed by a replica".into());
+            return Some(vec![unknown; keys.len()]);
+        }
+        Some(outcomes)
+    }
+
     /// `LOCK.REFRESH`; `Some(answer)` when acknowledged.
     pub fn refresh(&mut self, key: &str, token: &str, ttl_ms: i64) -> Option<bool> {
         let request = Request::Refresh {
@@ -113,16 +141,33 @@ impl LockClient {
     /// stopping, or no server accepts connections right now). With `confirm`, a positive
     /// answer (with `confirm_any`, any grant, 1 / 0 or count) is followed by `WAIT 1`.
     fn run(&mut self, key: &str, request: Request, confirm_any: bool) -> Option<(Outcome, bool)> {
+        let (mut outcomes, confirmed) = self.run_for(&[key.to_string()], request, confirm_any)?;
+        Some((outcomes.pop()?, confirmed))
+    }
+
+    /// `run` for a command about `keys` (one, or those of a `LOCK.ACQUIREALL`): recorded
+    /// as one op per key, each with its own outcome (a grant's fence for that key).
+    fn run_for(
+        &mut self,
+        keys: &[String],
+        request: Request,
+        confirm_any: bool,
+    ) -> Option<(Vec<Outcome>, bool)> {
         if !self.target.pass() {
             return None;
         }
         let node = self.connect()?;
-        let command = command_for(key, &request);
+        let command = command_for(keys.first()?, &request);
         let confirm = self.confirm;
         let (con, _, _) = self.con.as_mut()?;
         let invoked_us = now_us();
         let counts = matches!(request, Request::KeepAlive { .. } | Request::Close { .. });
-        let outcome = classify(command.query::<Value>(con), counts);
+        let reply = command.query::<Value>(con);
+        let outcomes = match request {
+            Request::AcquireAll { .. } => classify_all(reply, keys.len()),
+            _ => vec![classify(reply, counts)],
+        };
+        let outcome = outcomes.first()?.clone();
         let positive = matches!(outcome, Outcome::Granted { .. } | Outcome::Done(true));
         let answered = matches!(
             outcome,
@@ -141,17 +186,20 @@ impl LockClient {
         if broken {
             self.con = None;
         }
-        self.history.record(Op {
-            client: self.id,
-            key: key.into(),
-            request,
-            invoked_us,
-            completed_us: now_us(),
-            outcome: outcome.clone(),
-            node,
-            confirmed,
-        });
-        Some((outcome, confirmed))
+        let completed_us = now_us();
+        for (key, outcome) in keys.iter().zip(&outcomes) {
+            self.history.record(Op {
+                client: self.id,
+                key: key.clone(),
+                request: request.clone(),
+                invoked_us,
+                completed_us,
+                outcome: outcome.clone(),
+                node,
+                confirmed,
+            });
+        }
+        Some((outcomes, confirmed))
     }
 
     /// Sends `command` on this client's connection, outside the recorded history (the
@@ -247,6 +295,20 @@ fn command_for(key: &str, request: &Request) -> redis::Cmd {
             c.arg(mode.args());
             c
         }
+        Request::AcquireAll {
+            keys,
+            ttl_ms,
+            block_ms,
+            mode,
+        } => {
+            let mut c = redis::cmd("LOCK.ACQUIREALL");
+            c.arg(keys.len()).arg(keys).arg(*ttl_ms);
+            if let Some(block) = block_ms {
+                c.arg("BLOCK").arg(*block);
+            }
+            c.arg(mode.args());
+            c
+        }
         Request::Refresh { token, ttl_ms } => {
             let mut c = redis::cmd("LOCK.REFRESH");
             c.arg(key).arg(token).arg(*ttl_ms);
@@ -292,6 +354,35 @@ fn command_for(key: &str, request: &Request) -> redis::Cmd {
             c
         }
     }
+}
+
+/// Maps a `LOCK.ACQUIREALL` reply to each of its `n` keys' outcomes: a grant
+/// `[token, [fences]]` gives every key the token and its own fence; anything else is
+/// the same outcome for all.
+fn classify_all(reply: redis::RedisResult<Value>, n: usize) -> Vec<Outcome> {
+    if let Ok(Value::Array(items)) = &reply {
+        if let [Value::BulkString(token), Value::Array(fences)] = items.as_slice() {
+            let token = String::from_utf8_lossy(token).into_owned();
+            let fences: Option<Vec<i64>> = fences
+                .iter()
+                .map(|fence| match fence {
+                    Value::Int(fence) => Some(*fence),
+                    _ => None,
+                })
+                .collect();
+            return match fences.filter(|fences| fences.len() == n) {
+                Some(fences) => fences
+                    .into_iter()
+                    .map(|fence| Outcome::Granted {
+                        token: token.clone(),
+                        fence,
+                    })
+                    .collect(),
+                None => vec![Outcome::Failed(format!("unexpected grant reply {items:?}")); n],
+            };
+        }
+    }
+    vec![classify(reply, false); n]
 }
 
 /// Maps a reply to an outcome: an error reply is definite, a transport error is not. An

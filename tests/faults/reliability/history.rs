@@ -65,6 +65,14 @@ pub enum Request {
         block_ms: Option<i64>,
         mode: Mode,
     },
+    /// `LOCK.ACQUIREALL n keys… ttl [BLOCK ms] [mode]`: every key or none, one token for
+    /// all. Recorded as one op per key (`Op::key`), each with that key's fence.
+    AcquireAll {
+        keys: Vec<String>,
+        ttl_ms: i64,
+        block_ms: Option<i64>,
+        mode: Mode,
+    },
     Refresh {
         token: String,
         ttl_ms: i64,
@@ -196,7 +204,9 @@ impl Op {
     /// The mode an acquire asked for.
     pub fn mode(&self) -> Option<Mode> {
         match self.request {
-            Request::Acquire { mode, .. } | Request::SessionAcquire { mode, .. } => Some(mode),
+            Request::Acquire { mode, .. }
+            | Request::AcquireAll { mode, .. }
+            | Request::SessionAcquire { mode, .. } => Some(mode),
             _ => None,
         }
     }
@@ -212,6 +222,7 @@ impl Op {
     pub fn ttl_ms(&self) -> Option<i64> {
         match self.request {
             Request::Acquire { ttl_ms, .. }
+            | Request::AcquireAll { ttl_ms, .. }
             | Request::Refresh { ttl_ms, .. }
             | Request::SessionAcquire { ttl_ms, .. }
             | Request::KeepAlive { ttl_ms, .. } => Some(ttl_ms),

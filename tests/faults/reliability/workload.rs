@@ -7,6 +7,10 @@
 //! `SHARED`, writers exclusive) and semaphores (every holder `LIMIT n`). Every holder of a
 //! key asks the same way, so no acquire is ever refused for its mode.
 //!
+//! Now and then a plain client takes 2-3 keys of one kind at once with
+//! `LOCK.ACQUIREALL` (in a random order, one mode for all), holds them together and
+//! gives each back with `LOCK.RELEASE`: each key's holding is judged like any other.
+//!
 //! Beside these plain clients, a load may run session clients on the same keys
 //! (`session`): holdings of a session kept alive by its heartbeat alone.
 
@@ -15,6 +19,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use super::client::LockClient;
@@ -41,6 +46,8 @@ pub struct LoadSpec {
     pub ttl_ms: (i64, i64),
     /// Share of acquires that BLOCK, and their timeouts in ms.
     pub block_fraction: f64,
+    /// Share of acquires that take several keys at once (`LOCK.ACQUIREALL`).
+    pub several_fraction: f64,
     pub block_ms: (i64, i64),
     /// Share of holds that overrun the lease, and by how much (ms).
     pub overrun_fraction: f64,
@@ -70,6 +77,7 @@ impl LoadSpec {
             key_prefix,
             ttl_ms: (150, 600),
             block_fraction: 0.35,
+            several_fraction: 0.15,
             block_ms: (50, 800),
             overrun_fraction: 0.08,
             overrun_ms: (20, 250),
@@ -113,6 +121,20 @@ impl LoadSpec {
         }
     }
 
+    /// 2-3 keys of one kind with at least two (mutexes, read-write locks or semaphores:
+    /// one mode fits them all), in a random order; `None` when no kind has two.
+    pub fn several(&self, rng: &mut StdRng) -> Option<Vec<usize>> {
+        let read_write = self.keys..self.keys + self.read_write_keys;
+        let semaphores = read_write.end..read_write.end + self.semaphore_keys;
+        let kinds: Vec<std::ops::Range<usize>> = [0..self.keys, read_write, semaphores]
+            .into_iter()
+            .filter(|kind| kind.len() >= 2)
+            .collect();
+        let kind: Vec<usize> = kinds.choose(rng)?.clone().collect();
+        let n = rng.gen_range(2..=kind.len().min(3));
+        Some(kind.choose_multiple(rng, n).copied().collect())
+    }
+
     pub fn describe(&self) -> String {
         let mut keys = format!("{} keys", self.keys);
         if self.read_write_keys > 0 {
@@ -131,11 +153,12 @@ impl LoadSpec {
             String::new()
         };
         format!(
-            "{} clients{sessions}, {keys}, ttl {}-{} ms, {:.0}% BLOCK",
+            "{} clients{sessions}, {keys}, ttl {}-{} ms, {:.0}% BLOCK, {:.0}% of several keys",
             self.clients,
             self.ttl_ms.0,
             self.ttl_ms.1,
-            self.block_fraction * 100.0
+            self.block_fraction * 100.0,
+            self.several_fraction * 100.0
         )
     }
 }
@@ -244,38 +267,64 @@ impl Worker {
     fn run(mut self) {
         let keys = self.spec.key_names();
         while !self.target.stopping() {
-            let n = self.rng.gen_range(0..keys.len());
-            let mode = self.spec.mode(n, &mut self.rng);
+            let several = self
+                .rng
+                .gen_bool(self.spec.several_fraction)
+                .then(|| self.spec.several(&mut self.rng))
+                .flatten();
+            let chosen = several.unwrap_or_else(|| vec![self.rng.gen_range(0..keys.len())]);
+            let mode = self.spec.mode(chosen[0], &mut self.rng);
             let ttl = self.rng.gen_range(self.spec.ttl_ms.0..=self.spec.ttl_ms.1);
             let block = self.rng.gen_bool(self.spec.block_fraction).then(|| {
                 self.rng
                     .gen_range(self.spec.block_ms.0..=self.spec.block_ms.1)
             });
-            match self.client.acquire(&keys[n], ttl, block, mode) {
-                Some(Outcome::Granted { token, fence }) => {
-                    self.hold(&keys[n], &token, fence, ttl, mode);
+            let names: Vec<String> = chosen.iter().map(|&n| keys[n].clone()).collect();
+            let outcomes = if names.len() > 1 {
+                self.client.acquire_all(&names, ttl, block, mode)
+            } else {
+                self.client
+                    .acquire(&names[0], ttl, block, mode)
+                    .map(|outcome| vec![outcome])
+            };
+            match outcomes.as_deref() {
+                Some([Outcome::Granted { token, .. }, ..]) => {
+                    let token = token.clone();
+                    let fences = outcomes
+                        .iter()
+                        .flatten()
+                        .filter_map(|outcome| match outcome {
+                            Outcome::Granted { fence, .. } => Some(*fence),
+                            _ => None,
+                        });
+                    let held: Vec<(String, i64)> = names.into_iter().zip(fences).collect();
+                    self.hold(&held, &token, ttl, mode);
                 }
                 // Busy: a real client would back off before polling again.
-                Some(Outcome::Busy) => pause_ms(self.rng.gen_range(1..=5)),
+                Some([Outcome::Busy, ..]) => pause_ms(self.rng.gen_range(1..=5)),
                 _ => pause_ms(5),
             }
         }
     }
 
-    /// Holds a grant until releasing it. Only an exclusive holder touches the resources:
-    /// shared holders may overlap by design, and would make each other's writes stale.
-    fn hold(&mut self, key: &str, token: &str, fence: i64, ttl: i64, mode: Mode) {
+    /// Holds a grant (of one key, or of several at once) until releasing it, key by
+    /// key. Only an exclusive holder touches the resources: shared holders may overlap
+    /// by design, and would make each other's writes stale.
+    fn hold(&mut self, held: &[(String, i64)], token: &str, ttl: i64, mode: Mode) {
         let writer = mode == Mode::Exclusive;
-        let fenced_seen = writer.then(|| self.fenced.read(key, fence)).flatten();
-        let control_seen = writer.then(|| self.control.read(key, fence)).flatten();
-        let counter = counter_key(key);
-        let counted = if writer && self.spec.guarded_counter {
-            self.client
-                .query(&guard(key, token, &["GET", &counter]))
-                .and_then(read_value)
-        } else {
-            None
-        };
+        let mut seen = Vec::with_capacity(held.len());
+        for (key, fence) in held {
+            let fenced_seen = writer.then(|| self.fenced.read(key, *fence)).flatten();
+            let control_seen = writer.then(|| self.control.read(key, *fence)).flatten();
+            let counted = if writer && self.spec.guarded_counter {
+                self.client
+                    .query(&guard(key, token, &["GET", &counter_key(key)]))
+                    .and_then(read_value)
+            } else {
+                None
+            };
+            seen.push((fenced_seen, control_seen, counted));
+        }
         let hold = if self.rng.gen_bool(self.spec.overrun_fraction) {
             ttl + self
                 .rng
@@ -286,27 +335,34 @@ impl Worker {
         if self.rng.gen_bool(self.spec.refresh_fraction) {
             pause_ms(hold / 2);
             // The answer does not stop the holder: a paused process does not know either.
-            let _ = self.client.refresh(key, token, ttl);
+            for (key, _) in held {
+                let _ = self.client.refresh(key, token, ttl);
+            }
             pause_ms(hold - hold / 2);
         } else {
             pause_ms(hold);
         }
-        if let Some(seen) = fenced_seen {
-            self.fenced.write(key, fence, seen);
-        }
-        if let Some(seen) = control_seen {
-            self.control.write(key, fence, seen);
-        }
-        if let Some(seen) = counted {
-            let next = (seen + 1).to_string();
-            if let Some(sent) = self
-                .client
-                .write(&guard(key, token, &["SET", &counter, &next]))
-            {
-                self.guarded.record(key, seen + 1, &sent);
+        for ((key, fence), (fenced_seen, control_seen, counted)) in held.iter().zip(seen) {
+            if let Some(seen) = fenced_seen {
+                self.fenced.write(key, *fence, seen);
+            }
+            if let Some(seen) = control_seen {
+                self.control.write(key, *fence, seen);
+            }
+            if let Some(seen) = counted {
+                let next = (seen + 1).to_string();
+                let counter = counter_key(key);
+                if let Some(sent) = self
+                    .client
+                    .write(&guard(key, token, &["SET", &counter, &next]))
+                {
+                    self.guarded.record(key, seen + 1, &sent);
+                }
             }
         }
-        let _ = self.client.release(key, token);
+        for (key, _) in held {
+            let _ = self.client.release(key, token);
+        }
     }
 }
 
