@@ -415,7 +415,25 @@ fn no_command_that_waits_runs_inside_a_guard() {
         Reply::Error(_)
     ));
     assert!(raw.call_str(&["RPUSH", "list", "x"]).integer().is_some());
-    let waiting: [&[&str]; 7] = [
+    let waiting: [&[&str]; 9] = [
+        &[
+            "LOCK.ACQUIRE",
+            "lock:b",
+            "1000",
+            "SESSION",
+            "s",
+            "BLOCK",
+            "0",
+        ],
+        &[
+            "LOCK.ACQUIREALL",
+            "2",
+            "lock:b",
+            "lock:c",
+            "1000",
+            "BLOCK",
+            "0",
+        ],
         &["BLPOP", "list", "1"],
         &["BLMOVE", "list", "other", "LEFT", "LEFT", "1"],
         &["BZPOPMIN", "zset", "1"],
