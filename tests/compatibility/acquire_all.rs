@@ -17,7 +17,7 @@ use testkit::resp::{err, RawClient, Reply};
 use testkit::*;
 
 use crate::acl_categories::{set_user, support};
-use crate::cluster::{key_per_node, node_id, Cluster};
+use crate::cluster::{key_per_node, Cluster, SlotMove};
 
 /// A grant: its token and each key's fence, in the order the keys were given.
 type Grant = (String, Vec<i64>);
@@ -636,26 +636,8 @@ fn a_wait_for_keys_of_a_migrating_slot_is_answered_tryagain_as_a_wait_for_one() 
     wait_for_waiters(&mut from, &keys[1], 2);
 
     let slot = slot_of(&mut from, &keys[1]);
-    let (source_id, target_id) = (node_id(source), node_id(target));
-    let setslot = |con: &mut Connection, state: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(state)
-            .arg(id)
-            .query(con)
-            .expect("CLUSTER SETSLOT");
-    };
-    setslot(&mut to, "IMPORTING", &source_id);
-    setslot(&mut from, "MIGRATING", &target_id);
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(target.port)
-        .arg(&keys[1])
-        .arg(0)
-        .arg(5000)
-        .query(&mut from)
-        .expect("MIGRATE");
+    let moving = SlotMove::begin(source, target, slot);
+    moving.migrate(&mut from, &keys[1]);
     let answers: Vec<Reply> = [&mut for_all, &mut for_one]
         .into_iter()
         .map(|waiter| {
@@ -676,9 +658,7 @@ fn a_wait_for_keys_of_a_migrating_slot_is_answered_tryagain_as_a_wait_for_one() 
         Some("0"),
         "the wait left every queue"
     );
-    for node in [1, 0, 2] {
-        setslot(&mut cluster.nodes[node].connect(), "NODE", &target_id);
-    }
+    moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));
     assert_eq!(fence_of(&mut to, &keys[1], &holder), Some(fence));
 }
 

@@ -109,6 +109,58 @@ fn start_node() -> Server {
     ])
 }
 
+/// One slot moving from `source` to `target`, as resharding moves it: `begin` marks it
+/// importing and migrating, `migrate` moves a key, `finish` gives the slot to `target`
+/// on each node given (the target first, then the source, then the others).
+pub(crate) struct SlotMove {
+    slot: i64,
+    source_id: String,
+    target_id: String,
+    target_port: u16,
+}
+
+impl SlotMove {
+    pub(crate) fn begin(source: &Server, target: &Server, slot: i64) -> Self {
+        let moving = SlotMove {
+            slot,
+            source_id: node_id(source),
+            target_id: node_id(target),
+            target_port: target.port,
+        };
+        moving.set(&mut target.connect(), "IMPORTING", &moving.source_id);
+        moving.set(&mut source.connect(), "MIGRATING", &moving.target_id);
+        moving
+    }
+
+    fn set(&self, con: &mut Connection, state: &str, id: &str) {
+        let _: () = cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(self.slot)
+            .arg(state)
+            .arg(id)
+            .query(con)
+            .expect("CLUSTER SETSLOT");
+    }
+
+    /// `MIGRATE`s `key` from the source (connected as `from`).
+    pub(crate) fn migrate(&self, from: &mut Connection, key: &str) {
+        let _: () = cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(self.target_port)
+            .arg(key)
+            .arg(0)
+            .arg(5000)
+            .query(from)
+            .expect("MIGRATE");
+    }
+
+    pub(crate) fn finish<'a>(&self, nodes: impl IntoIterator<Item = &'a Server>) {
+        for node in nodes {
+            self.set(&mut node.connect(), "NODE", &self.target_id);
+        }
+    }
+}
+
 pub(crate) fn node_id(node: &Server) -> String {
     cmd("CLUSTER")
         .arg("MYID")
@@ -377,31 +429,11 @@ fn a_migrated_lock_keeps_one_holder() {
         .arg(&key)
         .query(&mut from)
         .unwrap();
-    let (source_id, target_id) = (node_id(source), node_id(target));
-    let setslot = |con: &mut Connection, state: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(state)
-            .arg(id)
-            .query(con)
-            .expect("CLUSTER SETSLOT");
-    };
-    setslot(&mut to, "IMPORTING", &source_id);
-    setslot(&mut from, "MIGRATING", &target_id);
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(target.port)
-        .arg(&key)
-        .arg(0)
-        .arg(5000)
-        .query(&mut from)
-        .expect("MIGRATE");
+    let moving = SlotMove::begin(source, target, slot);
+    moving.migrate(&mut from, &key);
     let left_behind: i64 = cmd("DBSIZE").query(&mut from).unwrap();
     assert_eq!(left_behind, 0, "no new holding was created on the source");
-    for node in [1, 0, 2] {
-        setslot(&mut cluster.nodes[node].connect(), "NODE", &target_id);
-    }
+    moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));
 
     let moved: Option<i64> = cmd("LOCK.FENCE")
         .arg(&key)

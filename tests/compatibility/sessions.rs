@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use testkit::*;
 
-use crate::cluster::{key_per_node, node_id, Cluster};
+use crate::cluster::{key_per_node, Cluster, SlotMove};
 
 /// A lease restarted at `ttl` a moment ago: `(ttl - 1000, ttl]` ms left.
 fn assert_lease(left: i64, ttl: i64, what: &str) {
@@ -418,29 +418,9 @@ fn each_node_keeps_its_own_holdings_and_a_migrated_one_follows_its_slot() {
         .arg(key)
         .query(&mut cons[0])
         .unwrap();
-    let (source_id, target_id) = (node_id(source), node_id(target));
-    let setslot = |con: &mut Connection, state: &str, id: &str| {
-        let _: () = cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(state)
-            .arg(id)
-            .query(con)
-            .expect("CLUSTER SETSLOT");
-    };
-    setslot(&mut cons[1], "IMPORTING", &source_id);
-    setslot(&mut cons[0], "MIGRATING", &target_id);
-    let _: () = cmd("MIGRATE")
-        .arg("127.0.0.1")
-        .arg(target.port)
-        .arg(key)
-        .arg(0)
-        .arg(5000)
-        .query(&mut cons[0])
-        .expect("MIGRATE");
-    for node in [1, 0, 2] {
-        setslot(&mut cons[node], "NODE", &target_id);
-    }
+    let moving = SlotMove::begin(source, target, slot);
+    moving.migrate(&mut cons[0], key);
+    moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));
 
     let moved = held(&mut cons[1], "worker");
     let moved_keys: Vec<(&str, i64)> = moved.iter().map(|h| (h.key.as_str(), h.fence)).collect();
