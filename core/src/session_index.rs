@@ -150,6 +150,11 @@ impl<K: Hash + Eq + Clone> SessionIndex<K> {
             .unwrap_or_default()
     }
 
+    /// Whether `session` may hold anything here (a key in the index).
+    pub fn may_hold(&self, session: &[u8]) -> bool {
+        self.sessions.contains_key(session)
+    }
+
     /// Sessions with at least one key here.
     pub fn sessions(&self) -> usize {
         self.sessions.len()
@@ -181,6 +186,7 @@ mod tests {
         assert_eq!((index.keys(b"t"), index.keys(b"s")), (vec!["a"], vec![]));
         index.forget(b"s", &"b");
         assert!(index.keys(b"s").is_empty());
+        assert!(!index.may_hold(b"s") && index.may_hold(b"t"));
         assert_eq!(index.sessions(), 1);
         assert_eq!(index.keys(b"t"), vec!["a"]);
     }

@@ -560,6 +560,14 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         })
     }
 
+    /// Whether `owner` waits for anything.
+    pub fn has_waits(&self, owner: &Owner) -> bool {
+        match owner {
+            Owner::Alone(ticket) => self.waits.contains_key(ticket),
+            _ => self.owners.contains_key(owner),
+        }
+    }
+
     /// Whether wait `ticket` is one of `owner`'s.
     pub fn owns(&self, owner: &Owner, ticket: Ticket) -> bool {
         self.waits

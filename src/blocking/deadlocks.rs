@@ -13,7 +13,7 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::{anyone_waiting, with_registry, KeyId, Wanted};
 use crate::config;
-use crate::keyspace::events;
+use crate::keyspace::{events, sessions};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
 use crate::rm::server::{select_db, selected_db};
@@ -30,6 +30,15 @@ pub fn would_deadlock(ctx: &Context, names: &[&[u8]], wanted: &Wanted) -> Option
     }
     if wanted.session.is_none() && wanted.token.is_none() {
         return None;
+    }
+    // A session that holds nothing here and waits for nothing yet: no cycle can close
+    // at it, however many waits the keys it asks for have (each of them would be
+    // walked).
+    if let Some(session) = wanted.session.as_deref() {
+        let owner = Owner::Session(session.to_vec());
+        if !sessions::may_hold(session) && with_registry(|r| !r.has_waits(&owner)) {
+            return None;
+        }
     }
     let own_db = selected_db(ctx);
     let keys: Vec<KeyId> = names.iter().map(|name| (own_db, name.to_vec())).collect();

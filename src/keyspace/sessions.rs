@@ -95,6 +95,11 @@ pub fn keys_of(session: &[u8]) -> Vec<SessionKey> {
     keys
 }
 
+/// Whether `session` may hold anything on this server (the index has a key for it).
+pub fn may_hold(session: &[u8]) -> bool {
+    with_index(|index| index.may_hold(session))
+}
+
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`): the flushed keys hold nothing.
 pub fn flushed(db: Option<i32>) {
     with_index(|index| index.forget_keys(|(key_db, _)| db.is_none_or(|db| db == *key_db)));
