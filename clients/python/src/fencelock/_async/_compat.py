@@ -173,6 +173,16 @@ def raise_if_cancel_swallowed(before: int) -> None:
         raise asyncio.CancelledError
 
 
+async def abandon_if_cancel_swallowed(connection: Any, before: int) -> None:
+    """After a send: a cancellation swallowed as it completed (see
+    ``raise_if_cancel_swallowed``) is raised now, not after a read that may wait for
+    the whole ``BLOCK``. Its reply is still to come, so the connection is closed (the
+    server takes the wait out of its queues when it goes)."""
+    if cancellations() > before:
+        await connection.disconnect(nowait=True)
+        raise asyncio.CancelledError
+
+
 def block_runner(cancel_on_lost: bool) -> Optional[asyncio.Task[Any]]:
     """The task to cancel when its lease is lost, if asked for."""
     return asyncio.current_task() if cancel_on_lost else None

@@ -28,6 +28,7 @@ from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from .._protocol import Args, Key
 from ._compat import (
+    abandon_if_cancel_swallowed,
     borrow,
     cancellations,
     raise_if_cancel_swallowed,
@@ -105,7 +106,9 @@ async def _with_retry(
 
 async def command(connection: Any, *args: Any) -> Any:
     """Sends one command and reads its reply; an error reply is raised."""
+    pending = cancellations()
     await connection.send_command(*args)
+    await abandon_if_cancel_swallowed(connection, pending)
     return await connection.read_response()
 
 

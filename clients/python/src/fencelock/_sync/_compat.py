@@ -138,6 +138,10 @@ def raise_if_cancel_swallowed(before: int) -> None:
     """Threads are not cancelled."""
 
 
+def abandon_if_cancel_swallowed(connection: Any, before: int) -> None:
+    """Threads are not cancelled."""
+
+
 def block_runner(cancel_on_lost: bool) -> None:
     if cancel_on_lost:
         raise ValueError("cancel_on_lost needs asyncio: a thread cannot be cancelled")

@@ -30,6 +30,7 @@ from redis.exceptions import AskError, ResponseError, TryAgainError
 
 from .._protocol import Args, Key
 from ._compat import (
+    abandon_if_cancel_swallowed,
     borrow,
     cancellations,
     raise_if_cancel_swallowed,
@@ -107,7 +108,9 @@ def _with_retry(
 
 def command(connection: Any, *args: Any) -> Any:
     """Sends one command and reads its reply; an error reply is raised."""
+    pending = cancellations()
     connection.send_command(*args)
+    abandon_if_cancel_swallowed(connection, pending)
     return connection.read_response()
 
 
