@@ -96,6 +96,14 @@ def test_lock_all_one_key_held_grants_nothing(r: redis.Redis) -> None:
         assert held.acquire() is False
         assert held.leases == [] and held.fences == []
         assert r.exists("lock:a") == 0
+        # ``wait`` as ``lock`` spells it: 0 one try, seconds a bounded wait.
+        with pytest.raises(LockNotAcquired), locks.lock_all(["a", "b"], ttl=30, wait=0):
+            pass
+        start = time.monotonic()
+        bounded = locks.lock_all(["a", "b"], ttl=30, wait=0.2)
+        with pytest.raises(LockNotAcquired), bounded:
+            pass
+        assert 0.2 <= time.monotonic() - start < 1
     assert len(locks._refresher._schedule) == 0
 
 

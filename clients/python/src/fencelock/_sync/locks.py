@@ -111,6 +111,8 @@ from .multi import ManagedMultiLock
 if TYPE_CHECKING:
     from .._types import SyncClient
 
+# ``lock_all(wait=...)`` not given: its ``blocking`` and ``blocking_timeout`` decide.
+_NOT_GIVEN: Any = object()
 log = logging.getLogger("fencelock")
 # How often an acquire looks again while the key holds another type (not a lock), or
 # while its pool has no connection to spare for a wait (``_acquire._wait``).
@@ -346,6 +348,7 @@ class Locks:
         names: Sequence[str],
         ttl: float,
         *,
+        wait: Any = _NOT_GIVEN,
         blocking: bool = True,
         blocking_timeout: Optional[float] = None,
         shared: bool = False,
@@ -357,8 +360,9 @@ class Locks:
     ) -> ManagedMultiLock:
         """The locks ``names`` (each with the prefix) to take together, all or none:
         ``with locks.lock_all(["a", "b"], ttl=30) as held:`` waits (without
-        limit by default; ``blocking_timeout`` seconds, or ``blocking=False`` for
-        one try) until every one is free for it, in one place of every queue at once,
+        limit by default; ``wait`` seconds as for ``lock``, 0 for one try, None
+        without limit; or redis-py's ``blocking_timeout`` / ``blocking=False``)
+        until every one is free for it, in one place of every queue at once,
         then holds them all while the block runs (``LockNotAcquired`` if the wait
         ends first). ``held.fences`` are the fences in the order of ``names``,
         ``held.leases`` the leases. In the manager's session (``session=True``,
@@ -367,6 +371,8 @@ class Locks:
         ``lock_delay``, ``on_lost`` and ``lost_ok`` as for ``lock``. On a cluster the
         keys must share a slot (hash-tag the names). A wait that would close a cycle
         with another owner raises ``Deadlock``; nothing is taken then."""
+        if wait is not _NOT_GIVEN:
+            blocking, blocking_timeout = wait != 0, wait
         return ManagedMultiLock(
             self,
             names,
