@@ -38,6 +38,7 @@ def test_the_readme_many_locks_example(
     )
     lines = monitor.stop()
     assert done.returncode == 0, done.stderr
+    assert done.stderr == "", "the example as pasted warns of nothing"
     assert done.stdout.splitlines() == [
         "order:17 has fence True",
         "customer:4 has fence True",
