@@ -330,16 +330,6 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         })
     }
 
-    /// The first waiter of `key`, left in its place.
-    pub fn first(&mut self, key: &K) -> Option<&W> {
-        self.head(key).map(|head| head.waiter)
-    }
-
-    /// Whether wait `ticket` stands first in the queue of every key it asks for.
-    pub fn is_first_everywhere(&mut self, ticket: Ticket) -> bool {
-        self.not_first_at(ticket).is_none() && self.waits.contains_key(&ticket)
-    }
-
     /// The position (among its keys) of the first key whose queue wait `ticket` does
     /// not stand first in, if any.
     pub fn not_first_at(&mut self, ticket: Ticket) -> Option<usize> {
@@ -676,11 +666,11 @@ mod tests {
         let mut book = Book::default();
         book.enqueue("k", 1, "a");
         book.enqueue("k", 2, "b+");
-        assert_eq!(book.first(&"k"), Some(&"a"));
+        assert_eq!(book.head(&"k").map(|h| h.waiter), Some(&"a"));
         assert_eq!(book.count_shared(&"k"), 1);
         assert_eq!(pair(book.pop_first(&"k")), Some((1, "a")));
-        assert_eq!(book.first(&"k"), Some(&"b+"));
-        assert_eq!(book.first(&"other"), None);
+        assert_eq!(book.head(&"k").map(|h| h.waiter), Some(&"b+"));
+        assert_eq!(book.head(&"other").map(|h| h.waiter), None);
     }
 
     #[test]
@@ -712,9 +702,9 @@ mod tests {
             book.head(&"b").map(|head| head.keys.to_vec()),
             Some(vec!["a", "b"])
         );
-        assert!(!book.is_first_everywhere(both), "x stands before it in a");
+        assert_eq!(book.not_first_at(both), Some(0), "x stands before it in a");
         assert_eq!(pair(book.pop_first(&"a")), Some((1, "x")));
-        assert!(book.is_first_everywhere(both));
+        assert_eq!(book.not_first_at(both), None);
         let taken = book.pop_first(&"b");
         assert_eq!(
             taken,
@@ -726,7 +716,7 @@ mod tests {
         );
         assert_eq!((book.count(&"a"), book.count(&"b")), (0, 1));
         assert_eq!(book.keys(), vec!["b"]);
-        assert_eq!(book.first(&"b"), Some(&"z"));
+        assert_eq!(book.head(&"b").map(|h| h.waiter), Some(&"z"));
     }
 
     #[test]

@@ -259,7 +259,7 @@ impl World {
                     continue;
                 };
                 let (ticket, keys, mode) = (head.ticket, head.keys.to_vec(), head.waiter.mode);
-                if !self.book.is_first_everywhere(ticket) {
+                if self.book.not_first_at(ticket).is_some() {
                     continue;
                 }
                 let held = |key: &u8| self.held.get(key).cloned().unwrap_or_default();

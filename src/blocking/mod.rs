@@ -146,25 +146,9 @@ pub fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
     waiter_count(ctx, name) >= limit
 }
 
-/// Blocks the calling client in `key`'s queue. The caller replies nothing more.
-/// `next_change_ms` is when the lock next changes by itself (a lease's end), if ever.
-pub fn enqueue(
-    ctx: &Context,
-    name: &[u8],
-    wanted: Wanted,
-    timeout_ms: i64,
-    next_change_ms: Option<i64>,
-) -> bool {
-    enqueue_all(
-        ctx,
-        vec![(name.to_vec(), next_change_ms)],
-        wanted,
-        timeout_ms,
-    )
-}
-
 /// Blocks the calling client in the queue of each of `keys` (distinct, each with when
-/// its lock next changes by itself), as one wait. The caller replies nothing more.
+/// its lock next changes by itself, a lease's end, if ever), as one wait. The caller
+/// replies nothing more.
 pub fn enqueue_all(
     ctx: &Context,
     keys: Vec<(Vec<u8>, Option<i64>)>,
