@@ -22,8 +22,11 @@
 //! that others wait for keeps its place until it is granted, so the same owners wait
 //! for it as a holder), and the owner's own wait just ended. An acquire granted at once
 //! adds none: a key with anyone queued admits nobody new. A release, an expiry or a
-//! timeout only removes edges. (The property test below drives random acquires,
-//! releases and handoffs and checks that the graph never has a cycle.)
+//! timeout only removes edges. The argument is for owners that block while they wait
+//! (one wait at a time): `core/tests/deadlock_model.rs` drives such owners through
+//! random acquires, releases and FIFO handoffs and checks that the graph never has a
+//! cycle. An owner waiting in several threads at once can see a grant to one of them
+//! close a cycle through another; its waits' `BLOCK` timeouts end it.
 //!
 //! Cost: bounded by what the new wait reaches. A key's queue is not walked: the search
 //! looks only at the waits that can lead out of it (`linked`: waits for several keys,
