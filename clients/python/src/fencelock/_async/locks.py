@@ -463,19 +463,8 @@ class Locks:
         token = new_token() if token is None else token
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
             self._refuse_waiting_for_itself(key, mode_of(shared, check_limit(limit)))
-        delay = self.lock_delay if lock_delay is None else lock_delay
-        delay_ms = None if delay is None else to_ms(delay)
-        joins = session and self._sessions is not None
-        if joins or delay_ms is not None:
-            has = await self._has_sessions(key)
-            if delay_ms is not None and has is False:
-                raise no_lock_delay(key, describe(self.client, key))
-            joins = joins and bool(has)
-        sessions = self._sessions if joins else None
-        in_session = (
-            None
-            if sessions is None
-            else sessions.begin(key, to_ms(ttl), node_of(self.client, key))
+        delay_ms, sessions, in_session = await self._begin_in_session(
+            key, ttl, session, lock_delay
         )
         try:
             grant = await self._take(
@@ -597,19 +586,8 @@ class Locks:
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
             for key in keys:
                 self._refuse_waiting_for_itself(key, mode_of(shared, None))
-        delay = self.lock_delay if lock_delay is None else lock_delay
-        delay_ms = None if delay is None else to_ms(delay)
-        joins = session and self._sessions is not None
-        if joins or delay_ms is not None:
-            has = await self._has_sessions(first)
-            if delay_ms is not None and has is False:
-                raise no_lock_delay(first, describe(self.client, first))
-            joins = joins and bool(has)
-        sessions = self._sessions if joins else None
-        in_session = (
-            None
-            if sessions is None
-            else sessions.begin(first, to_ms(ttl), node_of(self.client, first))
+        delay_ms, sessions, in_session = await self._begin_in_session(
+            first, ttl, session, lock_delay
         )
         try:
             grant = await self._take_all(
@@ -652,6 +630,29 @@ class Locks:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
         return leases
+
+    async def _begin_in_session(
+        self, key: Key, ttl: float, session: bool, lock_delay: Optional[float]
+    ) -> tuple[Optional[int], Optional[Sessions], Optional[str]]:
+        """What an acquire on ``key``'s server starts with: its lock-delay in ms (the
+        manager's unless given; ``no_lock_delay`` where the server has none), and,
+        when it is to join the manager's session and the server has sessions, that
+        session's bookkeeping and the place it begins there (ended by the caller)."""
+        delay = self.lock_delay if lock_delay is None else lock_delay
+        delay_ms = None if delay is None else to_ms(delay)
+        joins = session and self._sessions is not None
+        if joins or delay_ms is not None:
+            has = await self._has_sessions(key)
+            if delay_ms is not None and has is False:
+                raise no_lock_delay(key, describe(self.client, key))
+            joins = joins and bool(has)
+        sessions = self._sessions if joins else None
+        in_session = (
+            None
+            if sessions is None
+            else sessions.begin(key, to_ms(ttl), node_of(self.client, key))
+        )
+        return delay_ms, sessions, in_session
 
     async def _hold_all(
         self,
