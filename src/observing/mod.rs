@@ -39,7 +39,7 @@ use crate::rm::key::LockKey;
 use crate::rm::server::select_db;
 use crate::rm::timers::TimerId;
 use crate::stats;
-use callbacks::ObserverWaiting;
+use callbacks::{Answer, ObserverWaiting};
 
 /// A lock key within one logical database.
 type KeyId = (i32, Vec<u8>);
@@ -198,11 +198,37 @@ fn answer_key(ctx: &Context, id: &KeyId) {
     for observer in answered {
         timers::disarm_timeout(ctx, observer.timeout);
         stats::OBSERVED.bump();
-        blocked::unblock::<ObserverWaiting>(observer.client, Some(current.clone()));
+        blocked::unblock::<ObserverWaiting>(
+            observer.client,
+            Some(Answer::Changed(current.clone())),
+        );
     }
     forget_if_unobserved(ctx, id);
     if let Some(at) = next {
         timers::arm_recheck(ctx, id, at);
+    }
+}
+
+/// `name` moved to another node (`MIGRATE`): what it shows here no longer says who
+/// holds it, so each of its observers is told to retry there (`TRYAGAIN`).
+pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
+    let id: KeyId = (db, name.to_vec());
+    let Some(watched) = with_registry(|r| {
+        let watched = r.keys.remove(&id)?;
+        r.changed.remove(&id);
+        for observer in watched.observers.values() {
+            r.clients.remove(&observer.client);
+        }
+        Some(watched)
+    }) else {
+        return;
+    };
+    if let Some((timer, _)) = watched.recheck {
+        timers::stop_recheck(ctx, timer);
+    }
+    for observer in watched.observers.into_values() {
+        timers::disarm_timeout(ctx, observer.timeout);
+        blocked::unblock::<ObserverWaiting>(observer.client, Some(Answer::Moved));
     }
 }
 
