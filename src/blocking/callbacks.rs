@@ -56,8 +56,6 @@ pub(super) enum Delivery {
     Refused(String),
 }
 
-/// The reply of a waiter whose key moved; cluster clients retry on `TRYAGAIN`.
-
 /// A blocked `LOCK.ACQUIRE`.
 pub(super) struct LockWaiting;
 
