@@ -100,6 +100,11 @@ pub fn total() -> usize {
     with_registry(|r| r.clients.len())
 }
 
+/// Whether any client observes any key.
+pub fn anyone_observing() -> bool {
+    with_registry(|r| !r.keys.is_empty())
+}
+
 /// Something may have changed what `name` in database `db` shows.
 pub fn note_changed(db: i32, name: &[u8]) {
     with_registry(|r| {

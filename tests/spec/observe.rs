@@ -573,6 +573,14 @@ fn a_replica_has_the_value_and_its_observers_hear_replication() {
     wait_for_observers(&mut rc, 1);
     assert_eq!(int(&mut p, &["LOCK.RELEASE", "leader", "t"]), 1);
     assert_eq!(o.read_reply(), state(0, None));
+    // An expiry the primary's observers find first still reaches the replica as a DEL.
+    let (_, short) = acquire(&mut p, "short", 100, &["VALUE", "v"]).unwrap();
+    let mut on_primary = observer(&primary, "short", (short, "v"));
+    assert_eq!(on_primary.read_reply(), state(0, None));
+    eventually(Duration::from_secs(5), "the replica drops the expired key", || {
+        int(&mut rc, &["DBSIZE"]) == 0
+    });
+    assert_eq!(digest(&mut p), digest(&mut rc));
 }
 
 #[test]
