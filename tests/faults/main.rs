@@ -8,6 +8,7 @@ mod acquire_all;
 mod checkers_catch;
 mod crash;
 mod disrupt;
+mod election;
 mod failover;
 mod guarded;
 mod input;
