@@ -256,8 +256,17 @@ fn next_leader(con: &mut Connection, other: i64) -> (usize, i64, Instant) {
 /// Ends a run whose candidates have stopped: a last leader takes the lock (after any
 /// lease left behind ran out) and proclaims; every observer must come to that state.
 /// Then the whole history is judged, with the server's log of the leaders' work.
-fn conclude(port: u16, history: &Shared, observers: Observers) -> (Vec<Event>, Vec<String>) {
+/// `node` is the server's generation (failovers so far), as the clients' targets count.
+fn conclude(
+    port: u16,
+    node: usize,
+    history: &Shared,
+    observers: Observers,
+) -> (Vec<Event>, Vec<String>) {
     let target = Arc::new(Target::new(port));
+    for _ in 0..node {
+        target.move_to(port);
+    }
     let mut last_leader = Client::new(FINAL_LEADER, target, Duration::from_secs(10), false);
     let mut sink = history.clone();
     let value = format!("c{FINAL_LEADER}.1");
@@ -355,7 +364,7 @@ fn kill_9_of_the_leaders_process() {
     }
     thread::sleep(Duration::from_millis(800));
     candidates.finish();
-    let (events, anomalies) = conclude(server.port, &history, observers);
+    let (events, anomalies) = conclude(server.port, 0, &history, observers);
     let figures = Figures::of(&events);
     Summary {
         scenario: "election, leader kill -9",
@@ -379,12 +388,17 @@ fn kill_9_of_the_leaders_process() {
 #[test]
 fn sigstop_of_the_leader_past_its_lease() {
     let server = Server::start();
-    let spec = CandidateSpec::standard();
+    // Leaders compute longer between their deadline check and their write, so that most
+    // pauses freeze one there (and it writes late, with its old fence).
+    let spec = CandidateSpec {
+        work_ms: (80, 150),
+        ..CandidateSpec::standard()
+    };
     let history = Shared::default();
     let observers = Observers::start(server.port, &history);
-    let mut candidates = Processes::start(server.port, 3, &spec, &history);
+    let candidates = Processes::start(server.port, 3, &spec, &history);
     let mut con = server.connect();
-    let rounds = pick(4, 12);
+    let rounds = pick(5, 12);
     let pause = Duration::from_millis(3 * spec.ttl_ms as u64);
     let mut replaced_during_pause = 0;
     for _ in 0..rounds {
@@ -402,7 +416,7 @@ fn sigstop_of_the_leader_past_its_lease() {
     }
     thread::sleep(Duration::from_millis(800));
     candidates.finish();
-    let (events, anomalies) = conclude(server.port, &history, observers);
+    let (events, anomalies) = conclude(server.port, 0, &history, observers);
     let figures = Figures::of(&events);
     Summary {
         scenario: "election, leader SIGSTOP",
@@ -444,7 +458,7 @@ fn kill_9_and_restart_of_the_server_with_aof_always() {
     }
     thread::sleep(Duration::from_millis(800));
     candidates.finish();
-    let (events, anomalies) = conclude(server.port, &history, observers);
+    let (events, anomalies) = conclude(server.port, 0, &history, observers);
     let figures = Figures::of(&events);
     Summary {
         scenario: "election, server kill -9",
@@ -484,7 +498,7 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     }
     thread::sleep(Duration::from_millis(800));
     candidates.finish();
-    let (events, anomalies) = conclude(primary.port, &history, observers);
+    let (events, anomalies) = conclude(primary.port, rounds, &history, observers);
     let figures = Figures::of(&events);
     let unconfirmed = events.iter().filter(|e| !e.confirmed).count();
     Summary {

@@ -13,6 +13,7 @@ mod failover;
 mod guarded;
 mod input;
 mod memory;
+mod observers;
 mod panics;
 mod pause;
 mod reliability;
