@@ -115,6 +115,10 @@ fn granted(reply: &Reply) -> (String, i64) {
     (String::from_utf8_lossy(token).into_owned(), fence)
 }
 
+/// A change: the state every observer must answer next, and when the command that made
+/// it was sent and its reply read.
+type Change = ((i64, String), (Instant, Instant));
+
 #[test]
 fn a_hundred_observers_see_every_change_once_within_10_ms() {
     const OBSERVERS: usize = 100;
@@ -138,9 +142,9 @@ fn a_hundred_observers_see_every_change_once_within_10_ms() {
     let mut b = RawClient::connect(server.port);
     // Each change: the state every observer must answer next, and when the reply of the
     // command that made it was read.
-    let mut expected: Vec<((i64, String), (Instant, Instant))> = Vec::with_capacity(changes);
+    let mut expected: Vec<Change> = Vec::with_capacity(changes);
     let mut missing = Vec::new();
-    let mut settle = |expected: &mut Vec<((i64, String), (Instant, Instant))>, state, at| {
+    let mut settle = |expected: &mut Vec<Change>, state, at| {
         expected.push((state, at));
         let want = expected.len() * OBSERVERS;
         let got = answered.wait_for(want, Duration::from_secs(5));
