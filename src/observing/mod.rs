@@ -6,12 +6,12 @@
 //! write of a lock (`keyspace::effects`), Redis's keyspace events and unlinks of lock
 //! keys (`DEL`, expiry, eviction, `RENAME`, `MOVE`, `RESTORE`, an overwrite), flushes,
 //! `SWAPDB` and loads (`note_all_changed`) — on a replica, the replicated form of each.
-//! Before the event loop sleeps (`answer_soon`), after every command, transaction or
-//! script of the turn is over, a timer is started that looks at the noted keys right
-//! away (`timers::Answer`), so an observer hears the state a change left, never one
-//! half-way through a `MULTI`. A timer rather than the sleep hook itself: opening a key
-//! can expire it, and an expiry's `DEL` must reach replicas and the AOF, which Redis
-//! sees to from a timer as from a command. A lease that ends with the
+//! The noted keys are looked at before the event loop sleeps (`answer_changed`), after
+//! every command, transaction or script of the turn is over, so an observer hears the
+//! state a change left, never one half-way through a `MULTI`, and within the same turn
+//! (a timer started there would wait for the next wake-up, up to 100 ms on Redis 7.0).
+//! Looking can expire a key, as Redis's own expiry cycle does right before; its `DEL`
+//! reaches replicas and the AOF (tested). A lease that ends with the
 //! key still there (a lock-delay's quarantine, a shared holder's own lease) announces
 //! nothing: a timer per observed key (`timers::Recheck`) looks at the key when it next
 //! changes by itself, and at the key's expiry, so an expired lease is reported without
@@ -74,8 +74,6 @@ struct Registry {
     changed: HashSet<KeyId>,
     /// Every observed key may have changed (a flush, `SWAPDB`, a load).
     all_changed: bool,
-    /// A timer will look at the changed keys.
-    answer_scheduled: bool,
 }
 
 thread_local! {
@@ -157,25 +155,10 @@ pub fn wait(ctx: &Context, db: i32, key: &LockKey, known: Known, timeout_ms: i64
     true
 }
 
-/// Run before the event loop sleeps: if observed keys were noted as changed, a timer
-/// looks at them right away.
-pub fn answer_soon(ctx: &Context) {
-    let schedule = with_registry(|r| {
-        let pending = r.all_changed || !r.changed.is_empty();
-        let first = pending && !r.answer_scheduled;
-        r.answer_scheduled |= pending;
-        first
-    });
-    if schedule {
-        timers::answer_now(ctx);
-    }
-}
-
 /// Answers the observers of every key noted as changed whose state now differs from
-/// what they know.
-fn answer_changed(ctx: &Context) {
+/// what they know. Run before the event loop sleeps.
+pub fn answer_changed(ctx: &Context) {
     let ids: Vec<KeyId> = with_registry(|r| {
-        r.answer_scheduled = false;
         if std::mem::take(&mut r.all_changed) {
             r.changed.clear();
             r.keys.keys().cloned().collect()

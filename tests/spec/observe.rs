@@ -595,3 +595,27 @@ fn a_proclaim_is_announced() {
     };
     assert_eq!(message.last(), Some(&bulk("lock.proclaimed")));
 }
+
+#[test]
+fn a_key_that_expired_unnoticed_is_removed_everywhere_when_observers_look() {
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut rc = replica.connect();
+    let _: () = cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut p).unwrap();
+    let mut c = raw(&primary);
+    assert!(c.call_str(&["SELECT", "1"]).is_ok());
+    assert!(c.call_str(&["LOCK.ACQUIRE", "k", "50", "VALUE", "v"]).grant().is_some());
+    // An observer of `k` in database 0, where nothing holds it.
+    let mut o = observer(&primary, "k", (0, ""));
+    wait_for_observers(&mut p, 1);
+    std::thread::sleep(Duration::from_millis(100));
+    // The expired lock (nobody touched it, active expiry is off) comes to database 0:
+    // the observers' look finds it expired, and its DEL must reach the replica.
+    assert!(c.call_str(&["SWAPDB", "0", "1"]).is_ok());
+    assert_still_blocked(&mut o);
+    wait_replicated(&mut p);
+    eventually(Duration::from_secs(5), "the replica drops the expired key", || {
+        int(&mut rc, &["DBSIZE"]) == 0
+    });
+    assert_eq!(digest(&mut p), digest(&mut rc));
+}
