@@ -577,9 +577,11 @@ fn a_replica_has_the_value_and_its_observers_hear_replication() {
     let (_, short) = acquire(&mut p, "short", 100, &["VALUE", "v"]).unwrap();
     let mut on_primary = observer(&primary, "short", (short, "v"));
     assert_eq!(on_primary.read_reply(), state(0, None));
-    eventually(Duration::from_secs(5), "the replica drops the expired key", || {
-        int(&mut rc, &["DBSIZE"]) == 0
-    });
+    eventually(
+        Duration::from_secs(5),
+        "the replica drops the expired key",
+        || int(&mut rc, &["DBSIZE"]) == 0,
+    );
     assert_eq!(digest(&mut p), digest(&mut rc));
 }
 
@@ -601,10 +603,17 @@ fn a_key_that_expired_unnoticed_is_removed_everywhere_when_observers_look() {
     let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut rc = replica.connect();
-    let _: () = cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg(0).query(&mut p).unwrap();
+    let _: () = cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut p)
+        .unwrap();
     let mut c = raw(&primary);
     assert!(c.call_str(&["SELECT", "1"]).is_ok());
-    assert!(c.call_str(&["LOCK.ACQUIRE", "k", "50", "VALUE", "v"]).grant().is_some());
+    assert!(c
+        .call_str(&["LOCK.ACQUIRE", "k", "50", "VALUE", "v"])
+        .grant()
+        .is_some());
     // An observer of `k` in database 0, where nothing holds it.
     let mut o = observer(&primary, "k", (0, ""));
     wait_for_observers(&mut p, 1);
@@ -614,8 +623,50 @@ fn a_key_that_expired_unnoticed_is_removed_everywhere_when_observers_look() {
     assert!(c.call_str(&["SWAPDB", "0", "1"]).is_ok());
     assert_still_blocked(&mut o);
     wait_replicated(&mut p);
-    eventually(Duration::from_secs(5), "the replica drops the expired key", || {
-        int(&mut rc, &["DBSIZE"]) == 0
-    });
+    eventually(
+        Duration::from_secs(5),
+        "the replica drops the expired key",
+        || int(&mut rc, &["DBSIZE"]) == 0,
+    );
     assert_eq!(digest(&mut p), digest(&mut rc));
+}
+
+#[test]
+fn acquireall_gives_every_key_the_value() {
+    let server = Server::start();
+    let mut c = raw(&server);
+    let Reply::Array(Some(grant)) = c.call_str(&[
+        "LOCK.ACQUIREALL",
+        "2",
+        "{g}a",
+        "{g}b",
+        "10000",
+        "VALUE",
+        "node-1",
+    ]) else {
+        panic!("granted");
+    };
+    let Reply::Array(Some(fences)) = &grant[1] else {
+        panic!("fences");
+    };
+    for (key, fence) in ["{g}a", "{g}b"].iter().zip(fences) {
+        let fence = fence.integer().unwrap();
+        assert_eq!(
+            c.call_str(&["LOCK.OBSERVE", key]),
+            state(fence, Some("node-1"))
+        );
+    }
+    assert_eq!(
+        c.call_str(&[
+            "LOCK.ACQUIREALL",
+            "2",
+            "{g}c",
+            "{g}d",
+            "10000",
+            "SHARED",
+            "VALUE",
+            "v"
+        ]),
+        testkit::resp::err("WRONGMODE only an exclusive holding carries a value")
+    );
 }
