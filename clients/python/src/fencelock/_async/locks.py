@@ -64,6 +64,7 @@ from .._protocol import (
     Key,
     Mode,
     Token,
+    Value,
     check_limit,
     close_args,
     is_wrongtype,
@@ -448,6 +449,7 @@ class Locks:
         wait_replicas_timeout: float = 1.0,
         session: bool = False,
         lock_delay: Optional[float] = None,
+        value: Optional[Value] = None,
     ) -> Lease:
         """Takes the lock; ``LockNotAcquired`` if busy for the whole ``wait``.
         Nothing refreshes or watches the lease (see ``lock`` and ``holding``), unless
@@ -458,7 +460,9 @@ class Locks:
         only the primary knows is lost if it fails over, and granted again to
         someone else. ``shared=True`` takes it as a reader, ``limit=n`` one of a
         semaphore's n permits; ``WrongMode`` if the lock is held in another mode.
-        ``lock_delay`` (seconds) overrides the manager's."""
+        ``lock_delay`` (seconds) overrides the manager's. ``value``: the public value
+        an exclusive holding carries (``VALUE``; ``Election`` proclaims its leader
+        with it)."""
         key = self.key(name)
         token = new_token() if token is None else token
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
@@ -478,6 +482,7 @@ class Locks:
                 wait_replicas_timeout=wait_replicas_timeout,
                 session=in_session,
                 lock_delay_ms=delay_ms,
+                value=value,
             )
             lease = Lease(
                 key,
@@ -531,6 +536,7 @@ class Locks:
         wait_replicas_timeout: float,
         session: Optional[str],
         lock_delay_ms: Optional[int],
+        value: Optional[Value],
     ) -> _acquire.Grant:
         until = lockstate.deadline(True, wait, time.monotonic())
         while True:
@@ -548,6 +554,7 @@ class Locks:
                     poll=POLL,
                     session=session,
                     lock_delay_ms=lock_delay_ms,
+                    value=value,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):
