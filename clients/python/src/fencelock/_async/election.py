@@ -314,6 +314,8 @@ class Leadership:
         """Stops leading: the lock is released and handed to the next candidate
         (none is refreshed any more). True if it still led until now, False if the
         leadership had been lost; once resigned, again False."""
+        if self._holding is None:
+            return False
         await self._leave(None, None, None)
         return self.resigned
 
