@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional, Union
 
+from redis.exceptions import MasterDownError, ResponseError
+
 # One ``LOCK.OBSERVE … BLOCK`` of ``observe`` waits at most this long (seconds): short,
 # so that a connection that went silent (a stopped server, a partition) is found within
 # this plus the socket timeout, and a failover's new master is asked soon.
@@ -36,6 +38,15 @@ def leader_of(observed: tuple[int, Any]) -> Optional[Leader]:
     if value is None or fence == 0:
         return None
     return Leader(value, fence)
+
+
+def passing(error: ResponseError) -> bool:
+    """Whether an error reply to ``LOCK.OBSERVE`` says the server is changing state,
+    not that the request is wrong, so that ``observe`` asks again as after a lost
+    connection: a wait cut short as a master turns replica (``UNBLOCKED``), a replica
+    whose master link is down while it serves no stale data (``MASTERDOWN``; redis-py
+    drops the code from the message)."""
+    return isinstance(error, MasterDownError) or str(error).startswith("UNBLOCKED")
 
 
 def reconnect_pause(failures: int) -> float:

@@ -38,6 +38,7 @@ from .._election import (
     OBSERVE_POLL,
     Leader,
     leader_of,
+    passing,
     reconnect_pause,
 )
 from .._protocol import (
@@ -177,7 +178,9 @@ class Election:
         while True:
             try:
                 observed, blocked = await self._observe(known)
-            except (ConnectionError, TimeoutError, OSError) as error:
+            except (ConnectionError, TimeoutError, OSError, ResponseError) as error:
+                if isinstance(error, ResponseError) and not passing(error):
+                    raise
                 failures += 1
                 if failures == 1:
                     log.warning(
