@@ -28,12 +28,22 @@ pub static MAX_KEYS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_KEYS);
 pub const DEFAULT_MAX_KEYS: i64 = 64;
 /// Largest `fencelock.max-keys`: every key of one call is opened at once.
 pub const MAX_KEYS_LIMIT: i64 = 1024;
+/// `fencelock.max-value-length`: the longest public value of a holding.
+pub static MAX_VALUE_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_VALUE_LENGTH);
+/// Default `fencelock.max-value-length`: room for an address or a small JSON document.
+pub const DEFAULT_MAX_VALUE_LENGTH: i64 = 1024;
+/// Largest `fencelock.max-value-length`: what a holding can store.
+pub const MAX_VALUE_LENGTH_LIMIT: i64 = fencelock_core::holding::MAX_VALUE_BYTES as i64;
 /// `fencelock.deadlock-detection`: whether a wait that would close a cycle is refused.
 pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
 
 /// `fencelock.max-keys` now.
 pub fn max_keys() -> usize {
     usize::try_from(MAX_KEYS.load(Ordering::Relaxed)).unwrap_or(1)
+}
+
+pub fn max_value_length() -> usize {
+    usize::try_from(MAX_VALUE_LENGTH.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// Whether waits are checked for deadlocks now.

@@ -11,13 +11,14 @@
 //! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, shared holders and modes, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
 //! | `src/rm/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
 //! | `src/keyspace/` | effects on a lock key (write, propagate, announce, count) and how to propagate them |
+//! | `src/observing/` | clients watching a lock without taking it (`LOCK.OBSERVE`): who knows which state, what may have changed, answering them before the event loop sleeps |
 //! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers, the turn of a wait for several keys, deadlock detection over the live registry |
 //! | `src/commands/` | one file per command: parse → decide (core) → effects → reply |
 //! | `src/hooks/` | what the module does when Redis announces something: keyspace events, the command filter, server events, INFO |
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
 //! A file uses what sits below it in this order, never above: `core` →
-//! `stats`/`node_fence`/`fault` → `rm` → `config`/`keyspace` → `blocking` →
+//! `stats`/`node_fence`/`fault` → `rm` → `observing` → `config`/`keyspace` → `blocking` →
 //! `commands`/`hooks` → this file.
 
 // The compiler holds the boundary: `unsafe` only in `rm`.
@@ -36,6 +37,7 @@ pub mod fault;
 pub mod hooks;
 pub mod keyspace;
 pub mod node_fence;
+pub mod observing;
 pub mod stats;
 
 use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAITERS_LIMIT};
@@ -43,7 +45,7 @@ use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
     acquire, acquire_all, apply, clock, close, drop, fence, fenced, guard, held, info, keepalive,
-    mark, refresh, release,
+    mark, observe, proclaim, refresh, release,
 };
 use crate::config::{Setting, Switch};
 use crate::rm::argv::entry;
@@ -57,7 +59,7 @@ use crate::rm::mark_type::MARK_TYPE;
 /// key spec says so, and Redis refuses keys of several slots). `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 15] = [
+const COMMANDS: [CommandSpec; 17] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -106,6 +108,30 @@ const COMMANDS: [CommandSpec; 15] = [
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one, plus O(k log n) for k waiters granted",
         arity: 3,
         keys: Keys::One(RW.with(DELETE)),
+    },
+    CommandSpec {
+        name: "lock.proclaim",
+        entry: Some(entry::<proclaim::Proclaim>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        replication_form: false,
+        summary: "Sets the public value of the exclusive holding of token (its fence and lease stay).",
+        since: c"0.3.0",
+        complexity: c"O(1) (plus the length of the value)",
+        arity: 4,
+        keys: Keys::One(RW.with(UPDATE)),
+    },
+    CommandSpec {
+        name: "lock.observe",
+        entry: Some(entry::<observe::Observe>),
+        flags: c"readonly",
+        categories: "read blocking",
+        replication_form: false,
+        summary: "Returns [fence, value] of the lock's holder once it differs from the state the caller knows, optionally waiting.",
+        since: c"0.3.0",
+        complexity: c"O(1); a change answers each of the key's N observers, O(N)",
+        arity: -2,
+        keys: Keys::One(RO.with(ACCESS)),
     },
     CommandSpec {
         name: "lock.fence",
@@ -245,7 +271,7 @@ const COMMANDS: [CommandSpec; 15] = [
 ];
 
 /// The configs, `fencelock.<name>`.
-const CONFIGS: [Setting; 6] = [
+const CONFIGS: [Setting; 7] = [
     Setting {
         name: "max-ttl",
         value: &config::MAX_TTL_MS,
@@ -288,6 +314,13 @@ const CONFIGS: [Setting; 6] = [
         default: config::DEFAULT_MAX_KEYS,
         min: 1,
         max: config::MAX_KEYS_LIMIT,
+    },
+    Setting {
+        name: "max-value-length",
+        value: &config::MAX_VALUE_LENGTH,
+        default: config::DEFAULT_MAX_VALUE_LENGTH,
+        min: 0,
+        max: config::MAX_VALUE_LENGTH_LIMIT,
     },
 ];
 

@@ -55,6 +55,10 @@ pub static KEPT_ALIVE: Counter = Counter::new();
 pub static CLOSES: Counter = Counter::new();
 /// Waits refused because they would have closed a cycle (`DEADLOCK`).
 pub static DEADLOCKS: Counter = Counter::new();
+/// `LOCK.PROCLAIM` calls that changed a holder's value.
+pub static PROCLAIMS: Counter = Counter::new();
+/// Blocked `LOCK.OBSERVE` calls answered because the lock's state changed.
+pub static OBSERVED: Counter = Counter::new();
 
 /// Lock values currently in the keyspace (held locks, counting leases Redis has not
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which

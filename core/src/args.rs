@@ -83,6 +83,14 @@ pub fn parse_lock_delay(
         .ok_or(CommandError::InvalidExpire(command))
 }
 
+/// A holding's public value (`VALUE`, `LOCK.PROCLAIM`): at most `max_len` bytes.
+pub fn parse_value(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> {
+    if bytes.len() > max_len {
+        return Err(CommandError::ValueTooLong);
+    }
+    Ok(bytes)
+}
+
 /// Longest `BLOCK` timeout: Redis adds it to its clock in milliseconds, which must not
 /// overflow (`BLPOP` refuses such timeouts the same way).
 const MAX_TIMEOUT_MS: i64 = i64::MAX / 2;

@@ -49,6 +49,10 @@ pub enum CommandError {
     NumkeysTooFew,
     /// `numkeys` above `fencelock.max-keys` (carries it).
     NumkeysTooMany(usize),
+    /// A `VALUE` (or a proclaimed one) longer than `fencelock.max-value-length`.
+    ValueTooLong,
+    /// `VALUE` asked with `SHARED` or `LIMIT`.
+    ValueNotExclusive,
 }
 
 impl CommandError {
@@ -99,6 +103,12 @@ impl CommandError {
             CommandError::NumkeysTooFew => "ERR numkeys should be greater than 0".into(),
             CommandError::NumkeysTooMany(max) => {
                 format!("ERR numkeys should be at most {max}").into()
+            }
+            CommandError::ValueTooLong => {
+                "ERR value exceeds maximum allowed size (fencelock.max-value-length)".into()
+            }
+            CommandError::ValueNotExclusive => {
+                "WRONGMODE only an exclusive holding carries a value".into()
             }
         }
     }

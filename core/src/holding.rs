@@ -1,15 +1,18 @@
-//! A holding (token + fence, and optionally its session and lock-delay) packed into one
-//! small allocation, the value Redis keeps for every held lock. Pure: no Redis types.
+//! A holding (token + fence, and optionally its session, lock-delay and public value)
+//! packed into one small allocation, the value Redis keeps for every held lock. Pure: no
+//! Redis types.
 //!
 //! Layout: `fence: u64 LE | header: u16 LE | token bytes | [lock-delay: u64 LE, lease
-//! end: i64 LE] | [session header: u16 LE | session bytes]`. The header's low 13 bits are the stored
-//! token length; its top bit marks a *compact* token: 32 lowercase hex characters (every
-//! server-generated token) stored as their 16 raw bytes. Bit 14 says a session follows,
-//! bit 13 a lock-delay (with it, an exclusive holding's lease end, Unix ms: its key lasts
-//! the delay longer, so the key's expiry cannot say when the lease ends, and a hand-set
-//! `PEXPIRE` must not bring an ended lease back); a holding without either is exactly
-//! what it was before sessions
-//! (a generated lock costs 26 bytes, one 32-byte allocator slot). The session header is
+//! end: i64 LE] | [session header: u16 LE | session bytes] | [value length: u32 LE |
+//! value bytes]`. The header's low 12 bits are the stored token length less one (no
+//! token is empty, so 1 to 4096 bytes fit); its top bit marks a *compact* token: 32
+//! lowercase hex characters (every server-generated token) stored as their 16 raw bytes.
+//! Bit 14 says a session follows, bit 13 a lock-delay (with it, an exclusive holding's
+//! lease end, Unix ms: its key lasts the delay longer, so the key's expiry cannot say
+//! when the lease ends, and a hand-set `PEXPIRE` must not bring an ended lease back),
+//! bit 12 a value (what `LOCK.PROCLAIM` sets and `LOCK.OBSERVE` shows, e.g. a leader's
+//! address); a holding without any of them is exactly what it was before sessions (a
+//! generated lock costs 26 bytes, one 32-byte allocator slot). The session header is
 //! the token's again (compact bit, length), so a 32-hex session costs 18 bytes.
 
 use std::borrow::Cow;
@@ -22,13 +25,19 @@ const HEADER_BYTES: usize = FENCE_BYTES + 2;
 const COMPACT: u16 = 0x8000;
 const HAS_SESSION: u16 = 0x4000;
 const HAS_LOCK_DELAY: u16 = 0x2000;
-const LENGTH_BITS: u16 = 0x1fff;
+const HAS_VALUE: u16 = 0x1000;
+/// The stored length less one.
+const LENGTH_BITS: u16 = 0x0fff;
 /// The lock-delay and the lease end.
 const DELAY_BYTES: usize = 16;
 const DELAY_VALUE_BYTES: usize = 8;
 const SESSION_HEADER_BYTES: usize = 2;
-/// Longest token (or session) a holding can store (13 bits of length).
-pub const MAX_TOKEN_BYTES: usize = LENGTH_BITS as usize;
+const VALUE_HEADER_BYTES: usize = 4;
+/// Longest token (or session) a holding can store (12 bits of length less one): the
+/// largest `fencelock.max-token-length`.
+pub const MAX_TOKEN_BYTES: usize = LENGTH_BITS as usize + 1;
+/// Longest value a holding can store (`fencelock.max-value-length` is at most this).
+pub const MAX_VALUE_BYTES: usize = 1 << 20;
 
 /// Who holds a lock, and the fence of that grant. Always handled by reference or in a
 /// `Box`; the bytes behind it are a valid packed holding.
@@ -43,6 +52,8 @@ pub struct Extras<'a> {
     pub session: Option<&'a [u8]>,
     /// How long the key stays taken by nobody once this lease runs out (0: not at all).
     pub lock_delay_ms: u64,
+    /// The holding's public value (`None`, or empty: none).
+    pub value: Option<&'a [u8]>,
 }
 
 impl Holding {
@@ -95,6 +106,11 @@ impl Holding {
             header |= HAS_SESSION;
             capacity += SESSION_HEADER_BYTES + bytes.len();
         }
+        let value = stored_value(extras.value)?;
+        if let Some(value) = value {
+            header |= HAS_VALUE;
+            capacity += VALUE_HEADER_BYTES + value.len();
+        }
         let mut bytes = Vec::with_capacity(capacity);
         bytes.extend_from_slice(&fence.to_le_bytes());
         bytes.extend_from_slice(&header.to_le_bytes());
@@ -108,6 +124,30 @@ impl Holding {
             let session_len = stored_length(&session)?;
             bytes.extend_from_slice(&(session_len | session_flag).to_le_bytes());
             bytes.extend_from_slice(&session);
+        }
+        if let Some(value) = value {
+            push_value(&mut bytes, value);
+        }
+        Some(Self::from_boxed_bytes(bytes.into_boxed_slice()))
+    }
+
+    /// This holding with `value` as its public value instead (`None` or empty: none),
+    /// everything else byte for byte as it is. `None` if the value is too long.
+    pub fn with_value(&self, value: Option<&[u8]>) -> Option<Box<Holding>> {
+        let value = stored_value(value)?;
+        let kept = self.value_start();
+        let mut bytes =
+            Vec::with_capacity(kept + value.map_or(0, |v| VALUE_HEADER_BYTES + v.len()));
+        bytes.extend_from_slice(self.0.get(..kept)?);
+        let header = match value {
+            Some(_) => self.header() | HAS_VALUE,
+            None => self.header() & !HAS_VALUE,
+        };
+        bytes
+            .get_mut(FENCE_BYTES..HEADER_BYTES)?
+            .copy_from_slice(&header.to_le_bytes());
+        if let Some(value) = value {
+            push_value(&mut bytes, value);
         }
         Some(Self::from_boxed_bytes(bytes.into_boxed_slice()))
     }
@@ -136,7 +176,7 @@ impl Holding {
     }
 
     fn token_len(&self) -> usize {
-        usize::from(self.header() & LENGTH_BITS)
+        usize::from(self.header() & LENGTH_BITS) + 1
     }
 
     fn stored_token(&self) -> &[u8] {
@@ -172,8 +212,31 @@ impl Holding {
         let bytes_start = start + SESSION_HEADER_BYTES;
         let bytes = self
             .0
-            .get(bytes_start..bytes_start + usize::from(header & LENGTH_BITS))?;
+            .get(bytes_start..bytes_start + usize::from(header & LENGTH_BITS) + 1)?;
         Some((header, bytes))
+    }
+
+    /// Where the value (if any) starts: after the session.
+    fn value_start(&self) -> usize {
+        match self.stored_session() {
+            Some((_, session)) => self.session_start() + SESSION_HEADER_BYTES + session.len(),
+            None => self.session_start(),
+        }
+    }
+
+    /// The holding's public value, if it has one.
+    pub fn value(&self) -> Option<&[u8]> {
+        if self.header() & HAS_VALUE == 0 {
+            return None;
+        }
+        let start = self.value_start();
+        let length = match self.0.get(start..start + VALUE_HEADER_BYTES) {
+            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
+            _ => return None,
+        };
+        let bytes_start = start + VALUE_HEADER_BYTES;
+        self.0
+            .get(bytes_start..bytes_start + usize::try_from(length).ok()?)
     }
 
     /// The session this holding belongs to, as clients name it.
@@ -350,24 +413,47 @@ impl Holding {
         // SAFETY: the caller's contract: a packed holding, whose headers say its length.
         unsafe {
             let header = u16::from_le_bytes([*ptr.add(FENCE_BYTES), *ptr.add(FENCE_BYTES + 1)]);
-            let mut len = HEADER_BYTES + usize::from(header & LENGTH_BITS);
+            let mut len = HEADER_BYTES + usize::from(header & LENGTH_BITS) + 1;
             if header & HAS_LOCK_DELAY != 0 {
                 len += DELAY_BYTES;
             }
             if header & HAS_SESSION != 0 {
                 let session = u16::from_le_bytes([*ptr.add(len), *ptr.add(len + 1)]);
-                len += SESSION_HEADER_BYTES + usize::from(session & LENGTH_BITS);
+                len += SESSION_HEADER_BYTES + usize::from(session & LENGTH_BITS) + 1;
+            }
+            if header & HAS_VALUE != 0 {
+                let mut value = [0u8; VALUE_HEADER_BYTES];
+                std::ptr::copy_nonoverlapping(ptr.add(len), value.as_mut_ptr(), VALUE_HEADER_BYTES);
+                len += VALUE_HEADER_BYTES + u32::from_le_bytes(value) as usize;
             }
             len
         }
     }
 }
 
-/// A stored token or session's length as its header spells it, if it fits.
+/// A stored token or session's length as its header spells it (less one), if it is
+/// not empty and fits.
 fn stored_length(stored: &[u8]) -> Option<u16> {
-    u16::try_from(stored.len())
+    u16::try_from(stored.len().checked_sub(1)?)
         .ok()
-        .filter(|&len| usize::from(len) <= MAX_TOKEN_BYTES)
+        .filter(|&len| len <= LENGTH_BITS)
+}
+
+/// The value a holding stores: `Some(None)` for none (absent or empty), `None` when it
+/// is too long to store.
+fn stored_value(value: Option<&[u8]>) -> Option<Option<&[u8]>> {
+    match value {
+        None | Some([]) => Some(None),
+        Some(value) if value.len() <= MAX_VALUE_BYTES => Some(Some(value)),
+        Some(_) => None,
+    }
+}
+
+fn push_value(bytes: &mut Vec<u8>, value: &[u8]) {
+    // At most `MAX_VALUE_BYTES` (checked by `stored_value`), so it fits a u32.
+    let length = u32::try_from(value.len()).unwrap_or(u32::MAX);
+    bytes.extend_from_slice(&length.to_le_bytes());
+    bytes.extend_from_slice(value);
 }
 
 /// A token offered by a client, with its compact form worked out once: a command
@@ -520,6 +606,7 @@ mod tests {
         let extras = Extras {
             session: Some(&session),
             lock_delay_ms: 5_000,
+            value: None,
         };
         let generated = token::Generated::fresh();
         let holding = Holding::pack_generated(&generated, 9, extras).unwrap();
@@ -542,6 +629,7 @@ mod tests {
             Extras {
                 session: Some(b"worker-7"),
                 lock_delay_ms: 0,
+                value: None,
             },
         )
         .unwrap();
@@ -564,10 +652,85 @@ mod tests {
     }
 
     #[test]
+    fn values_ride_along_change_and_leave_the_rest_as_it_was() {
+        let session = token::generate();
+        let extras = Extras {
+            session: Some(&session),
+            lock_delay_ms: 700,
+            value: Some(b"10.0.0.7:8080"),
+        };
+        let mut holding = Holding::pack(b"candidate-1", 12).unwrap();
+        assert_eq!(holding.value(), None);
+        holding = holding.with_value(Some(b"host-a")).unwrap();
+        assert_eq!(holding.value(), Some(&b"host-a"[..]));
+        assert_eq!(holding.token().as_ref(), b"candidate-1");
+        assert_eq!(holding.fence(), 12);
+        let full = Holding::pack_with(b"t", 5, extras).unwrap();
+        let mut full = full;
+        full.set_lease_end(99);
+        assert_eq!(full.value(), Some(&b"10.0.0.7:8080"[..]));
+        let changed = full.with_value(Some(b"10.0.0.8:8080")).unwrap();
+        assert_eq!(changed.value(), Some(&b"10.0.0.8:8080"[..]));
+        assert_eq!(changed.session().as_deref(), Some(session.as_slice()));
+        assert_eq!(changed.lock_delay_ms(), 700);
+        assert_eq!(changed.lease_end_ms(), Some(99));
+        let cleared = changed.with_value(Some(b"")).unwrap();
+        assert_eq!(cleared.value(), None);
+        assert_eq!(
+            cleared.allocated_bytes(),
+            Holding::pack_with(
+                b"t",
+                5,
+                Extras {
+                    value: None,
+                    ..extras
+                }
+            )
+            .unwrap()
+            .allocated_bytes(),
+            "no value costs nothing"
+        );
+        let ptr = Holding::into_raw(changed);
+        // SAFETY: `ptr` comes from `into_raw` and is freed exactly once below.
+        unsafe {
+            let view = Holding::from_raw(ptr);
+            assert_eq!(view.value(), Some(&b"10.0.0.8:8080"[..]));
+            assert_eq!(view.allocated_bytes(), 10 + 1 + 16 + 18 + 4 + 13);
+            Holding::free_raw(ptr);
+        }
+        let longest = vec![b'v'; MAX_VALUE_BYTES];
+        assert!(holding.with_value(Some(&longest)).is_some());
+        assert!(holding
+            .with_value(Some(&[b'v'; MAX_VALUE_BYTES + 1]))
+            .is_none());
+    }
+
+    #[test]
+    fn tokens_of_every_storable_length_read_back() {
+        for len in [1, 2, 4095, MAX_TOKEN_BYTES] {
+            let token = vec![b'k'; len];
+            let holding = Holding::pack_with(
+                &token,
+                3,
+                Extras {
+                    session: Some(&token),
+                    lock_delay_ms: 0,
+                    value: Some(b"v"),
+                },
+            )
+            .unwrap();
+            assert_eq!(holding.token().as_ref(), token.as_slice());
+            assert_eq!(holding.session().as_deref(), Some(token.as_slice()));
+            assert_eq!(holding.value(), Some(&b"v"[..]));
+        }
+    }
+
+    #[test]
     fn an_empty_session_is_refused() {
         let empty = Extras {
             session: Some(b""),
             lock_delay_ms: 0,
+            value: None,
         };
         assert!(Holding::pack_with(b"t", 1, empty).is_none());
     }

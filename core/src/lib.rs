@@ -19,6 +19,7 @@
 //! - `slot`: Redis Cluster's hash slot of a key;
 //! - `capacity`: tables give back their room once mostly empty;
 //! - `session_index`: which keys may hold a session's holdings (checked on use);
+//! - `observe`: what `LOCK.OBSERVE` reports of a lock, and when an observer hears;
 //! - holdings read back from RDB payloads are validated in `holding`;
 //! - `shared` keeps a small set's holders in a list (`holder_list`) and a large one's
 //!   indexed by token and lease end (`holder_index`).
@@ -40,6 +41,7 @@ pub mod holding;
 pub mod limits;
 pub mod lock;
 pub mod mode;
+pub mod observe;
 pub mod owner;
 pub mod session_index;
 pub mod shared;

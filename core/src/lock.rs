@@ -329,6 +329,7 @@ mod tests {
         let in_session = crate::holding::Extras {
             session: Some(b"s1"),
             lock_delay_ms: 0,
+            value: None,
         };
         let held = Holding::pack_with(b"a", 7, in_session).unwrap();
         let current = Some(LockRef::Exclusive(&held));

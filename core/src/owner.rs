@@ -80,6 +80,7 @@ mod tests {
         let extras = Extras {
             session: Some(b"s"),
             lock_delay_ms: 0,
+            value: None,
         };
         let in_session = Holding::pack_with(b"t", 5, extras).unwrap();
         assert_eq!(

@@ -428,6 +428,7 @@ mod tests {
             crate::holding::Extras {
                 session: None,
                 lock_delay_ms: 500,
+                value: None,
             },
         )
         .unwrap();

@@ -196,6 +196,7 @@ mod tests {
             crate::holding::Extras {
                 session: None,
                 lock_delay_ms: 1_000,
+                value: None,
             },
         )
         .unwrap();

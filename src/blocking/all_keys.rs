@@ -5,7 +5,6 @@
 //! free rather than go to someone behind it (no partial holding, and no overtaking).
 
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
 use fencelock_core::wait_queue::Ticket;
@@ -182,10 +181,7 @@ fn grant(
         generated: generated.as_ref(),
         mode: wanted.mode,
         deadline_ms: lock::waiter_deadline(clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
-        extras: Extras {
-            session: wanted.session.as_deref(),
-            lock_delay_ms: wanted.lock_delay_ms,
-        },
+        extras: wanted.extras(),
     };
     let Ok(plan) = all_keys::plan(steps) else {
         return answer_nil(ctx, client, keys.ids);

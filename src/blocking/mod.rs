@@ -45,6 +45,7 @@ use crate::config;
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::events;
 use crate::node_fence;
+use crate::observing;
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
@@ -75,9 +76,22 @@ pub struct Wanted {
     /// The session the holding is to belong to (`LOCK.CLOSE` answers its waits nil).
     pub session: Option<Vec<u8>>,
     pub lock_delay_ms: u64,
+    /// The holding's public value (`VALUE`).
+    pub value: Option<Vec<u8>>,
     /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
     /// `[token, [fences]]`.
     pub all_keys: bool,
+}
+
+impl Wanted {
+    /// What the holding is to carry besides its token and fence.
+    pub fn extras(&self) -> Extras<'_> {
+        Extras {
+            session: self.session.as_deref(),
+            lock_delay_ms: self.lock_delay_ms,
+            value: self.value.as_deref(),
+        }
+    }
 }
 
 /// One blocked `LOCK.ACQUIRE`.
@@ -141,9 +155,10 @@ pub fn total_waiters() -> usize {
     with_registry(|r| r.total())
 }
 
-/// Whether `waiter_count` would be above `limit` after one more.
+/// Whether the clients waiting for `key` in the selected database, acquires and
+/// observers (`LOCK.OBSERVE`) together, would be above `limit` after one more.
 pub fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
-    waiter_count(ctx, name) >= limit
+    waiter_count(ctx, name) + observing::count(selected_db(ctx), name) >= limit
 }
 
 /// Blocks the calling client in the queue of each of `keys` (distinct, each with when
@@ -278,14 +293,14 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         return false;
     };
     block_timeouts::disarm(ctx, waiter.timeout_timer);
+    let wanted = waiter.wanted;
     let Wanted {
         ttl_ms,
-        token,
         mode,
-        session,
-        lock_delay_ms,
         all_keys,
-    } = waiter.wanted;
+        ..
+    } = wanted;
+    let token = wanted.token.clone();
     let chosen_token = token.is_some();
     // The waiter's reply is sent later, so the token is kept as its hex spelling.
     let generated = (!chosen_token).then(Generated::fresh);
@@ -304,10 +319,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
         mode,
         generated: generated.as_ref(),
-        extras: Extras {
-            session: session.as_deref(),
-            lock_delay_ms,
-        },
+        extras: wanted.extras(),
     };
     if effects::grant(ctx, key, &new).is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
@@ -319,7 +331,14 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
     if chosen_token {
-        answer_same_token(ctx, key, id, &token, fence, (mode, session.as_deref()));
+        answer_same_token(
+            ctx,
+            key,
+            id,
+            &token,
+            fence,
+            (mode, wanted.session.as_deref()),
+        );
     }
     with_registry(|r| r.reply_pending(waiter.client_id));
     let delivery = Delivery::Granted {

@@ -6,6 +6,7 @@
 
 use fencelock_core::args::{
     parse_lock_delay, parse_mode, parse_options_and_flags, parse_session, parse_timeout, parse_ttl,
+    parse_value,
 };
 use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
 use fencelock_core::error::CommandError;
@@ -57,6 +58,19 @@ pub(super) struct Asked<'a> {
     pub(super) mode: Mode,
     pub(super) session: Option<&'a [u8]>,
     pub(super) lock_delay_ms: u64,
+    /// The holding's public value (`VALUE`; an empty one is none).
+    pub(super) value: Option<&'a [u8]>,
+}
+
+impl<'a> Asked<'a> {
+    /// What the holding is to carry besides its token and fence.
+    pub(super) fn extras(&self) -> Extras<'a> {
+        Extras {
+            session: self.session,
+            lock_delay_ms: self.lock_delay_ms,
+            value: self.value,
+        }
+    }
 }
 
 fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
@@ -75,9 +89,9 @@ pub(super) fn parse_asked<'a>(
     limits: &Limits,
 ) -> Result<Asked<'a>, CommandError> {
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([token, block, limit, session, lock_delay], [shared]) = parse_options_and_flags(
+    let ([token, block, limit, session, lock_delay, value], [shared]) = parse_options_and_flags(
         &options,
-        ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY"],
+        ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
         ["SHARED"],
     )?;
     let ttl_ms = parse_ttl(ttl.as_slice(), command, limits.max_ttl_ms)?;
@@ -86,6 +100,13 @@ pub(super) fn parse_asked<'a>(
         .transpose()?;
     let block_ms = block.map(parse_timeout).transpose()?;
     let mode = parse_mode(shared, limit, limits.max_holders)?;
+    let value = value
+        .map(|value| parse_value(value, config::max_value_length()))
+        .transpose()?
+        .filter(|value| !value.is_empty());
+    if value.is_some() && mode != Mode::Exclusive {
+        return Err(CommandError::ValueNotExclusive);
+    }
     // Any session a holding can carry: one over the length limit (acquired under a
     // larger one) may only renew what it holds (checked in `acquire`).
     let session = session
@@ -102,6 +123,7 @@ pub(super) fn parse_asked<'a>(
         mode,
         session,
         lock_delay_ms,
+        value,
     })
 }
 
@@ -162,6 +184,7 @@ pub(super) fn wanted(asked: &Asked, all_keys: bool) -> blocking::Wanted {
         mode: asked.mode,
         session: asked.session.map(<[u8]>::to_vec),
         lock_delay_ms: asked.lock_delay_ms,
+        value: asked.value.map(<[u8]>::to_vec),
     }
 }
 
@@ -186,10 +209,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         fresh_token: asked.token.is_none(),
         session: asked.session,
     };
-    let extras = Extras {
-        session: asked.session,
-        lock_delay_ms: asked.lock_delay_ms,
-    };
+    let extras = asked.extras();
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
         lock::acquire(current, &request_of, fences, clock::now_micros(), now_ms)
@@ -212,6 +232,10 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Renewed { fence } => {
             let change = effects::extend(ctx, &mut key, token, deadline)?;
+            // A retry that names a value sets it, as `LOCK.PROCLAIM` would.
+            if let Some(value) = asked.value.filter(|_| asked.mode == Mode::Exclusive) {
+                effects::proclaim(ctx, &mut key, value)?;
+            }
             blocking::after(ctx, &mut key, change);
             reply::grant(ctx, token, fence);
             Ok(RedisValue::NoReply)

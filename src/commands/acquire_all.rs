@@ -8,7 +8,6 @@ use std::collections::HashSet;
 
 use fencelock_core::args::parse_integer;
 use fencelock_core::error::{duplicate_key, CommandError};
-use fencelock_core::holding::Extras;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
@@ -155,10 +154,7 @@ fn acquire_all(
         generated: generated.as_ref(),
         mode: asked.mode,
         deadline_ms: deadline,
-        extras: Extras {
-            session: asked.session,
-            lock_delay_ms: asked.lock_delay_ms,
-        },
+        extras: asked.extras(),
     };
     let plan = all_keys::plan(&steps).map_err(to_redis)?;
     let mut made = Vec::with_capacity(plan.len());

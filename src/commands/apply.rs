@@ -1,5 +1,5 @@
 //! `LOCK.APPLY key token fence [PXAT unix-ms] [SHARED | LIMIT n] [SESSION session]
-//! [LOCKDELAY ms]` → OK. The effect form
+//! [LOCKDELAY ms] [VALUE value]` → OK. The effect form
 //! of a grant: what the primary writes to replicas and the AOF (and what AOF rewrite
 //! emits), with the token, fence and absolute deadline spelled out so replay is exact.
 //! Exclusive, it replaces the key's value; with `SHARED` or `LIMIT n` (and `PXAT`, the
@@ -13,9 +13,10 @@
 
 use fencelock_core::args::{
     parse_integer, parse_lock_delay, parse_mode, parse_options_and_flags, parse_session,
+    parse_value,
 };
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::{Extras, Holding, MAX_TOKEN_BYTES};
+use fencelock_core::holding::{Extras, Holding, MAX_TOKEN_BYTES, MAX_VALUE_BYTES};
 use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
@@ -43,12 +44,12 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
         return Err(CommandError::WrongArity);
     };
     let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([deadline, limit, session, lock_delay], [shared]) = parse_options_and_flags(
+    let ([deadline, limit, session, lock_delay, value], [shared]) = parse_options_and_flags(
         &options,
-        ["PXAT", "LIMIT", "SESSION", "LOCKDELAY"],
+        ["PXAT", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
         ["SHARED"],
     )?;
-    // Any session and lock-delay the primary could have allowed.
+    // Any session, lock-delay and value the primary could have allowed.
     let extras = Extras {
         session: session
             .map(|session| parse_session(session, MAX_TOKEN_BYTES))
@@ -57,9 +58,16 @@ fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError
             .map(|delay| parse_lock_delay(delay, "lock.apply", i64::MAX))
             .transpose()?
             .unwrap_or(0),
+        value: value
+            .map(|value| parse_value(value, MAX_VALUE_BYTES))
+            .transpose()?
+            .filter(|value| !value.is_empty()),
     };
     // Any limit the primary could have allowed.
     let mode = parse_mode(shared, limit, usize::MAX)?;
+    if extras.value.is_some() && mode != Mode::Exclusive {
+        return Err(CommandError::ValueNotExclusive);
+    }
     // Any token a holding can carry: a primary with a larger `max-token-length` than
     // this replica must still be followed.
     let token = token.as_slice();

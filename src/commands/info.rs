@@ -1,8 +1,9 @@
 //! `LOCK.INFO key` → `held`, `fence`, `ttl-ms`, `waiters`, `mode`, `holders`, `limit`
-//! (semaphores only), `waiters-exclusive`, `waiters-shared`, `in-session` as
+//! (semaphores only), `waiters-exclusive`, `waiters-shared`, `in-session`, `value` as
 //! field/value pairs; nil when the lock is free and nobody waits. `fence` is the highest
 //! live one, `ttl-ms` the key's (the latest lease), `in-session` how many live holders
-//! belong to a session. A lock whose leases ran out and that is kept for their
+//! belong to a session, `value` the exclusive holder's public value (nil when no holding
+//! is exclusive). A lock whose leases ran out and that is kept for their
 //! lock-delay shows `held` 0, `mode` `quarantined` and the time left as `ttl-ms`.
 //! Never shows a token or a session's name. Read-only.
 
@@ -109,5 +110,13 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         "in-session",
         integer(lock.map_or(0, |held| in_session(held, now_ms))),
     ));
+    // Then the exclusive holder's public value ("" when it set none), as observers see it.
+    let value = match lock {
+        Some(LockRef::Exclusive(holding)) => {
+            RedisValue::StringBuffer(holding.value().unwrap_or_default().to_vec())
+        }
+        _ => RedisValue::Null,
+    };
+    fields.push(field("value", value));
     Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
 }

@@ -18,6 +18,8 @@ pub mod info;
 pub mod inner;
 pub mod keepalive;
 pub mod mark;
+pub mod observe;
+pub mod proclaim;
 pub mod refresh;
 pub mod release;
 pub mod session;

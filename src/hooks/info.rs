@@ -6,6 +6,7 @@ use std::ffi::CStr;
 use crate::blocking;
 use crate::keyspace::sessions;
 use crate::node_fence;
+use crate::observing;
 use crate::rm::server;
 use crate::stats;
 
@@ -32,9 +33,15 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"kept_alive", as_i64(stats::KEPT_ALIVE.get())),
         (c"closes", as_i64(stats::CLOSES.get())),
         (c"deadlocks", as_i64(stats::DEADLOCKS.get())),
+        (c"proclaims", as_i64(stats::PROCLAIMS.get())),
+        (c"observed", as_i64(stats::OBSERVED.get())),
         (
             c"waiters",
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
+        ),
+        (
+            c"observers",
+            i64::try_from(observing::total()).unwrap_or(i64::MAX),
         ),
         (c"held_locks", stats::LIVE_LOCKS.get()),
         // Sessions the index knows keys of (some may have just lost their last holding).

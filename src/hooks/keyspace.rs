@@ -14,12 +14,15 @@ use crate::blocking;
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
 use crate::keyspace::{effects, events, sessions};
+use crate::observing;
 use crate::rm::server::selected_db;
 use crate::stats;
 
 /// Subscriber for Redis's generic, expired and evicted keyspace events.
 pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let db = selected_db(ctx);
+    // Whatever happened to an observed key, its observers look again.
+    observing::note_changed(db, name);
     let gone = unlinked::take(db, name);
     // Made only for an event that announces something.
     let key = || RedisString::create_from_slice(ctx.ctx, name);
@@ -87,6 +90,7 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
         LockRef::Shared(set) => set.len(),
         LockRef::Exclusive(_) | LockRef::Quarantined(_) => 1,
     };
+    observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
     blocking::note_changed(db, name);

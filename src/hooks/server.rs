@@ -9,6 +9,7 @@ use redis_module::Context;
 
 use crate::blocking;
 use crate::keyspace::{propagation, sessions, unlinked};
+use crate::observing;
 use crate::rm::data_type;
 use crate::rm::events::{
     EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
@@ -18,6 +19,7 @@ use crate::rm::server;
 
 pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {
+        observing::note_all_changed();
         sessions::flushed(data.flushed);
         blocking::settle_all_queues(ctx);
     }
@@ -29,6 +31,7 @@ pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
 pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
     match subevent {
         LOADING_ENDED => {
+            observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
             let loaded = data_type::take_loaded();
@@ -51,6 +54,7 @@ pub fn role_changed(_ctx: &Context, subevent: u64, _: EventData) {
 /// for may now be free, or held with another deadline; shared holders' lease ends are
 /// followed in the database their lock is in now.
 pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
+    observing::note_all_changed();
     if let Some((first, second)) = data.swapped {
         sessions::swapped(first, second);
         blocking::holder_leases_swapped(ctx, first, second);
@@ -75,5 +79,7 @@ pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
         unlinked::forget();
         blocking::settle_changed(ctx);
         blocking::stop_unlinked_holder_leases(ctx);
+        // Last: the changes of this turn, handoffs included, are all made.
+        observing::answer_changed(ctx);
     }
 }

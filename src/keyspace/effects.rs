@@ -19,6 +19,7 @@ use redis_module::{Context, RedisString};
 
 use super::{events, propagation, sessions, unlinked};
 use crate::node_fence;
+use crate::observing;
 use crate::rm::key::LockKey;
 use crate::rm::mark_key::MarkKey;
 use crate::rm::node_state_form;
@@ -74,7 +75,14 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
         None => Holding::pack_with(token, fence, extras),
     }
     .ok_or(CommandError::InvalidToken)?;
-    put_holder(key, holding, Some(deadline_ms), mode, generated.is_some())?;
+    put_holder(
+        ctx,
+        key,
+        holding,
+        Some(deadline_ms),
+        mode,
+        generated.is_some(),
+    )?;
     let name = key.name();
     if let Some(session) = extras.session {
         sessions::note(selected_db(ctx), name.as_slice(), session);
@@ -99,7 +107,7 @@ pub fn apply(
     mode: Mode,
 ) -> Result<Change, CommandError> {
     let session = holding.session().map(Cow::into_owned);
-    put_holder(key, holding, deadline_ms, mode, false)?;
+    put_holder(ctx, key, holding, deadline_ms, mode, false)?;
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }
@@ -110,12 +118,14 @@ pub fn apply(
 /// its mode (its token looked up unless `fresh`) or starts one; the key's expiry stays
 /// the latest lease.
 fn put_holder(
+    ctx: &Context,
     key: &mut LockKey,
     holding: Box<Holding>,
     deadline_ms: Option<i64>,
     mode: Mode,
     fresh: bool,
 ) -> Result<(), CommandError> {
+    observers_hear(ctx, key);
     let stored = match (mode, deadline_ms) {
         (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
         // The key stays through the lock-delay, quarantined once the lease is over.
@@ -134,7 +144,7 @@ fn put_holder(
                 } else {
                     set.put(holding, deadline)?;
                 }
-                return follow_latest_lease(key);
+                return follow_latest_lease(ctx, key);
             }
             None => {
                 let mut set = SharedHolders::new(mode);
@@ -167,7 +177,7 @@ pub fn extend(
         .ok_or(CommandError::WriteFailed)?;
     set.set_deadline(token, deadline_ms);
     let mode = set.mode();
-    follow_latest_lease(key)?;
+    follow_latest_lease(ctx, key)?;
     carried.propagate(ctx, name, token, deadline_ms, mode);
     Ok(announce_extended(ctx, name))
 }
@@ -209,6 +219,7 @@ struct Carried {
     fence: u64,
     session: Option<Vec<u8>>,
     lock_delay_ms: u64,
+    value: Option<Vec<u8>>,
 }
 
 impl Carried {
@@ -218,6 +229,7 @@ impl Carried {
             fence: holding.fence(),
             session: session.map(Cow::into_owned),
             lock_delay_ms,
+            value: holding.value().map(<[u8]>::to_vec),
         }
     }
 
@@ -230,14 +242,57 @@ impl Carried {
         deadline: i64,
         mode: Mode,
     ) {
-        let extras = Extras {
-            session: self.session.as_deref(),
-            lock_delay_ms: self.lock_delay_ms,
-        };
+        let extras = self.extras();
         propagate(ctx, || {
             replicate::grant(ctx, name, token, self.fence, deadline, mode, extras)
         });
     }
+
+    fn extras(&self) -> Extras<'_> {
+        Extras {
+            session: self.session.as_deref(),
+            lock_delay_ms: self.lock_delay_ms,
+            value: self.value.as_deref(),
+        }
+    }
+}
+
+/// `key` is about to change what observers see of it (`observing` looks before the
+/// event loop sleeps).
+fn observers_hear(ctx: &Context, key: &LockKey) {
+    observing::note_changed(selected_db(ctx), key.name().as_slice());
+}
+
+/// Makes `value` the public value of the exclusive holding of `key` (the caller found
+/// the token holding it), its fence, lease and session unchanged; propagated as the
+/// holding's whole `LOCK.APPLY` (with the lease end as `PXAT`, none for a permanent
+/// lock). A value equal to the one it has changes nothing; `false` then.
+pub fn proclaim(ctx: &Context, key: &mut LockKey, value: &[u8]) -> Result<bool, CommandError> {
+    let wanted = Some(value).filter(|value| !value.is_empty());
+    let holding = key.exclusive_mut().ok_or(CommandError::WriteFailed)?;
+    if holding.value() == wanted {
+        return Ok(false);
+    }
+    let replaced = holding
+        .with_value(wanted)
+        .ok_or(CommandError::ValueTooLong)?;
+    let token = replaced.token().into_owned();
+    let carried = Carried::of(&replaced);
+    let lease_end = key.lease_deadline_ms();
+    observers_hear(ctx, key);
+    if !key.replace_exclusive(replaced) {
+        return Err(CommandError::WriteFailed);
+    }
+    let name = key.name();
+    match lease_end {
+        Some(end) => carried.propagate(ctx, name, &token, end, Mode::Exclusive),
+        None => propagate(ctx, || {
+            replicate::permanent_grant(ctx, name, &token, carried.fence, carried.extras())
+        }),
+    }
+    events::notify(ctx, events::PROCLAIMED, name);
+    stats::PROCLAIMS.bump();
+    Ok(true)
 }
 
 /// A holding's lock-delay in ms, as a key's expiry adds it.
@@ -262,7 +317,7 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
-        follow_latest_lease(key)?;
+        follow_latest_lease(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
     events::notify(ctx, events::RELEASED, name);
@@ -280,7 +335,7 @@ pub fn remove_holder(
     let removed = match key.lock()? {
         Some(LockRef::Shared(_)) => remove_shared(ctx, key, token)?,
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
-            follow_latest_lease(key)?;
+            follow_latest_lease(ctx, key)?;
             true
         }
         _ => false,
@@ -295,7 +350,7 @@ fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool,
         return Ok(false);
     };
     forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
-    follow_latest_lease(key)?;
+    follow_latest_lease(ctx, key)?;
     Ok(true)
 }
 
@@ -325,7 +380,8 @@ fn forget_sessions_left(ctx: &Context, key: &mut LockKey, left: &[SharedHolder])
 /// The one rule of a lock key's expiry after its holders changed: a shared lock's key
 /// expires with its latest lease, and goes with its last holder (as does an exclusive
 /// lock's, whose holder left).
-fn follow_latest_lease(key: &LockKey) -> Result<(), CommandError> {
+fn follow_latest_lease(ctx: &Context, key: &LockKey) -> Result<(), CommandError> {
+    observers_hear(ctx, key);
     let latest = match key.lock()? {
         Some(LockRef::Shared(set)) => set.latest_deadline(),
         _ => None,
@@ -353,7 +409,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
         return Ok(());
     }
     forget_sessions_left(ctx, key, &ended);
-    follow_latest_lease(key)?;
+    follow_latest_lease(ctx, key)?;
     let name = key.name();
     for holder in &ended {
         let token = holder.holding().token();

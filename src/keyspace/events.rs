@@ -14,6 +14,8 @@ pub const EXPIRED: &CStr = c"lock.expired";
 /// The server evicted a lock key under `maxmemory`: its holders lost it.
 pub const EVICTED: &CStr = c"lock.evicted";
 pub const HANDOFF: &CStr = c"lock.handoff";
+/// An exclusive holder's public value changed (`LOCK.PROCLAIM`).
+pub const PROCLAIMED: &CStr = c"lock.proclaimed";
 /// A wait for the key was refused: it would have closed a cycle of waits.
 pub const DEADLOCK: &CStr = c"lock.deadlock";
 /// A fence mark rose (`LOCK.FENCED` admitted a higher fence).

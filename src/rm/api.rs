@@ -60,6 +60,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_Milliseconds,
         RedisModule_ModuleTypeGetType,
         RedisModule_ModuleTypeGetValue,
+        RedisModule_ModuleTypeReplaceValue,
         RedisModule_ModuleTypeSetValue,
         RedisModule_NotifyKeyspaceEvent,
         RedisModule_RegisterCommandFilter,

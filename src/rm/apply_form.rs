@@ -2,8 +2,8 @@
 //! variadic `RM_Replicate` and `RM_EmitAOF`. Both take the same format language after
 //! a different first argument, and a variadic call cannot be assembled at run time, so
 //! one macro spells the four shapes once for both: `key token fence`, then
-//! `PXAT deadline`, then `SHARED` or `LIMIT n`. A holding with a session or a
-//! lock-delay (`SESSION s`, `LOCKDELAY ms` follow) is spelled as an argv instead
+//! `PXAT deadline`, then `SHARED` or `LIMIT n`. A holding with a session, a
+//! lock-delay or a value (`SESSION s`, `LOCKDELAY ms`, `VALUE v` follow) is spelled as an argv instead
 //! (`ApplyForm`): one more allocation per argument, paid only by those.
 
 use fencelock_core::holding::Extras;
@@ -42,6 +42,10 @@ impl ApplyForm {
         if extras.lock_delay_ms > 0 {
             args.push(b"LOCKDELAY".to_vec());
             args.push(extras.lock_delay_ms.to_string().into_bytes());
+        }
+        if let Some(value) = extras.value {
+            args.push(b"VALUE".to_vec());
+            args.push(value.to_vec());
         }
         ApplyForm { args }
     }

@@ -1,14 +1,16 @@
 //! The `fencelock` module data type: how a held lock is saved, loaded, rewritten into
 //! the AOF, digested, measured and freed, plus the fence clock's RDB aux field.
 //!
-//! RDB layout, encver 2: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
+//! RDB layout, encver 3: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
 //! lock its holding; for shared holders the limit (unsigned, 0 for plain `SHARED`), the
 //! number of holders, and per holder its holding and deadline (Unix ms, signed). A
 //! holding is its token (string buffer), fence (unsigned), session (string buffer,
-//! empty for none), lock-delay (unsigned ms) and, with a lock-delay, an exclusive
-//! holding's lease end (signed Unix ms; the key's expiry is later by the delay). Encver 1 (before sessions) is the same
-//! with holdings of token and fence alone; encver 0 (before shared holders) is an
-//! exclusive lock's token and fence alone. Both still load. Aux field (before the
+//! empty for none), lock-delay (unsigned ms), with a lock-delay an exclusive holding's
+//! lease end (signed Unix ms; the key's expiry is later by the delay), and its public
+//! value (string buffer, empty for none). Encver 2 (before values) is the same without
+//! the value; encver 1 (before sessions) with holdings of token and fence alone; encver
+//! 0 (before shared holders) is an exclusive lock's token and fence alone. All still
+//! load. Aux field (before the
 //! keyspace): the node's last fence, the same in both; after the keyspace, once a fence
 //! mark was evicted: the floor of evicted marks. Loading validates everything and,
 //! as the module handles IO errors itself, a truncated or corrupt payload fails the load
@@ -34,12 +36,22 @@ use crate::node_fence;
 use crate::stats;
 
 /// Bumped when the RDB layout changes; older encodings stay loadable.
-const ENCODING_VERSION: i32 = 2;
+const ENCODING_VERSION: i32 = 3;
+/// The layout before values: holdings with sessions and lock-delays.
+const BEFORE_VALUES_VERSION: i32 = 2;
 /// The layout before sessions: holdings of token and fence.
 const BEFORE_SESSIONS_VERSION: i32 = 1;
 /// The layout before shared holders: an exclusive holding only.
 const EXCLUSIVE_ONLY_VERSION: i32 = 0;
-/// The kinds of value in encver 1 and 2.
+/// What a holding carries in an RDB of each encver from 1 on.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Carries {
+    TokenAndFence,
+    SessionAndDelay,
+    Value,
+}
+
+/// The kinds of value in encver 1 and later.
 const KIND_EXCLUSIVE: u64 = 0;
 const KIND_SHARED: u64 = 1;
 
@@ -145,7 +157,7 @@ fn io_failed(rdb: *mut raw::RedisModuleIO) -> bool {
     unsafe { api!(RedisModule_IsIOError)(rdb) != 0 }
 }
 
-fn load_token(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
+fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
     let mut len: usize = 0;
     // SAFETY: Redis returns a buffer of `len` bytes that we copy and then free.
     unsafe {
@@ -168,9 +180,12 @@ fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     guard::callback("RDB load", std::ptr::null_mut(), || {
         let value = match encver {
-            EXCLUSIVE_ONLY_VERSION => load_holding(rdb, false).map(LockValue::Exclusive),
-            BEFORE_SESSIONS_VERSION => load_value(rdb, false),
-            ENCODING_VERSION => load_value(rdb, true),
+            EXCLUSIVE_ONLY_VERSION => {
+                load_holding(rdb, Carries::TokenAndFence).map(LockValue::Exclusive)
+            }
+            BEFORE_SESSIONS_VERSION => load_value(rdb, Carries::TokenAndFence),
+            BEFORE_VALUES_VERSION => load_value(rdb, Carries::SessionAndDelay),
+            ENCODING_VERSION => load_value(rdb, Carries::Value),
             _ => None,
         };
         value.map_or(std::ptr::null_mut(), |value| {
@@ -191,33 +206,43 @@ fn has_session(value: &LockValue) -> bool {
     }
 }
 
-/// A lock value of encver 1 (or 2, `with_extras`); `None` fails the load.
-fn load_value(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<LockValue> {
+/// A lock value of encver 1 or later, its holdings carrying `carries`; `None` fails
+/// the load.
+fn load_value(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<LockValue> {
     match load_unsigned(rdb)? {
-        KIND_EXCLUSIVE => load_holding(rdb, with_extras).map(LockValue::Exclusive),
-        KIND_SHARED => load_shared(rdb, with_extras).map(LockValue::Shared),
+        KIND_EXCLUSIVE => load_holding(rdb, carries).map(LockValue::Exclusive),
+        KIND_SHARED => load_shared(rdb, carries).map(LockValue::Shared),
         _ => None,
     }
 }
 
-/// One holding (token, fence, and with `with_extras` session and lock-delay) read from
-/// an RDB (or `RESTORE` payload), validated.
-fn load_holding(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<Holding>> {
-    let token = load_token(rdb).filter(|_| !io_failed(rdb))?;
+/// One holding (token, fence, and what else it `carries`) read from an RDB (or
+/// `RESTORE` payload), validated.
+fn load_holding(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<Holding>> {
+    let token = load_buffer(rdb).filter(|_| !io_failed(rdb))?;
     let fence = load_unsigned(rdb)?;
-    let (session, lock_delay_ms) = if with_extras {
-        let session = load_token(rdb).filter(|_| !io_failed(rdb))?;
+    let (session, lock_delay_ms) = if carries >= Carries::SessionAndDelay {
+        let session = load_buffer(rdb).filter(|_| !io_failed(rdb))?;
         (Some(session), load_unsigned(rdb)?)
     } else {
         (None, 0)
     };
+    let lease_end = match lock_delay_ms {
+        0 => None,
+        _ => Some(load_signed(rdb)?),
+    };
+    let value = match carries {
+        Carries::Value => Some(load_buffer(rdb).filter(|_| !io_failed(rdb))?),
+        _ => None,
+    };
     let extras = Extras {
         session: session.as_deref().filter(|session| !session.is_empty()),
         lock_delay_ms,
+        value: value.as_deref(),
     };
     let mut holding = Holding::from_persisted(&token, fence, extras)?;
-    if lock_delay_ms > 0 {
-        holding.set_lease_end(load_signed(rdb)?);
+    if let Some(end) = lease_end {
+        holding.set_lease_end(end);
     }
     node_fence::observe(fence);
     Some(holding)
@@ -225,7 +250,7 @@ fn load_holding(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<H
 
 /// A set of shared holders: limit, count, then each holder with its deadline. A set
 /// with no holders, or a limit it exceeds, is corrupt.
-fn load_shared(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<SharedHolders>> {
+fn load_shared(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<SharedHolders>> {
     let limit = u32::try_from(load_unsigned(rdb)?).ok()?;
     let count = load_unsigned(rdb)?;
     if count == 0 || (limit != 0 && count > u64::from(limit)) {
@@ -233,7 +258,7 @@ fn load_shared(rdb: *mut raw::RedisModuleIO, with_extras: bool) -> Option<Box<Sh
     }
     let mut set = SharedHolders::new(Mode::from_stored_limit(limit));
     for _ in 0..count {
-        let holding = load_holding(rdb, with_extras)?;
+        let holding = load_holding(rdb, carries)?;
         let deadline = load_signed(rdb)?;
         // Two holders with one token or one fence are never saved; a payload that has
         // them is corrupt.
@@ -297,6 +322,7 @@ fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
         // SAFETY: the IO handle Redis passed in.
         unsafe { api!(RedisModule_SaveSigned)(rdb, end) };
     }
+    save_buffer(rdb, holding.value().unwrap_or_default());
 }
 
 fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
@@ -359,6 +385,7 @@ fn emit_apply(
     let extras = Extras {
         session: session.as_deref(),
         lock_delay_ms,
+        value: holding.value(),
     };
     if extras != Extras::default() {
         // An exclusive holding with a lock-delay spells its own lease end; Redis's
@@ -452,6 +479,9 @@ fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
     }
     if let Some(end) = holding.lease_end_ms() {
         digest_number(md, end);
+    }
+    if let Some(value) = holding.value() {
+        digest_buffer(md, value);
     }
 }
 

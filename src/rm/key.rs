@@ -197,6 +197,43 @@ impl<'a> LockKey<'a> {
         (deadline >= 0).then_some(deadline)
     }
 
+    /// Replaces an exclusive lock's holding with `holding`, the key (and its expiry)
+    /// staying as it is: no unlink, no new key. `false` (and `holding` dropped) when the
+    /// key holds no lock.
+    pub fn replace_exclusive(&mut self, holding: Box<Holding>) -> bool {
+        if self.key.is_null() || self.exclusive_mut().is_none() {
+            return false;
+        }
+        self.value.set(None);
+        let new = LockValue::Exclusive(holding).into_raw();
+        let mut old: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the key is open for writing and holds a value of our type; Redis
+        // hands the old value back to us and keeps the new one.
+        let replaced = unsafe {
+            api!(RedisModule_ModuleTypeReplaceValue)(
+                self.raw(),
+                *LOCK_TYPE.raw_type.borrow(),
+                new.cast(),
+                &mut old,
+            )
+        } == raw::REDISMODULE_OK as i32;
+        // SAFETY: whichever value Redis does not keep is ours to free, once: the old one
+        // when it took the new, the new one when it refused.
+        unsafe {
+            if replaced {
+                if !old.is_null() {
+                    LockValue::free_raw(old.cast());
+                }
+            } else {
+                LockValue::free_raw(new);
+            }
+        }
+        if replaced {
+            self.key.note_changed();
+        }
+        replaced
+    }
+
     /// Deletes the key (the lock becomes free).
     pub fn delete(&self) -> bool {
         self.value.set(None);

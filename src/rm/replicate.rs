@@ -45,6 +45,13 @@ pub fn grant(
     );
 }
 
+/// `LOCK.APPLY key token fence [SESSION s] [LOCKDELAY ms] [VALUE v]`: an exclusive
+/// holding of a key without expiry (made permanent by hand), rewritten (a proclaim).
+pub fn permanent_grant(ctx: &Context, key: &RedisString, token: &[u8], fence: u64, extras: Extras) {
+    let form = ApplyForm::new(token, fence, None, Mode::Exclusive, extras);
+    ctx.replicate("LOCK.APPLY", form.args(key.as_slice()).as_slice());
+}
+
 /// `LOCK.DROP key token`: one shared holder gone (released, or its lease ended).
 pub fn drop_holder(ctx: &Context, key: &RedisString, token: &[u8]) {
     let replicate = api!(RedisModule_Replicate);

@@ -1,0 +1,57 @@
+//! `LOCK.OBSERVE key [fence value] [BLOCK timeout-ms]` → `[fence, value]`: the exclusive
+//! holder's fence and public value ("" when it set none), `[highest fence, nil]` for a
+//! lock held shared, `[0, nil]` when nobody holds it. Without `fence value` it answers
+//! at once; with them, as soon as the lock's state differs from that pair (nil is known
+//! as ""), or nil when it does not differ and the caller did not `BLOCK`, or when the
+//! `BLOCK` timeout passes first. Observers never queue for the lock; they wait in
+//! `observing`. Read-only: a replica's observers hear what replication changes.
+
+use fencelock_core::error::CommandError;
+use fencelock_core::observe::{self, Observed};
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis;
+use crate::blocking;
+use crate::config;
+use crate::observing;
+use crate::rm::argv::Command;
+use crate::rm::clock;
+use crate::rm::key::LockKey;
+use crate::rm::server::{self, selected_db};
+
+pub struct Observe;
+
+impl Command for Observe {
+    const NAME: &'static str = "lock.observe";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        observe(ctx, args).map_err(to_redis)
+    }
+}
+
+fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, rest @ ..] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let rest: Vec<&[u8]> = rest.iter().map(RedisString::as_slice).collect();
+    let asked = observe::parse(&rest)?;
+    let key = LockKey::open(ctx, name, false);
+    let current = Observed::of(key.lock()?, clock::command_ms());
+    let Some(known) = asked.known.filter(|known| current.is(known)) else {
+        return Ok(observing::observed_reply(&current));
+    };
+    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
+        return Ok(RedisValue::Null);
+    };
+    if blocking::queue_is_full(ctx, name.as_slice(), config::limits().max_waiters) {
+        return Err(CommandError::TooManyWaiters);
+    }
+    if server::out_of_memory(ctx) {
+        return Err(CommandError::OutOfMemory);
+    }
+    if observing::wait(ctx, selected_db(ctx), &key, known, timeout_ms) {
+        Ok(RedisValue::NoReply)
+    } else {
+        Ok(RedisValue::Null)
+    }
+}

@@ -1,0 +1,46 @@
+//! `LOCK.PROCLAIM key token value` → 1 if `token` holds the lock exclusively now (its
+//! public value becomes `value`; its fence, lease and session stay), else 0. A lock held
+//! shared is `WRONGMODE`: only an exclusive holding carries a value. Observers
+//! (`LOCK.OBSERVE`) hear of a value that changed.
+
+use fencelock_core::args::parse_value;
+use fencelock_core::compared_token::parse_compared_token;
+use fencelock_core::error::CommandError;
+use fencelock_core::value::LockRef;
+use redis_module::{Context, RedisResult, RedisString, RedisValue};
+
+use super::errors::to_redis_on;
+use crate::config;
+use crate::keyspace::effects;
+use crate::rm::argv::Command;
+use crate::rm::key::LockKey;
+
+pub struct Proclaim;
+
+impl Command for Proclaim {
+    const NAME: &'static str = "lock.proclaim";
+
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
+        let name = args.get(1).map_or(&[][..], RedisString::as_slice);
+        proclaim(ctx, args).map_err(to_redis_on(name))
+    }
+}
+
+fn proclaim(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
+    let [_, name, token, value] = args else {
+        return Err(CommandError::WrongArity);
+    };
+    let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
+    let value = parse_value(value.as_slice(), config::max_value_length())?;
+    let mut key = LockKey::open(ctx, name, true);
+    let now_ms = key.holders_clock_ms();
+    effects::drop_ended(ctx, &mut key, now_ms)?;
+    match key.lock()? {
+        Some(LockRef::Shared(set)) => Err(CommandError::WrongMode(set.mode())),
+        Some(LockRef::Exclusive(holding)) if holding.is_token(token.bytes) => {
+            effects::proclaim(ctx, &mut key, value)?;
+            Ok(RedisValue::Integer(1))
+        }
+        _ => Ok(RedisValue::Integer(0)),
+    }
+}
