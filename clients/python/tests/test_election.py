@@ -251,10 +251,10 @@ def test_a_campaign_from_the_leader_itself_is_refused(r: redis.Redis) -> None:
 
 
 def test_observe_through_a_reload_and_a_killed_connection(
-    server: Server, pool: concurrent.futures.ThreadPoolExecutor
+    tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
 ) -> None:
+    server = Server(tmp_path / "reload", "--enable-debug-command", "yes")
     r = server.client()
-    r.flushall()
     watcher = no_retry(server)
     try:
         election = Election(r, "reload", ttl=10)
@@ -285,6 +285,7 @@ def test_observe_through_a_reload_and_a_killed_connection(
     finally:
         watcher.close()
         r.close()
+        server.stop()
 
 
 @pytest.mark.parametrize("persistence", [True, False], ids=["saved", "lost"])
@@ -317,6 +318,7 @@ def test_observe_through_a_restart(
         else:
             assert coming.result(10) is None, "the leader is gone with the data"
         states.close()
+        leadership.resign()
     finally:
         watcher.close()
         r.close()
@@ -333,7 +335,9 @@ def test_observe_through_a_sentinel_failover(
     with stopping(sentinel, replica, master):
         wait_until(lambda: sentinel.knows_replica(SERVICE, replica), 15, "replica")
         manager = redis.sentinel.Sentinel([("127.0.0.1", sentinel.port)])
-        client = manager.master_for(SERVICE)
+        # The candidates' client retries (reconnecting to the new master); the
+        # observer's does not: observe reconnects by itself.
+        client = manager.master_for(SERVICE, retry=Retry(NoBackoff(), 5))
         watching = manager.master_for(SERVICE, retry=Retry(NoBackoff(), 0))
         try:
             election = Election(client, "failover", ttl=30)
@@ -366,6 +370,8 @@ def test_observe_through_a_sentinel_failover(
             assert seen[-1] == Leader(b"new-master", successor.fence)
             assert successor.fence > leadership.fence
             states.close()
+            assert successor.resign()
+            assert leadership.resign() is False, "ended on the new master by hand"
         finally:
             client.close()
             watching.close()

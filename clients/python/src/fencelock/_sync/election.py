@@ -284,8 +284,10 @@ class Leadership:
     def ensure_held(self, check: bool = False) -> Checked:
         """Raises ``LockLost`` if the leadership was lost or its deadline passed
         (``check=True`` also asks the server); call it before an irreversible
-        step. On asyncio it works called or awaited; with ``check=True`` it must
-        be awaited."""
+        step; also once it resigned. On asyncio it works called or awaited; with
+        ``check=True`` it must be awaited."""
+        if self._holding is None:
+            raise self.lease.lost_error()
         return self.lease.ensure_held(check)
 
     def _hold(self, on_lost: Optional[OnLostLeadership], cancel_on_lost: bool) -> None:
