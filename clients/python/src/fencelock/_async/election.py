@@ -152,7 +152,7 @@ class Election:
             value=value or None,
         )
         leadership = Leadership(self, lease, value, lost_ok)
-        await leadership._hold(on_lost, cancel_on_lost)
+        leadership._hold(on_lost, cancel_on_lost)
         return leadership
 
     async def leader(self) -> Optional[Leader]:
@@ -252,7 +252,9 @@ class Leadership:
         self.lost_ok = lost_ok
         # Set once resigned: True if it still led then.
         self.resigned = False
-        self._holding: Any = None
+        # Between ``_hold`` and ``_leave``; what ``Locks._begin_holding`` returned.
+        self._leading = False
+        self._runner: Any = None
 
     def __repr__(self) -> str:
         kind = type(self)
@@ -284,23 +286,26 @@ class Leadership:
         (``check=True`` also asks the server); call it before an irreversible
         step; also once it resigned. On asyncio it works called or awaited; with
         ``check=True`` it must be awaited."""
-        if self._holding is None:
+        if not self._leading:
             raise self.lease.lost_error()
         return self.lease.ensure_held(check)
 
-    async def _hold(
-        self, on_lost: Optional[OnLostLeadership], cancel_on_lost: bool
-    ) -> None:
+    def _hold(self, on_lost: Optional[OnLostLeadership], cancel_on_lost: bool) -> None:
         """Starts leading: the lease is refreshed (or kept by the session) and
         watched by the election's manager from now on, as in a ``holding`` block."""
 
         def report(_lease: Lease) -> Any:
             return None if on_lost is None else on_lost(self)
 
-        self._holding = self.election.locks.holding(
-            self.lease, on_lost=report, lost_ok=True, cancel_on_lost=cancel_on_lost
+        self._runner = self.election.locks._begin_holding(
+            self.lease,
+            auto_refresh=True,
+            min_hold=None,
+            max_hold=None,
+            on_lost=report,
+            cancel_on_lost=cancel_on_lost,
         )
-        await self._holding.__aenter__()
+        self._leading = True
 
     async def proclaim(self, value: Value) -> None:
         """Makes ``value`` the leader's public value (``LOCK.PROCLAIM``; the fence
@@ -319,22 +324,24 @@ class Leadership:
         """Stops leading: the lock is released and handed to the next candidate
         (none is refreshed any more). True if it still led until now, False if the
         leadership had been lost; once resigned, again False."""
-        if self._holding is None:
+        if not self._leading:
             return False
-        await self._leave(None, None, None)
+        await self._leave(None)
         return self.resigned
 
-    async def _leave(self, *exc_info: Any) -> bool:
-        """Leaves the ``holding`` block begun by ``_hold`` (at most once); whether it
-        swallowed the exception given (a ``cancel_on_lost`` cancellation)."""
-        holding, self._holding = self._holding, None
-        if holding is None:
+    async def _leave(self, error: Optional[BaseException]) -> bool:
+        """Ends what ``_hold`` began (at most once), as leaving a ``holding`` block
+        with ``error``; whether ``error`` is to be swallowed (the cancellation that
+        ``cancel_on_lost`` sent)."""
+        if not self._leading:
             return False
+        self._leading = False
         try:
-            swallowed = bool(await holding.__aexit__(*exc_info))
+            return await self.election.locks._end_holding(
+                self.lease, self._runner, error, None, True
+            )
         finally:
             self.resigned = self.lease.released
-        return swallowed
 
     async def __aenter__(self) -> Leadership:
         return self
@@ -343,9 +350,9 @@ class Leadership:
         """Resigns; after a loss raises ``LockLost`` (unless ``lost_ok``), as leaving
         a ``Locks.lock`` block does. An exception of the block goes on, but for the
         cancellation that ``cancel_on_lost`` sent, which becomes the ``LockLost``."""
-        if self._holding is None:
+        if not self._leading:
             return False  # resigned in the block already
-        if await self._leave(exc_type, exc, traceback):
+        if await self._leave(exc):
             if not self.lost_ok:
                 raise self.lease.lost_error() from exc
             return True

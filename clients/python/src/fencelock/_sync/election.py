@@ -254,7 +254,9 @@ class Leadership:
         self.lost_ok = lost_ok
         # Set once resigned: True if it still led then.
         self.resigned = False
-        self._holding: Any = None
+        # Between ``_hold`` and ``_leave``; what ``Locks._begin_holding`` returned.
+        self._leading = False
+        self._runner: Any = None
 
     def __repr__(self) -> str:
         kind = type(self)
@@ -286,7 +288,7 @@ class Leadership:
         (``check=True`` also asks the server); call it before an irreversible
         step; also once it resigned. On asyncio it works called or awaited; with
         ``check=True`` it must be awaited."""
-        if self._holding is None:
+        if not self._leading:
             raise self.lease.lost_error()
         return self.lease.ensure_held(check)
 
@@ -297,10 +299,15 @@ class Leadership:
         def report(_lease: Lease) -> Any:
             return None if on_lost is None else on_lost(self)
 
-        self._holding = self.election.locks.holding(
-            self.lease, on_lost=report, lost_ok=True, cancel_on_lost=cancel_on_lost
+        self._runner = self.election.locks._begin_holding(
+            self.lease,
+            auto_refresh=True,
+            min_hold=None,
+            max_hold=None,
+            on_lost=report,
+            cancel_on_lost=cancel_on_lost,
         )
-        self._holding.__enter__()
+        self._leading = True
 
     def proclaim(self, value: Value) -> None:
         """Makes ``value`` the leader's public value (``LOCK.PROCLAIM``; the fence
@@ -319,22 +326,24 @@ class Leadership:
         """Stops leading: the lock is released and handed to the next candidate
         (none is refreshed any more). True if it still led until now, False if the
         leadership had been lost; once resigned, again False."""
-        if self._holding is None:
+        if not self._leading:
             return False
-        self._leave(None, None, None)
+        self._leave(None)
         return self.resigned
 
-    def _leave(self, *exc_info: Any) -> bool:
-        """Leaves the ``holding`` block begun by ``_hold`` (at most once); whether it
-        swallowed the exception given (a ``cancel_on_lost`` cancellation)."""
-        holding, self._holding = self._holding, None
-        if holding is None:
+    def _leave(self, error: Optional[BaseException]) -> bool:
+        """Ends what ``_hold`` began (at most once), as leaving a ``holding`` block
+        with ``error``; whether ``error`` is to be swallowed (the cancellation that
+        ``cancel_on_lost`` sent)."""
+        if not self._leading:
             return False
+        self._leading = False
         try:
-            swallowed = bool(holding.__exit__(*exc_info))
+            return self.election.locks._end_holding(
+                self.lease, self._runner, error, None, True
+            )
         finally:
             self.resigned = self.lease.released
-        return swallowed
 
     def __enter__(self) -> Leadership:
         return self
@@ -343,9 +352,9 @@ class Leadership:
         """Resigns; after a loss raises ``LockLost`` (unless ``lost_ok``), as leaving
         a ``Locks.lock`` block does. An exception of the block goes on, but for the
         cancellation that ``cancel_on_lost`` sent, which becomes the ``LockLost``."""
-        if self._holding is None:
+        if not self._leading:
             return False  # resigned in the block already
-        if self._leave(exc_type, exc, traceback):
+        if self._leave(exc):
             if not self.lost_ok:
                 raise self.lease.lost_error() from exc
             return True

@@ -311,6 +311,35 @@ class Locks:
         is kept alive by the session as long as it holds: ``auto_refresh=False``,
         ``min_hold`` and ``max_hold`` need a lease of its own (``ValueError``; acquire
         it with ``session=False``)."""
+        runner = self._begin_holding(
+            lease,
+            auto_refresh=auto_refresh,
+            max_hold=max_hold,
+            min_hold=min_hold,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+        )
+        try:
+            yield lease
+        except BaseException as error:
+            if not self._end_holding(lease, runner, error, None, lost_ok):
+                raise
+            return
+        self._end_holding(lease, runner, None, min_hold, lost_ok)
+
+    def _begin_holding(
+        self,
+        lease: Lease,
+        *,
+        auto_refresh: bool,
+        min_hold: Optional[float],
+        max_hold: Optional[float],
+        on_lost: Optional[OnLost],
+        cancel_on_lost: bool,
+    ) -> Any:
+        """The start of ``holding``: the lease watched (and refreshed, or counted by
+        its session) from now on, held by this thread (task). What it returns goes
+        to ``_end_holding``. ``Election`` holds its leaderships with the two."""
         if lease.session is not None and not _in_session(
             auto_refresh, min_hold, max_hold
         ):
@@ -327,22 +356,34 @@ class Locks:
         if max_hold is not None:
             lease.refresh_until = lease.acquired_at + max_hold
         self._refresher.add(lease, refresh=auto_refresh)
-        try:
-            yield lease
-        except BaseException as error:
-            lease.runner = None
+        return runner
+
+    def _end_holding(
+        self,
+        lease: Lease,
+        runner: Any,
+        error: Optional[BaseException],
+        min_hold: Optional[float],
+        lost_ok: bool,
+    ) -> bool:
+        """The end of ``holding``, the block left with ``error`` (None: it ended
+        well): released, or cut to ``min_hold``; ``LockLost`` after a loss unless
+        ``lost_ok``. True when ``error`` is the cancellation that ``cancel_on_lost``
+        sent and it is to be swallowed (``lost_ok``); False when it goes on."""
+        lease.runner = None
+        if error is not None:
             own_cancel = lease.cancelled_runner and is_own_cancel(error, runner)
             shielded(self._leave_after_refresher(lease, None))
             if not own_cancel:
-                raise
+                return False
             # Cancelled because the lease was lost (cancel_on_lost).
             if not lost_ok:
                 raise lease.lost_error() from error
-            return
-        lease.runner = None
+            return True
         shielded(self._leave_after_refresher(lease, min_hold))
         if not lost_ok and lease.expired():
             raise lease.lost_error()
+        return False
 
     def lock_all(
         self,
