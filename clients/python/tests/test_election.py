@@ -377,3 +377,50 @@ def test_observe_through_a_sentinel_failover(
             watching.close()
             for one in manager.sentinels:
                 one.close()
+
+
+def test_observe_on_a_replica_follows_the_primary(
+    tmp_path: Path, pool: concurrent.futures.ThreadPoolExecutor
+) -> None:
+    primary = Server(tmp_path / "primary", "--repl-diskless-sync-delay", "0")
+    replica = start_replica(tmp_path / "replica", primary)
+    client, on_replica = primary.client(), replica.client()
+    try:
+        states = Election(on_replica, "replicated", ttl=10).observe()
+        assert next(states) is None
+        coming = pool.submit(next, states)
+        wait_until(lambda: observers(on_replica) == 1, 5, "the replica's observer")
+        leadership = Election(client, "replicated", ttl=10).campaign("primary")
+        assert coming.result(5) == Leader(b"primary", leadership.fence)
+        leadership.proclaim("still primary")
+        assert next(states) == Leader(b"still primary", leadership.fence)
+        leadership.resign()
+        assert next(states) is None
+        states.close()
+    finally:
+        client.close()
+        on_replica.close()
+        replica.stop()
+        primary.stop()
+
+
+def test_an_election_on_a_cluster(cluster: list[Server]) -> None:
+    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    try:
+        elections = [Election(client, f"spread-{n}", ttl=10) for n in range(6)]
+        states = [election.observe() for election in elections]
+        assert [next(s) for s in states] == [None] * 6
+        for n, election in enumerate(elections):
+            with election.campaign(f"node-{n}") as leadership:
+                assert election.leader() == Leader(
+                    f"node-{n}".encode(), leadership.fence
+                )
+                assert next(states[n]) == Leader(f"node-{n}".encode(), leadership.fence)
+            assert next(states[n]) is None
+        for s in states:
+            s.close()
+        other = Election(client, "elsewhere", ttl=10)
+        with other.campaign("x") as leadership:
+            assert other.leader() == Leader(b"x", leadership.fence)
+    finally:
+        client.close()
