@@ -130,6 +130,9 @@ impl CommandError {
     }
 }
 
+/// A waiter's or observer's key moved to another node (`MIGRATE`): retry there.
+pub const MOVED: &str = "TRYAGAIN the lock moved to another node, retry the command";
+
 /// The same key given twice to a command of several keys.
 pub fn duplicate_key(key: &[u8]) -> String {
     format!("ERR duplicate key '{}'", String::from_utf8_lossy(key))

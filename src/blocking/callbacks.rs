@@ -56,9 +56,6 @@ pub(super) enum Delivery {
     Refused(String),
 }
 
-/// The reply of a waiter whose key moved; cluster clients retry on `TRYAGAIN`.
-const MOVED_REPLY: &str = "TRYAGAIN the lock moved to another node, retry the command";
-
 /// A blocked `LOCK.ACQUIRE`.
 pub(super) struct LockWaiting;
 
@@ -106,7 +103,7 @@ impl Waiting for LockWaiting {
                 reply_settled(*client_id);
             }
             Some(Delivery::Moved) => {
-                ctx.reply(Err(RedisError::Str(MOVED_REPLY)));
+                ctx.reply(Err(RedisError::Str(fencelock_core::error::MOVED)));
             }
             Some(Delivery::Refused(error)) => {
                 ctx.reply(Err(RedisError::String(error.clone())));

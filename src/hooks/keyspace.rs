@@ -69,6 +69,9 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
     }
+    if event == "del" && filter::running_migrate() {
+        observing::key_moved(ctx, db, name);
+    }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
         return;

@@ -80,6 +80,6 @@ pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
         blocking::settle_changed(ctx);
         blocking::stop_unlinked_holder_leases(ctx);
         // Last: the changes of this turn, handoffs included, are all made.
-        observing::answer_changed(ctx);
+        observing::answer_soon(ctx);
     }
 }

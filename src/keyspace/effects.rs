@@ -260,7 +260,10 @@ impl Carried {
 /// `key` is about to change what observers see of it (`observing` looks before the
 /// event loop sleeps).
 fn observers_hear(ctx: &Context, key: &LockKey) {
-    observing::note_changed(selected_db(ctx), key.name().as_slice());
+    // Checked first: the common case, nobody observing, asks Redis for nothing.
+    if observing::anyone_observing() {
+        observing::note_changed(selected_db(ctx), key.name().as_slice());
+    }
 }
 
 /// Makes `value` the public value of the exclusive holding of `key` (the caller found

@@ -2,14 +2,23 @@
 //! differed, or nil when its `BLOCK` timeout ended the wait), `CLIENT UNBLOCK` (nil)
 //! and a disconnect (also `CLIENT UNBLOCK … ERROR`).
 
+use fencelock_core::error::MOVED;
 use fencelock_core::observe::Observed;
-use redis_module::{Context, RedisValue};
+use redis_module::{Context, RedisError, RedisValue};
 
 use super::remove;
 use crate::rm::blocked::{self, BlockedClient, Waiting};
 
 /// A blocked `LOCK.OBSERVE`.
 pub(super) struct ObserverWaiting;
+
+/// What an observer is unblocked with.
+pub(super) enum Answer {
+    /// The lock's state, which differs from what the observer knew.
+    Changed(Observed),
+    /// The key moved to another node (`MIGRATE`): `TRYAGAIN` there.
+    Moved,
+}
 
 /// `[fence, value]`, the value nil when no holding is exclusive.
 pub fn observed_reply(observed: &Observed) -> RedisValue {
@@ -22,12 +31,13 @@ pub fn observed_reply(observed: &Observed) -> RedisValue {
 }
 
 impl Waiting for ObserverWaiting {
-    type Delivery = Observed;
+    type Delivery = Answer;
     const NAME: &'static str = "a blocked LOCK.OBSERVE";
 
-    fn reply(ctx: &Context, delivery: Option<&mut Observed>) {
+    fn reply(ctx: &Context, delivery: Option<&mut Answer>) {
         match delivery {
-            Some(observed) => ctx.reply(Ok(observed_reply(observed))),
+            Some(Answer::Changed(observed)) => ctx.reply(Ok(observed_reply(observed))),
+            Some(Answer::Moved) => ctx.reply(Err(RedisError::Str(MOVED))),
             None => ctx.reply(Ok(RedisValue::Null)),
         };
     }
@@ -47,5 +57,5 @@ impl Waiting for ObserverWaiting {
         }
     }
 
-    fn free(_ctx: &Context, _delivery: Observed) {}
+    fn free(_ctx: &Context, _delivery: Answer) {}
 }

@@ -6,9 +6,12 @@
 //! write of a lock (`keyspace::effects`), Redis's keyspace events and unlinks of lock
 //! keys (`DEL`, expiry, eviction, `RENAME`, `MOVE`, `RESTORE`, an overwrite), flushes,
 //! `SWAPDB` and loads (`note_all_changed`) — on a replica, the replicated form of each.
-//! The noted keys are looked at before the event loop sleeps (`answer_changed`), after
-//! every command, transaction or script of this turn is over, so an observer hears the
-//! state a change left, never one half-way through a `MULTI`. A lease that ends with the
+//! Before the event loop sleeps (`answer_soon`), after every command, transaction or
+//! script of the turn is over, a timer is started that looks at the noted keys right
+//! away (`timers::Answer`), so an observer hears the state a change left, never one
+//! half-way through a `MULTI`. A timer rather than the sleep hook itself: opening a key
+//! can expire it, and an expiry's `DEL` must reach replicas and the AOF, which Redis
+//! sees to from a timer as from a command. A lease that ends with the
 //! key still there (a lock-delay's quarantine, a shared holder's own lease) announces
 //! nothing: a timer per observed key (`timers::Recheck`) looks at the key when it next
 //! changes by itself, and at the key's expiry, so an expired lease is reported without
@@ -39,7 +42,7 @@ use crate::rm::key::LockKey;
 use crate::rm::server::select_db;
 use crate::rm::timers::TimerId;
 use crate::stats;
-use callbacks::ObserverWaiting;
+use callbacks::{Answer, ObserverWaiting};
 
 /// A lock key within one logical database.
 type KeyId = (i32, Vec<u8>);
@@ -71,6 +74,8 @@ struct Registry {
     changed: HashSet<KeyId>,
     /// Every observed key may have changed (a flush, `SWAPDB`, a load).
     all_changed: bool,
+    /// A timer will look at the changed keys.
+    answer_scheduled: bool,
 }
 
 thread_local! {
@@ -93,6 +98,11 @@ pub fn count(db: i32, name: &[u8]) -> usize {
 /// Observers waiting now, on every key (`fencelock_observers`).
 pub fn total() -> usize {
     with_registry(|r| r.clients.len())
+}
+
+/// Whether any client observes any key.
+pub fn anyone_observing() -> bool {
+    with_registry(|r| !r.keys.is_empty())
 }
 
 /// Something may have changed what `name` in database `db` shows.
@@ -147,10 +157,25 @@ pub fn wait(ctx: &Context, db: i32, key: &LockKey, known: Known, timeout_ms: i64
     true
 }
 
+/// Run before the event loop sleeps: if observed keys were noted as changed, a timer
+/// looks at them right away.
+pub fn answer_soon(ctx: &Context) {
+    let schedule = with_registry(|r| {
+        let pending = r.all_changed || !r.changed.is_empty();
+        let first = pending && !r.answer_scheduled;
+        r.answer_scheduled |= pending;
+        first
+    });
+    if schedule {
+        timers::answer_now(ctx);
+    }
+}
+
 /// Answers the observers of every key noted as changed whose state now differs from
-/// what they know. Run before the event loop sleeps.
-pub fn answer_changed(ctx: &Context) {
+/// what they know.
+fn answer_changed(ctx: &Context) {
     let ids: Vec<KeyId> = with_registry(|r| {
+        r.answer_scheduled = false;
         if std::mem::take(&mut r.all_changed) {
             r.changed.clear();
             r.keys.keys().cloned().collect()
@@ -198,11 +223,37 @@ fn answer_key(ctx: &Context, id: &KeyId) {
     for observer in answered {
         timers::disarm_timeout(ctx, observer.timeout);
         stats::OBSERVED.bump();
-        blocked::unblock::<ObserverWaiting>(observer.client, Some(current.clone()));
+        blocked::unblock::<ObserverWaiting>(
+            observer.client,
+            Some(Answer::Changed(current.clone())),
+        );
     }
     forget_if_unobserved(ctx, id);
     if let Some(at) = next {
         timers::arm_recheck(ctx, id, at);
+    }
+}
+
+/// `name` moved to another node (`MIGRATE`): what it shows here no longer says who
+/// holds it, so each of its observers is told to retry there (`TRYAGAIN`).
+pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
+    let id: KeyId = (db, name.to_vec());
+    let Some(watched) = with_registry(|r| {
+        let watched = r.keys.remove(&id)?;
+        r.changed.remove(&id);
+        for observer in watched.observers.values() {
+            r.clients.remove(&observer.client);
+        }
+        Some(watched)
+    }) else {
+        return;
+    };
+    if let Some((timer, _)) = watched.recheck {
+        timers::stop_recheck(ctx, timer);
+    }
+    for observer in watched.observers.into_values() {
+        timers::disarm_timeout(ctx, observer.timeout);
+        blocked::unblock::<ObserverWaiting>(observer.client, Some(Answer::Moved));
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis_module::Context;
 
 use super::callbacks::ObserverWaiting;
-use super::{answer_key, remove, with_registry, KeyId};
+use super::{answer_changed, answer_key, remove, with_registry, KeyId};
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::timers::{self, Timer, TimerId};
@@ -76,6 +76,22 @@ impl Timer for BlockEnd {
             // No delivery: the reply callback answers nil.
             blocked::unblock::<ObserverWaiting>(self.client, None);
         }
+    }
+}
+
+/// Looks at the observed keys noted as changed.
+struct Answer;
+
+/// Starts the timer that answers the observers of changed keys, due at once.
+pub(super) fn answer_now(ctx: &Context) {
+    timers::start(ctx, Duration::ZERO, Answer);
+}
+
+impl Timer for Answer {
+    const NAME: &'static str = "answering observers";
+
+    fn fire(self, ctx: &Context) {
+        answer_changed(ctx);
     }
 }
 

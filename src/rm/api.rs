@@ -52,6 +52,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_GetServerInfo,
         RedisModule_InfoAddFieldLongLong,
         RedisModule_InfoAddSection,
+        RedisModule_GetTimerInfo,
         RedisModule_IsIOError,
         RedisModule_KeyType,
         RedisModule_LoadConfigs,

@@ -3,6 +3,7 @@
 //! runs inside the guard. (redis-module's own timer wrapper cannot stop a timer and
 //! get its data back with the right type, and runs the callback unguarded.)
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::time::Duration;
 
@@ -42,6 +43,11 @@ pub fn start<T: Timer>(ctx: &Context, delay: Duration, timer: T) -> TimerId {
 /// Stops a timer that has not fired yet and returns what it carried; `None` when it
 /// already fired (or never existed).
 pub fn stop<T: Timer>(ctx: &Context, id: TimerId) -> Option<T> {
+    if is_firing(ctx, id) {
+        // Redis frees a firing timer after its callback returns; stopping it inside
+        // the callback would free it (and what it carried) twice.
+        return None;
+    }
     let mut data: *mut c_void = std::ptr::null_mut();
     // SAFETY: a timer id of this module; Redis writes its data pointer into `data`.
     let stopped = unsafe { api!(RedisModule_StopTimer)(ctx.ctx, id.0, &mut data) }
@@ -50,11 +56,35 @@ pub fn stop<T: Timer>(ctx: &Context, id: TimerId) -> Option<T> {
     (stopped && !data.is_null()).then(|| *unsafe { Box::from_raw(data.cast::<T>()) })
 }
 
+thread_local! {
+    /// What the timer whose callback runs now carried (null: none runs).
+    static FIRING: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Whether `id` is the timer whose callback is running.
+fn is_firing(ctx: &Context, id: TimerId) -> bool {
+    let firing = FIRING.with(Cell::get);
+    if firing.is_null() {
+        return false;
+    }
+    let (mut remaining, mut data): (u64, *mut c_void) = (0, std::ptr::null_mut());
+    // SAFETY: a timer id of this module; Redis only reads its data pointer out.
+    let found = unsafe { api!(RedisModule_GetTimerInfo)(ctx.ctx, id.0, &mut remaining, &mut data) }
+        == raw::REDISMODULE_OK as i32;
+    found && data == firing
+}
+
 unsafe extern "C" fn fired<T: Timer>(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
     if data.is_null() {
         return;
     }
-    // SAFETY: made by `start::<T>`, handed back by Redis once.
-    let timer = *unsafe { Box::from_raw(data.cast::<T>()) };
+    // SAFETY: made by `start::<T>`, handed back by Redis once: the value is moved out
+    // here and its allocation freed below, after the callback, so no timer started
+    // meanwhile can reuse the address `is_firing` compares with.
+    let timer = unsafe { std::ptr::read(data.cast::<T>()) };
+    let outer = FIRING.with(|firing| firing.replace(data));
     guard::callback(T::NAME, (), || timer.fire(&Context::new(ctx)));
+    FIRING.with(|firing| firing.set(outer));
+    // SAFETY: the allocation `start::<T>` made, its value already moved out above.
+    drop(unsafe { Box::from_raw(data.cast::<std::mem::ManuallyDrop<T>>()) });
 }

@@ -8,7 +8,12 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 3] = ["lock.acquire", "lock.refresh", "lock.release"];
+const WRITE_COMMANDS: [&str; 4] = [
+    "lock.acquire",
+    "lock.refresh",
+    "lock.release",
+    "lock.proclaim",
+];
 /// The replicated forms of a grant, a shared holder's leaving and an admission:
 /// `@write`, but outside `@fencelock`, so that `+@fencelock` gives an application user
 /// only what applications call.
@@ -21,6 +26,8 @@ const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
 const SESSION_READS: [&str; 1] = ["lock.held"];
 /// Takes several keys at once: O(keys), so not `@fast`.
 const MANY_KEY_WRITES: [&str; 1] = ["lock.acquireall"];
+/// Waits for a change (`@blocking`), so not `@fast`.
+const BLOCKING_READS: [&str; 1] = ["lock.observe"];
 
 /// What the running server can do with module command categories.
 pub(crate) struct Support {
@@ -94,6 +101,7 @@ fn each_command_carries_the_categories_its_server_supports() {
         (&SESSION_WRITES[..], "@write", false, true),
         (&SESSION_READS[..], "@read", false, true),
         (&MANY_KEY_WRITES[..], "@write", false, true),
+        (&BLOCKING_READS[..], "@read", false, true),
     ] {
         for name in commands {
             let found = categories(&mut con, name);
@@ -105,6 +113,11 @@ fn each_command_carries_the_categories_its_server_supports() {
                 continue;
             }
             assert!(found.iter().any(|c| c == kind), "{name}: {found:?}");
+            assert_eq!(
+                found.iter().any(|c| c == "@blocking"),
+                BLOCKING_READS.contains(name),
+                "{name}: {found:?}"
+            );
             assert_eq!(
                 found.iter().any(|c| c == "@fast"),
                 fast,
@@ -144,6 +157,7 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
         .chain(&SESSION_WRITES)
         .chain(&SESSION_READS)
         .chain(&MANY_KEY_WRITES)
+        .chain(&BLOCKING_READS)
         .copied()
         .collect();
     all.sort_unstable();

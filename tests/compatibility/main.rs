@@ -7,6 +7,7 @@ mod acl_categories;
 mod acquire_all;
 mod cluster;
 mod guard;
+mod observe;
 mod persistence;
 mod redlock;
 mod replication;

@@ -1,5 +1,5 @@
 //! Module configs (`fencelock.max-ttl`, `max-waiters`, `max-token-length`,
-//! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`): defaults, `CONFIG
+//! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`, `max-value-length`): defaults, `CONFIG
 //! SET` taking effect on the next command, bounds refused with Redis's own message,
 //! values on the `loadmodule` line, in a config file (`redis.conf.example` itself), and
 //! `MODULE LOADEX … CONFIG`.
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 7] = [
+const DEFAULTS: [(&str, &str); 8] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
@@ -19,6 +19,7 @@ const DEFAULTS: [(&str, &str); 7] = [
     ("fencelock.lock-delay", "0"),
     ("fencelock.max-keys", "64"),
     ("fencelock.deadlock-detection", "yes"),
+    ("fencelock.max-value-length", "1024"),
 ];
 
 fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
@@ -119,6 +120,16 @@ fn out_of_range_values_are_refused_and_change_nothing() {
             "fencelock.max-token-length",
             "4097",
             "must be between 1 and 4096 inclusive",
+        ),
+        (
+            "fencelock.max-value-length",
+            "1048577",
+            "must be between 0 and 1048576 inclusive",
+        ),
+        (
+            "fencelock.max-value-length",
+            "-1",
+            "must be between 0 and 1048576 inclusive",
         ),
         (
             "fencelock.max-ttl",

@@ -17,6 +17,7 @@ mod eviction;
 mod guard;
 mod hardening;
 mod inner_commands;
+mod observe;
 mod out_of_memory;
 mod sessions;
 mod sessions_found;

@@ -892,7 +892,7 @@ fn lock_info_counts_session_holders_and_never_names_a_session() {
         if limit {
             names.push("limit");
         }
-        names.extend(["waiters-exclusive", "waiters-shared", "in-session"]);
+        names.extend(["waiters-exclusive", "waiters-shared", "in-session", "value"]);
         names
     };
     for (key, holders, in_session) in [("ex", 1, 1), ("plain", 1, 0), ("rw", 3, 2), ("sem", 2, 1)] {

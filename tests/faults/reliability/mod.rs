@@ -12,6 +12,7 @@ pub mod belief;
 pub mod checker;
 pub mod client;
 pub mod durability;
+pub mod election;
 pub mod guarded;
 pub mod history;
 pub mod holding;

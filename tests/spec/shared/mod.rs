@@ -115,6 +115,7 @@ enum Want {
     Text(&'static str),
     /// An integer in `(max - 5000, max]`: a remaining lease of at most `max` ms.
     TtlUpTo(i64),
+    Nil,
 }
 
 fn text(reply: &Reply) -> Option<String> {
@@ -142,6 +143,7 @@ fn assert_info(raw: &mut RawClient, key: &str, want: &[(&str, Want)]) -> Reply {
         let ok = match want {
             Want::Int(n) => *value == Reply::Integer(*n),
             Want::Text(s) => text(value).as_deref() == Some(*s),
+            Want::Nil => *value == Reply::Bulk(None),
             Want::TtlUpTo(max) => {
                 matches!(value, Reply::Integer(ms) if *ms > max - 5_000 && ms <= max)
             }
@@ -176,6 +178,12 @@ fn held_info(
     fields.push(("waiters-shared", Want::Int(waiting.1)));
     // None of these tests' holders belongs to a session.
     fields.push(("in-session", Want::Int(0)));
+    // Only an exclusive holder has a value ("" when it set none).
+    let value = match mode {
+        "exclusive" => Want::Text(""),
+        _ => Want::Nil,
+    };
+    fields.push(("value", value));
     fields
 }
 
