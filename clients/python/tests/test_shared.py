@@ -99,6 +99,7 @@ def test_lock_info_of_a_module_without_shared_holders() -> None:
         "waiters_exclusive": 2,
         "waiters_shared": 0,
         "in_session": 0,
+        "value": None,
     }
 
 
@@ -154,6 +155,7 @@ def test_three_permits_then_busy(any_r: redis.Redis) -> None:
         "waiters_exclusive": 0,
         "waiters_shared": 0,
         "in_session": 0,
+        "value": None,
     }
     assert permits[0].mode == "semaphore" and permits[0].limit == 3
     permits[1].release()

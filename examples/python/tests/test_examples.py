@@ -585,6 +585,87 @@ def test_a_report_queued_three_times_is_built_once_by_real_workers(
         r.close()
 
 
+# -- leader.py ------------------------------------------------------------------------
+
+
+class Output:
+    """The lines a process prints, read as they come (a thread per process)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.strip())
+
+    def wait_for(self, text: str, timeout: float = 15) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            time.sleep(0.02)
+        raise AssertionError(f"no {text!r} in {self.lines!r}")
+
+
+def test_one_scheduler_runs_the_job_and_the_dashboard_follows_the_leader(
+    server_url, tmp_path
+):
+    def scheduler(name: str) -> Output:
+        args = ("scheduler", "--url", server_url, "--name", name, "--ttl", "2")
+        return Output(run_script("leader.py", *args, "--every", "0.05", cwd=tmp_path))
+
+    schedulers = {name: scheduler(name) for name in ("host-1", "host-2")}
+    dashboard = Output(run_script("leader.py", "dashboard", "--url", server_url,
+                                  cwd=tmp_path))  # fmt: skip
+    r = redis.Redis.from_url(server_url, decode_responses=True)
+    try:
+        first_line = dashboard.wait_for("leader: host-")
+        first = first_line.split()[1]
+        second = next(name for name in schedulers if name != first)
+        schedulers[first].wait_for("leading with fence")
+        schedulers[second].wait_for("campaigning")
+
+        def runs() -> list[str]:
+            return r.lrange("scheduler:runs", 0, -1)
+
+        deadline = time.monotonic() + 10
+        while len(runs()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert {run.split()[0] for run in runs()} == {first}, "only the leader runs"
+
+        # SIGTERM: the leader resigns, the other one leads at once.
+        schedulers[first].process.terminate()
+        assert schedulers[first].process.wait(10) == 0
+        schedulers[first].wait_for("resigning")
+        schedulers[second].wait_for("leading with fence")
+        took_over = dashboard.wait_for(f"leader: {second}")
+        first_fence = int(first_line.rstrip(")").split()[-1])
+        assert int(took_over.rstrip(")").split()[-1]) > first_fence
+
+        count = len(runs())
+        deadline = time.monotonic() + 10
+        while len(runs()) < count + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        names = [run.split()[0] for run in runs()]
+        assert names[count:] and set(names[count:]) == {second}
+        # A leader after another, never both at once: the runs do not interleave.
+        assert names == sorted(names, key=[first, second].index)
+
+        # kill -9 of the second: nobody leads once its lease ran out.
+        schedulers[second].process.kill()
+        schedulers[second].process.wait(10)
+        dashboard.wait_for("leader: nobody", timeout=10)
+    finally:
+        r.close()
+        for output in (*schedulers.values(), dashboard):
+            output.process.kill()
+            output.process.wait()
+
+
 # -- from the command line ------------------------------------------------------------
 
 

@@ -13,6 +13,9 @@
   (``LOCK.ACQUIREALL``), shaped like ``Lock``; ``Locks.lock_all`` does the same with
   the manager's leases (``ManagedMultiLock``). ``fencelock.Deadlock`` is raised when
   the server refuses a wait that would close a cycle.
+- ``fencelock.Election``: leader election on one lock, shaped like etcd's:
+  ``campaign(value)`` waits and leads (a ``Leadership`` with its fence,
+  ``proclaim``, ``resign``), ``leader()`` and ``observe()`` say who leads.
 - ``fencelock.lock_info``: ``LOCK.INFO`` as a dict.
 - ``lease.guard(*command)`` / ``lock.guard(*command)``: a command that runs only while
   the lock is held (``LOCK.GUARD``); ``fencelock.fenced``: one that runs only with a
@@ -26,6 +29,8 @@ from __future__ import annotations
 from redis.exceptions import LockError, LockNotOwnedError
 
 from . import sql
+from ._election import Leader
+from ._sync.election import Election, Leadership
 from ._sync.guarded import fenced
 from ._sync.info import lock_info
 from ._sync.lease import Lease
@@ -50,6 +55,9 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Deadlock",
+    "Election",
+    "Leader",
+    "Leadership",
     "Lease",
     "Lock",
     "LockError",

@@ -14,6 +14,7 @@ from ._protocol import (
     Args,
     Key,
     Token,
+    Value,
     acquire_all_args,
     acquire_args,
     block_ms,
@@ -44,6 +45,8 @@ class Plan:
     # Every key of a ``LOCK.ACQUIREALL``, in the order given (``key`` is the first,
     # which routes it on a cluster); None: a ``LOCK.ACQUIRE`` of ``key``.
     keys: Optional[tuple[Key, ...]] = None
+    # The public value of the exclusive holding (``VALUE``); None: none sent.
+    value: Optional[Value] = None
 
     @classmethod
     def make(
@@ -60,6 +63,7 @@ class Plan:
         session: Optional[Token] = None,
         lock_delay_ms: Optional[int] = None,
         keys: Optional[tuple[Key, ...]] = None,
+        value: Optional[Value] = None,
     ) -> Plan:
         limit = check_limit(limit)
         if ttl_ms is None and (shared or limit is not None):
@@ -81,6 +85,7 @@ class Plan:
             session=session,
             lock_delay_ms=lock_delay_ms,
             keys=keys,
+            value=value,
         )
 
     @property
@@ -113,6 +118,7 @@ class Plan:
             limit=self.limit,
             session=self.session,
             lock_delay_ms=self.lock_delay_ms,
+            value=self.value,
         )
 
     def parse(self, reply: Any) -> Optional[list[int]]:

@@ -12,6 +12,9 @@ from typing import Any, Literal, Optional, Union
 from redis.exceptions import ResponseError
 
 Token = Union[str, bytes]
+# The public value of an exclusive holding (an election's leader: ``VALUE``,
+# ``LOCK.PROCLAIM``), sent as redis-py sends any argument.
+Value = Union[str, bytes]
 Key = Union[str, bytes, memoryview]
 Args = tuple[Any, ...]
 # How a lock is held, as ``LOCK.INFO`` names it: one holder, any number of shared
@@ -29,6 +32,8 @@ FENCED = "LOCK.FENCED"
 KEEPALIVE = "LOCK.KEEPALIVE"
 CLOSE = "LOCK.CLOSE"
 HELD = "LOCK.HELD"
+PROCLAIM = "LOCK.PROCLAIM"
+OBSERVE = "LOCK.OBSERVE"
 
 # The error of a guard whose token does not hold the lock, and of a fence below the
 # mark's highest, whose text ends with that highest: "STALE ... admitted (41)".
@@ -143,11 +148,13 @@ def acquire_args(
     limit: Optional[int] = None,
     session: Optional[Token] = None,
     lock_delay_ms: Optional[int] = None,
+    value: Optional[Value] = None,
 ) -> Args:
     """``LIMIT n`` implies ``SHARED``, so only one of them is sent. ``session`` makes
     the holding one of that session's; ``lock_delay_ms`` (None: the server's
     ``fencelock.lock-delay``) how long the key stays quarantined if its lease runs
-    out."""
+    out; ``value`` the public value an exclusive holding carries (``VALUE``: an
+    election's leader proclaims itself with it)."""
     args: Args = (ACQUIRE, key, ttl_ms, "TOKEN", token)
     if session is not None:
         args += ("SESSION", session)
@@ -159,6 +166,8 @@ def acquire_args(
         args += ("SHARED",)
     if lock_delay_ms is not None:
         args += ("LOCKDELAY", lock_delay_ms)
+    if value is not None:
+        args += ("VALUE", value)
     return args
 
 
@@ -231,6 +240,35 @@ def parse_held(reply: Any) -> set[tuple[bytes, int]]:
     """``LOCK.HELD``'s ``[[key, mode, fence, pttl], ...]`` as the set of (key, fence)
     the session holds: a fence names one holding of its key."""
     return {(as_bytes(entry[0]), int(entry[2])) for entry in reply or []}
+
+
+def proclaim_args(key: Key, token: Token, value: Value) -> Args:
+    return (PROCLAIM, key, token, value)
+
+
+def observe_args(
+    key: Key, known: Optional[tuple[int, Any]], block: Optional[int]
+) -> Args:
+    """``LOCK.OBSERVE key [fence value] [BLOCK ms]``: with ``known`` (the state last
+    seen, ``(fence, value)``; the free state is ``(0, "")``) it answers as soon as the
+    state differs from it; without, at once. ``block`` as ``block_ms`` gives it."""
+    args: Args = (OBSERVE, key)
+    if known is not None:
+        fence, value = known
+        args += (fence, b"" if value is None else value)
+    if block is not None:
+        args += ("BLOCK", block)
+    return args
+
+
+def parse_observed(reply: Any) -> Optional[tuple[int, Any]]:
+    """``LOCK.OBSERVE``'s ``[fence, value]`` as a pair (``value`` None: nobody holds
+    it exclusively — free, quarantined, or held shared with its highest fence); None
+    when a wait ended with no change."""
+    if reply is None:
+        return None
+    fence, value = reply
+    return int(fence), value
 
 
 def refresh_args(key: Key, token: Token, ttl_ms: int, *, add: bool = False) -> Args:

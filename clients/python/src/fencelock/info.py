@@ -26,7 +26,10 @@ class LockInfo(TypedDict):
     lock from everyone (``held`` False, ``ttl_ms`` the delay left); ``holders``: how
     many hold it now (0 when not held); ``limit``: a semaphore's number of permits
     (None for the other modes); ``in_session``: how many of the holders belong to a
-    session (0 from a module without sessions)."""
+    session (0 from a module without sessions); ``value``: the exclusive holder's
+    public value (``VALUE``, ``LOCK.PROCLAIM``: an election's leader), ``""`` when it
+    set none, None when the lock is not held exclusively (or the module is older);
+    ``str`` or ``bytes`` as the client decodes replies."""
 
     held: bool
     fence: Optional[int]
@@ -38,6 +41,7 @@ class LockInfo(TypedDict):
     waiters_exclusive: int
     waiters_shared: int
     in_session: int
+    value: Optional[Union[str, bytes]]
 
 
 def parse_info(reply: Any) -> Optional[LockInfo]:
@@ -62,6 +66,7 @@ def parse_info(reply: Any) -> Optional[LockInfo]:
         waiters_exclusive=int(fields.get("waiters-exclusive", waiters)),
         waiters_shared=int(fields.get("waiters-shared", 0)),
         in_session=int(fields.get("in-session", 0)),
+        value=fields.get("value"),
     )
 
 

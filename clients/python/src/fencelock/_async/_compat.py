@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import inspect
 import threading
-from collections.abc import AsyncIterator, Awaitable, Generator
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -26,6 +26,7 @@ from .._servers import connection_args, is_asyncio, is_cluster
 from .._tasklocal import TaskLocal
 
 T = TypeVar("T")
+E = TypeVar("E", bound="contextlib.AbstractAsyncContextManager[Any]")
 
 Event = asyncio.Event
 sleep = asyncio.sleep
@@ -225,3 +226,31 @@ Checked = Awaitable[None]
 
 def checked() -> Checked:
     return _Done()
+
+
+class Entering(Generic[E]):
+    """What ``Election.campaign`` returns on asyncio: ``await`` it for its result, or
+    enter it at once (``async with election.campaign(v) as leadership:``), which
+    awaits it and enters the result (a context manager whose ``__aenter__`` gives
+    itself). On threads the call returns the result itself."""
+
+    def __init__(self, work: Coroutine[Any, Any, E]) -> None:
+        self._work = work
+        self._entered: Optional[E] = None
+
+    def __await__(self) -> Generator[Any, None, E]:
+        return self._work.__await__()
+
+    async def __aenter__(self) -> E:
+        entered = self._entered = await self._work
+        await entered.__aenter__()
+        return entered
+
+    async def __aexit__(self, *exc_info: Any) -> Optional[bool]:
+        if self._entered is None:
+            return None
+        return await self._entered.__aexit__(*exc_info)
+
+
+def entering(work: Coroutine[Any, Any, E]) -> Entering[E]:
+    return Entering(work)

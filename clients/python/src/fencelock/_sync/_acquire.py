@@ -22,6 +22,7 @@ from .._plan import Plan
 from .._protocol import (
     Key,
     Token,
+    Value,
     named_key,
     persist_all_args,
     persist_args,
@@ -79,6 +80,7 @@ def acquire(
     poll: float = POLL,
     session: Optional[Token] = None,
     lock_delay_ms: Optional[int] = None,
+    value: Optional[Value] = None,
 ) -> Optional[Grant]:
     """Asks for the lock at ``key`` for ``token``; the grant, or None if busy.
 
@@ -86,10 +88,10 @@ def acquire(
     forever, else seconds in the server's FIFO queue. ``shared`` asks for a shared
     holding (a reader), ``limit=n`` for one of a semaphore's n permits; a shared
     holding needs a ttl. ``session`` makes the holding one of that session's,
-    ``lock_delay_ms`` sends ``LOCKDELAY``. Error replies (``WRONGTYPE`` too) are
-    raised, ``WRONGMODE`` as ``WrongMode``, ``WRONGSESSION`` as ``WrongSession``,
-    ``DEADLOCK`` as ``Deadlock``, "unknown command" as ``ModuleNotLoaded``; nothing
-    was granted then.
+    ``lock_delay_ms`` sends ``LOCKDELAY``, ``value`` the holding's public ``VALUE``.
+    Error replies (``WRONGTYPE`` too) are raised, ``WRONGMODE`` as ``WrongMode``,
+    ``WRONGSESSION`` as ``WrongSession``, ``DEADLOCK`` as ``Deadlock``, "unknown
+    command" as ``ModuleNotLoaded``; nothing was granted then.
     A server that cannot be reached or does not answer in time raises
     ``ServerUnavailable``. Any failure after the request may have been granted (lost
     connection, interrupt, failed ``WAIT``) releases ``token``'s holding before the
@@ -106,6 +108,7 @@ def acquire(
         limit=limit,
         session=session,
         lock_delay_ms=lock_delay_ms,
+        value=value,
     )
     granted = _run(client, plan, (key,), poll, permanent=ttl_ms is None)
     if granted is None:

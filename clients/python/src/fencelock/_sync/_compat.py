@@ -165,3 +165,10 @@ Checked = Optional[None]
 
 def checked() -> None:
     return None
+
+
+def entering(result: T) -> T:
+    """``Election.campaign`` on threads: the campaign ran already; its result (a
+    ``Leadership``, a context manager itself). asyncio's twin returns an awaitable that
+    can also be entered at once."""
+    return result

@@ -66,6 +66,7 @@ from .._protocol import (
     Key,
     Mode,
     Token,
+    Value,
     check_limit,
     close_args,
     is_wrongtype,
@@ -310,6 +311,35 @@ class Locks:
         is kept alive by the session as long as it holds: ``auto_refresh=False``,
         ``min_hold`` and ``max_hold`` need a lease of its own (``ValueError``; acquire
         it with ``session=False``)."""
+        runner = self._begin_holding(
+            lease,
+            auto_refresh=auto_refresh,
+            max_hold=max_hold,
+            min_hold=min_hold,
+            on_lost=on_lost,
+            cancel_on_lost=cancel_on_lost,
+        )
+        try:
+            yield lease
+        except BaseException as error:
+            if not self._end_holding(lease, runner, error, None, lost_ok):
+                raise
+            return
+        self._end_holding(lease, runner, None, min_hold, lost_ok)
+
+    def _begin_holding(
+        self,
+        lease: Lease,
+        *,
+        auto_refresh: bool,
+        min_hold: Optional[float],
+        max_hold: Optional[float],
+        on_lost: Optional[OnLost],
+        cancel_on_lost: bool,
+    ) -> Any:
+        """The start of ``holding``: the lease watched (and refreshed, or counted by
+        its session) from now on, held by this thread (task). What it returns goes
+        to ``_end_holding``. ``Election`` holds its leaderships with the two."""
         if lease.session is not None and not _in_session(
             auto_refresh, min_hold, max_hold
         ):
@@ -326,22 +356,34 @@ class Locks:
         if max_hold is not None:
             lease.refresh_until = lease.acquired_at + max_hold
         self._refresher.add(lease, refresh=auto_refresh)
-        try:
-            yield lease
-        except BaseException as error:
-            lease.runner = None
+        return runner
+
+    def _end_holding(
+        self,
+        lease: Lease,
+        runner: Any,
+        error: Optional[BaseException],
+        min_hold: Optional[float],
+        lost_ok: bool,
+    ) -> bool:
+        """The end of ``holding``, the block left with ``error`` (None: it ended
+        well): released, or cut to ``min_hold``; ``LockLost`` after a loss unless
+        ``lost_ok``. True when ``error`` is the cancellation that ``cancel_on_lost``
+        sent and it is to be swallowed (``lost_ok``); False when it goes on."""
+        lease.runner = None
+        if error is not None:
             own_cancel = lease.cancelled_runner and is_own_cancel(error, runner)
             shielded(self._leave_after_refresher(lease, None))
             if not own_cancel:
-                raise
+                return False
             # Cancelled because the lease was lost (cancel_on_lost).
             if not lost_ok:
                 raise lease.lost_error() from error
-            return
-        lease.runner = None
+            return True
         shielded(self._leave_after_refresher(lease, min_hold))
         if not lost_ok and lease.expired():
             raise lease.lost_error()
+        return False
 
     def lock_all(
         self,
@@ -450,6 +492,7 @@ class Locks:
         wait_replicas_timeout: float = 1.0,
         session: bool = False,
         lock_delay: Optional[float] = None,
+        value: Optional[Value] = None,
     ) -> Lease:
         """Takes the lock; ``LockNotAcquired`` if busy for the whole ``wait``.
         Nothing refreshes or watches the lease (see ``lock`` and ``holding``), unless
@@ -460,7 +503,9 @@ class Locks:
         only the primary knows is lost if it fails over, and granted again to
         someone else. ``shared=True`` takes it as a reader, ``limit=n`` one of a
         semaphore's n permits; ``WrongMode`` if the lock is held in another mode.
-        ``lock_delay`` (seconds) overrides the manager's."""
+        ``lock_delay`` (seconds) overrides the manager's. ``value``: the public value
+        an exclusive holding carries (``VALUE``; ``Election`` proclaims its leader
+        with it)."""
         key = self.key(name)
         token = new_token() if token is None else token
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
@@ -480,6 +525,7 @@ class Locks:
                 wait_replicas_timeout=wait_replicas_timeout,
                 session=in_session,
                 lock_delay_ms=delay_ms,
+                value=value,
             )
             lease = Lease(
                 key,
@@ -531,6 +577,7 @@ class Locks:
         wait_replicas_timeout: float,
         session: Optional[str],
         lock_delay_ms: Optional[int],
+        value: Optional[Value],
     ) -> _acquire.Grant:
         until = lockstate.deadline(True, wait, time.monotonic())
         while True:
@@ -548,6 +595,7 @@ class Locks:
                     poll=POLL,
                     session=session,
                     lock_delay_ms=lock_delay_ms,
+                    value=value,
                 )
             except ResponseError as error:
                 if not is_wrongtype(error):

@@ -1,11 +1,12 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
 clients), ``MultiLock`` (several locks at once), ``Semaphore`` and ``ReadWriteLock``,
 ``Locks`` (the lock manager with one refresher task, loss reports, ``once``,
-``lock_all``), ``lock_info`` and ``fenced``; leases and locks have ``guard``. The same
-names as ``fencelock``, awaited."""
+``lock_all``), ``Election`` (leader election), ``lock_info`` and ``fenced``; leases
+and locks have ``guard``. The same names as ``fencelock``, awaited."""
 
 from __future__ import annotations
 
+from .._async.election import Election, Leadership
 from .._async.guarded import fenced
 from .._async.info import lock_info
 from .._async.lease import Lease
@@ -13,6 +14,7 @@ from .._async.lock import Lock
 from .._async.locks import Locks
 from .._async.multi import ManagedMultiLock, MultiLock
 from .._async.shared import ReadWriteLock, Semaphore
+from .._election import Leader
 from ..errors import (
     Deadlock,
     LockLost,
@@ -28,6 +30,9 @@ from ..info import LockInfo
 
 __all__ = [
     "Deadlock",
+    "Election",
+    "Leader",
+    "Leadership",
     "Lease",
     "Lock",
     "LockInfo",
