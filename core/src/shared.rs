@@ -399,6 +399,19 @@ impl SharedHolders {
         on_store!(&self.store, latest_deadline())
     }
 
+    /// The earliest lease end still to come after `now_ms` (a holder that then stops
+    /// holding, though with a lock-delay it keeps its room longer). Walks the set only
+    /// when some holder has a lock-delay.
+    pub fn next_lease_end(&self, now_ms: i64) -> Option<i64> {
+        if self.delayed == 0 {
+            return self.earliest_deadline();
+        }
+        self.all()
+            .map(SharedHolder::deadline_ms)
+            .filter(|&end| end >= now_ms)
+            .min()
+    }
+
     /// The earliest end of a holder's room: when a holder next leaves by itself.
     pub fn earliest_deadline(&self) -> Option<i64> {
         on_store!(&self.store, earliest_deadline())
@@ -418,6 +431,28 @@ impl SharedHolders {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_next_lease_end_is_a_lease_not_a_room() {
+        let mut set = SharedHolders::new(Mode::Shared);
+        let extras = crate::holding::Extras {
+            lock_delay_ms: 3_000,
+            ..Default::default()
+        };
+        set.insert(Holding::pack_with(b"d", 1, extras).unwrap(), 300)
+            .unwrap();
+        set.insert(holding("p", 2), 10_000).unwrap();
+        assert_eq!(set.earliest_deadline(), Some(3_300), "the room");
+        assert_eq!(set.next_lease_end(0), Some(300), "the lease");
+        assert_eq!(
+            set.next_lease_end(301),
+            Some(10_000),
+            "an ended lease is past"
+        );
+        let mut plain = SharedHolders::new(Mode::Shared);
+        plain.insert(holding("a", 3), 700).unwrap();
+        assert_eq!(plain.next_lease_end(0), Some(700));
+    }
 
     #[test]
     fn a_holder_with_a_lock_delay_keeps_its_room_quarantined_after_its_lease() {

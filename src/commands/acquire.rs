@@ -231,9 +231,18 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
             Ok(RedisValue::NoReply)
         }
         Decision::Renewed { fence } => {
+            // A retry that names another value sets it, as `LOCK.PROCLAIM` would, and
+            // like it is refused when memory is full (a plain renewal never is).
+            let new_value = asked.value.filter(|value| {
+                current
+                    .and_then(|held| held.holding_of(token, now_ms))
+                    .is_some_and(|h| h.value() != Some(*value))
+            });
+            if new_value.is_some() && server::out_of_memory(ctx) {
+                return Err(CommandError::OutOfMemory);
+            }
             let change = effects::extend(ctx, &mut key, token, deadline)?;
-            // A retry that names a value sets it, as `LOCK.PROCLAIM` would.
-            if let Some(value) = asked.value.filter(|_| asked.mode == Mode::Exclusive) {
+            if let Some(value) = new_value {
                 effects::proclaim(ctx, &mut key, value)?;
             }
             blocking::after(ctx, &mut key, change);

@@ -2,7 +2,7 @@
 //! differed, or nil when its `BLOCK` timeout ended the wait), `CLIENT UNBLOCK` (nil)
 //! and a disconnect (also `CLIENT UNBLOCK … ERROR`).
 
-use fencelock_core::error::MOVED;
+use fencelock_core::error::{CommandError, MOVED};
 use fencelock_core::observe::Observed;
 use redis_module::{Context, RedisError, RedisValue};
 
@@ -18,6 +18,8 @@ pub(super) enum Answer {
     Changed(Observed),
     /// The key moved to another node (`MIGRATE`): `TRYAGAIN` there.
     Moved,
+    /// The key holds another type now (`SET` over it, `RENAME` of a string onto it).
+    WrongType,
 }
 
 /// `[fence, value]`, the value nil when no holding is exclusive.
@@ -38,6 +40,10 @@ impl Waiting for ObserverWaiting {
         match delivery {
             Some(Answer::Changed(observed)) => ctx.reply(Ok(observed_reply(observed))),
             Some(Answer::Moved) => ctx.reply(Err(RedisError::Str(MOVED))),
+            Some(Answer::WrongType) => {
+                let text = CommandError::WrongType.message().into_owned();
+                ctx.reply(Err(RedisError::String(text)))
+            }
             None => ctx.reply(Ok(RedisValue::Null)),
         };
     }

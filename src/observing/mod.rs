@@ -180,8 +180,9 @@ fn answer_key(ctx: &Context, id: &KeyId) {
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
     let key = LockKey::open(ctx, &name, false);
     let now_ms = clock::command_ms();
-    // A key that holds another type now holds no lock.
-    let current = Observed::of(key.lock().ok().flatten(), now_ms);
+    // A key that holds another type now: every observer hears `WRONGTYPE`, as a new
+    // `LOCK.OBSERVE` of it would.
+    let current = key.lock().map(|lock| Observed::of(lock, now_ms)).ok();
     let next = next_change(&key, now_ms);
     drop(key);
     let answered = with_registry(|r| {
@@ -191,7 +192,7 @@ fn answer_key(ctx: &Context, id: &KeyId) {
         let differing: Vec<u64> = watched
             .observers
             .iter()
-            .filter(|(_, observer)| !current.is(&observer.known))
+            .filter(|(_, observer)| !current.as_ref().is_some_and(|c| c.is(&observer.known)))
             .map(|(number, _)| *number)
             .collect();
         let answered: Vec<Observer> = differing
@@ -206,10 +207,11 @@ fn answer_key(ctx: &Context, id: &KeyId) {
     for observer in answered {
         timers::disarm_timeout(ctx, observer.timeout);
         stats::OBSERVED.bump();
-        blocked::unblock::<ObserverWaiting>(
-            observer.client,
-            Some(Answer::Changed(current.clone())),
-        );
+        let answer = match &current {
+            Some(current) => Answer::Changed(current.clone()),
+            None => Answer::WrongType,
+        };
+        blocked::unblock::<ObserverWaiting>(observer.client, Some(answer));
     }
     forget_if_unobserved(ctx, id);
     if let Some(at) = next {
@@ -283,7 +285,7 @@ fn next_change(key: &LockKey, now_ms: i64) -> Option<i64> {
         .map(|remaining| now_ms.saturating_add(remaining));
     // A lease end counts as a holder's: the lock shows it through its millisecond.
     let lease_ends_at = match key.lock() {
-        Ok(Some(LockRef::Shared(set))) => set.earliest_deadline(),
+        Ok(Some(LockRef::Shared(set))) => set.next_lease_end(now_ms),
         Ok(Some(LockRef::Exclusive(holding))) => holding.lease_end_ms(),
         _ => None,
     };

@@ -12,8 +12,10 @@ use crate::reliability::scale::pick;
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const COMMANDS: [&[u8]; 7] = [
+const COMMANDS: [&[u8]; 9] = [
     b"LOCK.ACQUIRE",
+    b"LOCK.PROCLAIM",
+    b"LOCK.OBSERVE",
     b"LOCK.REFRESH",
     b"LOCK.RELEASE",
     b"LOCK.FENCE",
@@ -97,11 +99,20 @@ fn proper(command: &[u8], reply: &Reply) -> bool {
         (b"LOCK.ACQUIRE", Reply::Array(Some(items))) => {
             matches!(items.as_slice(), [Reply::Bulk(Some(_)), Reply::Integer(f)] if *f > 0)
         }
-        (b"LOCK.ACQUIRE" | b"LOCK.FENCE" | b"LOCK.INFO", Reply::Bulk(None)) => true,
-        (b"LOCK.REFRESH" | b"LOCK.RELEASE" | b"LOCK.DROP", Reply::Integer(0 | 1)) => true,
+        (b"LOCK.ACQUIRE" | b"LOCK.FENCE" | b"LOCK.INFO" | b"LOCK.OBSERVE", Reply::Bulk(None)) => {
+            true
+        }
+        (
+            b"LOCK.REFRESH" | b"LOCK.RELEASE" | b"LOCK.DROP" | b"LOCK.PROCLAIM",
+            Reply::Integer(0 | 1),
+        ) => true,
+        (b"LOCK.OBSERVE", Reply::Array(Some(items))) => matches!(
+            items.as_slice(),
+            [Reply::Integer(0), Reply::Bulk(None)] | [Reply::Integer(1..), Reply::Bulk(_)]
+        ),
         (b"LOCK.FENCE", Reply::Integer(f)) => *f > 0,
-        // 9 field/value pairs, with `limit` for a semaphore.
-        (b"LOCK.INFO", Reply::Array(Some(items))) => matches!(items.len(), 16 | 18),
+        // 10 field/value pairs, with `limit` for a semaphore.
+        (b"LOCK.INFO", Reply::Array(Some(items))) => matches!(items.len(), 20 | 22),
         (b"LOCK.APPLY", Reply::Status(ok)) => ok == "OK",
         _ => false,
     }
@@ -170,7 +181,7 @@ fn random_argv_gets_proper_replies_and_errors_change_nothing() {
     }
     Summary {
         scenario: "random argv",
-        fault: "binary, huge, negative, overflowing, unicode argv on all 7 commands".into(),
+        fault: "binary, huge, negative, overflowing, unicode argv on all 9 commands".into(),
         load: "1 client, pipelines of 50, each call bracketed by DEBUG DIGEST".into(),
         ops: sent,
         anomalies: anomalies.len(),

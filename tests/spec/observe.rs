@@ -284,7 +284,10 @@ fn observers_wake_on_every_kind_of_change() {
     let mut overwritten = observer(&server, "o", (held, ""));
     wait_for_observers(&mut con, 1);
     assert!(c.call_str(&["SET", "o", "text"]).is_ok());
-    assert_eq!(overwritten.read_reply(), state(0, None));
+    assert_eq!(
+        overwritten.read_reply(),
+        testkit::resp::err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
     assert_eq!(observers_waiting(&mut con), 0);
 }
 
@@ -669,4 +672,61 @@ fn acquireall_gives_every_key_the_value() {
         ]),
         testkit::resp::err("WRONGMODE only an exclusive holding carries a value")
     );
+}
+
+#[test]
+fn a_shared_holder_whose_lease_ends_into_its_lock_delay_is_heard_at_the_lease_end() {
+    let server = Server::start();
+    let mut c = raw(&server);
+    let long = c.call_str(&["LOCK.ACQUIRE", "k", "10000", "LIMIT", "3", "TOKEN", "r1"]);
+    let (_, first) = long.grant().unwrap();
+    let short = c.call_str(&[
+        "LOCK.ACQUIRE",
+        "k",
+        "200",
+        "LIMIT",
+        "3",
+        "TOKEN",
+        "r2",
+        "LOCKDELAY",
+        "5000",
+    ]);
+    let (_, second) = short.grant().unwrap();
+    let mut o = observer(&server, "k", (second, ""));
+    let started = Instant::now();
+    assert_eq!(o.read_reply(), state(first, None));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "heard after {:?}, not at the lease's end",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn under_oom_a_retry_may_renew_but_not_change_the_value() {
+    let server = Server::start();
+    let mut c = raw(&server);
+    let (_, fence) = c
+        .call_str(&["LOCK.ACQUIRE", "k", "600000", "TOKEN", "t", "VALUE", "v1"])
+        .grant()
+        .map(|(t, f)| (t.to_vec(), f))
+        .unwrap();
+    assert!(c
+        .call_str(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+        .is_ok());
+    assert!(c.call_str(&["CONFIG", "SET", "maxmemory", "1"]).is_ok());
+    let oom = testkit::resp::err("OOM command not allowed when used memory > 'maxmemory'.");
+    assert_eq!(c.call_str(&["LOCK.PROCLAIM", "k", "t", "v2"]), oom);
+    assert_eq!(
+        c.call_str(&["LOCK.ACQUIRE", "k", "600000", "TOKEN", "t", "VALUE", "v2"]),
+        oom
+    );
+    let renewed = c.call_str(&["LOCK.ACQUIRE", "k", "600000", "TOKEN", "t", "VALUE", "v1"]);
+    assert_eq!(
+        renewed.grant().map(|(_, f)| f),
+        Some(fence),
+        "the same value renews"
+    );
+    assert!(c.call_str(&["CONFIG", "SET", "maxmemory", "0"]).is_ok());
+    assert_eq!(c.call_str(&["LOCK.OBSERVE", "k"]), state(fence, Some("v1")));
 }
