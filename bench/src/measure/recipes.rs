@@ -504,9 +504,7 @@ impl Recipe {
                 | Command::FloorAcquire
                 | Command::HoldWithFencelock,
                 _,
-            ) => {
-                reply.grant().is_some()
-            }
+            ) => reply.grant().is_some(),
             (Command::SetNxPx | Command::HoldWithSet, _) => reply.is_ok(),
             (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 0)
             | (Command::SetIfEq, _) => reply.is_ok(),
@@ -529,5 +527,57 @@ impl Recipe {
             (true, false) => Outcome::Next,
             (false, _) => unexpected(&format!("{:?} step {}", self.command, op.step), &reply),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::resp::parse;
+
+    fn argv(recipe: &Recipe, id: u64) -> Vec<Vec<u8>> {
+        let op = Op {
+            id,
+            key: id % HELD_PER_CONN,
+            step: 0,
+            part: 0,
+            token: Vec::new(),
+        };
+        let mut out = Vec::new();
+        recipe.command(0, &op, &mut out);
+        match parse(&out).unwrap() {
+            Some((Reply::Array(Some(items)), _)) => items
+                .into_iter()
+                .map(|item| item.bulk().unwrap().to_vec())
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Each visit of a key proclaims a value of its own; the script's owner check
+    /// compares the value the visit before wrote (the set-up's token on the first).
+    #[test]
+    fn every_proclaim_changes_the_value_and_checks_the_one_before() {
+        let scripts = Scripts {
+            release: b"r".to_vec(),
+            refresh: b"f".to_vec(),
+            guard: b"g".to_vec(),
+            mark_check: b"m".to_vec(),
+            semaphore: b"s".to_vec(),
+            proclaim: b"p".to_vec(),
+        };
+        let lua = Recipe::new(Command::LuaProclaim, &scripts);
+        let first = argv(&lua, 7);
+        assert_eq!(first[4], client_token(0));
+        assert_eq!(first[5], leader_value(0).as_bytes());
+        let second = argv(&lua, HELD_PER_CONN + 7);
+        assert_eq!(second[3], first[3], "the same key, visited again");
+        assert_eq!(second[4], leader_value(0).as_bytes());
+        assert_eq!(second[5], leader_value(1).as_bytes());
+        let ours = Recipe::new(Command::LockProclaim, &scripts);
+        let proclaim = argv(&ours, HELD_PER_CONN + 7);
+        assert_eq!(proclaim[0], b"LOCK.PROCLAIM");
+        assert_eq!(proclaim[2], client_token(0));
+        assert_eq!(proclaim[3], leader_value(1).as_bytes());
     }
 }
