@@ -131,6 +131,10 @@ pub struct ElectionResult {
     pub notify: Vec<Notify>,
     /// Seconds the memory readings wait for the clients' buffers to shrink.
     pub memory_settle_s: u64,
+    /// The longest a memory turn waited for the server to be back at its baseline
+    /// (a blocked client's memory is freed slowly once it has gone), s.
+    #[serde(default, with = "crate::stats::nullable")]
+    pub memory_drain_s: f64,
     pub memory: Vec<ObserverMemory>,
     /// Why fewer observers were measured than planned, if they were (open files).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,15 +5,24 @@
 //! Each reading is taken on an idle connection once the figure is stable, after the
 //! clients' buffers have had time to shrink (`settle_s`), and the clients are gone
 //! again before the next. The three alternate in each repetition.
+//!
+//! A server lets go of a blocked client's memory slowly: after 8,000 observers (or
+//! `LOCK.ACQUIRE … BLOCK` waiters) disconnect, Redis 7.0 keeps some 34 KB of each
+//! and frees it at about 9 MB/s, over half a minute (idle connections: at once), which a
+//! later turn would count as its own bytes going (negative figures). So every turn
+//! starts once `used_memory` is back at what the server used before the first
+//! (`drained`), and the longest such wait is reported.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use testkit::resp::Conn;
 
 use super::audience::{self, Known, KEY, TOKEN};
 use crate::measure::curves::waiters::idle_clients;
 use crate::measure::curves::{connected_clients, wait_for_clients, LEASE};
 use crate::measure::lua::leader_value;
-use crate::measure::memory::{per_lock, settled_memory};
+use crate::measure::memory::{per_lock, settled_memory, used_memory};
 use crate::measure::server::{self, flush, Server};
 use crate::results::election::ObserverMemory;
 
@@ -24,14 +33,66 @@ enum Watcher {
     Subscriber,
 }
 
+/// Bytes per connection above the first baseline a turn may start at: above what
+/// stays for good once 1,000 blocked clients have gone (some 170 B each for waiters,
+/// 270 B for observers: tables that keep the size they grew to), far below the ~34 KB
+/// that drains.
+const DRAINED_PER_CONNECTION: i64 = 512;
+/// Longest wait for the server to be back at its baseline.
+const DRAIN_PATIENCE: Duration = Duration::from_secs(120);
+
+/// The leader key held with a value on an emptied server; what observers know of it.
+fn hold(admin: &mut Conn) -> io::Result<Known> {
+    flush(admin)?;
+    let value = leader_value(0);
+    let reply = admin.call_ok(&[
+        b"LOCK.ACQUIRE",
+        KEY,
+        LEASE,
+        b"TOKEN",
+        TOKEN,
+        b"VALUE",
+        value.as_bytes(),
+    ])?;
+    let (_, fence) = reply
+        .grant()
+        .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))?;
+    Ok(Known {
+        fence,
+        value: value.as_bytes().to_vec(),
+    })
+}
+
+/// Waits until `used_memory` is back within `DRAINED_PER_CONNECTION × n` of
+/// `baseline`; the seconds it took (the patience, if it never was).
+fn drained(admin: &mut Conn, baseline: i64, n: u64) -> io::Result<f64> {
+    let started = Instant::now();
+    let ceiling = baseline + DRAINED_PER_CONNECTION * n as i64;
+    while used_memory(admin)? > ceiling {
+        if started.elapsed() > DRAIN_PATIENCE {
+            eprintln!(
+                "    used_memory not back within {DRAINED_PER_CONNECTION} B a connection of its baseline after {} s",
+                DRAIN_PATIENCE.as_secs()
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The figures at each count, and the longest wait for the server to drain, s.
 pub fn run(
     server: &Server,
     counts: &[u64],
     settle_s: u64,
     repetitions: usize,
-) -> io::Result<Vec<ObserverMemory>> {
+) -> io::Result<(Vec<ObserverMemory>, f64)> {
     let mut admin = server::connect(server)?;
     let settle = Duration::from_secs(settle_s);
+    hold(&mut admin)?;
+    let baseline = settled_memory(&mut admin)?;
+    let mut longest_drain: f64 = 0.0;
     let mut results = Vec::new();
     for &n in counts {
         let mut result = ObserverMemory {
@@ -47,24 +108,8 @@ pub fn run(
             }
             for watcher in turns {
                 // The same keyspace for all three: the leader key, held with a value.
-                flush(&mut admin)?;
-                let value = leader_value(0);
-                let reply = admin.call_ok(&[
-                    b"LOCK.ACQUIRE",
-                    KEY,
-                    LEASE,
-                    b"TOKEN",
-                    TOKEN,
-                    b"VALUE",
-                    value.as_bytes(),
-                ])?;
-                let (_, fence) = reply
-                    .grant()
-                    .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))?;
-                let known = Known {
-                    fence,
-                    value: value.as_bytes().to_vec(),
-                };
+                let known = hold(&mut admin)?;
+                longest_drain = longest_drain.max(drained(&mut admin, baseline, n)?);
                 let clients = connected_clients(&mut admin)?;
                 let before = settled_memory(&mut admin)?;
                 let crowd = match watcher {
@@ -92,5 +137,5 @@ pub fn run(
         results.push(result);
     }
     flush(&mut admin)?;
-    Ok(results)
+    Ok((results, longest_drain))
 }

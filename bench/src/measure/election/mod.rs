@@ -118,13 +118,15 @@ pub fn observers(
     eprintln!("  notification: LOCK.OBSERVE BLOCK against PUBLISH + SUBSCRIBE + GET");
     let notify = notify::run(&server, &plan.observers, plan.rounds, workload.repetitions)?;
     eprintln!("  memory per blocked observer, per subscriber, per idle connection");
-    let memory = memory::run(&server, &plan.memory, plan.settle_s, workload.repetitions)?;
+    let (memory, memory_drain_s) =
+        memory::run(&server, &plan.memory, plan.settle_s, workload.repetitions)?;
     Ok(ElectionResult {
         throughput,
         rounds: plan.rounds,
         value_bytes: crate::measure::lua::leader_value(0).as_bytes().len(),
         notify,
         memory_settle_s: plan.settle_s,
+        memory_drain_s,
         memory,
         capped,
     })
