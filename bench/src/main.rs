@@ -6,9 +6,11 @@
 //! contention on one key, memory, where the server's time goes per command, how
 //! that cost grows with holders, waiters and held locks (the cost curves, on servers of
 //! their own), what sessions cost (`LOCK.KEEPALIVE` against pipelined refreshes,
-//! memory per session holding) and many keys at once (`LOCK.ACQUIREALL` against
+//! memory per session holding), many keys at once (`LOCK.ACQUIREALL` against
 //! pipelined acquires and a client-side multi-lock, and what deadlock detection adds to
-//! an acquire that waits), with every comparison alternating within each repetition,
+//! an acquire that waits) and leader election (`LOCK.OBSERVE` against `PUBLISH` and
+//! `SUBSCRIBE`, `LOCK.PROCLAIM`, `LOCK.ACQUIRE … VALUE`, memory per blocked observer),
+//! with every comparison alternating within each repetition,
 //! then prints a table and writes `report.json`, `report.md`, `bench.svg` and
 //! `curves.svg` (see `--help`); with `--docs` (`make bench-docs`) also docs/performance.md,
 //! docs/bench.svg and docs/curves.svg. With the `peers` feature (`make bench-peers`)

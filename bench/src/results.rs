@@ -10,6 +10,7 @@
 pub mod acquireall;
 pub mod contention;
 pub mod curves;
+pub mod election;
 pub mod machine;
 pub mod memory;
 pub mod peers;
@@ -23,6 +24,7 @@ use crate::stats::{nullable, spread, summarised, Spread};
 use acquireall::AcquireAllResult;
 use contention::{ContentionResult, Lock, Mode, Sample};
 use curves::CurvesResult;
+use election::ElectionResult;
 use machine::{Machine, Natives};
 use memory::MemoryResult;
 use peers::PeersResult;
@@ -57,6 +59,12 @@ pub struct Results {
     /// in a report.json written before it existed.
     #[serde(default)]
     pub acquireall: Option<AcquireAllResult>,
+    /// Leader election with a public value: `LOCK.OBSERVE` against `PUBLISH` and
+    /// `SUBSCRIBE`, `LOCK.PROCLAIM` and `LOCK.ACQUIRE … VALUE` throughput, memory per
+    /// blocked observer; `None` when not run, and in a report.json written before it
+    /// existed.
+    #[serde(default)]
+    pub election: Option<ElectionResult>,
 }
 
 /// How much each scenario did (the part of the command line a report states): the
@@ -149,6 +157,7 @@ pub struct ReportFile {
     pub targets: Vec<Target>,
 }
 
+/// Per-repetition `numerator / denominator` (the scenarios' results use it too).
 fn paired(numerator: &[f64], denominator: &[f64]) -> Vec<f64> {
     numerator
         .iter()
@@ -157,24 +166,30 @@ fn paired(numerator: &[f64], denominator: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// Every comparison's ratios: its first series (fencelock's) over each of the others.
+/// (Also the comparisons of the scenarios that have their own, such as scenario 9's.)
+pub fn group_ratios(groups: &[GroupResult]) -> Vec<Ratio> {
+    let mut ratios = Vec::new();
+    for group in groups {
+        let Some((ours, baselines)) = group.series.split_first() else {
+            continue;
+        };
+        for baseline in baselines {
+            ratios.push(Ratio {
+                group: group.id.clone(),
+                depth: group.depth,
+                fencelock: ours.label.clone(),
+                baseline: baseline.label.clone(),
+                samples: paired(&ours.samples, &baseline.samples),
+            });
+        }
+    }
+    ratios
+}
+
 impl Results {
     pub fn ratios(&self) -> Vec<Ratio> {
-        let mut ratios = Vec::new();
-        for group in &self.throughput {
-            let Some((ours, baselines)) = group.series.split_first() else {
-                continue;
-            };
-            for baseline in baselines {
-                ratios.push(Ratio {
-                    group: group.id.clone(),
-                    depth: group.depth,
-                    fencelock: ours.label.clone(),
-                    baseline: baseline.label.clone(),
-                    samples: paired(&ours.samples, &baseline.samples),
-                });
-            }
-        }
-        ratios
+        group_ratios(&self.throughput)
     }
 
     pub fn ratio(&self, group: &str, pipelined: bool, baseline: &str) -> Option<Ratio> {

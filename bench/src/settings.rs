@@ -20,7 +20,8 @@ pub const USAGE: &str = "usage: cargo run --release -p fencelock-bench -- [--smo
   --out DIR report directory (default target/bench)
   --no-pin  do not pin redis-server and the load generator to separate CPUs
   --only    comma-separated scenarios to run: throughput, contention, memory, profile,
-            curves, sessions, acquireall (LOCK.ACQUIREALL and deadlock detection), peers
+            curves, sessions, acquireall (LOCK.ACQUIREALL and deadlock detection),
+            election (LOCK.OBSERVE, LOCK.PROCLAIM, VALUE), peers
             (etcd side by side; built with the `peers` feature only: make bench-peers)
             (default all those built in)
   --server  the name the report gives the server (default: the binary's path); the
@@ -48,6 +49,10 @@ pub enum Scenario {
     /// `LOCK.ACQUIREALL` against pipelined acquires and a client-side multi-lock, and
     /// what deadlock detection adds to an acquire that waits.
     AcquireAll,
+    /// Leader election with a public value: `LOCK.OBSERVE` against `PUBLISH` and
+    /// `SUBSCRIBE`, `LOCK.PROCLAIM` and `LOCK.ACQUIRE … VALUE` throughput, memory per
+    /// blocked observer.
+    Election,
 }
 
 /// The command line: what the run measures (`workload`, which the report states) and
@@ -78,6 +83,7 @@ fn scenario(name: &str) -> Result<Scenario, String> {
         "curves" => Ok(Scenario::Curves),
         "sessions" => Ok(Scenario::Sessions),
         "acquireall" => Ok(Scenario::AcquireAll),
+        "election" => Ok(Scenario::Election),
         _ => Err(format!("unknown scenario {name:?}\n{USAGE}")),
     }
 }
@@ -101,6 +107,7 @@ impl Settings {
                 Scenario::Curves,
                 Scenario::Sessions,
                 Scenario::AcquireAll,
+                Scenario::Election,
             ],
             workload: Workload {
                 smoke: false,

@@ -20,7 +20,7 @@
 pub mod crowd;
 mod holders;
 mod locks;
-mod waiters;
+pub mod waiters;
 
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -324,14 +324,14 @@ pub fn start_server(pinned: bool, clients: u64, dir: &std::path::Path) -> io::Re
     )
 }
 
-fn connected_clients(admin: &mut Conn) -> io::Result<u64> {
+pub fn connected_clients(admin: &mut Conn) -> io::Result<u64> {
     info_field(admin, "clients", "connected_clients")?
         .parse()
         .map_err(|e| io::Error::other(format!("connected_clients: {e}")))
 }
 
 /// Waits until the server has let go of closed clients, down to `count`.
-fn wait_for_clients(admin: &mut Conn, count: u64) -> io::Result<()> {
+pub fn wait_for_clients(admin: &mut Conn, count: u64) -> io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let now = connected_clients(admin)?;

@@ -30,6 +30,11 @@ pub const MARK_CHECK: &str = "local m = tonumber(redis.call('get', KEYS[1]) or '
 /// 0. The release is a plain `ZREM key token`.
 pub const SEMAPHORE: &str = "local now = tonumber(ARGV[2]) redis.call('zremrangebyscore', KEYS[1], '-inf', now) redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1]) if redis.call('zrank', KEYS[1], ARGV[1]) < tonumber(ARGV[4]) then return 1 end redis.call('zrem', KEYS[1], ARGV[1]) return 0";
 
+/// The hand-rolled leader key's change of value (what `LOCK.PROCLAIM` replaces): the key
+/// holds the leader's value, which is also what the owner checks (the leader knows the
+/// value it last wrote); `if GET == old then SET new XX KEEPTTL` (lease kept), 1 or 0.
+pub const PROCLAIM: &str = "if redis.call('get', KEYS[1]) == ARGV[1] and redis.call('set', KEYS[1], ARGV[2], 'XX', 'KEEPTTL') then return 1 end return 0";
+
 /// The SHA1s `EVALSHA` calls the scripts by.
 #[derive(Clone, Debug)]
 pub struct Scripts {
@@ -38,6 +43,7 @@ pub struct Scripts {
     pub guard: Vec<u8>,
     pub mark_check: Vec<u8>,
     pub semaphore: Vec<u8>,
+    pub proclaim: Vec<u8>,
 }
 
 impl Scripts {
@@ -49,6 +55,7 @@ impl Scripts {
             guard: load_script(conn, GUARD)?,
             mark_check: load_script(conn, MARK_CHECK)?,
             semaphore: load_script(conn, SEMAPHORE)?,
+            proclaim: load_script(conn, PROCLAIM)?,
         })
     }
 
@@ -128,6 +135,12 @@ pub fn lock_key(n: u64) -> Name {
 /// The Lua pattern's fence counter for key number `n`, kept forever.
 pub fn fence_key(n: u64) -> Name {
     Name::new(b"fence:lock:", n)
+}
+
+/// A leader's public value number `n` (`LOCK.ACQUIRE … VALUE`, `LOCK.PROCLAIM`, the
+/// hand-rolled leader key's value): an address and an epoch, 21 bytes and more.
+pub fn leader_value(n: u64) -> Name {
+    Name::new(b"10.0.0.1:6379/epoch-", n)
 }
 
 /// The data a guarded or fenced write of key number `n` sets.

@@ -21,7 +21,7 @@ use crate::results::memory::MemoryResult;
 const BATCH: u64 = 1_000;
 const LEASE: &[u8] = b"3600000";
 
-fn used_memory(probe: &mut Conn) -> io::Result<i64> {
+pub fn used_memory(probe: &mut Conn) -> io::Result<i64> {
     info_field(probe, "memory", "used_memory")?
         .parse()
         .map_err(|e| io::Error::other(format!("used_memory: {e}")))

@@ -1,5 +1,5 @@
 //! Measuring: the server under test, the load generator and what it sends, and the
-//! eight scenarios, each producing its part of the `Results` (one more, the etcd side
+//! nine scenarios, each producing its part of the `Results` (one more, the etcd side
 //! by side, with the `peers` feature). Nothing here formats a report: what is printed
 //! while measuring is progress, on stderr.
 
@@ -9,6 +9,7 @@ pub mod contender;
 pub mod contenders;
 pub mod contention;
 pub mod curves;
+pub mod election;
 pub mod load;
 pub mod lua;
 pub mod machine;
@@ -92,6 +93,11 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         );
         on_server = Some(acquireall::run(&server, workload)?);
     }
+    let mut election_throughput = None;
+    if settings.runs(Scenario::Election) {
+        eprintln!("9. leader election: LOCK.OBSERVE, LOCK.PROCLAIM, LOCK.ACQUIRE … VALUE");
+        election_throughput = Some(election::run(&server, workload, natives)?);
+    }
     drop(server);
     let mut curves = None;
     if settings.runs(Scenario::Curves) {
@@ -108,6 +114,15 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         });
     }
 
+    let election = match election_throughput {
+        Some(throughput) => Some(election::observers(
+            placement.is_some(),
+            workload,
+            throughput,
+        )?),
+        None => None,
+    };
+
     Ok(Results {
         machine,
         natives,
@@ -122,5 +137,6 @@ pub fn run(settings: &Settings) -> io::Result<Results> {
         curves,
         sessions,
         acquireall,
+        election,
     })
 }

@@ -25,6 +25,14 @@
 //! granted token; the ZSET recipe: the semaphore script (`lua::SEMAPHORE`) with a token
 //! unique to the operation, then `ZREM key token`.
 //!
+//! Scenario 9's rows (`election`): `LOCK.ACQUIRE key ttl VALUE v` on fresh keys (as
+//! `LOCK.ACQUIRE`); `LOCK.PROCLAIM key token v` on keys the token holds, and the
+//! hand-rolled leader key's change of value, `EVALSHA proclaim 1 key old new` (the
+//! owner-checked `SET key new XX KEEPTTL`, `lua::PROCLAIM`) on keys a set-up `SET`
+//! holds: each visit of a key writes a value of its own (`leader_value` of the visit's
+//! number), so every proclaim changes the value, and the script's owner check compares
+//! the one the visit before wrote (the set-up's, the token, on the first visit).
+//!
 //! The four-key cycles (`LOCK.ACQUIREALL`'s scenario, `acquireall`) take four keys of
 //! the connection's own under its client token and give them back: `LOCK.ACQUIREALL 4
 //! k1 k2 k3 k4 ttl TOKEN t`, or four `LOCK.ACQUIRE ki ttl TOKEN t` sent in one write;
@@ -34,7 +42,7 @@
 
 use testkit::resp::{encode, Reply};
 
-use crate::measure::lua::{data_key, fence_key, lock_key, mark_key, Name, Scripts};
+use crate::measure::lua::{data_key, fence_key, leader_value, lock_key, mark_key, Name, Scripts};
 use crate::measure::operation::{client_token, HeldTokens, Keys, Op, Outcome, CONN_STRIDE};
 
 /// Lease given by timed acquires (long enough never to expire during a run).
@@ -117,6 +125,13 @@ pub enum Command {
     /// Four `LOCK.ACQUIRE ki ttl TOKEN t` in one write, then four `LOCK.RELEASE ki t`
     /// in one write: what a client does for four keys without `LOCK.ACQUIREALL`.
     PipelinedAcquireCycle,
+    /// `LOCK.ACQUIRE key ttl VALUE v` on a fresh key.
+    LockAcquireValue,
+    /// `LOCK.PROCLAIM key token v` on a key the token holds, a new value each time.
+    LockProclaim,
+    /// `EVALSHA proclaim 1 key old new` on a key whose value is `old`: the hand-rolled
+    /// `SET key new XX KEEPTTL` behind an owner check.
+    LuaProclaim,
     /// `PING`: what any command costs the server before it does anything (profile only).
     Ping,
     /// `INCR fence:key` on fresh keys: the fence counter on its own (profile only).
@@ -151,6 +166,8 @@ impl Command {
             | Command::LuaGuard
             | Command::LockFenced
             | Command::LuaFenced
+            | Command::LockProclaim
+            | Command::LuaProclaim
             | Command::AcquireAllCycle
             | Command::PipelinedAcquireCycle => Keys::Cycle(HELD_PER_CONN),
             Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
@@ -169,12 +186,15 @@ impl Command {
             Command::LuaRelease | Command::DelIfEq | Command::DelexIfEq => {
                 Some(Setup::SameKeys(Command::HoldWithSet))
             }
-            Command::LockRefresh | Command::LockFence | Command::LockGuard => {
-                Some(Setup::Held(Command::HoldWithFencelock))
-            }
-            Command::LuaRefresh | Command::SetIfEq | Command::Get | Command::LuaGuard => {
-                Some(Setup::Held(Command::HoldWithSet))
-            }
+            Command::LockRefresh
+            | Command::LockFence
+            | Command::LockGuard
+            | Command::LockProclaim => Some(Setup::Held(Command::HoldWithFencelock)),
+            Command::LuaRefresh
+            | Command::SetIfEq
+            | Command::Get
+            | Command::LuaGuard
+            | Command::LuaProclaim => Some(Setup::Held(Command::HoldWithSet)),
             _ => None,
         }
     }
@@ -249,6 +269,12 @@ impl Recipe {
 /// connection's token and the operation's number, so that no two holders share one.
 fn holder_token(conn: usize, id: u64) -> Name {
     Name::new(&client_token(conn), id)
+}
+
+/// Which visit of its key operation `id` is (`Keys::Cycle(HELD_PER_CONN)`: an
+/// operation's number is its place in the connection's sequence).
+fn visit(id: u64) -> u64 {
+    id / HELD_PER_CONN
 }
 
 fn unexpected(what: &str, reply: &Reply) -> Outcome {
@@ -334,6 +360,41 @@ impl Recipe {
                         &[b"LOCK.RELEASE", cycle_key(op.key, j).as_bytes(), token],
                     );
                 }
+            }
+            (Command::LockAcquireValue, _) => encode(
+                out,
+                &[
+                    b"LOCK.ACQUIRE",
+                    key,
+                    TTL,
+                    b"VALUE",
+                    leader_value(op.id).as_bytes(),
+                ],
+            ),
+            (Command::LockProclaim, _) => encode(
+                out,
+                &[
+                    b"LOCK.PROCLAIM",
+                    key,
+                    token,
+                    leader_value(visit(op.id)).as_bytes(),
+                ],
+            ),
+            (Command::LuaProclaim, _) => {
+                // The value the visit before wrote; the set-up's (the token) first.
+                let previous = visit(op.id).checked_sub(1).map(leader_value);
+                let old = previous.as_ref().map_or(token, Name::as_bytes);
+                encode(
+                    out,
+                    &[
+                        b"EVALSHA",
+                        &self.scripts.proclaim,
+                        b"1",
+                        key,
+                        old,
+                        leader_value(visit(op.id)).as_bytes(),
+                    ],
+                )
             }
             (Command::Ping, _) => encode(out, &[b"PING"]),
             (Command::LockRelease, _) => encode(out, &[b"LOCK.RELEASE", key, token]),
@@ -437,9 +498,13 @@ impl Recipe {
                     None => false,
                 }
             }
-            (Command::LockAcquire | Command::FloorAcquire | Command::HoldWithFencelock, _) => {
-                reply.grant().is_some()
-            }
+            (
+                Command::LockAcquire
+                | Command::LockAcquireValue
+                | Command::FloorAcquire
+                | Command::HoldWithFencelock,
+                _,
+            ) => reply.grant().is_some(),
             (Command::SetNxPx | Command::HoldWithSet, _) => reply.is_ok(),
             (Command::SetNxPxIncr | Command::LuaCycle | Command::NativeCycle, 0)
             | (Command::SetIfEq, _) => reply.is_ok(),
@@ -462,5 +527,57 @@ impl Recipe {
             (true, false) => Outcome::Next,
             (false, _) => unexpected(&format!("{:?} step {}", self.command, op.step), &reply),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit::resp::parse;
+
+    fn argv(recipe: &Recipe, id: u64) -> Vec<Vec<u8>> {
+        let op = Op {
+            id,
+            key: id % HELD_PER_CONN,
+            step: 0,
+            part: 0,
+            token: Vec::new(),
+        };
+        let mut out = Vec::new();
+        recipe.command(0, &op, &mut out);
+        match parse(&out).unwrap() {
+            Some((Reply::Array(Some(items)), _)) => items
+                .into_iter()
+                .map(|item| item.bulk().unwrap().to_vec())
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Each visit of a key proclaims a value of its own; the script's owner check
+    /// compares the value the visit before wrote (the set-up's token on the first).
+    #[test]
+    fn every_proclaim_changes_the_value_and_checks_the_one_before() {
+        let scripts = Scripts {
+            release: b"r".to_vec(),
+            refresh: b"f".to_vec(),
+            guard: b"g".to_vec(),
+            mark_check: b"m".to_vec(),
+            semaphore: b"s".to_vec(),
+            proclaim: b"p".to_vec(),
+        };
+        let lua = Recipe::new(Command::LuaProclaim, &scripts);
+        let first = argv(&lua, 7);
+        assert_eq!(first[4], client_token(0));
+        assert_eq!(first[5], leader_value(0).as_bytes());
+        let second = argv(&lua, HELD_PER_CONN + 7);
+        assert_eq!(second[3], first[3], "the same key, visited again");
+        assert_eq!(second[4], leader_value(0).as_bytes());
+        assert_eq!(second[5], leader_value(1).as_bytes());
+        let ours = Recipe::new(Command::LockProclaim, &scripts);
+        let proclaim = argv(&ours, HELD_PER_CONN + 7);
+        assert_eq!(proclaim[0], b"LOCK.PROCLAIM");
+        assert_eq!(proclaim[2], client_token(0));
+        assert_eq!(proclaim[3], leader_value(1).as_bytes());
     }
 }

@@ -24,12 +24,12 @@ use crate::results::Workload;
 
 /// One comparison: the fencelock variant first, then the baselines (those the server
 /// cannot run are left out). The floor comes right after fencelock's variant: the two
-/// compared most closely also run next to each other.
-struct Group {
-    id: &'static str,
-    title: &'static str,
-    unit: &'static str,
-    variants: &'static [(&'static str, Command)],
+/// compared most closely also run next to each other. (Also scenario 9's comparisons.)
+pub struct Group {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub unit: &'static str,
+    pub variants: &'static [(&'static str, Command)],
 }
 
 const GROUPS: [Group; 8] = [
@@ -118,6 +118,17 @@ const GROUPS: [Group; 8] = [
 
 /// Runs every comparison in both modes, `workload.repetitions` times.
 pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result<Vec<GroupResult>> {
+    compare(server, workload, natives, &GROUPS)
+}
+
+/// Runs `groups` in both modes, `workload.repetitions` times, each group's variants
+/// back to back in alternating order (those the server lacks left out).
+pub fn compare(
+    server: &Server,
+    workload: &Workload,
+    natives: Natives,
+    groups: &[Group],
+) -> io::Result<Vec<GroupResult>> {
     let mut admin = server::connect(server)?;
     let scripts = Scripts::load(&mut admin)?;
     let modes = [
@@ -133,7 +144,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
             .collect()
     };
     let mut results: Vec<GroupResult> = Vec::new();
-    for group in &GROUPS {
+    for group in groups {
         for &(depth, _) in &modes {
             results.push(GroupResult {
                 id: group.id.to_string(),
@@ -154,7 +165,7 @@ pub fn run(server: &Server, workload: &Workload, natives: Natives) -> io::Result
         }
     }
     for rep in 0..workload.repetitions {
-        for (g, group) in GROUPS.iter().enumerate() {
+        for (g, group) in groups.iter().enumerate() {
             let variants = variants(group);
             for (m, &(depth, commands)) in modes.iter().enumerate() {
                 let result = &mut results[g * modes.len() + m];

@@ -12,7 +12,7 @@
 //!   for each shape (the command's own time beside it).
 
 use crate::report::curves::group_digits;
-use crate::report::table::{fixed, ms, rate, spread_with, Table};
+use crate::report::table::{cell, each, fixed, ms, rate, spread_with, times, Table};
 use crate::report::targets::{target, Want};
 use crate::results::acquireall::{
     AcquireAllResult, Shape, WaitShape, ACQUIREALL_CYCLE, PIPELINED_CYCLE,
@@ -66,26 +66,6 @@ pub fn targets(result: Option<&AcquireAllResult>) -> Vec<Target> {
         )
     }));
     targets
-}
-
-fn times(samples: &[f64]) -> String {
-    spread_with(spread(samples), |x| {
-        if x.is_finite() {
-            format!("{x:.3}×")
-        } else {
-            "n/a".into()
-        }
-    })
-}
-
-/// Each repetition's figure, in the order measured.
-fn each(samples: &[f64]) -> String {
-    let figures: Vec<String> = samples.iter().map(|x| format!("{x:.3}")).collect();
-    figures.join(", ")
-}
-
-fn cell(samples: &[f64], decimals: usize) -> String {
-    spread_with(spread(samples), fixed(decimals))
 }
 
 pub fn cycles_table(result: &AcquireAllResult) -> Table {

@@ -7,6 +7,7 @@ pub mod combine;
 pub mod curves;
 pub mod curves_chart;
 pub mod docs;
+pub mod election;
 pub mod peers;
 pub mod sessions;
 pub mod svg;
@@ -207,6 +208,7 @@ mod tests {
             curves: None,
             sessions: None,
             acquireall: None,
+            election: None,
         }
     }
 
@@ -275,10 +277,12 @@ mod tests {
         value.as_object_mut().unwrap().remove("curves");
         value.as_object_mut().unwrap().remove("sessions");
         value.as_object_mut().unwrap().remove("acquireall");
+        value.as_object_mut().unwrap().remove("election");
         let back: ReportFile = serde_json::from_value(value).expect("an older report.json reads");
         assert!(back.results.curves.is_none());
         assert!(back.results.sessions.is_none());
         assert!(back.results.acquireall.is_none());
+        assert!(back.results.election.is_none());
     }
 
     /// A run with the many-key scenario reads back the same, its tables and targets
@@ -299,6 +303,22 @@ mod tests {
         assert!(page.contains(
             "| deadlock detection, waiters spread over chains of keys: server CPU of an acquire that waits, on ÷ off | ≤ 1.1× | 2.00 [1.96–2.04]× | **MISSED** |"
         ), "{page}");
+    }
+
+    /// A run with the leader election reads back the same, its section included.
+    #[test]
+    fn report_json_reads_back_with_the_election() {
+        let mut run = results();
+        run.election = Some(election::tests::example());
+        let (file, json) = written(run);
+        let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
+        let page = page(&back);
+        assert_eq!(page, self::page(&file));
+        assert!(
+            page.contains("### Leader election (LOCK.OBSERVE, LOCK.PROCLAIM, VALUE)"),
+            "{page}"
+        );
     }
 
     /// A run with the sessions reads back the same, their tables and targets included.

@@ -9,11 +9,10 @@
 //! one without, its share of the session index included.
 
 use crate::report::curves::group_digits;
-use crate::report::table::{fixed, spread_with, Table};
+use crate::report::table::{cell, fixed, times, Table};
 use crate::report::targets::{target, Want};
 use crate::results::sessions::SessionsResult;
 use crate::results::Target;
-use crate::stats::spread;
 
 /// The session size the keepalive-against-refreshes target is judged at.
 pub const RATIO_AT: u64 = 1_000;
@@ -75,20 +74,6 @@ pub fn targets(sessions: Option<&SessionsResult>) -> Vec<Target> {
                 .map(|m| m.own_sessions_extra()),
         ),
     ]
-}
-
-fn cell(samples: &[f64], decimals: usize) -> String {
-    spread_with(spread(samples), fixed(decimals))
-}
-
-fn times(samples: &[f64]) -> String {
-    spread_with(spread(samples), |x| {
-        if x.is_finite() {
-            format!("{x:.3}×")
-        } else {
-            "n/a".into()
-        }
-    })
 }
 
 pub fn keepalive_table(sessions: &SessionsResult) -> Table {

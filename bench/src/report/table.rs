@@ -2,7 +2,7 @@
 //! for the reports; plus the number formats both use. Hand-written because none of
 //! the benchmark's dependencies renders tables and these two layouts are all it needs.
 
-use crate::stats::Spread;
+use crate::stats::{spread, Spread};
 
 pub struct Table {
     pub headers: Vec<String>,
@@ -87,4 +87,26 @@ pub fn ms(x: f64) -> String {
         _ if x < 100.0 => format!("{x:.1}"),
         _ => format!("{x:.0}"),
     }
+}
+
+/// `median [min–max]` of a set of repetitions, `decimals` after the point.
+pub fn cell(samples: &[f64], decimals: usize) -> String {
+    spread_with(spread(samples), fixed(decimals))
+}
+
+/// `median× [min×–max×]` of a ratio's repetitions.
+pub fn times(samples: &[f64]) -> String {
+    spread_with(spread(samples), |x| {
+        if x.is_finite() {
+            format!("{x:.3}×")
+        } else {
+            "n/a".into()
+        }
+    })
+}
+
+/// Each repetition's figure, in the order measured.
+pub fn each(samples: &[f64]) -> String {
+    let figures: Vec<String> = samples.iter().map(|x| format!("{x:.3}")).collect();
+    figures.join(", ")
 }

@@ -1,11 +1,12 @@
 //! The human-readable report: the same tables printed on stdout and written as
 //! `report.md` (whose text also becomes the figures of docs/performance.md).
 
-use crate::report::table::{fixed, ms, rate, spread_with, Table};
-use crate::report::{acquireall, sessions};
+use crate::report::table::{self, fixed, ms, rate, spread_with, Table};
+use crate::report::{acquireall, election, sessions};
 use crate::results::contention::Sample;
 use crate::results::profile::PerCommand;
-use crate::results::{Results, Target};
+use crate::results::throughput::GroupResult;
+use crate::results::{group_ratios, Results, Target};
 use crate::stats::spread;
 
 pub struct Tables {
@@ -55,9 +56,19 @@ fn profile(results: &Results) -> Table {
 }
 
 pub fn throughput(results: &Results) -> Table {
-    let mut table = Table::new(&["comparison", "mode", "fencelock", "baseline", "ratio"]);
-    let ratios = results.ratios();
-    for group in &results.throughput {
+    comparisons(&results.throughput, false)
+}
+
+/// One row per (comparison, mode, baseline): fencelock's rate, the baseline's, their
+/// ratio; with `each`, also the ratio of every repetition.
+pub fn comparisons(groups: &[GroupResult], each: bool) -> Table {
+    let mut headers = vec!["comparison", "mode", "fencelock", "baseline", "ratio"];
+    if each {
+        headers.push("ratio in each repetition");
+    }
+    let mut table = Table::new(&headers);
+    let ratios = group_ratios(groups);
+    for group in groups {
         let Some((ours, baselines)) = group.series.split_first() else {
             continue;
         };
@@ -67,7 +78,7 @@ pub fn throughput(results: &Results) -> Table {
             }) else {
                 continue;
             };
-            table.row(vec![
+            let mut row = vec![
                 format!("{} ({})", group.title, group.unit),
                 ratio.mode().to_string(),
                 format!(
@@ -81,7 +92,11 @@ pub fn throughput(results: &Results) -> Table {
                     spread_with(spread(&baseline.samples), rate)
                 ),
                 spread_with(ratio.spread(), |x| format!("{x:.2}×")),
-            ]);
+            ];
+            if each {
+                row.push(table::each(&ratio.samples));
+            }
+            table.row(row);
         }
     }
     table
@@ -247,7 +262,7 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
          ### Targets\n\n{}\n### Throughput (median [min–max] over repetitions)\n\n{}\n\
          ### Contention: one key, think 0–2 ms, hold 0.5 ms\n\nPolling is `SET NX PX` for the mutex, \
          the ZSET semaphore script for the semaphore.\n\n{}\n### Memory\n\n{}\n\
-         ### Per command on the server\n\n{}\n\n{}\n### Sessions\n\n{}\n### Many keys at once (LOCK.ACQUIREALL)\n\n{}",
+         ### Per command on the server\n\n{}\n\n{}\n### Sessions\n\n{}\n### Many keys at once (LOCK.ACQUIREALL)\n\n{}\n### Leader election (LOCK.OBSERVE, LOCK.PROCLAIM, VALUE)\n\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
@@ -261,13 +276,14 @@ pub fn markdown(results: &Results, tables: &Tables, chart: &str) -> String {
         tables.profile.markdown(),
         sessions::markdown(results.sessions.as_ref()),
         acquireall::markdown(results.acquireall.as_ref()),
+        election::markdown(results.election.as_ref()),
     )
 }
 
 /// The stdout version.
 pub fn text(results: &Results, tables: &Tables) -> String {
     format!(
-        "\nfencelock benchmark — {}\n{}\n{}\nServer has {}.\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nPER COMMAND ON THE SERVER\n{}\n{}\n\nSESSIONS\n{}\nMANY KEYS AT ONCE (LOCK.ACQUIREALL)\n{}\nTARGETS\n{}",
+        "\nfencelock benchmark — {}\n{}\n{}\nServer has {}.\n\nTHROUGHPUT\n{}\nCONTENTION\n{}\nMEMORY\n{}\nPER COMMAND ON THE SERVER\n{}\n{}\n\nSESSIONS\n{}\nMANY KEYS AT ONCE (LOCK.ACQUIREALL)\n{}\nLEADER ELECTION (LOCK.OBSERVE, LOCK.PROCLAIM, VALUE)\n{}\nTARGETS\n{}",
         results.machine.one_line(),
         run_description(results),
         busy_note(results),
@@ -279,6 +295,7 @@ pub fn text(results: &Results, tables: &Tables) -> String {
         tables.profile.text(),
         sessions::text(results.sessions.as_ref()),
         acquireall::text(results.acquireall.as_ref()),
+        election::text(results.election.as_ref()),
         tables.targets.text().replace("**MISSED**", "MISSED"),
     )
 }
