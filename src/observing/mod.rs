@@ -31,6 +31,7 @@ pub use callbacks::observed_reply;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+use fencelock_core::capacity;
 use fencelock_core::lock;
 use fencelock_core::observe::{Known, Observed};
 use fencelock_core::value::LockRef;
@@ -236,6 +237,7 @@ pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     if let Some((timer, _)) = watched.recheck {
         timers::stop_recheck(ctx, timer);
     }
+    with_registry(|r| capacity::trim(&mut r.clients));
     for observer in watched.observers.into_values() {
         timers::disarm_timeout(ctx, observer.timeout);
         blocked::unblock::<ObserverWaiting>(observer.client, Some(Answer::Moved));
@@ -262,15 +264,21 @@ fn remove(ctx: &Context, client: BlockedClient, number: Option<u64>) -> bool {
     true
 }
 
-/// A key nobody observes any more is forgotten, with its recheck timer.
+/// A key nobody observes any more is forgotten, with its recheck timer; tables that
+/// mostly emptied give their room back (10,000 observers gone leave no 10,000 slots).
 fn forget_if_unobserved(ctx: &Context, id: &KeyId) {
     let recheck = with_registry(|r| {
-        let empty = r.keys.get(id).is_some_and(|w| w.observers.is_empty());
-        if !empty {
+        capacity::trim(&mut r.clients);
+        let watched = r.keys.get_mut(id)?;
+        capacity::trim(&mut watched.observers);
+        if !watched.observers.is_empty() {
             return None;
         }
         r.changed.remove(id);
-        r.keys.remove(id).and_then(|watched| watched.recheck)
+        let recheck = r.keys.remove(id).and_then(|watched| watched.recheck);
+        capacity::trim(&mut r.keys);
+        capacity::trim(&mut r.changed);
+        recheck
     });
     if let Some((timer, _)) = recheck {
         timers::stop_recheck(ctx, timer);
