@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::{Connection, ErrorKind, Value};
 
 use super::history::{now_us, History, Mode, Op, Outcome, Request};
-use super::target::Target;
+use super::target::{Link, Target};
 
 /// A command sent outside the history, with when it was sent and answered.
 pub struct Sent {
@@ -27,7 +27,7 @@ pub struct LockClient {
     pub id: usize,
     target: Arc<Target>,
     history: History,
-    con: Option<(Connection, u16, usize)>,
+    con: Link,
     read_timeout: Duration,
     confirm: bool,
 }
@@ -246,26 +246,7 @@ impl LockClient {
 
     /// Connects to the current target if not connected to it; returns its generation.
     fn connect(&mut self) -> Option<usize> {
-        let (port, node) = self.target.current();
-        if self
-            .con
-            .as_ref()
-            .is_some_and(|(_, p, n)| *p != port || *n != node)
-        {
-            self.con = None;
-        }
-        if self.con.is_none() {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-            let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
-                // The server is down (being restarted or failed over): back off a little.
-                std::thread::sleep(Duration::from_millis(20));
-                return None;
-            };
-            con.set_read_timeout(Some(self.read_timeout)).ok()?;
-            con.set_write_timeout(Some(self.read_timeout)).ok()?;
-            self.con = Some((con, port, node));
-        }
-        Some(node)
+        self.target.connect(&mut self.con, self.read_timeout)
     }
 }
 

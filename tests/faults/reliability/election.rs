@@ -36,13 +36,13 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redis::{Connection, ErrorKind, Value};
+use redis::{ErrorKind, Value};
 
 use super::belief::SLACK_US;
 use super::checker;
 use super::history::{now_us, Mode, Op, Outcome, Request};
 use super::holding::Holding;
-use super::target::Target;
+use super::target::{Link, Target};
 
 /// The election's lock key, the fence mark of the leader's work, and its log.
 pub const KEY: &str = "election";
@@ -177,7 +177,7 @@ impl Sink for Shared {
 pub struct Client {
     pub id: usize,
     target: Arc<Target>,
-    con: Option<(Connection, u16, usize)>,
+    con: Link,
     read_timeout: Duration,
     confirm: bool,
 }
@@ -239,25 +239,7 @@ impl Client {
     }
 
     fn connect(&mut self) -> Option<usize> {
-        let (port, node) = self.target.current();
-        if self
-            .con
-            .as_ref()
-            .is_some_and(|(_, p, n)| *p != port || *n != node)
-        {
-            self.con = None;
-        }
-        if self.con.is_none() {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-            let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
-                thread::sleep(Duration::from_millis(20));
-                return None;
-            };
-            con.set_read_timeout(Some(self.read_timeout)).ok()?;
-            con.set_write_timeout(Some(self.read_timeout)).ok()?;
-            self.con = Some((con, port, node));
-        }
-        Some(node)
+        self.target.connect(&mut self.con, self.read_timeout)
     }
 }
 

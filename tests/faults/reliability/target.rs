@@ -6,6 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use redis::Connection;
+
+/// A client's connection, with the port and generation it was made for.
+pub type Link = Option<(Connection, u16, usize)>;
+
 pub struct Target {
     port: AtomicU16,
     node: AtomicUsize,
@@ -23,6 +28,30 @@ impl Target {
             reopened: Condvar::new(),
             stop: AtomicBool::new(false),
         }
+    }
+
+    /// Connects `link` to the current server unless it is connected there already (a
+    /// failover moved it: the old connection goes); its generation, or `None` while the
+    /// server is down (being restarted or failed over: after a short back-off).
+    pub fn connect(&self, link: &mut Link, read_timeout: Duration) -> Option<usize> {
+        let (port, node) = self.current();
+        if link
+            .as_ref()
+            .is_some_and(|(_, p, n)| *p != port || *n != node)
+        {
+            *link = None;
+        }
+        if link.is_none() {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+            let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
+                std::thread::sleep(Duration::from_millis(20));
+                return None;
+            };
+            con.set_read_timeout(Some(read_timeout)).ok()?;
+            con.set_write_timeout(Some(read_timeout)).ok()?;
+            *link = Some((con, port, node));
+        }
+        Some(node)
     }
 
     /// (port, generation) to send the next command to.
