@@ -50,7 +50,8 @@ def test_campaign_leader_proclaim_resign(url: str) -> None:
             await Election(client, "async", ttl=10).campaign("b", timeout=0)
         await leadership.proclaim("a2")
         assert await election.leader() == Leader("a2", leadership.fence)
-        waiting = asyncio.ensure_future(Election(client, "async", ttl=10).campaign("b"))
+        # A coroutine, as asyncio's task factories want one.
+        waiting = asyncio.create_task(Election(client, "async", ttl=10).campaign("b"))
         await asyncio.sleep(0.2)
         assert not waiting.done()
         assert await leadership.resign() is True

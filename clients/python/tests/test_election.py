@@ -465,3 +465,17 @@ def test_observe_waits_quietly_through_its_block_timeouts(
     finally:
         r.close()
         server.stop()
+
+
+def test_the_blocks_own_error_goes_on_when_the_server_is_gone(tmp_path: Path) -> None:
+    """A leader's block that fails because the server went away raises its own error,
+    not the failed resignation's."""
+    server = Server(tmp_path / "gone")
+    try:
+        r = no_retry(server)
+        with pytest.raises(ValueError, match="the job failed"):
+            with Election(r, "gone", ttl=30).campaign("me"):
+                server.stop()
+                raise ValueError("the job failed")
+    finally:
+        server.stop()

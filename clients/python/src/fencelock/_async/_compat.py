@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import inspect
 import threading
+import typing
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -228,11 +229,12 @@ def checked() -> Checked:
     return _Done()
 
 
-class Entering(Generic[E]):
+class Entering(typing.Coroutine[Any, Any, E]):
     """What ``Election.campaign`` returns on asyncio: ``await`` it for its result, or
     enter it at once (``async with election.campaign(v) as leadership:``), which
     awaits it and enters the result (a context manager whose ``__aenter__`` gives
-    itself). On threads the call returns the result itself."""
+    itself). A coroutine itself, so ``asyncio.create_task`` and task groups take it.
+    On threads the call returns the result itself."""
 
     def __init__(self, work: Coroutine[Any, Any, E]) -> None:
         self._work = work
@@ -240,6 +242,15 @@ class Entering(Generic[E]):
 
     def __await__(self) -> Generator[Any, None, E]:
         return self._work.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._work.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._work.throw(*args)
+
+    def close(self) -> None:
+        self._work.close()
 
     async def __aenter__(self) -> E:
         entered = self._entered = await self._work

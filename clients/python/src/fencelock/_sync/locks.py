@@ -373,7 +373,10 @@ class Locks:
         lease.runner = None
         if error is not None:
             own_cancel = lease.cancelled_runner and is_own_cancel(error, runner)
-            shielded(self._leave_after_refresher(lease, None))
+            # The block's own error goes on unchanged: a release that fails too (the
+            # server down, say) leaves the lease to run out by itself.
+            with contextlib.suppress(Exception):
+                shielded(self._leave_after_refresher(lease, None))
             if not own_cancel:
                 return False
             # Cancelled because the lease was lost (cancel_on_lost).
