@@ -473,9 +473,11 @@ def test_the_blocks_own_error_goes_on_when_the_server_is_gone(tmp_path: Path) ->
     server = Server(tmp_path / "gone")
     try:
         r = no_retry(server)
-        with pytest.raises(ValueError, match="the job failed"):
-            with Election(r, "gone", ttl=30).campaign("me"):
-                server.stop()
-                raise ValueError("the job failed")
+        with (
+            pytest.raises(ValueError, match="the job failed"),
+            Election(r, "gone", ttl=30).campaign("me"),
+        ):
+            server.stop()
+            raise ValueError("the job failed")
     finally:
         server.stop()
