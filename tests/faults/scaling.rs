@@ -270,9 +270,9 @@ fn wait_cost_with_session_waiters(queue: usize) -> (f64, f64) {
     let queued: Vec<RawClient> = (0..queue).map(|_| wait("worker")).collect();
     wait_for_waiters(&mut con, "k", i64::try_from(queue).unwrap());
     // Waits of 1 ms, each answered before the next: Redis 7.2 and later count a
-    // blocked command's time when it ends (its own work, not the wait).
+    // blocked command's time when it ends (its own work, not the wait). The least of
+    // three rounds: a few µs a call, so one busy moment of the machine would double it.
     let mut cost = |session: &str| {
-        let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
         let mut waiter = RawClient::connect(server.port);
         let argv = [
             "LOCK.ACQUIRE",
@@ -283,10 +283,14 @@ fn wait_cost_with_session_waiters(queue: usize) -> (f64, f64) {
             "BLOCK",
             "1",
         ];
-        for _ in 0..50 {
-            assert!(waiter.call(&argv.map(str::as_bytes)).is_nil());
-        }
-        usec_per_call(&mut con, "lock.acquire")
+        let mut round = || {
+            let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+            for _ in 0..50 {
+                assert!(waiter.call(&argv.map(str::as_bytes)).is_nil());
+            }
+            usec_per_call(&mut con, "lock.acquire")
+        };
+        (0..3).map(|_| round()).fold(f64::INFINITY, f64::min)
     };
     let same = cost("worker");
     let other = cost("another");
@@ -304,7 +308,8 @@ fn a_waits_deadlock_check_costs_the_same_at_10_and_thousands_of_one_sessions_wai
          waiters, {lots_same:.2}/{lots_other:.2} µs with {many}"
     );
     assert!(
-        lots_same <= 2.0 * few_same.max(2.0),
+        // Linear would be some 1,000 µs here (as another owner's is): thrice is noise.
+        lots_same <= 3.0 * few_same.max(5.0),
         "the same session's wait: {lots_same:.2} µs with {many} waiters, {few_same:.2} with 10"
     );
     // Another owner reaches the session once and passes each of its waits in the queue
