@@ -19,5 +19,5 @@ pub use locks::*;
 pub use paths::{floor_module_path, module_path, server_binary};
 pub use ports::free_port;
 pub use redis::{cmd, Connection, Value};
-pub use server::{Options, Server};
+pub use server::{signal_process, Options, Server};
 pub use tempfile;

@@ -202,12 +202,7 @@ impl Server {
 
     fn signal(&self, signal: &str) {
         if let Some(pid) = self.pid() {
-            let status = Command::new("kill")
-                .arg(signal)
-                .arg(pid.to_string())
-                .status()
-                .expect("run kill");
-            assert!(status.success(), "kill {signal} {pid}");
+            signal_process(pid, signal);
         }
     }
 
@@ -277,4 +272,14 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`, `-9`, …) to process `pid`, which must exist.
+pub fn signal_process(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {signal} {pid}");
 }

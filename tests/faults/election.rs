@@ -186,15 +186,6 @@ impl Processes {
     }
 }
 
-fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .arg(signal)
-        .arg(pid.to_string())
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
 /// Candidate threads in this process, on a target the fault driver can move.
 struct Threads {
     target: Arc<Target>,
@@ -405,14 +396,14 @@ fn sigstop_of_the_leader_past_its_lease() {
         thread::sleep(Duration::from_millis(600));
         let (id, fence, _) = next_leader(&mut con, 0);
         let pid = candidates.pid(id);
-        signal(pid, "-STOP");
+        signal_process(pid, "-STOP");
         let stopped = Instant::now();
         let (_, _, next) = next_leader(&mut con, fence);
         if next.duration_since(stopped) < pause {
             replaced_during_pause += 1;
         }
         thread::sleep(pause.saturating_sub(stopped.elapsed()));
-        signal(pid, "-CONT");
+        signal_process(pid, "-CONT");
     }
     thread::sleep(Duration::from_millis(800));
     candidates.finish();

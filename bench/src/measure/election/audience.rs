@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use testkit::resp::{encode, Conn, Reply};
 
 use crate::measure::curves::crowd::Crowd;
+use crate::measure::curves::LEASE;
+use crate::measure::lua::leader_value;
 use crate::measure::server::info_field;
 
 /// The leader key, and the hand-rolled way's channel.
@@ -71,6 +73,28 @@ fn observers_waiting(admin: &mut Conn) -> io::Result<u64> {
 }
 
 /// Polls (every ms) until `count` observers wait.
+/// Takes the leader key (free) with `TOKEN` and the first leader value: what observers
+/// then know of it.
+pub fn lead(con: &mut Conn) -> io::Result<Known> {
+    let value = leader_value(0);
+    let reply = con.call_ok(&[
+        b"LOCK.ACQUIRE",
+        KEY,
+        LEASE,
+        b"TOKEN",
+        TOKEN,
+        b"VALUE",
+        value.as_bytes(),
+    ])?;
+    let (_, fence) = reply
+        .grant()
+        .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))?;
+    Ok(Known {
+        fence,
+        value: value.as_bytes().to_vec(),
+    })
+}
+
 pub fn wait_for_observers(admin: &mut Conn, count: u64) -> io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

@@ -18,10 +18,9 @@ use std::time::{Duration, Instant};
 
 use testkit::resp::Conn;
 
-use super::audience::{self, Known, KEY, TOKEN};
+use super::audience::{self, Known};
 use crate::measure::curves::waiters::idle_clients;
-use crate::measure::curves::{connected_clients, wait_for_clients, LEASE};
-use crate::measure::lua::leader_value;
+use crate::measure::curves::{connected_clients, wait_for_clients};
 use crate::measure::memory::{per_lock, settled_memory, used_memory};
 use crate::measure::server::{self, flush, Server};
 use crate::results::election::ObserverMemory;
@@ -44,23 +43,7 @@ const DRAIN_PATIENCE: Duration = Duration::from_secs(120);
 /// The leader key held with a value on an emptied server; what observers know of it.
 fn hold(admin: &mut Conn) -> io::Result<Known> {
     flush(admin)?;
-    let value = leader_value(0);
-    let reply = admin.call_ok(&[
-        b"LOCK.ACQUIRE",
-        KEY,
-        LEASE,
-        b"TOKEN",
-        TOKEN,
-        b"VALUE",
-        value.as_bytes(),
-    ])?;
-    let (_, fence) = reply
-        .grant()
-        .ok_or_else(|| io::Error::other(format!("LOCK.ACQUIRE replied {reply:?}")))?;
-    Ok(Known {
-        fence,
-        value: value.as_bytes().to_vec(),
-    })
+    audience::lead(admin)
 }
 
 /// Waits until `used_memory` is back within `DRAINED_PER_CONNECTION × n` of

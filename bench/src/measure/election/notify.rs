@@ -56,25 +56,7 @@ fn observe_rounds(
 ) -> io::Result<Vec<Vec<u64>>> {
     let mut known = match change {
         Change::Grant => Known::FREE,
-        Change::Proclaim => {
-            let first = leader_value(0);
-            let reply = changer.call(&[
-                b"LOCK.ACQUIRE",
-                KEY,
-                LEASE,
-                b"TOKEN",
-                TOKEN,
-                b"VALUE",
-                first.as_bytes(),
-            ])?;
-            let (_, fence) = reply
-                .grant()
-                .ok_or_else(|| unexpected("LOCK.ACQUIRE", &reply))?;
-            Known {
-                fence,
-                value: first.as_bytes().to_vec(),
-            }
-        }
+        Change::Proclaim => audience::lead(changer)?,
     };
     let mut crowd = audience::observers(server.port, admin, n, &known)?;
     let mut all = Vec::new();
