@@ -5,12 +5,22 @@
 #                   many cases
 #   make leakcheck  redis-server under valgrind through blocking and persistence paths
 # The short versions of all of these run inside `make test`.
+#   make partition  network partitions under Sentinel failover (tests/faults/partition.rs):
+#                   PARTITION_RUNS runs (20) of each replication setting and the
+#                   fence-check-disabled self-test, on Redis 7.0, or on each server of
+#                   the compatibility matrix with PARTITION_SERVERS=all; the table in
+#                   target/partition-report.md (docs/reliability.md quotes it). Not in
+#                   `make test` (minutes); CI runs PARTITION_RUNS=3 on all three servers.
 
 RELIABILITY_REPORT := target/reliability-report.md
 FUZZ_CASES ?= 200000
 VALGRIND_DIR := target/valgrind
 
-.PHONY: soak fuzz leakcheck
+PARTITION_REPORT := target/partition-report.md
+PARTITION_RUNS ?= 20
+PARTITION_SERVERS ?= redis-7.0
+
+.PHONY: soak fuzz leakcheck partition
 
 ##@ Reliability
 
@@ -36,3 +46,15 @@ leakcheck: build ## redis-server under valgrind through blocking and persistence
 	FENCELOCK_REDIS_SERVER=$(CURDIR)/$(VALGRIND_DIR)/redis-server \
 	FENCELOCK_VALGRIND_LOGS=$(CURDIR)/$(VALGRIND_DIR) \
 		cargo test --release --test faults valgrind -- --ignored --nocapture
+
+# One server after another, one test at a time: the runs measure failovers in seconds.
+partition: build $(if $(filter all,$(PARTITION_SERVERS)),venv) ## partitions under Sentinel failover, PARTITION_RUNS runs each: target/partition-report.md
+	@rm -f $(PARTITION_REPORT)
+	@if [ "$(PARTITION_SERVERS)" = all ]; then scripts/compat-servers.sh $(VENV); \
+	 else echo "redis-7.0 $$(command -v redis-server)"; fi | while read -r name path; do \
+	  printf '\n## %s, %s runs of each setting\n' "$$name" "$(PARTITION_RUNS)" >> $(PARTITION_REPORT); \
+	  FENCELOCK_REDIS_SERVER=$$path FENCELOCK_PARTITION_RUNS=$(PARTITION_RUNS) \
+	  FENCELOCK_PARTITION_REPORT=$(CURDIR)/$(PARTITION_REPORT) \
+	    cargo test --release --test faults partition:: -- --ignored --test-threads=1 || exit 1; \
+	done
+	@cat $(PARTITION_REPORT)

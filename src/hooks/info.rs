@@ -49,6 +49,9 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
             c"sessions",
             i64::try_from(sessions::count()).unwrap_or(i64::MAX),
         ),
+        // The highest fence issued here or seen (loaded, replicated): a replica shows
+        // how far the primary's grants reached it, which is what a promotion keeps.
+        (c"fence_clock", as_i64(node_fence::last())),
         // A missing fence mark admits no fence below this (0 until a mark is evicted).
         (c"mark_floor", as_i64(node_fence::mark_floor())),
         // 1: maxmemory is set with a policy that may evict locks or fence marks.

@@ -6,18 +6,24 @@
 //! - `ports`: free loopback ports;
 //! - `server`: a real `redis-server` with the module loaded, in its own temporary
 //!   directory, killed on drop;
+//! - `proxy`: a loopback TCP link that a test can cut, delay and heal (partitions);
+//! - `sentinel`: a real Redis Sentinel watching one primary;
 //! - `resp`: the one RESP codec (encoder, incremental parser, blocking connections);
 //! - `locks`: small helpers for the lock commands and for waiting on a condition.
 
 pub mod locks;
 pub mod paths;
 pub mod ports;
+pub mod proxy;
 pub mod resp;
+pub mod sentinel;
 pub mod server;
 
 pub use locks::*;
 pub use paths::{floor_module_path, module_path, server_binary};
 pub use ports::free_port;
+pub use proxy::{LinkState, Proxy};
 pub use redis::{cmd, Connection, Value};
+pub use sentinel::{Sentinel, Timing as SentinelTiming, SERVICE};
 pub use server::{signal_process, Options, Server};
 pub use tempfile;

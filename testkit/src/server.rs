@@ -143,7 +143,7 @@ impl Server {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    fn try_connect(&self) -> redis::RedisResult<Connection> {
+    pub fn try_connect(&self) -> redis::RedisResult<Connection> {
         redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(2))
     }
 

@@ -176,3 +176,39 @@ fn an_aof_switched_on_at_runtime_records_exact_effects() {
     assert_eq!(fence(&mut con, "after"), Some(after_fence));
     assert_eq!(int(&mut con, &["PEXPIRETIME", "before"]), deadline);
 }
+
+/// `fencelock_fence_clock`: the highest fence issued or received. A replica shows the
+/// primary's last grant once it has received it, even after the lock is gone (also one
+/// made while it was paused); the next grant is above it.
+#[test]
+fn the_fence_clock_in_info_shows_how_far_grants_reached_the_replica() {
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    let clock = |con: &mut Connection| -> i64 {
+        info_field(con, "fencelock", "fencelock_fence_clock")
+            .and_then(|value| value.parse().ok())
+            .expect("fencelock_fence_clock in INFO fencelock")
+    };
+    let (token, first) = acquire(&mut p, "a", 60_000, &[]).unwrap();
+    assert_eq!(
+        clock(&mut p),
+        first,
+        "the primary's clock is its last grant"
+    );
+    assert_eq!(int(&mut p, &["LOCK.RELEASE", "a", &token]), 1);
+    wait_replicated(&mut p);
+    assert_eq!(clock(&mut r), first, "the replica received that grant");
+    replica.pause();
+    let (_, unseen) = acquire(&mut p, "b", 60_000, &[]).unwrap();
+    assert_eq!(clock(&mut p), unseen);
+    replica.resume();
+    wait_replicated(&mut p);
+    assert_eq!(
+        clock(&mut r),
+        unseen,
+        "and the one made while it was paused"
+    );
+    let (_, next) = acquire(&mut p, "c", 60_000, &[]).unwrap();
+    assert!(next > unseen);
+}

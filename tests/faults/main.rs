@@ -15,6 +15,7 @@ mod input;
 mod memory;
 mod observers;
 mod panics;
+mod partition;
 mod pause;
 mod reliability;
 mod scaling;

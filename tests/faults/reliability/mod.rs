@@ -6,7 +6,8 @@
 //! (`report`). `scale` picks the short CI or the long soak durations. Session clients
 //! (`session`) hold their locks in a session kept alive by a heartbeat; what the history
 //! proves they believed, and what the server can have done with their holdings:
-//! `belief`.
+//! `belief`. The partition scenario: its machines and links (`topology`), its
+//! resource on a real server (`ledger`) and one run (`partitioned`).
 
 pub mod belief;
 pub mod checker;
@@ -16,9 +17,12 @@ pub mod election;
 pub mod guarded;
 pub mod history;
 pub mod holding;
+pub mod ledger;
+pub mod partitioned;
 pub mod report;
 pub mod resource;
 pub mod scale;
 pub mod session;
 pub mod target;
+pub mod topology;
 pub mod workload;
