@@ -45,6 +45,7 @@ fn totals(runs: &[Figures]) -> (Figures, String) {
         sum.grants += figures.grants;
         sum.overlaps += figures.overlaps;
         sum.lost_grants += figures.lost_grants;
+        sum.tied_fences += figures.tied_fences;
         for (into, from) in [
             (&mut sum.fenced, &figures.fenced),
             (&mut sum.control, &figures.control),
@@ -59,17 +60,18 @@ fn totals(runs: &[Figures]) -> (Figures, String) {
     }
     let count = |pick: fn(&Figures) -> bool| runs.iter().filter(|f| pick(f)).count();
     let shown = format!(
-        "runs with overlapping holders {}/{n}, with lost grants {}/{n}, with fenced stale writes {}/{n}, with control stale writes {}/{n}",
+        "runs with overlapping holders {}/{n}, with lost grants {}/{n}, with fenced stale writes {}/{n}, with control stale writes {}/{n}; fences both primaries issued {}; times: the longest",
         count(|f| f.overlaps > 0),
         count(|f| f.lost_grants > 0),
         count(|f| f.fenced.stale > 0),
         count(|f| f.control.stale > 0),
+        sum.tied_fences,
         n = runs.len()
     );
     (sum, shown)
 }
 
-const HEADER: &str = "| run | acknowledged grants | overlapping holders (lock alone) | acknowledged grants lost | fenced counter: stale writes / lost increments of acknowledged | unfenced control: the same | promotion after the cut | rejoin after the heal |\n|---|---|---|---|---|---|---|---|";
+const HEADER: &str = "| run | acknowledged grants | grants overlapping a live holder (lock alone) | acknowledged grants lost | fenced counter: stale writes / lost increments of acknowledged (accesses refused) | unfenced control: the same | promotion after the cut | rejoin after the heal |\n|---|---|---|---|---|---|---|---|";
 
 fn report(text: &str) {
     println!("{text}");

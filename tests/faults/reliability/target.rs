@@ -2,7 +2,7 @@
 //! current server's port and generation (failover moves both), plus a gate that holds
 //! new commands back while the driver inspects a restarted server before load resumes.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -12,8 +12,9 @@ use redis::Connection;
 pub type Link = Option<(Connection, u16, usize)>;
 
 pub struct Target {
-    port: AtomicU16,
-    node: AtomicUsize,
+    /// The port in the low 16 bits, the generation above: one atomic, so that a client
+    /// never pairs a new port with the old generation (or the reverse).
+    current: AtomicU64,
     closed: Mutex<bool>,
     reopened: Condvar,
     stop: AtomicBool,
@@ -22,8 +23,7 @@ pub struct Target {
 impl Target {
     pub fn new(port: u16) -> Self {
         Target {
-            port: AtomicU16::new(port),
-            node: AtomicUsize::new(0),
+            current: AtomicU64::new(u64::from(port)),
             closed: Mutex::new(false),
             reopened: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -56,16 +56,16 @@ impl Target {
 
     /// (port, generation) to send the next command to.
     pub fn current(&self) -> (u16, usize) {
-        (
-            self.port.load(Ordering::SeqCst),
-            self.node.load(Ordering::SeqCst),
-        )
+        let current = self.current.load(Ordering::SeqCst);
+        let port = (current & 0xffff) as u16;
+        (port, usize::try_from(current >> 16).unwrap_or(usize::MAX))
     }
 
-    /// Clients move to a new server: a new generation.
+    /// Clients move to a new server: a new generation. (One thread moves a target.)
     pub fn move_to(&self, port: u16) {
-        self.port.store(port, Ordering::SeqCst);
-        self.node.fetch_add(1, Ordering::SeqCst);
+        let generation = (self.current.load(Ordering::SeqCst) >> 16) + 1;
+        self.current
+            .store(u64::from(port) | (generation << 16), Ordering::SeqCst);
     }
 
     /// Holds back every command not yet sent.

@@ -177,10 +177,15 @@ impl Topology {
         }
     }
 
-    /// Waits until the first primary replicates from `promoted` (Sentinel demoted it)
-    /// and every replica has the new primary's whole stream. Whether all three hold
-    /// the same data (`DEBUG DIGEST`): the old primary's divergent writes are gone.
-    pub fn wait_for_rejoin(&self, promoted: usize, timeout: Duration) -> bool {
+    /// Whether every Sentinel still names the first primary (no failover yet).
+    pub fn sentinels_name_the_first_primary(&self) -> bool {
+        self.sentinels
+            .iter()
+            .all(|s| s.primary_port() == Some(self.watch.port))
+    }
+
+    /// Waits until the first primary replicates from `promoted`: Sentinel demoted it.
+    pub fn wait_for_rejoin(&self, promoted: usize, timeout: Duration) {
         let deadline = Instant::now() + timeout;
         let new_port = self.servers[promoted].port.to_string();
         loop {
@@ -193,7 +198,7 @@ impl Topology {
             if info.contains(&format!("master_port:{new_port}\r\n"))
                 && info.contains("master_link_status:up")
             {
-                break;
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -202,6 +207,12 @@ impl Topology {
             );
             thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Whether both replicas of `promoted` have its whole stream and all three servers
+    /// hold the same data (`DEBUG DIGEST`): the old primary's divergent writes are gone.
+    /// Asked while no client writes.
+    pub fn converged(&self, promoted: usize) -> bool {
         let mut new = self.servers[promoted].connect();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -222,8 +233,24 @@ impl Topology {
     }
 }
 
+/// What `server` has received of the primary's grants, once it stops changing: its
+/// `fencelock_fence_clock` twice alike 200 ms apart (bytes a link passed just before a
+/// cut may still be on their way in), within `within`.
+pub fn settled_fence_clock(server: &Server, within: Duration) -> i64 {
+    let deadline = Instant::now() + within;
+    let mut last = fence_clock(server);
+    loop {
+        thread::sleep(Duration::from_millis(200));
+        let now = fence_clock(server);
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// `fencelock_fence_clock` of `server`: the highest fence it issued or received.
-pub fn fence_clock(server: &Server) -> i64 {
+fn fence_clock(server: &Server) -> i64 {
     info_field(&mut server.connect(), "fencelock", "fencelock_fence_clock")
         .and_then(|value| value.parse().ok())
         .expect("fencelock_fence_clock")
