@@ -60,6 +60,14 @@ pub struct Access {
     pub answer: Answer,
 }
 
+/// Who accesses which lock's counters, under which fence.
+#[derive(Clone, Copy)]
+pub struct On<'a> {
+    pub client: usize,
+    pub lock: &'a str,
+    pub fence: i64,
+}
+
 /// How the holders reach the counters.
 #[derive(Clone)]
 pub struct Ledger {
@@ -77,46 +85,19 @@ impl Ledger {
     }
 
     /// Reads `counter` of `lock` under `fence`; `None` when refused or unanswered.
-    pub fn read(
-        &self,
-        con: &mut Connection,
-        client: usize,
-        lock: &str,
-        counter: Counter,
-        fence: i64,
-    ) -> Option<u64> {
-        let mut command = self.fenced(counter, lock, fence);
-        command.arg("GET").arg(counter.key(lock));
-        let access = (client, lock, counter, fence, false);
-        let answer = self.send(con, access, &command, |reply| Answer::Read(number(&reply)));
-        match answer {
+    pub fn read(&self, con: &mut Connection, on: On, counter: Counter) -> Option<u64> {
+        match self.access(con, on, counter, None) {
             Answer::Read(value) => Some(value),
             _ => None,
         }
     }
 
     /// Writes `read + 1` into `counter` of `lock` under `fence`; whether it was admitted.
-    pub fn write(
-        &self,
-        con: &mut Connection,
-        client: usize,
-        lock: &str,
-        counter: Counter,
-        fence: i64,
-        read: u64,
-    ) -> bool {
-        let mut command = self.fenced(counter, lock, fence);
-        command
-            .arg("SET")
-            .arg(counter.key(lock))
-            .arg(read + 1)
-            .arg("GET");
-        let access = (client, lock, counter, fence, true);
-        let answer = self.send(con, access, &command, |reply| Answer::Wrote {
-            read,
-            overwrote: number(&reply),
-        });
-        matches!(answer, Answer::Wrote { .. })
+    pub fn write(&self, con: &mut Connection, on: On, counter: Counter, read: u64) -> bool {
+        matches!(
+            self.access(con, on, counter, Some(read)),
+            Answer::Wrote { .. }
+        )
     }
 
     /// `LOCK.FENCED mark:<lock> <fence>` in front of the fenced counter's command.
@@ -130,18 +111,32 @@ impl Ledger {
         }
     }
 
-    /// Sends `command` for the access (client, lock, counter, fence, write) and records
-    /// it with its answer.
-    fn send(
-        &self,
-        con: &mut Connection,
-        (client, lock, counter, fence, write): (usize, &str, Counter, i64, bool),
-        command: &redis::Cmd,
-        answered: impl FnOnce(Value) -> Answer,
-    ) -> Answer {
+    /// `GET`, or with `write` (the value read) `SET … GET` of `read + 1`, recorded with
+    /// its answer.
+    fn access(&self, con: &mut Connection, on: On, counter: Counter, write: Option<u64>) -> Answer {
+        let On {
+            client,
+            lock,
+            fence,
+        } = on;
+        let mut command = self.fenced(counter, lock, fence);
+        match write {
+            None => command.arg("GET").arg(counter.key(lock)),
+            Some(read) => command
+                .arg("SET")
+                .arg(counter.key(lock))
+                .arg(read + 1)
+                .arg("GET"),
+        };
         let invoked_us = now_us();
         let answer = match command.query::<Value>(con) {
-            Ok(reply) => answered(reply),
+            Ok(reply) => match write {
+                None => Answer::Read(number(&reply)),
+                Some(read) => Answer::Wrote {
+                    read,
+                    overwrote: number(&reply),
+                },
+            },
             Err(error) if error.code() == Some("STALE") => Answer::Stale,
             Err(error) if matches!(error.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
                 Answer::Failed(error.to_string())
@@ -156,7 +151,7 @@ impl Ledger {
                 lock: lock.to_string(),
                 counter,
                 fence,
-                write,
+                write: write.is_some(),
                 invoked_us,
                 completed_us: now_us(),
                 answer: answer.clone(),

@@ -23,7 +23,7 @@ use rand::{Rng, SeedableRng};
 use super::checker;
 use super::client::LockClient;
 use super::history::{History, Mode, Op, Outcome};
-use super::ledger::{self, Counter, Judged, Ledger};
+use super::ledger::{self, Counter, Judged, Ledger, On};
 use super::target::Target;
 use super::topology::{settled_fence_clock, Topology, MAJORITY, WITH_PRIMARY};
 use testkit::sentinel::primary_port;
@@ -374,10 +374,14 @@ impl Worker {
     /// Both counters: read under the fence, work, write back while the lease is
     /// believed to last.
     fn increment(&mut self, key: &str, fence: i64, believed_until: Instant) {
-        let id = self.lock.id;
+        let on = On {
+            client: self.lock.id,
+            lock: key,
+            fence,
+        };
         let con = &mut self.resource;
-        let fenced = self.ledger.read(con, id, key, Counter::Fenced, fence);
-        let control = self.ledger.read(con, id, key, Counter::Control, fence);
+        let fenced = self.ledger.read(con, on, Counter::Fenced);
+        let control = self.ledger.read(con, on, Counter::Control);
         let work = if self.rng.gen_ratio(1, LONG_JOB_ONE_IN) {
             LONG_JOB_MS
         } else {
@@ -387,13 +391,12 @@ impl Worker {
         if Instant::now() >= believed_until {
             return;
         }
+        let con = &mut self.resource;
         if let Some(read) = fenced {
-            self.ledger
-                .write(con, id, key, Counter::Fenced, fence, read);
+            self.ledger.write(con, on, Counter::Fenced, read);
         }
         if let Some(read) = control {
-            self.ledger
-                .write(con, id, key, Counter::Control, fence, read);
+            self.ledger.write(con, on, Counter::Control, read);
         }
     }
 }
