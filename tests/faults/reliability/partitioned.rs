@@ -91,7 +91,7 @@ pub struct Figures {
 }
 
 /// The phases of a run: steady load, then the partition until a replica is promoted,
-/// both primaries granting for `both_primaries`, the heal and the rejoin, steady again.
+/// both primaries granting for 1.5 s, the heal and the rejoin, steady again for 1 s.
 pub fn run(durability: Durability, check_fence: bool, seed: u64) -> Figures {
     let topology = Arc::new(Topology::start(durability.server_args()));
     let keys: Vec<String> = (0..KEYS).map(|k| format!("part:{k}")).collect();
@@ -278,11 +278,16 @@ impl Workers {
         }
     }
 
-    fn finish(&mut self) -> (Vec<Op>, Ledger, Vec<Vec<u16>>) {
+    /// Stops every client and router and waits for them: they hold the topology.
+    fn join(&mut self) {
         self.stop();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+    }
+
+    fn finish(&mut self) -> (Vec<Op>, Ledger, Vec<Vec<u16>>) {
+        self.join();
         let moves = self
             .moves
             .iter()
@@ -292,10 +297,11 @@ impl Workers {
     }
 }
 
-/// A run that fails midway stops its clients, so that its servers can go.
+/// A run that fails midway stops its clients and routers, so that its servers and
+/// Sentinels are killed with the topology (a child process outlives the test binary).
 impl Drop for Workers {
     fn drop(&mut self) {
-        self.stop();
+        self.join();
     }
 }
 
