@@ -1267,8 +1267,8 @@ def test_module_not_loaded_says_how_to_load_the_module(bare: Node) -> None:
     with pytest.raises(fencelock.ModuleNotLoaded) as raised:
         fencelock.Locks(client).acquire("m", ttl=30)
     text = str(raised.value)
-    assert "`loadmodule /path/to/libfencelock.so`" in text, text
-    assert "`--loadmodule /path/to/libfencelock.so`" in text, text
+    assert "`loadmodule /path/to/fencelock.so`" in text, text
+    assert "`--loadmodule /path/to/fencelock.so`" in text, text
     assert "enable-module-command yes" in text and "`local`" in text, text
     with pytest.raises(redis.ResponseError) as refused:
         client.execute_command("MODULE", "LOAD", module_path())

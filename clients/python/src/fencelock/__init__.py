@@ -51,7 +51,7 @@ from .errors import (
 )
 from .info import LockInfo
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Deadlock",

@@ -20,7 +20,8 @@ the manager believes held; the server says which node each is on by its key, at 
 moment of asking); where each name has sent acquires (``LOCK.CLOSE`` goes there too,
 for the acquires still waiting); releases that failed, to send again before the next
 keepalive of their session (else that keepalive would keep the holding alive); which
-servers have the session commands."""
+servers have the session commands. A session is one process's: a forked child starts
+with none (``forget_inherited``)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,14 @@ class Sessions:
                 self._in_flight.pop(name, None)
                 return
             self._tidy(name)
+
+    def forget_inherited(self) -> None:
+        """In the child of a fork: the names and holdings so far are the parent's
+        (the parent keeps them alive and closes them); the child's acquires take new
+        names of its own, so that its ``close()`` never touches the parent's or a
+        sibling's holdings. A new lock, too: the parent's may have been held by a
+        thread that does not exist here."""
+        self.__init__(self.ttl)  # type: ignore[misc]
 
     def keepalive_ms(self, name: str) -> int:
         """The lease each keepalive of ``name`` gives its holdings, in ms."""

@@ -86,6 +86,17 @@ class LockLost(LockNotOwnedError):
         # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
 
+    @classmethod
+    def in_words_of_redis_py(cls, key: Key, said: str, name: object) -> LockLost:
+        """The loss as a drop-in lock reports it: redis-py's own words first (code
+        that matches them keeps working), then what the loss means; ``name`` is
+        the lock's ``lock_name`` (a ``MultiLock``'s: its tuple of names)."""
+        error = cls(key)
+        message = f"{said}: {error.args[0]}"
+        error.args = (message,)
+        error.lock_name = name  # type: ignore[assignment]
+        return error
+
 
 class StaleFence(LockError):
     """``LOCK.FENCED`` refused the command: its fence is below the highest that the
@@ -216,9 +227,11 @@ class ModuleNotLoaded(LockError):
     def __init__(self, command: str, server: str) -> None:
         message = (
             f"{command} is an unknown command on {server}: the fencelock module is not"
-            " loaded there. Load it at start: add `loadmodule /path/to/libfencelock.so`"
-            " to its redis.conf, or start it with `--loadmodule"
-            " /path/to/libfencelock.so`. (`MODULE LOAD /path/to/libfencelock.so` works"
+            " loaded there. Load it at start: add `loadmodule /path/to/fencelock.so`"
+            " to its redis.conf, or start it with `--loadmodule /path/to/fencelock.so`"
+            " (the file a release ships; /usr/lib/redis/modules/fencelock.so from the"
+            " .deb, target/release/libfencelock.so when built from source)."
+            " (`MODULE LOAD /path/to/fencelock.so` works"
             " on a running server only if it runs with `enable-module-command yes`,"
             " or `local` for a client on the same host; Redis refuses it by default.)"
         )
@@ -306,4 +319,31 @@ def self_wait_refused(key: Key, held: Mode, through: str) -> WrongMode:
         " or downgrade)",
         held,
         None,
+    )
+
+
+def used_before_fork(what: str) -> RuntimeError:
+    """The error of an asyncio lock manager used in the child of an ``os.fork()``
+    after its parent had used it: its event loop, its refresher task and its
+    connections are the parent's and cannot go on here (waiting on them could hang
+    forever), so it is refused at once."""
+    return RuntimeError(
+        f"this fencelock.asyncio.{what} was used before os.fork(), in the parent"
+        " process: an asyncio lock manager cannot be carried into a forked child with"
+        " its event loop and connections. Make the redis.asyncio client and the"
+        f" fencelock.asyncio.{what} in the child (after the fork: a gunicorn or Celery"
+        " worker's start, the multiprocessing job), or use the multiprocessing"
+        " 'spawn' or 'forkserver' start method"
+    )
+
+
+def inherited_lease(key: Key, pid: int) -> LockError:
+    """The error of a forked child's refresh or release of a lease its parent
+    acquired: the holding is the parent's, which keeps refreshing and releases it."""
+    return lock_error(
+        LockError,
+        f"lock {key!r}: this lease was acquired by process {pid}, and this process"
+        " is its forked child: the holding stays the parent's (refreshed and released"
+        " there); acquire the lock in this process instead",
+        key,
     )

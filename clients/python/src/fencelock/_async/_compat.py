@@ -31,6 +31,9 @@ E = TypeVar("E", bound="contextlib.AbstractAsyncContextManager[Any]")
 
 Event = asyncio.Event
 sleep = asyncio.sleep
+# A manager used before ``os.fork()`` cannot go on in the child: its event loop, its
+# tasks and its connections are the parent's (``Locks._after_fork``).
+SURVIVES_FORK = False
 
 # The event loop keeps only weak references to tasks: these must not vanish midway.
 _running: set[asyncio.Future[Any]] = set()

@@ -77,6 +77,18 @@ class Refresher:
         # Per server: the refresher's own connection, and who uses it now.
         self._connections: dict[Any, tuple[Any, asyncio.Lock]] = {}
 
+    def after_fork(self) -> None:
+        """In the child of a fork, for a manager never used in the parent (one that
+        was is refused in the child: ``Locks._after_fork``): nothing watched, no
+        task, no connection."""
+        self._schedule = Schedule()
+        self._stop = False
+        self._task = None
+        self._wake = None
+        self._busy = defaultdict(set)
+        self._planned = None
+        self._connections = {}
+
     def add(self, lease: Lease, refresh: bool) -> None:
         # A lease of a session is watched from its grant on (``Locks.acquire``): a
         # block that holds it later keeps that entry.

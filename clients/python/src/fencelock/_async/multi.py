@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
+from .. import _forks
 from .. import _lockstate as state
 from .._protocol import (
     Args,
@@ -40,7 +41,7 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import LockNotAcquired, lock_error
+from ..errors import LockLost, LockNotAcquired, lock_error
 from ._acquire import acquire_all
 from ._commands import module_missing
 from ._compat import Checked, check_client, checked, current_owner, new_local, shielded
@@ -104,15 +105,24 @@ class MultiLock:
         self.thread_local = bool(thread_local)
         self.raise_on_release_error = raise_on_release_error
         self.shared = shared
-        self.local: Any
-        if self.thread_local:
-            self.local = new_local(per_task=shared or per_task)
-        else:
-            self.local = SimpleNamespace()
-        self.local.token = None
-        self.local.fences = []
+        self._per_task = shared or per_task
+        self.local: Any = self._new_local()
         if shared:
             state.check_shared_timeout(timeout)
+
+    def _new_local(self) -> Any:
+        local = new_local(self._per_task) if self.thread_local else SimpleNamespace()
+        local.token = None
+        local.fences = []
+        # The child of an ``os.fork()`` starts without the parent's tokens.
+        _forks.track(self)
+        return local
+
+    def _after_fork(self) -> None:
+        """In the child of an ``os.fork()`` (``fencelock._forks``): what the parent
+        held through this object stays the parent's; the child holds nothing
+        through it."""
+        self.local = self._new_local()
 
     def __repr__(self) -> str:
         kind = type(self)
@@ -211,7 +221,8 @@ class MultiLock:
 
     async def release(self) -> None:
         """Releases every lock (``LOCK.RELEASE`` of each key, in one round trip);
-        ``LockNotOwnedError`` if the token no longer held one of them (the others
+        ``LockLost`` (a ``LockNotOwnedError``) if the token no longer held one of
+        them (the others
         are released all the same). The token is kept until the server answered, so
         a release cut short can be retried."""
         token = self._token()
@@ -233,8 +244,10 @@ class MultiLock:
             [release_args(key, expected_token) for key in self.names], released=True
         )
         if missing:
-            raise lock_error(
-                LockNotOwnedError,
+            # A loss, as everywhere in the package (``LockLost`` is the
+            # ``LockNotOwnedError`` redis-py raises here); the others were released.
+            raise LockLost.in_words_of_redis_py(
+                missing[0],
                 "Cannot release a lock that's no longer owned: not held at "
                 + ", ".join(repr(key) for key in missing),
                 self.names,
@@ -379,6 +392,10 @@ class ManagedMultiLock(MultiLock):
         self.leases: list[Lease] = []
         self._holding = False
 
+    def _after_fork(self) -> None:
+        """In the child of an ``os.fork()``: its leases say they are the parent's
+        (``Lease.inherited``); leaving them here leaves them to the parent."""
+
     @property
     def time_left(self) -> float:
         """Seconds until the earliest deadline of its leases (0 when not held)."""
@@ -488,7 +505,19 @@ class ManagedMultiLock(MultiLock):
         leases = self.leases
         self._holding = False
         self.local.token = None
-        await shielded(self.locks._leave_all(leases))
+        if leases[0].inherited():
+            return  # the parent's, which refreshes and releases them
+        try:
+            await shielded(self.locks._leave_all(leases))
+        except LockError as failure:
+            # Lost before the release failed (the server went away): the loss is
+            # what the caller must hear, with the failure as its cause.
+            lost = next((lease for lease in leases if lease.expired()), None)
+            if lost is None:
+                raise
+            if raise_lost:
+                raise lost.lost_error() from failure
+            return
         if raise_lost:
             for lease in leases:
                 if lease.expired():

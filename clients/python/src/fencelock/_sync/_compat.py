@@ -22,6 +22,9 @@ T = TypeVar("T")
 
 Event = threading.Event
 sleep = time.sleep
+# A manager used before ``os.fork()`` starts clean in the child: threads and sockets
+# are made anew there (``Locks._after_fork``).
+SURVIVES_FORK = True
 
 
 def check_client(client: Any, what: str) -> None:

@@ -75,6 +75,22 @@ class Refresher:
         self._connections: dict[Any, Any] = {}
         self._io = threading.Lock()
 
+    def after_fork(self) -> None:
+        """In the child of a fork (``Locks._after_fork``): the leases watched so far
+        are the parent's, whose thread keeps them alive; this process starts with
+        none, no thread (one starts with its first lease) and no connection of its
+        own (the parent's sockets stay the parent's: dropping them here only closes
+        this process's copies). The lock and condition are new: a thread that held
+        them in the parent does not exist here."""
+        self._schedule = Schedule()
+        self._stop = False
+        self._changed = threading.Condition()
+        self._thread = None
+        self._busy = set()
+        self._planned = None
+        self._connections = {}
+        self._io = threading.Lock()
+
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:
             # A lease of a session is watched from its grant on: a block that holds

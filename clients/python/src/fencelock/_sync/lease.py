@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -75,6 +76,9 @@ class Lease:
     # The session the holding belongs to (``Locks(session=True)``), None for a lease
     # of its own; as secret as the token, so never shown.
     session: Optional[str] = field(default=None, repr=False)
+    # The process that acquired it: a forked child inherits the object, never the
+    # holding (it neither refreshes nor releases it: ``Locks``).
+    pid: int = field(default_factory=os.getpid, repr=False)
     _reported: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -203,6 +207,11 @@ class Lease:
         if not min_hold:
             return 0
         return max(0, math.ceil((self.acquired_at + min_hold - now) * 1000))
+
+    def inherited(self) -> bool:
+        """Whether this lease was acquired by another process (this one is its forked
+        child): the holding is that process's."""
+        return self.pid != os.getpid()
 
     def no_client(self) -> Exception:
         """The error of ``guard`` on a lease made by hand, without a client."""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
+from .. import _forks
 from .. import _lockstate as state
 from .._protocol import (
     Key,
@@ -37,7 +38,7 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import lock_error, self_wait_refused
+from ..errors import LockLost, lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
 from ._commands import call
@@ -103,13 +104,8 @@ class Lock:
         self.raise_on_release_error = raise_on_release_error
         self.wait_replicas = wait_replicas
         self.wait_replicas_timeout = wait_replicas_timeout
-        self.local: Any
-        if self.thread_local:
-            self.local = new_local(per_task=shared or per_task)
-        else:
-            self.local = SimpleNamespace()
-        self.local.token = None
-        self.local.fence = None
+        self._per_task = shared or per_task
+        self.local: Any = self._new_local()
         self.shared = shared
         # A semaphore's number of permits (``Semaphore``); None: no limit.
         self.limit: Optional[int] = None
@@ -118,6 +114,20 @@ class Lock:
         self.other_side: Optional[Lock] = None
         if shared:
             state.check_shared_timeout(timeout)
+
+    def _new_local(self) -> Any:
+        local = new_local(self._per_task) if self.thread_local else SimpleNamespace()
+        local.token = None
+        local.fence = None
+        # The child of an ``os.fork()`` starts without the parent's tokens.
+        _forks.track(self)
+        return local
+
+    def _after_fork(self) -> None:
+        """In the child of an ``os.fork()`` (``fencelock._forks``): what the parent
+        held through this object stays the parent's, so the child holds nothing
+        through it (its ``release()`` cannot release the parent's lock)."""
+        self.local = self._new_local()
 
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
@@ -227,7 +237,8 @@ class Lock:
         return reply is not None
 
     def release(self) -> None:
-        """Releases the lock; ``LockNotOwnedError`` if its lease had already ended.
+        """Releases the lock; ``LockLost`` (a ``LockNotOwnedError``, as redis-py
+        raises) if its lease had already ended.
 
         The token is kept until the server answered (as redis-py's asyncio lock), so
         a release interrupted by a cancellation or a lost connection can be retried."""
@@ -247,10 +258,10 @@ class Lock:
 
     def do_release(self, expected_token: bytes) -> None:
         if not self._owner_command(release_args(self.name, expected_token)):
-            raise lock_error(
-                LockNotOwnedError,
-                "Cannot release a lock that's no longer owned",
-                self.name,
+            # The lease ended while held: a loss, as everywhere in the package
+            # (``LockLost`` is the ``LockNotOwnedError`` redis-py raises here).
+            raise LockLost.in_words_of_redis_py(
+                self.name, "Cannot release a lock that's no longer owned", self.name
             )
 
     def extend(

@@ -60,6 +60,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from .. import _forks
 from .. import _lockstate as lockstate
 from .._protocol import (
     RELEASE,
@@ -86,13 +87,16 @@ from ..errors import (
     LockNotAcquired,
     ModuleNotLoaded,
     ServerUnavailable,
+    inherited_lease,
     no_lock_delay,
     self_wait_refused,
+    used_before_fork,
 )
 from ..info import LockInfo
 from . import _acquire
 from ._commands import call, on_server_of, release_all_quietly, release_quietly
 from ._compat import (
+    SURVIVES_FORK,
     block_runner,
     cancellations,
     check_client,
@@ -158,6 +162,36 @@ class Locks:
         # The leases held by a ``lock``/``holding`` block now, per key, with the thread
         # (task) running the block: for refusing an acquire that waits for itself.
         self._held: dict[Key, list[tuple[object, Lease]]] = {}
+        # Whether this process has used it (sent a command, held a lease), and
+        # whether it was used before the fork that made this process, where that
+        # leaves it unusable (asyncio: its loop and connections stay the parent's).
+        self._used = False
+        self._forked_in_use = False
+        _forks.track(self)
+
+    def _after_fork(self) -> None:
+        """In the child of an ``os.fork()`` (``fencelock._forks``): the leases held
+        so far, their sessions and the refresher are the parent's, which keeps them
+        alive; the child starts clean, with sessions of its own (new names) and its
+        own refresher, started with its first lease. Its ``close()`` ends its own
+        sessions only. An asyncio manager used before the fork cannot go on in the
+        child (its event loop and connections are the parent's): its use there
+        raises ``RuntimeError`` (``_in_this_process``)."""
+        self._forked_in_use = self._forked_in_use or (self._used and not SURVIVES_FORK)
+        if self._forked_in_use:
+            return  # nothing of it is touched: the parent's loop owns it
+        self._used = False
+        self._held = {}
+        if self._sessions is not None:
+            self._sessions.forget_inherited()
+        self._refresher.after_fork()
+
+    def _in_this_process(self) -> None:
+        """Called where the manager is used: refuses an asyncio manager carried over
+        a fork after use (see ``_after_fork``)."""
+        if self._forked_in_use:
+            raise used_before_fork("Locks")
+        self._used = True
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -191,6 +225,7 @@ class Locks:
     # (asyncio also has close, an alias, as redis-py does)
 
     def _close_sessions(self) -> None:
+        self._in_this_process()
         if self._sessions is None:
             return
         failed: Optional[tuple[Key, Exception]] = None
@@ -340,6 +375,7 @@ class Locks:
         """The start of ``holding``: the lease watched (and refreshed, or counted by
         its session) from now on, held by this thread (task). What it returns goes
         to ``_end_holding``. ``Election`` holds its leaderships with the two."""
+        self._in_this_process()
         if lease.session is not None and not _in_session(
             auto_refresh, min_hold, max_hold
         ):
@@ -371,6 +407,10 @@ class Locks:
         ``lost_ok``. True when ``error`` is the cancellation that ``cancel_on_lost``
         sent and it is to be swallowed (``lost_ok``); False when it goes on."""
         lease.runner = None
+        if lease.inherited():
+            # A block this process inherited through a fork: the lock is the
+            # parent's, which refreshes and releases it; the child leaves it alone.
+            return False
         if error is not None:
             own_cancel = lease.cancelled_runner and is_own_cancel(error, runner)
             # The block's own error goes on unchanged: a release that fails too (the
@@ -383,7 +423,17 @@ class Locks:
             if not lost_ok:
                 raise lease.lost_error() from error
             return True
-        shielded(self._leave_after_refresher(lease, min_hold))
+        try:
+            shielded(self._leave_after_refresher(lease, min_hold))
+        except LockError as failure:
+            # A lease lost before the release failed (the server went away, its
+            # deadline passed): the loss is what the block must hear, as LockLost,
+            # with the failure to release as its cause.
+            if not lease.expired():
+                raise
+            if not lost_ok:
+                raise lease.lost_error() from failure
+            return False
         if not lost_ok and lease.expired():
             raise lease.lost_error()
         return False
@@ -509,6 +559,7 @@ class Locks:
         ``lock_delay`` (seconds) overrides the manager's. ``value``: the public value
         an exclusive holding carries (``VALUE``; ``Election`` proclaims its leader
         with it)."""
+        self._in_this_process()
         key = self.key(name)
         token = new_token() if token is None else token
         if wait != 0:  # one try answers busy, as ever; only a wait could be endless
@@ -630,6 +681,7 @@ class Locks:
         None when the wait ended first. As ``acquire`` otherwise, with a long wait's
         grant confirmed by a refresh of every key before the session counts them;
         any failure after the grant releases every key."""
+        self._in_this_process()
         keys = tuple(keys)
         first = keys[0]
         token = new_token() if token is None else token
@@ -784,7 +836,10 @@ class Locks:
     def _leave_all(self, leases: list[Lease]) -> None:
         """Leaves ``lock_all``'s leases: none refreshed or counted by the session any
         more, then one ``LOCK.RELEASE`` per key in one write, on the refresher's own
-        connection (else through the pool), as leaving a block does."""
+        connection (else through the pool), as leaving a block does. Leases this
+        process inherited through a fork are left to the parent."""
+        if leases[0].inherited():
+            return
         for lease in leases:
             self._refresher.remove(lease)
             self._forget(lease)
@@ -846,6 +901,13 @@ class Locks:
             if holder == owner and "exclusive" in (lease.mode, mode):
                 raise self_wait_refused(key, lease.mode, "this lock manager")
 
+    def _check_lease(self, lease: Lease) -> None:
+        """A lease is used only in the process that acquired it: a forked child's
+        refresh or release of its parent's holding is refused (``LockError``)."""
+        self._in_this_process()
+        if lease.inherited():
+            raise inherited_lease(lease.key, lease.pid)
+
     def _forget(self, lease: Lease) -> None:
         held = [one for one in self._held.get(lease.key, []) if one[1] is not lease]
         if held:
@@ -857,6 +919,7 @@ class Locks:
         """Restarts the lease at ``ttl`` (default: the lease's own) from now and moves
         its deadline; False, and the lease reported lost, if the token no longer
         holds the lock."""
+        self._check_lease(lease)
         seconds = lease.ttl if ttl is None else ttl
         sent = time.monotonic()
         # A shorter ttl shortens the lease as soon as the server has it, answered or
@@ -871,6 +934,7 @@ class Locks:
     def release(self, lease: Lease) -> bool:
         """Releases the lock if this lease still holds it; ``lease.released`` says.
         Finding it gone reports the lease lost. A lease of a session leaves it."""
+        self._check_lease(lease)
         try:
             reply = call(self.client, lease.key, *release_args(lease.key, lease.token))
         except (ConnectionError, TimeoutError):
@@ -886,6 +950,7 @@ class Locks:
 
     def leave(self, lease: Lease, min_hold: Optional[float] = None) -> None:
         """Releases the lock, or cuts the lease to what is left of ``min_hold``."""
+        self._check_lease(lease)
         hold_ms = lease.hold_left_ms(min_hold, time.monotonic())
         if hold_ms > 0:
             if not self._refresh_ms(lease, hold_ms):
@@ -902,6 +967,7 @@ class Locks:
 
     def info(self, name: str) -> Optional[LockInfo]:
         """``LOCK.INFO`` of the lock ``name`` as a dict (None: free, nobody waits)."""
+        self._in_this_process()
         return lock_info(self.client, self.key(name))
 
     def _refresh_ms(self, lease: Lease, ttl_ms: int) -> bool:

@@ -1,0 +1,199 @@
+"""A lock manager used before ``os.fork()`` (gunicorn ``--preload``, Celery prefork,
+``multiprocessing`` with fork): each child starts clean, with its own session and its
+own refresher, and the parent's leases stay the parent's. Work longer than the ttl
+is done under locks that the children keep alive; a sibling's ``close()`` touches
+nobody else's locks; the child of an asyncio manager used before the fork is refused
+at once."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import sys
+import time
+import traceback
+from typing import Callable
+
+import pytest
+import redis
+import redis.asyncio
+from fork_jobs import TTL, WORK, job, manager
+from servers import Server
+
+import fencelock
+import fencelock.asyncio
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork"), reason="the platform has no os.fork()"
+)
+
+
+def forked(body: Callable[[], None]) -> int:
+    """Runs ``body`` in a forked child, which exits 0 if it returned, 1 (its
+    traceback on stderr) if it raised."""
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            body()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
+def exit_code(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def used_in_parent(locks: fencelock.Locks) -> None:
+    """What a start-up step does: a lock taken and released, which leaves the
+    refresher thread lingering and the session named when the fork comes."""
+    with locks.lock("startup", ttl=TTL):
+        pass
+
+
+def test_a_child_keeps_a_lock_three_times_its_ttl(r: redis.Redis) -> None:
+    locks = fencelock.Locks(r)
+    used_in_parent(locks)
+
+    def child() -> None:
+        with locks.lock("job", ttl=TTL) as lease:
+            r.rpush("held", lease.fence)
+            time.sleep(3 * TTL)
+            lease.ensure_held(check=True)
+
+    pid = forked(child)
+    assert r.blpop(["held"], timeout=10) is not None
+    other = fencelock.Lock(r, "lock:job", timeout=5)
+    while True:  # until the child is done, nobody else gets the lock
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        assert not other.acquire(blocking=False), "taken from the child"
+        time.sleep(TTL / 5)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_parents_lease_stays_the_parents(r: redis.Redis) -> None:
+    """A fork inside the parent's block: the child neither refreshes, releases nor
+    closes the parent's lease; the parent keeps refreshing it past its ttl."""
+    locks = fencelock.Locks(r)
+    with locks.lock("parent", ttl=TTL) as lease:
+
+        def child() -> None:
+            with pytest.raises(fencelock.LockError, match="forked child"):
+                locks.release(lease)
+            locks.close()  # its own sessions: none
+
+        assert exit_code(forked(child)) == 0
+        time.sleep(3 * TTL)
+        lease.ensure_held(check=True)
+    assert lease.released
+
+
+def test_a_siblings_close_leaves_the_others_locks_held(r: redis.Redis) -> None:
+    locks = fencelock.Locks(r)
+    used_in_parent(locks)
+
+    def holder() -> None:
+        with locks.lock("a", ttl=TTL) as lease:
+            r.rpush("a-held", 1)
+            assert r.blpop(["b-closed"], timeout=10) is not None
+            time.sleep(2 * TTL)
+            lease.ensure_held(check=True)
+
+    def closer() -> None:
+        assert r.blpop(["a-held"], timeout=10) is not None
+        with locks.lock("b", ttl=TTL):
+            pass
+        locks.close()
+        # Nobody else may take the holder's lock.
+        assert not fencelock.Lock(r, "lock:a", timeout=5).acquire(blocking=False)
+        r.rpush("b-closed", 1)
+
+    pids = [forked(holder), forked(closer)]
+    assert [exit_code(pid) for pid in pids] == [0, 0]
+
+
+def test_three_forked_workers_charge_each_order_once(r: redis.Redis) -> None:
+    """Each of six orders is submitted twice to each of three workers; a charge
+    takes longer than the ttl."""
+    locks = fencelock.Locks(r)
+    used_in_parent(locks)
+    orders = [f"order-{n}" for n in range(6)]
+
+    def worker(turn: int) -> Callable[[], None]:
+        def work() -> None:
+            mine = orders[turn:] + orders[:turn]
+            for order in mine + mine:
+                with locks.lock(order, ttl=TTL, wait=None) as lease:
+                    if r.sismember("charged", order):
+                        continue
+                    time.sleep(WORK / 2 + TTL / 2)  # the payment call
+                    lease.ensure_held()
+                    r.rpush("charges", order)
+                    r.sadd("charged", order)
+
+        return work
+
+    pids = [forked(worker(2 * turn)) for turn in range(3)]
+    assert [exit_code(pid) for pid in pids] == [0, 0, 0]
+    charges = sorted(one.decode() for one in r.lrange("charges", 0, -1))
+    assert charges == orders
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_a_pool_runs_jobs_longer_than_the_ttl_one_at_a_time(
+    server: Server, r: redis.Redis, method: str
+) -> None:
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    _client, locks = manager(server.url)
+    used_in_parent(locks)
+    context = multiprocessing.get_context(method)
+    with context.Pool(4) as pool:
+        results = pool.starmap(job, [(server.url, n) for n in range(6)])
+    assert sorted(number for number, _, _ in results) == list(range(6))
+    assert [inside for _, inside, _ in results] == [1] * 6
+    assert len({fence for _, _, fence in results}) == 6
+
+
+def test_a_dropin_lock_held_by_the_parent_is_not_the_childs(r: redis.Redis) -> None:
+    lock = r.lock("dropin", timeout=5, lock_class=fencelock.Lock)
+    assert lock.acquire()
+
+    def child() -> None:
+        assert not lock.owned()
+        with pytest.raises(fencelock.LockError):
+            lock.release()
+
+    assert exit_code(forked(child)) == 0
+    assert lock.owned()
+    lock.release()
+
+
+def test_an_asyncio_manager_used_before_the_fork_is_refused_in_the_child(
+    url: str,
+) -> None:
+    used = fencelock.asyncio.Locks(redis.asyncio.Redis.from_url(url))
+    unused = fencelock.asyncio.Locks(redis.asyncio.Redis.from_url(url))
+
+    async def use(locks: fencelock.asyncio.Locks) -> None:
+        async with locks.lock("async", ttl=TTL):
+            pass
+        await locks.aclose()
+
+    asyncio.run(use(used))
+
+    def child() -> None:
+        with pytest.raises(RuntimeError, match=r"used before os\.fork"):
+            asyncio.run(use(used))
+        asyncio.run(use(unused))  # first used here: it works
+
+    assert exit_code(forked(child)) == 0
