@@ -4,7 +4,7 @@ derives from redis-py's ``LockError``, so code that already catches lock errors 
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from redis.exceptions import (
     ConnectionError,
@@ -33,6 +33,17 @@ def lock_error(cls: type[LockError], message: str, name: object) -> LockError:
     return error
 
 
+def _restored(
+    kind: type[Exception], args: tuple[Any, ...], state: dict[str, Any]
+) -> Any:
+    """An exception of this package as it was pickled: its arguments and attributes
+    as they were, without running its ``__init__`` again."""
+    error = Exception.__new__(kind)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class LockNotAcquired(LockError):
     """The lock was held by another token (for the whole ``wait``, if one was given)."""
 
@@ -43,6 +54,9 @@ class LockNotAcquired(LockError):
         self.key = key
         # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restored, (type(self), self.args, self.__dict__))
 
 
 class LockLost(LockNotOwnedError):
@@ -85,6 +99,11 @@ class LockLost(LockNotOwnedError):
         self.reason = reason
         # Where redis-py's own lock errors carry the name.
         self.lock_name = key  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as it is (multiprocessing and Celery send a job's exception back
+        # so): unpickling would otherwise call ``LockLost(message)``.
+        return (_restored, (type(self), self.args, self.__dict__))
 
     @classmethod
     def in_words_of_redis_py(cls, key: Key, said: str, name: object) -> LockLost:
