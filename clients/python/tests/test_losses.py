@@ -33,9 +33,11 @@ def stop_and_wait_for_the_loss(server: Server, lease: fencelock.Lease) -> None:
 
 def test_leaving_after_the_server_died_raises_lock_lost(own_server: Server) -> None:
     locks = fencelock.Locks(no_retries(own_server))
-    with pytest.raises(fencelock.LockLost) as raised:
-        with locks.lock("job", ttl=TTL) as lease:
-            stop_and_wait_for_the_loss(own_server, lease)
+    with (
+        pytest.raises(fencelock.LockLost) as raised,
+        locks.lock("job", ttl=TTL) as lease,
+    ):
+        stop_and_wait_for_the_loss(own_server, lease)
     assert raised.value.reason == fencelock.LockLost.DEADLINE
     assert isinstance(raised.value.__cause__, fencelock.ServerUnavailable)
 
@@ -51,9 +53,11 @@ def test_leaving_lock_all_after_the_server_died_raises_lock_lost(
     own_server: Server,
 ) -> None:
     locks = fencelock.Locks(no_retries(own_server))
-    with pytest.raises(fencelock.LockLost) as raised:
-        with locks.lock_all(["{o}a", "{o}b"], ttl=TTL) as held:
-            stop_and_wait_for_the_loss(own_server, held.leases[0])
+    with (
+        pytest.raises(fencelock.LockLost) as raised,
+        locks.lock_all(["{o}a", "{o}b"], ttl=TTL) as held,
+    ):
+        stop_and_wait_for_the_loss(own_server, held.leases[0])
     assert isinstance(raised.value.__cause__, fencelock.ServerUnavailable)
 
 
