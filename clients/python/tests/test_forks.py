@@ -197,3 +197,28 @@ def test_an_asyncio_manager_used_before_the_fork_is_refused_in_the_child(
         asyncio.run(use(unused))  # first used here: it works
 
     assert exit_code(forked(child)) == 0
+
+
+def test_an_election_used_before_the_fork_leads_in_the_child(r: redis.Redis) -> None:
+    """The parent led once; the child leads for three times the ttl, kept alive by
+    its own refresher, while a candidate of the parent's waits."""
+    election = fencelock.Election(r, "leader", ttl=TTL)
+    with election.campaign("parent"):
+        pass
+
+    def child() -> None:
+        with election.campaign("child") as leadership:
+            r.rpush("leading", leadership.fence)
+            time.sleep(3 * TTL)
+            leadership.ensure_held(check=True)
+
+    pid = forked(child)
+    assert r.blpop(["leading"], timeout=10) is not None
+    other = fencelock.Lock(r, "lock:leader", timeout=5)
+    while True:
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        assert not other.acquire(blocking=False), "taken from the child"
+        time.sleep(TTL / 5)
+    assert os.waitstatus_to_exitcode(status) == 0

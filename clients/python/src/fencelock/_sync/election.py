@@ -354,6 +354,10 @@ class Leadership:
         cancellation that ``cancel_on_lost`` sent, which becomes the ``LockLost``."""
         if not self._leading:
             return False  # resigned in the block already
+        if self.lease.inherited():
+            # A forked child leaving its parent's leadership: it stays the parent's.
+            self._leading = False
+            return False
         if self._leave(exc):
             if not self.lost_ok:
                 raise self.lease.lost_error() from exc
