@@ -51,6 +51,24 @@ def exit_code(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def held_by_the_child_throughout(r: redis.Redis, pid: int, key: str) -> None:
+    """Tries to take ``key`` while the child holds it, until the child is done (it
+    pushes to ``done`` inside its block, before it lets go): nobody else gets it;
+    then the child's exit code is 0."""
+    other = fencelock.Lock(r, key, timeout=5, thread_local=False)
+    taken_while_held = False
+    while True:
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        if other.acquire(blocking=False):
+            taken_while_held = taken_while_held or not r.llen("done")
+            other.release()
+        time.sleep(TTL / 5)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not taken_while_held, "another client took the lock the child held"
+
+
 def used_in_parent(locks: fencelock.Locks) -> None:
     """What a start-up step does: a lock taken and released, which leaves the
     refresher thread lingering and the session named when the fork comes."""
@@ -67,17 +85,11 @@ def test_a_child_keeps_a_lock_three_times_its_ttl(r: redis.Redis) -> None:
             r.rpush("held", lease.fence)
             time.sleep(3 * TTL)
             lease.ensure_held(check=True)
+            r.rpush("done", 1)
 
     pid = forked(child)
     assert r.blpop(["held"], timeout=10) is not None
-    other = fencelock.Lock(r, "lock:job", timeout=5)
-    while True:  # until the child is done, nobody else gets the lock
-        finished, status = os.waitpid(pid, os.WNOHANG)
-        if finished:
-            break
-        assert not other.acquire(blocking=False), "taken from the child"
-        time.sleep(TTL / 5)
-    assert os.waitstatus_to_exitcode(status) == 0
+    held_by_the_child_throughout(r, pid, "lock:job")
 
 
 def test_the_parents_lease_stays_the_parents(r: redis.Redis) -> None:
@@ -211,14 +223,8 @@ def test_an_election_used_before_the_fork_leads_in_the_child(r: redis.Redis) -> 
             r.rpush("leading", leadership.fence)
             time.sleep(3 * TTL)
             leadership.ensure_held(check=True)
+            r.rpush("done", 1)
 
     pid = forked(child)
     assert r.blpop(["leading"], timeout=10) is not None
-    other = fencelock.Lock(r, "lock:leader", timeout=5)
-    while True:
-        finished, status = os.waitpid(pid, os.WNOHANG)
-        if finished:
-            break
-        assert not other.acquire(blocking=False), "taken from the child"
-        time.sleep(TTL / 5)
-    assert os.waitstatus_to_exitcode(status) == 0
+    held_by_the_child_throughout(r, pid, "lock:leader")
