@@ -3,7 +3,9 @@ fork"), each with the lock manager used by the parent process before it forks:
 ``gunicorn --preload`` with sync workers serving a WSGI checkout, and a Celery
 prefork worker (tests/process_checkout.py); ``multiprocessing`` with fork and
 forkserver is in tests/test_forks.py. Each order, submitted twice at once, is
-charged once, although a charge takes longer than the lock's ttl."""
+charged once, although a charge takes longer than the lock's ttl. And gevent: a
+greenlet that computes past the ttl without yielding starves the refresher, and the
+loss is reported (tests/gevent_holder.py)."""
 
 from __future__ import annotations
 
@@ -121,3 +123,23 @@ def test_a_celery_prefork_worker_charges_each_order_once(
         celery.close()
     assert sorted(answers) == ["already-charged"] * 4 + ["charged"] * 4, answers
     charged_once(r)
+
+
+def test_gevent_a_greenlet_that_starves_the_refresher_reports_the_loss(
+    server: Server, r: redis.Redis
+) -> None:
+    installed("gevent")
+    script = str(HERE / "gevent_holder.py")
+
+    def outcome(ttl: str, seconds: str) -> str:
+        done = subprocess.run(
+            [sys.executable, script, server.url, ttl, seconds],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    assert outcome("0.3", "1.0") in ("lost deadline", "lost not-held")
+    assert outcome("5", "0.1") == "held"
