@@ -19,6 +19,7 @@ mod hardening;
 mod inner_commands;
 mod observe;
 mod out_of_memory;
+mod same_token;
 mod sessions;
 mod sessions_found;
 mod shared;
