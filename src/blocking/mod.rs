@@ -101,8 +101,9 @@ struct Waiter {
     wanted: Wanted,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
-    /// Of a wait for several keys, the one that kept it waiting at its last turn:
-    /// looked at first at the next, so a key it still waits for ends a turn at once.
+    /// Of a wait for several keys, the position of the key that kept it waiting at its
+    /// last turn: every key before it was the wait's to take then, so the next turn
+    /// looks from there on (`all_keys::take_turn`).
     blocked_on: Option<usize>,
 }
 
