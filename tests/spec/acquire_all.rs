@@ -339,7 +339,10 @@ fn close_hands_many_keys_to_one_wait(reversed: bool) {
     wait_for_waiters(&mut con, "k0000", 1);
     let before = handoff_looks(&mut con);
     assert_eq!(int(&mut con, &["LOCK.CLOSE", "s"]), 1024);
-    assert!(matches!(waiter.read_reply(), Reply::Array(Some(_))), "granted");
+    assert!(
+        matches!(waiter.read_reply(), Reply::Array(Some(_))),
+        "granted"
+    );
     let looks = handoff_looks(&mut con) - before;
     // About four a key (each key found takeable once, each busy one once a release,
     // and the look at all of them before the grant); a turn that looked at every key
