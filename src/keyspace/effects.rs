@@ -473,6 +473,20 @@ pub fn raise_mark(
     Ok(())
 }
 
+/// The mark now under `name` was renamed or moved here from another name or database:
+/// it left the data it guarded there, whose writers now find no mark, as after an
+/// eviction. So its fence becomes the node's mark floor (propagated as `LOCK.CLOCK`),
+/// and no missing mark admits a fence below it. A key here that is no mark changes
+/// nothing.
+pub fn mark_moved(ctx: &Context, name: &RedisString) {
+    let Ok(Some(fence)) = MarkKey::open(ctx, name, false).highest() else {
+        return;
+    };
+    if node_fence::raise_mark_floor(fence) {
+        node_state_form::replicate(ctx);
+    }
+}
+
 /// The server evicted (or expired) the mark `name`, which had admitted `fence`: the
 /// node's mark floor rises to it, propagated as `LOCK.CLOCK last-fence mark-floor` with
 /// Redis's `DEL`.

@@ -17,6 +17,7 @@ mod eviction;
 mod guard;
 mod hardening;
 mod inner_commands;
+mod mark_moves;
 mod observe;
 mod out_of_memory;
 mod same_token;
