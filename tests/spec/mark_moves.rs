@@ -3,7 +3,7 @@
 //! writer is still refused under the old name; `SWAPDB` moves marks together with the
 //! data beside them, and each database keeps refusing what its own mark refuses. A
 //! `DEL` (or an overwrite) stays the operator's way to re-open the door. `COPY` of a
-//! lock key is refused (a copy would be a second holding of one grant).
+//! lock key (a copy would be a second holding of one grant) or of a mark is refused.
 
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
@@ -77,7 +77,7 @@ fn swapdb_moves_marks_with_their_data_and_delete_still_reopens_the_door() {
 }
 
 #[test]
-fn copy_of_a_lock_key_is_refused() {
+fn copy_of_a_lock_key_or_a_mark_is_refused() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "lock:a", 60_000, &["TOKEN", "t"]).unwrap();
@@ -87,4 +87,9 @@ fn copy_of_a_lock_key_is_refused() {
         Reply::Error("ERR not supported for this module key".into())
     );
     assert_eq!(int(&mut con, &["EXISTS", "lock:b"]), 0);
+    assert!(fenced(&mut raw, "mark:ledger", 100).is_ok());
+    assert_eq!(
+        raw.call_str(&["COPY", "mark:ledger", "mark:copy"]),
+        Reply::Error("ERR not supported for this module key".into())
+    );
 }
