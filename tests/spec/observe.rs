@@ -772,3 +772,47 @@ fn an_observer_hears_a_lease_shortened_by_keepalive_run_out() {
 fn an_observer_hears_a_lease_shortened_by_pexpire_run_out() {
     observer_of_a_shortened_lease_is_answered_at_its_end(&["PEXPIRE", "leader", "300"]);
 }
+
+#[test]
+fn a_proclaim_after_persist_hands_the_lock_on_when_the_holdings_delay_ends() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    acquire(
+        &mut con,
+        "leader",
+        1_000,
+        &["TOKEN", "t", "LOCKDELAY", "500"],
+    )
+    .unwrap();
+    assert_eq!(int(&mut con, &["PERSIST", "leader"]), 1);
+    let mut waiter = raw(&server);
+    waiter.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "leader",
+        "10000",
+        "TOKEN",
+        "next",
+        "BLOCK",
+        "0",
+    ]]);
+    wait_for_waiters(&mut con, "leader", 1);
+    assert_eq!(
+        int(&mut con, &["LOCK.PROCLAIM", "leader", "t", "10.0.0.1:80"]),
+        1
+    );
+    assert!(
+        int(&mut con, &["PTTL", "leader"]) > 0,
+        "the expiry comes from the holding"
+    );
+    // Nothing but the module's own timer looks at the key (active expiry is off).
+    let reply = waiter.read_reply();
+    assert_eq!(
+        reply.grant().map(|(token, _)| token.to_vec()),
+        Some(b"next".to_vec())
+    );
+}
