@@ -155,7 +155,7 @@ const COMMANDS: [CommandSpec; 17] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: 2,
-        keys: Keys::One(RO),
+        keys: Keys::One(RO.with(ACCESS)),
     },
     CommandSpec {
         name: "lock.apply",

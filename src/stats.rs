@@ -37,6 +37,10 @@ pub static EVICTED: Counter = Counter::new();
 pub static EVICTED_MARKS: Counter = Counter::new();
 /// Grants made to a waiting client on release, expiry or deletion.
 pub static HANDOFFS: Counter = Counter::new();
+/// Keys looked at by the turns of waits for several keys (each queue checked for who
+/// stands first, each key opened for a decision): the work of their handoffs, which
+/// stays a few looks a key whatever order the keys are freed in.
+pub static HANDOFF_LOOKS: Counter = Counter::new();
 /// Waiters answered nil because their BLOCK timeout passed.
 pub static BLOCK_TIMEOUTS: Counter = Counter::new();
 /// `LOCK.GUARD` calls whose token held the lock (the command ran).

@@ -7,7 +7,10 @@
 //!   nobody it waits for stands before it in that key's queue;
 //! - the owners of the waits before it in each key's queue that it waits for
 //!   (`owner::waits_for_queued`: all but plain-shared single-key waits, for a plain
-//!   shared waiter; all of them otherwise).
+//!   shared waiter; all of them otherwise);
+//! - for a plain shared waiter behind a plain shared wait for several keys, whatever
+//!   that wait waits for in each of its keys, not its owner (`owner::waits_through_
+//!   queued`): both are granted in the same step once that wait is.
 //!
 //! An owner waits for whatever any of its waits waits for. A new wait whose owner is
 //! reachable from what it would wait for is refused. What it would wait for in the very
@@ -124,6 +127,7 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
         to_visit: Vec::new(),
         covered: HashMap::new(),
         holders_read: HashSet::new(),
+        through: HashSet::new(),
     };
     for key in keys {
         // A shared wait waits behind its owner's other waits only as far as it waits
@@ -219,6 +223,8 @@ struct Search<'a, K> {
     covered: HashMap<K, Ticket>,
     /// Keys whose holders were read in full.
     holders_read: HashSet<K>,
+    /// Waits for several keys whose own waiting was looked at (`through`).
+    through: HashSet<Ticket>,
 }
 
 impl<K: Clone + Eq + Hash> Search<'_, K> {
@@ -296,7 +302,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         let target = self.target;
         let reached = &self.reached;
         let worth = |owner: &Owner| !reached.contains(owner) && (!first_hop || owner != target);
-        let mut queued = if first_hop && !graph.linked_other_than(key, target) {
+        let queued = if first_hop && !graph.linked_other_than(key, target) {
             Vec::new()
         } else {
             graph.linked_between(key, from, span.all_before, &worth)
@@ -304,7 +310,6 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         if span.all_before > from {
             self.covered.insert(key.clone(), span.all_before);
         }
-        queued.extend(multi_key);
         for wait in queued {
             if wait.owner == *self.target {
                 if !first_hop {
@@ -314,9 +319,48 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
                 self.reach(wait.owner, origin);
             }
         }
-        // The target's own waits here (not linked, or passed over in the first step).
-        if !first_hop && self.target_before(graph, key, span.all_before, span.bound) {
+        // Shared waits for several keys this shared wait stands behind: it waits for
+        // what they wait for, not for their owners (`owner::waits_through_queued`). The
+        // target's own are passed over in the new wait's own step, as its other waits
+        // there are.
+        for wait in multi_key {
+            if first_hop && wait.owner == *self.target {
+                continue;
+            }
+            if let Some(cycle) = self.through(graph, &wait, origin) {
+                return Some(cycle);
+            }
+        }
+        // The target's own waits here (not linked, or passed over in the first step)
+        // that this wait waits for.
+        if !first_hop && self.target_before(graph, key, span.all_before, span.all_before) {
             return closes();
+        }
+        None
+    }
+
+    /// Looks at what the queued wait for several keys `wait` waits for, in each of its
+    /// keys, once per search.
+    fn through(
+        &mut self,
+        graph: &mut impl WaitGraph<K>,
+        wait: &QueuedWait,
+        origin: &K,
+    ) -> Option<Cycle<K>> {
+        if !self.through.insert(wait.ticket) {
+            return None;
+        }
+        let keys = graph
+            .waits_of(&wait.owner)
+            .into_iter()
+            .find(|each| each.ticket == wait.ticket)
+            .map(|each| each.keys)
+            .unwrap_or_default();
+        for key in &keys {
+            let span = QueueSpan::of(graph, key, wait.ticket, wait.mode, None);
+            if let Some(cycle) = self.expand(graph, key, &span, origin, false) {
+                return Some(cycle);
+            }
         }
         None
     }

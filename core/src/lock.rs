@@ -86,6 +86,38 @@ pub fn admits(current: Option<LockRef>, mode: Mode, max_holders: usize, now_ms: 
     }
 }
 
+/// Whether `token`'s own shared holding ran out into its lock-delay and its room is
+/// still quarantined. Such a token holds nothing, and is not let back in until that
+/// room's quarantine ends: a grant now would either bring the expired holding (and its
+/// fence) back, or end the quarantine early — the room is the old holding's, kept to its
+/// end, as an exclusive lock's quarantine admits nobody. Once it ends, the token is
+/// granted a new holding with a new fence, like any other.
+pub fn quarantines_token(current: Option<LockRef>, token: &[u8], now_ms: i64) -> bool {
+    let Some(LockRef::Shared(set)) = current else {
+        return false;
+    };
+    set.has_lock_delays()
+        && set
+            .holder(token)
+            .is_some_and(|holder| !holder.is_live(now_ms) && holder.occupies(now_ms))
+}
+
+/// Whether the first waiter, asking with `token` (its chosen one, if any) in `mode`, is
+/// admitted: as `admits`, and never while the token's own room is quarantined
+/// (`quarantines_token`).
+pub fn admits_waiter(
+    current: Option<LockRef>,
+    token: Option<&[u8]>,
+    mode: Mode,
+    max_holders: usize,
+    now_ms: i64,
+) -> Admission {
+    if token.is_some_and(|token| quarantines_token(current, token, now_ms)) {
+        return Admission::Busy;
+    }
+    admits(current, mode, max_holders, now_ms)
+}
+
 /// What an acquire would do to one lock, before any fence is issued (an acquire of
 /// several keys decides every key first, and issues fences only if all are granted).
 #[derive(Debug, PartialEq, Eq)]
@@ -105,6 +137,9 @@ pub enum Step {
 /// refused in another (no upgrade or downgrade, no moving between sessions); a mode
 /// mismatch is reported before contention.
 pub fn step(current: Option<LockRef>, request: &AcquireRequest, now_ms: i64) -> Step {
+    if !request.fresh_token && quarantines_token(current, request.token, now_ms) {
+        return Step::Busy;
+    }
     if let Some(held) = current.filter(|_| !request.fresh_token) {
         if let Some(holding) = held.holding_of(request.token, now_ms) {
             return if held.mode() != request.mode {
@@ -429,6 +464,59 @@ mod tests {
             acquire(current, &renew, &mut clock, 5, 0),
             Acquire::Renewed { fence: 1 },
             "a holder's own retry is not an overtake"
+        );
+    }
+
+    fn delayed(token: &str, fence: u64) -> Box<Holding> {
+        let extras = crate::holding::Extras {
+            session: None,
+            lock_delay_ms: 1_000,
+            value: None,
+        };
+        Holding::pack_with(token.as_bytes(), fence, extras).unwrap()
+    }
+
+    #[test]
+    fn an_expired_shared_token_is_busy_until_its_quarantine_ends() {
+        let mut clock = FenceClock::new();
+        let mut set = SharedHolders::new(Mode::Shared);
+        set.put(delayed("r", 3), 100).unwrap();
+        let current = Some(LockRef::Shared(&set));
+        let ask = request("r", Mode::Shared);
+        assert_eq!(
+            acquire(current, &ask, &mut clock, 10, 100),
+            Acquire::Renewed { fence: 3 },
+            "still live: a renewal"
+        );
+        for now in [101, 1_100] {
+            assert_eq!(acquire(current, &ask, &mut clock, 10, now), Acquire::Busy);
+            assert_eq!(
+                admits_waiter(current, Some(b"r"), Mode::Shared, MAX, now),
+                Admission::Busy
+            );
+        }
+        assert_eq!(
+            acquire(current, &request("x", Mode::Shared), &mut clock, 10, 101),
+            Acquire::Granted { fence: 10 },
+            "another reader fits beside the quarantined room"
+        );
+        assert_eq!(
+            admits_waiter(current, None, Mode::Shared, MAX, 101),
+            Admission::Admit
+        );
+        assert!(!quarantines_token(current, b"r", 1_101), "the room is free");
+        let mut semaphore = SharedHolders::new(Mode::Semaphore(2));
+        semaphore.put(delayed("a", 4), 100).unwrap();
+        let current = Some(LockRef::Shared(&semaphore));
+        assert_eq!(
+            acquire(
+                current,
+                &request("a", Mode::Semaphore(2)),
+                &mut clock,
+                20,
+                500
+            ),
+            Acquire::Busy
         );
     }
 

@@ -54,9 +54,18 @@ pub fn owners_of(lock: LockRef, now_ms: i64) -> Vec<Owner> {
 /// each other (each takes a permit the next may need). Shared waiters are served
 /// together, so a shared waiter does not wait for a shared one before it, unless that
 /// one asks for several keys: it stays first in this queue, and holds up the queue,
-/// while it waits for its other keys.
+/// while it waits for its other keys (`waits_through_queued`).
 pub fn waits_for_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool {
     !(waiting == Mode::Shared && before == Mode::Shared && before_keys == 1)
+}
+
+/// Whether a waiter in mode `waiting` waits *through* a waiter queued before it (in mode
+/// `before`, for `before_keys` keys) rather than for it: a shared waiter behind a shared
+/// wait for several keys is held up until that wait is granted, and is then granted in
+/// the same step (shared beside shared), so it waits for what that wait waits for (the
+/// holders and queues of its keys), never for its owner's other holdings or waits.
+pub fn waits_through_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool {
+    waiting == Mode::Shared && before == Mode::Shared && before_keys > 1
 }
 
 #[cfg(test)]
@@ -97,5 +106,14 @@ mod tests {
         assert!(waits_for_queued(Mode::Exclusive, Mode::Shared, 1));
         assert!(waits_for_queued(Mode::Semaphore(2), Mode::Semaphore(2), 1));
         assert!(waits_for_queued(Mode::Shared, Mode::Semaphore(2), 1));
+        assert!(waits_through_queued(Mode::Shared, Mode::Shared, 2));
+        assert!(!waits_through_queued(Mode::Shared, Mode::Shared, 1));
+        assert!(!waits_through_queued(Mode::Exclusive, Mode::Shared, 2));
+        assert!(!waits_through_queued(Mode::Shared, Mode::Exclusive, 2));
+        assert!(!waits_through_queued(
+            Mode::Semaphore(2),
+            Mode::Semaphore(2),
+            2
+        ));
     }
 }

@@ -343,6 +343,20 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
         })
     }
 
+    /// The key at `position` among the keys of wait `ticket`, and whether the wait
+    /// stands first in that key's queue (it stays first once it is: nobody queues
+    /// before an earlier ticket). A wait for several keys looks at its keys one at a
+    /// time from where it last stopped, never copying them all.
+    pub fn key_at(&mut self, ticket: Ticket, position: usize) -> Option<(K, bool)> {
+        let key = self.waits.get(&ticket)?.keys.get(position)?.clone();
+        let first = self
+            .keys
+            .get_mut(&key)
+            .and_then(KeyQueue::front)
+            .is_some_and(|front| front == ticket);
+        Some((key, first))
+    }
+
     /// Waiters for `key` that asked to hold shared.
     pub fn count_shared(&self, key: &K) -> usize {
         self.keys.get(key).map_or(0, |k| k.shared)
@@ -703,8 +717,12 @@ mod tests {
             Some(vec!["a", "b"])
         );
         assert_eq!(book.not_first_at(both), Some(0), "x stands before it in a");
+        assert_eq!(book.key_at(both, 0), Some(("a", false)));
+        assert_eq!(book.key_at(both, 1), Some(("b", true)));
+        assert_eq!(book.key_at(both, 2), None);
         assert_eq!(pair(book.pop_first(&"a")), Some((1, "x")));
         assert_eq!(book.not_first_at(both), None);
+        assert_eq!(book.key_at(both, 0), Some(("a", true)));
         let taken = book.pop_first(&"b");
         assert_eq!(
             taken,

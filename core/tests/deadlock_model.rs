@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use fencelock_core::deadlock::{find_cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
 use fencelock_core::mode::Mode;
-use fencelock_core::owner::{waits_for_queued, Owner};
+use fencelock_core::owner::{waits_for_queued, waits_through_queued, Owner};
 use fencelock_core::wait_queue::Ticket;
 use fencelock_core::waiters::{Waiter, Waiters};
 use proptest::prelude::*;
@@ -149,8 +149,17 @@ impl World {
         held.owners.push(owner);
     }
 
-    /// The owners a wait (queued under `ticket`, or about to be) waits for in `key`.
-    fn deps(&self, key: u8, ticket: Ticket, mode: Mode) -> Vec<(Owner, Option<Ticket>)> {
+    /// The owners a wait (queued under `ticket`, or about to be) waits for in `key`,
+    /// each with the queued wait that makes it one (if any) and whether it comes through
+    /// a shared wait for several keys queued before (whose own dependencies a shared
+    /// wait takes on; those of `skip_through`'s waits are left out).
+    fn deps_of(
+        &self,
+        key: u8,
+        ticket: Ticket,
+        mode: Mode,
+        skip_through: Option<&Owner>,
+    ) -> Vec<(Owner, Option<Ticket>, bool)> {
         let queued: Vec<&ModelWait> = self
             .waits
             .iter()
@@ -158,12 +167,31 @@ impl World {
             .filter(|w| waits_for_queued(mode, w.mode, w.keys.len()))
             .collect();
         let held = self.held.get(&key).cloned().unwrap_or_default();
-        let mut deps: Vec<(Owner, Option<Ticket>)> = Vec::new();
+        let mut deps: Vec<(Owner, Option<Ticket>, bool)> = Vec::new();
         if !held.admits(mode) || !queued.is_empty() {
-            deps.extend(held.owners.into_iter().map(|o| (o, None)));
+            deps.extend(held.owners.into_iter().map(|o| (o, None, false)));
         }
-        deps.extend(queued.iter().map(|w| (w.owner.clone(), Some(w.ticket))));
+        for w in queued {
+            if waits_through_queued(mode, w.mode, w.keys.len()) {
+                if skip_through == Some(&w.owner) {
+                    continue;
+                }
+                for other in &w.keys {
+                    let through = self.deps_of(*other, w.ticket, w.mode, None);
+                    deps.extend(through.into_iter().map(|(o, t, _)| (o, t, true)));
+                }
+            } else {
+                deps.push((w.owner.clone(), Some(w.ticket), false));
+            }
+        }
         deps
+    }
+
+    fn deps(&self, key: u8, ticket: Ticket, mode: Mode) -> Vec<(Owner, Option<Ticket>)> {
+        self.deps_of(key, ticket, mode, None)
+            .into_iter()
+            .map(|(owner, ticket, _)| (owner, ticket))
+            .collect()
     }
 
     fn edges(&self) -> HashMap<Owner, HashSet<Owner>> {
@@ -192,7 +220,16 @@ impl World {
             let mut within: Vec<(Ticket, Mode)> = vec![(Ticket::MAX, mode)];
             let mut done: HashSet<Ticket> = HashSet::new();
             while let Some((bound, mode)) = within.pop() {
-                for (dep, queued) in self.deps(*key, bound, mode) {
+                for (dep, queued, through) in self.deps_of(*key, bound, mode, Some(owner)) {
+                    // Through another owner's wait for several keys, its own holdings
+                    // and waits elsewhere are a cycle, not another thread's to wait out.
+                    if through {
+                        if dep == *owner {
+                            return true;
+                        }
+                        frontier.push_back(dep);
+                        continue;
+                    }
                     if dep == *owner {
                         continue;
                     }
@@ -426,4 +463,22 @@ fn a_long_chain_without_a_cycle_waits_and_closing_it_is_refused() {
     }
     assert!(!world.detect(KEYS, &[0], Mode::Exclusive));
     assert!(world.detect(KEYS - 1, &[0], Mode::Exclusive));
+}
+
+#[test]
+fn a_shared_waiter_behind_a_shared_wait_for_several_keys_waits_for_what_that_wait_does() {
+    // Keys: 0 = k (held by H = 0), 1 = z (held by OS = 1), 2 = free1.
+    let mut world = World::default();
+    world.hold(0, session(0), Mode::Exclusive);
+    world.hold(1, session(1), Mode::Exclusive);
+    world.enqueue(2, vec![0, 2], Mode::Shared);
+    assert!(!world.detect(1, &[0], Mode::Shared));
+    world.enqueue(1, vec![0], Mode::Shared);
+    // OM (2) waits for z: OS waits only for H (and free1, free), never for OM.
+    assert!(!world.detect(2, &[1], Mode::Exclusive));
+    assert!(!world.naive_deadlock(&session(2), &[1], Mode::Exclusive));
+    // When free1 is held by whoever asks for z, OS waits for it through OM's wait.
+    world.hold(2, session(3), Mode::Exclusive);
+    assert!(world.detect(3, &[1], Mode::Exclusive));
+    assert!(world.naive_deadlock(&session(3), &[1], Mode::Exclusive));
 }

@@ -33,13 +33,11 @@ pub(super) enum Turn {
 /// The wait `ticket`, first in `id`'s queue (open as `key`), takes its turn.
 pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ticket) -> Turn {
     let head = with_registry(|r| {
-        r.head(id).filter(|head| head.ticket == ticket).map(|head| {
-            let waiter = head.waiter;
-            let blocker = waiter.blocked_on.and_then(|at| head.keys.get(at)).cloned();
-            (waiter.wanted.clone(), blocker)
-        })
+        r.head(id)
+            .filter(|head| head.ticket == ticket)
+            .map(|head| (head.waiter.wanted.clone(), head.waiter.blocked_on))
     });
-    let Some((wanted, blocker)) = head else {
+    let Some((wanted, blocked_on)) = head else {
         return Turn::Waits;
     };
     let now_ms = clock::now_ms();
@@ -52,23 +50,19 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         fresh_token: wanted.token.is_none(),
         session: wanted.session.as_deref(),
     };
-    // The key that kept it waiting last time, first: while it still does, the turn
-    // ends here, without a look at every key (a queue settled key by key would look
-    // at them all once per key).
-    if let Some((_, name)) = blocker.filter(|blocker| blocker != id) {
-        let first_there = with_registry(|r| r.queue_front(&(id.0, name.clone())) == Some(ticket));
-        if !first_there {
-            return Turn::Waits;
-        }
-        let name = RedisString::create_from_slice(ctx.ctx, &name);
-        let mut blocker = LockKey::open(ctx, &name, true);
-        let _ = effects::drop_ended(ctx, &mut blocker, now_ms);
-        if step_of(&blocker, &request, now_ms) == Step::Busy {
-            return Turn::Waits;
-        }
+    let from = blocked_on.unwrap_or(0);
+    if let Some(waits_at) = first_untaken(ctx, key, id, ticket, from, &request, now_ms) {
+        with_registry(|r| {
+            if let Some(waiter) = r.waiter_mut(ticket) {
+                waiter.blocked_on = Some(waits_at);
+            }
+        });
+        return Turn::Waits;
     }
+    // Every key found takeable: one look at all of them, the queues first.
     let keys = with_registry(|r| match r.not_first_at(ticket) {
         Some(behind) => {
+            stats::HANDOFF_LOOKS.add(behind as u64 + 1);
             if let Some(waiter) = r.waiter_mut(ticket) {
                 waiter.blocked_on = Some(behind);
             }
@@ -99,6 +93,8 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         key,
         others: &mut others,
     };
+    // The queues and the keys: two looks a key.
+    stats::HANDOFF_LOOKS.add(2 * ids.len() as u64);
     let steps = keys.each(|each| step_of(each, &request, now_ms));
     let refusal = steps.iter().zip(&ids).find_map(|(step, (_, name))| {
         let error = match step {
@@ -121,6 +117,50 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
         return Turn::Waits;
     }
     grant(ctx, &mut keys, &steps, ticket, &wanted)
+}
+
+/// The position of the first of the wait's keys, from `from` on, that keeps it waiting
+/// (it is not first in that queue, or the key is busy for it), each key opened in turn
+/// and closed before the next; `None` once none does, or one refuses the wait (the look
+/// at every key that follows answers the refusal).
+///
+/// The keys before `from` were found the wait's to take at an earlier turn, and stay so
+/// as far as the queues go: it stands first in their queues, where nobody is granted
+/// past it. So a turn looks only at keys not found takeable yet, and a wait whose n keys
+/// are freed one by one looks at each a few times in all, not n times. What changed
+/// them by hand meanwhile (a `RESTORE`, a `SET`) the look at every key before a grant
+/// sees.
+fn first_untaken(
+    ctx: &Context,
+    key: &mut LockKey,
+    id: &KeyId,
+    ticket: Ticket,
+    from: usize,
+    request: &AcquireRequest,
+    now_ms: i64,
+) -> Option<usize> {
+    let mut at = from;
+    while let Some((other, first)) = with_registry(|r| r.key_at(ticket, at)) {
+        stats::HANDOFF_LOOKS.bump();
+        if !first {
+            return Some(at);
+        }
+        let step = if other == *id {
+            step_of(key, request, now_ms)
+        } else {
+            let name = RedisString::create_from_slice(ctx.ctx, &other.1);
+            let mut open = LockKey::open(ctx, &name, true);
+            // A failed drop leaves the ended holders counted as gone by every decision.
+            let _ = effects::drop_ended(ctx, &mut open, now_ms);
+            step_of(&open, request, now_ms)
+        };
+        match step {
+            Step::Busy => return Some(at),
+            Step::WrongMode(_) | Step::WrongSession => return None,
+            Step::Admit | Step::Renew { .. } => at += 1,
+        }
+    }
+    None
 }
 
 /// What the wait's acquire would do to one key. A key holding another value is busy:

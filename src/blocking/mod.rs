@@ -101,8 +101,9 @@ struct Waiter {
     wanted: Wanted,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
-    /// Of a wait for several keys, the one that kept it waiting at its last turn:
-    /// looked at first at the next, so a key it still waits for ends a turn at once.
+    /// Of a wait for several keys, the position of the key that kept it waiting at its
+    /// last turn: every key before it was the wait's to take then, so the next turn
+    /// looks from there on (`all_keys::take_turn`).
     blocked_on: Option<usize>,
 }
 
@@ -250,9 +251,16 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     }
     let max_holders = config::limits().max_holders;
     let mut handed = false;
-    while let Some((ticket, mode, keys)) = with_registry(|r| {
-        r.head(&id)
-            .map(|head| (head.ticket, head.waiter.wanted.mode, head.keys.len()))
+    while let Some((ticket, mode, keys, token)) = with_registry(|r| {
+        r.head(&id).map(|head| {
+            let wanted = &head.waiter.wanted;
+            (
+                head.ticket,
+                wanted.mode,
+                head.keys.len(),
+                wanted.token.clone(),
+            )
+        })
     }) {
         if keys > 1 {
             // A wait for several keys: granted all of them at once, or it keeps its
@@ -265,7 +273,8 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
             continue;
         }
         let admission = key.lock().map_or(Admission::Busy, |current| {
-            lock::admits(current, mode, max_holders, clock::now_ms())
+            let token = token.as_deref();
+            lock::admits_waiter(current, token, mode, max_holders, clock::now_ms())
         });
         match admission {
             Admission::Admit => handed |= grant_first(ctx, key, &id),
@@ -394,6 +403,16 @@ pub(super) fn answer_same_token(
         let deadline = lock::waiter_deadline(clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
         // The grant's own reply follows; a failed renewal leaves the earlier lease.
         let _ = effects::extend(ctx, key, token, deadline);
+        // A later wait that names a value sets it, as a same-token retry would: the
+        // candidate's newest address is the one held.
+        if let Some(value) = waiter
+            .wanted
+            .value
+            .as_deref()
+            .filter(|_| mode == Mode::Exclusive)
+        {
+            let _ = effects::proclaim(ctx, key, value);
+        }
         with_registry(|r| r.reply_pending(waiter.client_id));
         let renewed = Delivery::Renewed {
             client_id: waiter.client_id,

@@ -10,8 +10,9 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis_on;
+use crate::blocking;
 use crate::config;
-use crate::keyspace::effects;
+use crate::keyspace::effects::{self, Change};
 use crate::rm::argv::Command;
 use crate::rm::key::LockKey;
 
@@ -38,7 +39,11 @@ fn proclaim(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandEr
     match key.lock()? {
         Some(LockRef::Shared(set)) => Err(CommandError::WrongMode(set.mode())),
         Some(LockRef::Exclusive(holding)) if holding.is_token(token.bytes) => {
-            effects::proclaim(ctx, &mut key, value)?;
+            if effects::proclaim(ctx, &mut key, value)? {
+                // A lock-delay key's expiry was written again from the holding: the
+                // queue's handoff follows it, as after any moved lease.
+                blocking::after(ctx, &mut key, Change::Extended);
+            }
             Ok(RedisValue::Integer(1))
         }
         _ => Ok(RedisValue::Integer(0)),

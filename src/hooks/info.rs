@@ -24,6 +24,7 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"evicted", as_i64(stats::EVICTED.get())),
         (c"evicted_marks", as_i64(stats::EVICTED_MARKS.get())),
         (c"handoffs", as_i64(stats::HANDOFFS.get())),
+        (c"handoff_looks", as_i64(stats::HANDOFF_LOOKS.get())),
         (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
         (c"guarded", as_i64(stats::GUARDED.get())),
         (c"guard_refused", as_i64(stats::GUARD_REFUSED.get())),

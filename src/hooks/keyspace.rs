@@ -54,6 +54,12 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         }
         _ => {}
     }
+    // A mark renamed or moved away from its name leaves its data unguarded there: its
+    // fence becomes the mark floor, as an evicted mark's does (`SWAPDB` moves marks and
+    // data together, and `DEL` or an overwrite forgets a mark on purpose).
+    if matches!(event, "rename_to" | "move_to") {
+        effects::mark_moved(ctx, &key());
+    }
     // A shared lock made permanent (PERSIST, or RESTORE without a ttl), given a later
     // expiry (PEXPIRE), renamed or moved to another database still goes with its last
     // holder's lease, and each holder with its own: an emptied

@@ -73,7 +73,13 @@ pub fn write(
         };
         effects::grant(ctx, key, &new)?
     } else {
-        effects::extend(ctx, key, grant.token, grant.deadline_ms)?
+        let change = effects::extend(ctx, key, grant.token, grant.deadline_ms)?;
+        // A retry that names a value sets it on every key, the ones it held too, as a
+        // single-key retry does.
+        if let Some(value) = grant.extras.value.filter(|_| grant.mode == Mode::Exclusive) {
+            effects::proclaim(ctx, key, value)?;
+        }
+        change
     };
     Ok(KeyGrant {
         fence,

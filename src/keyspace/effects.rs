@@ -203,6 +203,8 @@ fn extend_exclusive(
         holding.set_lease_end(deadline_ms);
         Carried::of(holding)
     });
+    // Observers look again: a lease moved sooner must wake them at its new end.
+    observers_hear(ctx, key);
     if !key.set_deadline(expires_at) {
         return Err(CommandError::WriteFailed);
     }
@@ -282,9 +284,21 @@ pub fn proclaim(ctx: &Context, key: &mut LockKey, value: &[u8]) -> Result<bool, 
     let token = replaced.token().into_owned();
     let carried = Carried::of(&replaced);
     let lease_end = key.lease_deadline_ms();
+    // With a lock-delay the key's expiry is derived from the holding, as every other
+    // write derives it (and as its `LOCK.APPLY` makes a replica or the AOF derive it):
+    // one a `PERSIST` or `PEXPIRE` set by hand does not outlive the proclaim.
+    let derived_expiry = replaced
+        .lease_end_ms()
+        .filter(|&end| end != i64::MAX)
+        .map(|end| end.saturating_add(lock_delay(&replaced)));
     observers_hear(ctx, key);
     if !key.replace_exclusive(replaced) {
         return Err(CommandError::WriteFailed);
+    }
+    if let Some(expires_at) = derived_expiry {
+        if !key.set_deadline(expires_at) {
+            return Err(CommandError::WriteFailed);
+        }
     }
     let name = key.name();
     match lease_end {
@@ -457,6 +471,20 @@ pub fn raise_mark(
     replicate::mark(ctx, name, fence);
     events::notify(ctx, events::MARK_RAISED, name);
     Ok(())
+}
+
+/// The mark now under `name` was renamed or moved here from another name or database:
+/// it left the data it guarded there, whose writers now find no mark, as after an
+/// eviction. So its fence becomes the node's mark floor (propagated as `LOCK.CLOCK`),
+/// and no missing mark admits a fence below it. A key here that is no mark changes
+/// nothing.
+pub fn mark_moved(ctx: &Context, name: &RedisString) {
+    let Ok(Some(fence)) = MarkKey::open(ctx, name, false).highest() else {
+        return;
+    };
+    if node_fence::raise_mark_floor(fence) {
+        node_state_form::replicate(ctx);
+    }
 }
 
 /// The server evicted (or expired) the mark `name`, which had admitted `fence`: the

@@ -449,3 +449,47 @@ fn each_node_keeps_its_own_holdings_and_a_migrated_one_follows_its_slot() {
     assert_eq!(int(&mut cons[1], &["LOCK.CLOSE", "worker"]), 2);
     assert_eq!(int(&mut cons[1], &["DBSIZE"]), 0);
 }
+
+/// A lock-delay holding whose key's expiry was changed by hand (`PERSIST`, a longer
+/// `PEXPIRE`) and then proclaimed: the proclaim writes the key's expiry from the
+/// holding (lease end plus delay), on the primary as on its replica and in the AOF.
+fn proclaim_after_a_hand_set_expiry(hand_set: &[&str]) {
+    let mut primary = Server::with_args(&aof_always("no"));
+    let replica = Server::start();
+    replica.replicate_from(&primary);
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    hold(
+        &mut p,
+        "leader",
+        60_000,
+        &["TOKEN", "t", "LOCKDELAY", "5000"],
+    );
+    let _: Value = cmd(hand_set[0]).arg(&hand_set[1..]).query(&mut p).unwrap();
+    assert_eq!(
+        int(&mut p, &["LOCK.PROCLAIM", "leader", "t", "10.0.0.1:80"]),
+        1
+    );
+    wait_replicated(&mut p);
+    let deadline = expire_time(&mut p, "leader");
+    assert!(
+        deadline > 0,
+        "{hand_set:?}: the key expires with lease and delay"
+    );
+    assert_eq!(expire_time(&mut r, "leader"), deadline, "{hand_set:?}");
+    assert_eq!(digest(&mut p), digest(&mut r), "{hand_set:?}");
+    primary.kill();
+    primary.restart();
+    let mut p = primary.connect();
+    assert_eq!(expire_time(&mut p, "leader"), deadline, "{hand_set:?}: AOF");
+}
+
+#[test]
+fn a_proclaim_after_persist_gives_primary_replica_and_aof_one_deadline() {
+    proclaim_after_a_hand_set_expiry(&["PERSIST", "leader"]);
+}
+
+#[test]
+fn a_proclaim_after_a_longer_pexpire_gives_primary_replica_and_aof_one_deadline() {
+    proclaim_after_a_hand_set_expiry(&["PEXPIRE", "leader", "600000"]);
+}

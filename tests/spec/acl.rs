@@ -92,3 +92,39 @@ fn a_read_only_key_pattern_reads_locks_but_cannot_change_them() {
         "not refreshed"
     );
 }
+
+#[test]
+fn a_write_only_key_pattern_may_not_read_a_lock_by_any_command() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    acquire(
+        &mut admin,
+        "lock:x",
+        60_000,
+        &["TOKEN", "t", "SESSION", "s", "VALUE", "10.0.0.1:80"],
+    )
+    .unwrap();
+    let mut writer = user(&server, "writer", &["%W~lock:*"]);
+    let reads: [&[&str]; 5] = [
+        &["LOCK.FENCE", "lock:x"],
+        &["LOCK.FENCE", "lock:x", "t"],
+        &["LOCK.OBSERVE", "lock:x"],
+        &["LOCK.INFO", "lock:x"],
+        &["LOCK.HELD", "s"],
+    ];
+    for argv in reads {
+        assert_eq!(outcome(&mut writer, argv), "NOPERM", "{argv:?}");
+    }
+    // The keyless listing says which key, in the session commands' wording.
+    let mut raw = testkit::resp::RawClient::connect(server.port);
+    assert!(raw.call_str(&["AUTH", "writer", "secret"]).is_ok());
+    assert_eq!(
+        raw.call_str(&["LOCK.HELD", "s"]),
+        testkit::resp::err("NOPERM User writer has no permissions to access the 'lock:x' key")
+    );
+    // What it may write it still writes.
+    assert_eq!(
+        outcome(&mut writer, &["LOCK.REFRESH", "lock:x", "t", "10000"]),
+        "OK"
+    );
+}

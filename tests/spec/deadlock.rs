@@ -309,3 +309,72 @@ fn with_detection_off_the_cycle_waits_until_a_timeout_breaks_it() {
     assert!(s2.read_reply().is_nil(), "waited, then timed out");
     assert_eq!(deadlocks(&mut con), 0);
 }
+
+/// H holds `k`, OS holds `z`; OM waits for `k` and `free1` at once, shared; OS waits
+/// for `k` shared behind it; then `z_asker` waits for `z`. `free1_holder`: who holds
+/// `free1` from the start. The outcome of the last wait.
+fn shared_waits_behind_a_wait_for_several_keys(
+    free1_holder: Option<&str>,
+    z_asker: &str,
+) -> (Server, String) {
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "k", "H", &[]);
+    hold(&mut con, "z", "OS", &[]);
+    if let Some(owner) = free1_holder {
+        hold(&mut con, "free1", owner, &[]);
+    }
+    let mut om = RawClient::connect(server.port);
+    om.send(
+        &[
+            "LOCK.ACQUIREALL",
+            "2",
+            "k",
+            "free1",
+            "60000",
+            "SESSION",
+            "OM",
+            "SHARED",
+            "BLOCK",
+            "0",
+        ]
+        .map(str::as_bytes),
+    );
+    wait_for_waiters(&mut con, "k", 1);
+    let _os = blocked_acquire(&server, &mut con, "k", "OS", &["SHARED"]);
+    let mut om2 = RawClient::connect(server.port);
+    let asked = [
+        "LOCK.ACQUIRE",
+        "z",
+        "60000",
+        "SESSION",
+        z_asker,
+        "BLOCK",
+        "0",
+    ];
+    om2.send(&asked.map(str::as_bytes));
+    let outcome = match om2.try_read_reply(Duration::from_millis(300)) {
+        Some(Reply::Error(text)) => text,
+        Some(other) => format!("{other:?}"),
+        None => "waits".to_string(),
+    };
+    drop((om, om2));
+    (server, outcome)
+}
+
+#[test]
+fn a_shared_waiter_behind_a_shared_wait_for_several_keys_waits_only_for_the_holders() {
+    // OS waits for what OM's wait waits for (H), not for OM: when H goes, OM and OS
+    // are granted k in one step. So OM may wait for z.
+    let (server, outcome) = shared_waits_behind_a_wait_for_several_keys(None, "OM");
+    assert_eq!(outcome, "waits");
+    assert_eq!(deadlocks(&mut server.connect()), 0);
+}
+
+#[test]
+fn the_same_waits_close_a_cycle_when_the_asker_holds_the_other_key() {
+    // X holds free1: OM's wait waits for X, and OS through it. X asking for z (held
+    // by OS) would wait for itself.
+    let (_server, outcome) = shared_waits_behind_a_wait_for_several_keys(Some("X"), "X");
+    assert_eq!(outcome, deadlock("z", "free1"));
+}

@@ -730,3 +730,89 @@ fn under_oom_a_retry_may_renew_but_not_change_the_value() {
     assert!(c.call_str(&["CONFIG", "SET", "maxmemory", "0"]).is_ok());
     assert_eq!(c.call_str(&["LOCK.OBSERVE", "k"]), state(fence, Some("v1")));
 }
+
+/// An observer of a leader whose lease is cut short by `how` is answered when the short
+/// lease runs out, with Redis's active expiry off: the module's own look at the key
+/// (not Redis's expiry cycle, nor the first lease's old end) answers it.
+fn observer_of_a_shortened_lease_is_answered_at_its_end(how: &[&str]) {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    let (_, fence) = acquire(
+        &mut con,
+        "leader",
+        600_000,
+        &["TOKEN", "t", "SESSION", "s", "VALUE", "a"],
+    )
+    .unwrap();
+    let mut o = observer(&server, "leader", (fence, "a"));
+    wait_for_observers(&mut con, 1);
+    let shortened: Value = cmd(how[0]).arg(&how[1..]).query(&mut con).unwrap();
+    assert_ne!(shortened, Value::Int(0), "{how:?}");
+    assert_still_blocked(&mut o);
+    // The old lease had ten minutes left: only a look at the new end answers in time.
+    assert_eq!(o.read_reply(), state(0, None), "{how:?}");
+}
+
+#[test]
+fn an_observer_hears_a_lease_shortened_by_refresh_run_out() {
+    observer_of_a_shortened_lease_is_answered_at_its_end(&["LOCK.REFRESH", "leader", "t", "300"]);
+}
+
+#[test]
+fn an_observer_hears_a_lease_shortened_by_keepalive_run_out() {
+    observer_of_a_shortened_lease_is_answered_at_its_end(&["LOCK.KEEPALIVE", "s", "300"]);
+}
+
+#[test]
+fn an_observer_hears_a_lease_shortened_by_pexpire_run_out() {
+    observer_of_a_shortened_lease_is_answered_at_its_end(&["PEXPIRE", "leader", "300"]);
+}
+
+#[test]
+fn a_proclaim_after_persist_hands_the_lock_on_when_the_holdings_delay_ends() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    acquire(
+        &mut con,
+        "leader",
+        1_000,
+        &["TOKEN", "t", "LOCKDELAY", "500"],
+    )
+    .unwrap();
+    assert_eq!(int(&mut con, &["PERSIST", "leader"]), 1);
+    let mut waiter = raw(&server);
+    waiter.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "leader",
+        "10000",
+        "TOKEN",
+        "next",
+        "BLOCK",
+        "0",
+    ]]);
+    wait_for_waiters(&mut con, "leader", 1);
+    assert_eq!(
+        int(&mut con, &["LOCK.PROCLAIM", "leader", "t", "10.0.0.1:80"]),
+        1
+    );
+    assert!(
+        int(&mut con, &["PTTL", "leader"]) > 0,
+        "the expiry comes from the holding"
+    );
+    // Nothing but the module's own timer looks at the key (active expiry is off).
+    let reply = waiter.read_reply();
+    assert_eq!(
+        reply.grant().map(|(token, _)| token.to_vec()),
+        Some(b"next".to_vec())
+    );
+}
