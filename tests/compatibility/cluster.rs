@@ -95,7 +95,7 @@ impl Cluster {
 
 /// The cluster bus gets its own free port: the default (port + 10000) can fall outside
 /// the port range for the high ports the harness picks.
-fn start_node() -> Server {
+pub(crate) fn start_node() -> Server {
     let bus_port = free_port().to_string();
     Server::with_args(&[
         "cluster-enabled",
