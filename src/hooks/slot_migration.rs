@@ -1,8 +1,9 @@
 //! Atomic slot migration (Valkey 9's `CLUSTER MIGRATESLOTS`, Redis 8.4+'s `CLUSTER
 //! MIGRATION`), seen from the locks. The keys themselves travel in the server's own
-//! stream (a lock as the `LOCK.APPLY`s of its AOF form, then the effects propagated
-//! while the migration runs), which raises the target's fence clock past every fence it
-//! carries and indexes the sessions of what arrives; what stays here for the module:
+//! stream (on Valkey a lock as the `LOCK.APPLY`s of its AOF form, on Redis as a
+//! `RESTORE` payload; then the effects propagated while the migration runs), which
+//! raises the target's fence clock past every fence it carries and indexes the sessions
+//! of what arrives; what stays here for the module:
 //!
 //! - When this node gives the slots away, the clients waiting for or observing keys of
 //!   those slots are answered `TRYAGAIN`, as for a `MIGRATE`d key: their wait goes on
