@@ -5,6 +5,8 @@
 //! raises the target's fence clock past every fence it carries and indexes the sessions
 //! of what arrives; what stays here for the module:
 //!
+//! - When this node begins sending slots, lock changes are propagated as effects from
+//!   then on, as for a replica (`keyspace::propagation`).
 //! - When this node gives the slots away, the clients waiting for or observing keys of
 //!   those slots are answered `TRYAGAIN`, as for a `MIGRATE`d key: their wait goes on
 //!   at the new owner. The keys go with the server's trimming (each unlinked, so the
@@ -18,6 +20,7 @@ use fencelock_core::slot::key_slot;
 use redis_module::Context;
 
 use crate::blocking;
+use crate::keyspace::propagation;
 use crate::node_fence;
 use crate::observing;
 use crate::rm::slot_migration::{self, Migration, SlotRange};
@@ -25,6 +28,10 @@ use crate::rm::slot_migration::{self, Migration, SlotRange};
 /// Handler of every migration event.
 pub fn migration(ctx: &Context, migration: Migration) {
     match migration {
+        // The migration reads this node's replication stream: from now on every lock
+        // change goes there as its effects (token, fence, deadline), never as the
+        // command, which the target would run again with a token and fence of its own.
+        Migration::ExportStarted(_) => propagation::replication_started(),
         Migration::Exported(slots) => moved_away(ctx, &slots),
         Migration::AddToStream => add_node_state(ctx),
         _ => {}

@@ -141,7 +141,11 @@ fn owner_seen_by(node: &Server, slot: i64) -> Option<String> {
         .query(&mut node.connect())
         .ok()?;
     slots.into_iter().find_map(|entry| {
-        let (start, end, master): (i64, i64, Vec<Value>) = redis::from_redis_value(entry).ok()?;
+        // start, end, the master, then one entry per replica (if any).
+        let fields: Vec<Value> = redis::from_redis_value(entry).ok()?;
+        let start: i64 = redis::from_redis_value(fields.first()?.clone()).ok()?;
+        let end: i64 = redis::from_redis_value(fields.get(1)?.clone()).ok()?;
+        let master: Vec<Value> = redis::from_redis_value(fields.get(2)?.clone()).ok()?;
         (start..=end)
             .contains(&slot)
             .then(|| redis::from_redis_value(master.get(2)?.clone()).ok())
