@@ -63,8 +63,8 @@ const COMMANDS: [CommandSpec; 17] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
-        flags: c"write fast",
-        categories: "write fast",
+        flags: c"write blocking",
+        categories: "write blocking",
         replication_form: false,
         summary:
             "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
@@ -76,8 +76,8 @@ const COMMANDS: [CommandSpec; 17] = [
     CommandSpec {
         name: "lock.acquireall",
         entry: Some(entry::<acquire_all::AcquireAll>),
-        flags: c"write getkeys-api",
-        categories: "write",
+        flags: c"write blocking getkeys-api",
+        categories: "write blocking",
         replication_form: false,
         summary: "Acquires every key or none for ttl-ms, optionally waiting in FIFO order; returns [token, [fences]].",
         since: c"0.3.0",
@@ -124,7 +124,7 @@ const COMMANDS: [CommandSpec; 17] = [
     CommandSpec {
         name: "lock.observe",
         entry: Some(entry::<observe::Observe>),
-        flags: c"readonly",
+        flags: c"readonly blocking",
         categories: "read blocking",
         replication_form: false,
         summary: "Returns [fence, value] of the lock's holder once it differs from the state the caller knows, optionally waiting.",
@@ -346,8 +346,13 @@ const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 6] = [
 
 /// The keyspace events the module follows: deletions, expiries, evictions and every
 /// generic change (`EXPIRE`, `PERSIST`, `RENAME`, `RESTORE`, `MOVE`, …).
-fn keyspace_classes() -> NotifyEvent {
-    NotifyEvent::GENERIC | NotifyEvent::EXPIRED | NotifyEvent::EVICTED
+/// Where Redis 8.4+ trims the keys of slots it gave away, each trimmed key too (so
+/// that it trims them one by one, announced, not unseen in the background).
+fn keyspace_classes(ctx: &Context) -> NotifyEvent {
+    NotifyEvent::GENERIC
+        | NotifyEvent::EXPIRED
+        | NotifyEvent::EVICTED
+        | NotifyEvent::from_bits_retain(rm::slot_migration::trimmed_keys_class(ctx))
 }
 
 /// The load sequence. Any failure refuses the module, with a log line saying why.
@@ -355,7 +360,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let loaded = rm::api::check(ctx)
         && config::register(ctx, args, &CONFIGS, &SWITCHES)
         && {
-            rm::config::set_options(ctx);
+            rm::config::set_options(ctx, rm::slot_migration::module_options(ctx));
             rm::command_table::register(ctx, &COMMANDS)
         }
         && subscribe(ctx);
@@ -371,9 +376,10 @@ fn subscribe(ctx: &Context) -> bool {
     rm::data_type::observe_unlinks(hooks::keyspace::on_unlink);
     rm::mark_type::observe_unlinks(hooks::keyspace::on_mark_unlink);
     let mut subscribed =
-        rm::events::subscribe_keyspace(ctx, keyspace_classes(), hooks::keyspace::on_event)
+        rm::events::subscribe_keyspace(ctx, keyspace_classes(ctx), hooks::keyspace::on_event)
             && rm::filter::register(ctx, hooks::filter::before_command)
-            && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields);
+            && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields)
+            && rm::slot_migration::follow(ctx, hooks::slot_migration::migration);
     rm::server::keep_detached_context(ctx);
     for (event, handler) in SERVER_EVENTS {
         subscribed = subscribed && rm::events::subscribe(ctx, event, handler);

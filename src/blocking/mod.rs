@@ -151,6 +151,15 @@ pub fn anyone_waiting() -> bool {
     with_registry(|r| !r.is_empty())
 }
 
+/// Every key some client waits for, as (db, name) (a slot migration looks for those of
+/// the slots it moved).
+pub fn waited_keys() -> Vec<(i32, Vec<u8>)> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    with_registry(|r| r.keys_where(|_| true))
+}
+
 /// Clients waiting across all keys.
 pub fn total_waiters() -> usize {
     with_registry(|r| r.total())

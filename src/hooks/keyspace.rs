@@ -18,7 +18,11 @@ use crate::observing;
 use crate::rm::server::selected_db;
 use crate::stats;
 
-/// Subscriber for Redis's generic, expired and evicted keyspace events.
+/// Redis 8.4+'s event for a key of a slot given away, trimmed after the migration.
+const TRIMMED: &str = "key_trimmed";
+
+/// Subscriber for Redis's generic, expired and evicted keyspace events (and trimmed
+/// keys, where the server has them).
 pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     let db = selected_db(ctx);
     // Whatever happened to an observed key, its observers look again.
@@ -75,7 +79,10 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
     }
-    if event == "del" && filter::running_migrate() {
+    // The key left for another node (`MIGRATE`, or Redis 8.4+ trimming a slot it gave
+    // away): its waiters go on there, they are not handed a lock held elsewhere.
+    let moved = (event == "del" && filter::running_migrate()) || event == TRIMMED;
+    if moved {
         observing::key_moved(ctx, db, name);
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
@@ -84,7 +91,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     }
     // Any other change to a waited-for key (gone, a new deadline from PEXPIRE or
     // PERSIST, a new value from RESTORE, RENAME or COPY) re-settles its queue.
-    if event == "del" && filter::running_migrate() {
+    if moved {
         blocking::key_moved(ctx, db, name);
     } else {
         blocking::key_changed(ctx, db, name);

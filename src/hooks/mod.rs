@@ -1,9 +1,11 @@
 //! What the module does when Redis announces something: keyspace events on lock keys
 //! (`keyspace`), every command just before it runs (`filter`), and server events such
 //! as flushes, loading, role changes, `SWAPDB` and the event loop going to sleep
-//! (`server`). The top layer: it uses the blocking code and the keyspace effects.
+//! (`server`), slots moving to or from this node in an atomic slot migration
+//! (`slot_migration`). The top layer: it uses the blocking code and the keyspace effects.
 
 pub mod filter;
 pub mod info;
 pub mod keyspace;
 pub mod server;
+pub mod slot_migration;

@@ -99,6 +99,11 @@ pub fn total() -> usize {
     with_registry(|r| r.clients.len())
 }
 
+/// Every key some client observes, as (db, name).
+pub fn observed_keys() -> Vec<(i32, Vec<u8>)> {
+    with_registry(|r| r.keys.keys().cloned().collect())
+}
+
 /// Whether any client observes any key.
 pub fn anyone_observing() -> bool {
     with_registry(|r| !r.keys.is_empty())

@@ -46,10 +46,12 @@ pub fn load(ctx: &Context) -> bool {
 
 /// The module's options: it handles RDB read errors itself (a corrupt payload fails
 /// the load instead of aborting the server), and it tells Redis which keys it changed
-/// (`open_key`) instead of Redis assuming every key it opened for writing changed.
-pub fn set_options(ctx: &Context) {
-    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
-        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
+/// (`open_key`) instead of Redis assuming every key it opened for writing changed;
+/// `more` adds this server's own (`slot_migration::module_options`).
+pub fn set_options(ctx: &Context, more: c_int) {
+    let options = (raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int
+        | more;
     // SAFETY: a plain option setter on the load context.
-    unsafe { api!(RedisModule_SetModuleOptions)(ctx.ctx, options as c_int) };
+    unsafe { api!(RedisModule_SetModuleOptions)(ctx.ctx, options) };
 }

@@ -55,5 +55,6 @@ pub mod open_key;
 pub mod replicate;
 pub mod reply;
 pub mod server;
+pub mod slot_migration;
 mod string_bytes;
 pub mod timers;

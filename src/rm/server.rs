@@ -101,6 +101,14 @@ pub fn replicates(ctx: &Context) -> bool {
     .unwrap_or(true)
 }
 
+/// Whether the server is Valkey (its INFO names itself; Redis's has no such field).
+pub fn is_valkey(ctx: &Context) -> bool {
+    ask_info(ctx, c"server", |value| {
+        value(c"server_name").is_some_and(|name| name.eq_ignore_ascii_case(b"valkey"))
+    })
+    .unwrap_or(false)
+}
+
 /// Whether an AOF rewrite is running (its child was just forked, say).
 pub fn aof_rewrite_running(ctx: &Context) -> bool {
     ask_info(ctx, c"persistence", |value| {

@@ -8,12 +8,7 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 4] = [
-    "lock.acquire",
-    "lock.refresh",
-    "lock.release",
-    "lock.proclaim",
-];
+const WRITE_COMMANDS: [&str; 3] = ["lock.refresh", "lock.release", "lock.proclaim"];
 /// The replicated forms of a grant, a shared holder's leaving and an admission:
 /// `@write`, but outside `@fencelock`, so that `+@fencelock` gives an application user
 /// only what applications call.
@@ -24,9 +19,9 @@ const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
 /// The session commands: O(holdings), so not `@fast`.
 const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
 const SESSION_READS: [&str; 1] = ["lock.held"];
-/// Takes several keys at once: O(keys), so not `@fast`.
-const MANY_KEY_WRITES: [&str; 1] = ["lock.acquireall"];
-/// Waits for a change (`@blocking`), so not `@fast`.
+/// May wait for the lock (`BLOCK`): `@blocking`, so not `@fast` (as `BLPOP`).
+const BLOCKING_WRITES: [&str; 2] = ["lock.acquire", "lock.acquireall"];
+/// Waits for a change (`@blocking`), so not `@fast` (as `XREAD`).
 const BLOCKING_READS: [&str; 1] = ["lock.observe"];
 
 /// What the running server can do with module command categories.
@@ -100,7 +95,7 @@ fn each_command_carries_the_categories_its_server_supports() {
         (&RUNNING_COMMANDS[..], "@write", false, true),
         (&SESSION_WRITES[..], "@write", false, true),
         (&SESSION_READS[..], "@read", false, true),
-        (&MANY_KEY_WRITES[..], "@write", false, true),
+        (&BLOCKING_WRITES[..], "@write", false, true),
         (&BLOCKING_READS[..], "@read", false, true),
     ] {
         for name in commands {
@@ -115,7 +110,7 @@ fn each_command_carries_the_categories_its_server_supports() {
             assert!(found.iter().any(|c| c == kind), "{name}: {found:?}");
             assert_eq!(
                 found.iter().any(|c| c == "@blocking"),
-                BLOCKING_READS.contains(name),
+                BLOCKING_READS.contains(name) || BLOCKING_WRITES.contains(name),
                 "{name}: {found:?}"
             );
             assert_eq!(
@@ -156,7 +151,7 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
         .chain(&RUNNING_COMMANDS)
         .chain(&SESSION_WRITES)
         .chain(&SESSION_READS)
-        .chain(&MANY_KEY_WRITES)
+        .chain(&BLOCKING_WRITES)
         .chain(&BLOCKING_READS)
         .copied()
         .collect();
@@ -182,6 +177,48 @@ fn plus_at_fencelock_grants_exactly_the_lock_commands_where_supported() {
     assert!(
         denied(&mut con, "locker", &one_outside).is_some(),
         "every key of several is checked"
+    );
+}
+
+/// `LOCK.ACQUIRE`, `LOCK.ACQUIREALL` and `LOCK.OBSERVE` may wait: their command flags
+/// say `blocking` on every server (as `BLPOP`'s and `XREAD`'s do), and `-@blocking`
+/// stops them where the server gives module commands categories (not on Redis 7.0,
+/// where module commands belong to none).
+#[test]
+fn the_commands_that_may_wait_are_flagged_blocking() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let support = support(&mut con);
+    set_user(&mut con, "nowait", &["+@all", "-@blocking", "~*"]).unwrap();
+    let may_wait = [
+        vec!["LOCK.ACQUIRE", "k", "1000", "BLOCK", "100"],
+        vec!["LOCK.ACQUIREALL", "1", "k", "1000"],
+        vec!["LOCK.OBSERVE", "k"],
+    ];
+    for argv in may_wait {
+        let name = argv[0].to_lowercase();
+        let info: Vec<Vec<Value>> = cmd("COMMAND")
+            .arg("INFO")
+            .arg(&name)
+            .query(&mut con)
+            .unwrap();
+        let flags: Vec<String> = info
+            .first()
+            .and_then(|entry| entry.get(2))
+            .map(|field| redis::from_redis_value(field.clone()).expect("flags"))
+            .unwrap_or_default();
+        assert!(flags.iter().any(|f| f == "blocking"), "{name}: {flags:?}");
+        assert!(!flags.iter().any(|f| f == "fast"), "{name}: {flags:?}");
+        assert_eq!(
+            denied(&mut con, "nowait", &argv).is_some(),
+            support.command_categories,
+            "{name} under -@blocking"
+        );
+    }
+    assert_eq!(
+        denied(&mut con, "nowait", &["LOCK.RELEASE", "k", "t"]),
+        None,
+        "the commands that never wait stay allowed"
     );
 }
 

@@ -95,7 +95,7 @@ impl Cluster {
 
 /// The cluster bus gets its own free port: the default (port + 10000) can fall outside
 /// the port range for the high ports the harness picks.
-fn start_node() -> Server {
+pub(crate) fn start_node() -> Server {
     let bus_port = free_port().to_string();
     Server::with_args(&[
         "cluster-enabled",
@@ -174,8 +174,11 @@ fn slot_owners(con: &mut Connection) -> Vec<(std::ops::RangeInclusive<i64>, Stri
     slots
         .into_iter()
         .map(|entry| {
-            let (start, end, master): (i64, i64, Vec<Value>) =
-                redis::from_redis_value(entry).expect("slot entry");
+            // start, end, the master, then one entry per replica (if any).
+            let fields: Vec<Value> = redis::from_redis_value(entry).expect("slot entry");
+            let start: i64 = redis::from_redis_value(fields[0].clone()).expect("start");
+            let end: i64 = redis::from_redis_value(fields[1].clone()).expect("end");
+            let master: Vec<Value> = redis::from_redis_value(fields[2].clone()).expect("master");
             let id: String = redis::from_redis_value(master[2].clone()).expect("node id");
             (start..=end, id)
         })

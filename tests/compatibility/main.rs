@@ -1,10 +1,12 @@
 //! How the module fits the rest of Redis: persistence (RDB, AOF, restarts),
-//! replication and promotion, Redis Cluster, Redlock across servers, and ACL
+//! replication and promotion, Redis Cluster (with atomic slot migration where the
+//! server has it), Redlock across servers, and ACL
 //! categories, which differ between the supported servers; and where the grants of
 //! several keys at once (`acquire_all`) go.
 
 mod acl_categories;
 mod acquire_all;
+mod atomic_migration;
 mod cluster;
 mod guard;
 mod observe;

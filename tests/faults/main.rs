@@ -1,7 +1,8 @@
 //! Faults and hostile input: crashes, pauses, failovers and outside disruption under
 //! load, judged by the history checkers (`reliability`), plain clients' and session
 //! clients' alike (`sessions`); random argv; memory and leaks; panics stopped at the
-//! module's boundary; waits for several keys at once under contention (`acquire_all`).
+//! module's boundary; waits for several keys at once under contention (`acquire_all`);
+//! slots moving by atomic slot migration under load (`slot_migration`).
 //! `make soak` runs the scenarios at full length.
 
 mod acquire_all;
@@ -20,3 +21,4 @@ mod pause;
 mod reliability;
 mod scaling;
 mod sessions;
+mod slot_migration;

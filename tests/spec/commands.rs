@@ -258,7 +258,19 @@ fn fence_is_readonly_and_commands_have_the_documented_flags() {
     };
     // Not `denyoom`: under maxmemory a refresh or a holder's retry must still run
     // (tests/spec/out_of_memory.rs); what needs memory is refused by the module.
-    assert_eq!(flags("lock.acquire", &mut con), ["write", "module", "fast"]);
+    // `LOCK.ACQUIRE` may wait (`BLOCK`): `blocking`, as `BLPOP`, and so not `fast`.
+    assert_eq!(
+        flags("lock.acquire", &mut con),
+        ["write", "module", "blocking"]
+    );
+    assert_eq!(
+        flags("lock.acquireall", &mut con),
+        ["write", "module", "blocking", "movablekeys"]
+    );
+    assert_eq!(
+        flags("lock.observe", &mut con),
+        ["readonly", "module", "blocking"]
+    );
     assert_eq!(flags("lock.refresh", &mut con), ["write", "module", "fast"]);
     assert_eq!(flags("lock.release", &mut con), ["write", "module", "fast"]);
     assert_eq!(

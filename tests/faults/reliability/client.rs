@@ -14,6 +14,9 @@ use redis::{Connection, ErrorKind, Value};
 use super::history::{now_us, History, Mode, Op, Outcome, Request};
 use super::target::{Link, Target};
 
+/// How many times a command is sent, following redirects, before its answer stands.
+const REDIRECTS: usize = 8;
+
 /// A command sent outside the history, with when it was sent and answered.
 pub struct Sent {
     pub reply: redis::RedisResult<Value>,
@@ -159,10 +162,9 @@ impl LockClient {
         let node = self.connect()?;
         let command = command_for(keys.first()?, &request);
         let confirm = self.confirm;
-        let (con, _, _) = self.con.as_mut()?;
         let invoked_us = now_us();
         let counts = matches!(request, Request::KeepAlive { .. } | Request::Close { .. });
-        let reply = command.query::<Value>(con);
+        let reply = self.send(&command);
         let outcomes = match request {
             Request::AcquireAll { .. } => classify_all(reply, keys.len()),
             _ => vec![classify(reply, counts)],
@@ -176,7 +178,10 @@ impl LockClient {
         let mut confirmed = true;
         let mut broken = matches!(outcome, Outcome::Unknown(_));
         if confirm && (positive || (confirm_any && answered)) {
-            let (replicated, lost_link) = wait_for_replica(con);
+            let (replicated, lost_link) = self
+                .con
+                .as_mut()
+                .map_or((false, true), |(con, _, _)| wait_for_replica(con));
             confirmed = replicated;
             broken |= lost_link;
         }
@@ -242,6 +247,51 @@ impl LockClient {
             sent.completed_us = now_us();
         }
         Some(sent)
+    }
+
+    /// Sends `command` on this client's connection. On a cluster target, a command
+    /// answered `MOVED` or `ASK` (not run) goes again to the node named, and one answered
+    /// `TRYAGAIN` (a wait ended as its key's slot left) again after a moment, as cluster
+    /// clients do, a few times at most; the last answer is the command's.
+    fn send(&mut self, command: &redis::Cmd) -> redis::RedisResult<Value> {
+        let mut asking = false;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let Some((con, _, _)) = self.con.as_mut() else {
+                let lost = std::io::Error::other("no connection after a redirect");
+                return Err(lost.into());
+            };
+            if asking {
+                let _: redis::RedisResult<Value> = redis::cmd("ASKING").query(con);
+            }
+            let reply = command.query::<Value>(con);
+            let Err(error) = &reply else {
+                return reply;
+            };
+            if !self.target.is_cluster() || tries >= REDIRECTS {
+                return reply;
+            }
+            match error.code() {
+                Some(code @ ("MOVED" | "ASK")) => {
+                    asking = code == "ASK";
+                    let port = error
+                        .redirect_node()
+                        .and_then(|(address, _)| address.rsplit(':').next()?.parse().ok());
+                    let Some(port) = port else {
+                        return reply;
+                    };
+                    if !self.target.redirect(&mut self.con, port, self.read_timeout) {
+                        return reply;
+                    }
+                }
+                Some("TRYAGAIN") => {
+                    asking = false;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return reply,
+            }
+        }
     }
 
     /// Connects to the current target if not connected to it; returns its generation.

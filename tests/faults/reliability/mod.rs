@@ -7,7 +7,8 @@
 //! (`session`) hold their locks in a session kept alive by a heartbeat; what the history
 //! proves they believed, and what the server can have done with their holdings:
 //! `belief`. The partition scenario: its machines and links (`topology`), its
-//! resource on a real server (`ledger`) and one run (`partitioned`).
+//! resource on a real server (`ledger`) and one run (`partitioned`). A cluster whose
+//! slots move by atomic slot migration: `slot_moves`.
 
 pub mod belief;
 pub mod checker;
@@ -23,6 +24,7 @@ pub mod report;
 pub mod resource;
 pub mod scale;
 pub mod session;
+pub mod slot_moves;
 pub mod target;
 pub mod topology;
 pub mod workload;

@@ -1,6 +1,8 @@
 //! Where the clients send their commands, and a gate the fault driver can close: the
 //! current server's port and generation (failover moves both), plus a gate that holds
 //! new commands back while the driver inspects a restarted server before load resumes.
+//! A cluster target is any node of a cluster: clients then follow `MOVED`/`ASK` to the
+//! node that owns a key and stay connected there (`LockClient`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -18,6 +20,9 @@ pub struct Target {
     closed: Mutex<bool>,
     reopened: Condvar,
     stop: AtomicBool,
+    /// A cluster: a client's link to another node than `current` is where a redirect
+    /// sent it, not a stale link to a failed server.
+    cluster: bool,
 }
 
 impl Target {
@@ -27,7 +32,21 @@ impl Target {
             closed: Mutex::new(false),
             reopened: Condvar::new(),
             stop: AtomicBool::new(false),
+            cluster: false,
         }
+    }
+
+    /// A cluster reached first through the node at `port`.
+    pub fn cluster(port: u16) -> Self {
+        Target {
+            cluster: true,
+            ..Target::new(port)
+        }
+    }
+
+    /// Whether clients follow cluster redirects.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     /// Connects `link` to the current server unless it is connected there already (a
@@ -37,21 +56,21 @@ impl Target {
         let (port, node) = self.current();
         if link
             .as_ref()
-            .is_some_and(|(_, p, n)| *p != port || *n != node)
+            .is_some_and(|(_, p, n)| (*p != port && !self.cluster) || *n != node)
         {
             *link = None;
         }
         if link.is_none() {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-            let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
-                std::thread::sleep(Duration::from_millis(20));
-                return None;
-            };
-            con.set_read_timeout(Some(read_timeout)).ok()?;
-            con.set_write_timeout(Some(read_timeout)).ok()?;
-            *link = Some((con, port, node));
+            *link = Some((open(port, read_timeout)?, port, node));
         }
         Some(node)
+    }
+
+    /// Points `link` at the node on `port` (where a redirect sent it), same generation.
+    pub fn redirect(&self, link: &mut Link, port: u16, read_timeout: Duration) -> bool {
+        let node = self.current().1;
+        *link = open(port, read_timeout).map(|con| (con, port, node));
+        link.is_some()
     }
 
     /// (port, generation) to send the next command to.
@@ -99,4 +118,16 @@ impl Target {
     pub fn stopping(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
     }
+}
+
+/// A connection to the server on `port`; `None` (after a short back-off) if it is down.
+fn open(port: u16, read_timeout: Duration) -> Option<Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let Ok(con) = client.get_connection_with_timeout(Duration::from_millis(300)) else {
+        std::thread::sleep(Duration::from_millis(20));
+        return None;
+    };
+    con.set_read_timeout(Some(read_timeout)).ok()?;
+    con.set_write_timeout(Some(read_timeout)).ok()?;
+    Some(con)
 }
