@@ -233,5 +233,8 @@ fn after_a_server_pause_waiters_are_handed_off_and_late_refreshes_fail() {
     }
     .emit();
     assert_none("waiters after a server pause", &anomalies);
-    assert!(first_latency < 500, "first handoff {first_latency} ms after resume");
+    assert!(
+        first_latency < 500,
+        "first handoff {first_latency} ms after resume"
+    );
 }

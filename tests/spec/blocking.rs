@@ -134,6 +134,9 @@ fn a_release_inside_a_transaction_hands_off_when_the_transaction_ends() {
 fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
     let server = Server::start();
     let mut con = server.connect();
+    // Only the module's own timer can end the keys (nothing else touches them): Redis's
+    // expiry cycle, the slow path this test tells apart, is off.
+    without_active_expiry(&mut con);
     let mut lateness = Vec::new();
     for round in 0..5 {
         let key = format!("k{round}");
@@ -142,8 +145,10 @@ fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
         let rx = spawn_waiter(&server, &key, 5_000, &["BLOCK", "0"]);
         wait_for_waiters(&mut con, &key, 1);
         let (grant, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert!(grant.is_some());
-        lateness.push(now_ms() - deadline);
+        let (_, fence) = grant.expect("handed off");
+        // On the server's clock (the grant's fence): the test's threads, which a busy
+        // machine delays most, do not count.
+        lateness.push(fence_ms(fence) - deadline);
     }
     lateness.sort_unstable();
     assert!(lateness[0] >= 0, "never before the deadline: {lateness:?}");
