@@ -255,6 +255,22 @@ impl Server {
         self.child.as_ref().map(Child::id)
     }
 
+    /// CPU time the server's main thread has used so far (`/proc/<pid>/schedstat`, as
+    /// the benchmark's cost curves measure it). Unlike wall time, it does not grow while
+    /// a busy machine keeps the server waiting for a CPU: what a command costs, timed
+    /// this way, is its own work.
+    pub fn cpu_time(&self) -> Duration {
+        let pid = self.pid().expect("the server runs");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            .expect("/proc/<pid>/schedstat");
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse().ok())
+            .expect("time on CPU");
+        Duration::from_nanos(ns)
+    }
+
     /// SIGSTOP: the process freezes; connections stay open and nothing is answered.
     pub fn pause(&self) {
         self.signal("-STOP");

@@ -411,8 +411,15 @@ fn waiting_acquires_of_a_session_are_not_holdings() {
 #[test]
 fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
     const LOCKS: usize = 1_000;
-    const TTL: i64 = 300;
+    // Five beats a lease: a heartbeat that a busy machine delays by a few hundred ms
+    // still keeps every lock.
+    const TTL: i64 = 500;
+    // The server's CPU for handing off all 1,000 (some tens of ms; a timer per lock at
+    // one ms slots took seconds), and, on its clock, how late the last handoff may come:
+    // the same work stretched by a machine busy with other processes (205 ms was seen
+    // with two CPU-bound processes beside the suite), still far from seconds.
     const HANDOFF_BOUND_MS: i64 = 200;
+    const LAST_HANDOFF_MS: i64 = 1_000;
     let server = Server::start();
     let mut con = server.connect();
     let keys: Vec<String> = (0..LOCKS).map(|i| format!("lock:{i}")).collect();
@@ -463,7 +470,9 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
     assert_eq!(listed_keys, keys, "in grant order");
     assert_eq!(listed_fences, fences);
     let kept = heartbeat.join().expect("heartbeat");
-    assert!(kept.len() >= 30, "{} beats", kept.len());
+    // Two beats a lease at least (a busy machine may run fewer than the ten planned):
+    // the heartbeat kept them, not a lease long enough by itself.
+    assert!(kept.len() >= 20, "{} beats", kept.len());
     assert!(
         kept.iter().all(|n| *n == LOCKS as i64),
         "every beat kept every lock: {kept:?}"
@@ -483,6 +492,7 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
         "one deadline for all"
     );
     sleep_until_ms(deadline - 50);
+    let cpu_before = server.cpu_time();
     let waiting = info_field(&mut con, "fencelock", "fencelock_waiters");
     if now_ms() < deadline {
         assert_eq!(
@@ -505,10 +515,15 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
     }
     // On the server's clock (the grants' fences): the test reading 1,000 replies on a
     // busy machine does not count, only the server's own work.
+    let cpu = server.cpu_time() - cpu_before;
+    assert!(
+        cpu <= Duration::from_millis(HANDOFF_BOUND_MS as u64),
+        "handing off every lock took {cpu:?} of the server's CPU"
+    );
     let late = last_handoff - deadline;
     assert!(
-        late <= HANDOFF_BOUND_MS,
-        "every lock handed off within {HANDOFF_BOUND_MS} ms of the deadline: the last after {late} ms"
+        late <= LAST_HANDOFF_MS,
+        "every lock handed off within {LAST_HANDOFF_MS} ms of the deadline: the last after {late} ms"
     );
     assert_eq!(held(&mut con, "worker"), []);
     assert_eq!(keepalive(&mut con, "worker", TTL), 0);
@@ -1157,10 +1172,10 @@ fn del_ends_a_quarantine_at_once() {
     }
     assert_eq!(acquire(&mut con, "lock:alone", 1_000, &[]), None);
     next.assert_waiting(Duration::from_millis(100));
-    let deleted = Instant::now();
     assert_eq!(int(&mut con, &["DEL", "lock:queued"]), 1);
+    // At once: in the DEL's own step, before the waiter's reply is read.
+    assert!(fence_of(&mut con, "lock:queued", "next").is_some());
     assert!(next.granted(Duration::from_secs(1)) > queued_fence);
-    assert!(deleted.elapsed() < Duration::from_millis(100));
     assert_eq!(int(&mut con, &["DEL", "lock:alone"]), 1);
     let (_, fence) = hold(&mut con, "lock:alone", 1_000, &[]);
     assert!(fence > alone_fence);

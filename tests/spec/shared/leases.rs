@@ -78,16 +78,17 @@ fn an_ended_holder_stops_counting_at_once_even_while_writes_are_paused() {
     let (_, r) = hold(&mut con, "rw", 60_000, &["TOKEN", "r", "SHARED"]);
     let (_, late) = hold(&mut con, "rw", 100, &["TOKEN", "late", "SHARED"]);
     assert_eq!(fence(&mut con, "rw"), Some(late));
-    // Nothing can write (and so nothing can drop a holder) for 1.5 s; reads still run.
+    // Nothing can write (and so nothing can drop a holder) until the UNPAUSE below (at
+    // most 10 s: room for a busy machine); reads still run.
     let _: () = cmd("CLIENT")
         .arg("PAUSE")
-        .arg(1_500)
+        .arg(10_000)
         .arg("WRITE")
         .query(&mut con)
         .unwrap();
     let paused_at = Instant::now();
     eventually(
-        Duration::from_millis(1_000),
+        Duration::from_secs(5),
         "the ended holders no longer count for reads",
         || {
             fence_of(&mut con, "sem", "a").is_none()
@@ -97,7 +98,7 @@ fn an_ended_holder_stops_counting_at_once_even_while_writes_are_paused() {
         },
     );
     assert!(
-        paused_at.elapsed() < Duration::from_millis(1_500),
+        paused_at.elapsed() < Duration::from_secs(10),
         "while paused"
     );
     assert_eq!(fence(&mut con, "sem"), Some(b));
@@ -240,14 +241,26 @@ fn restoring_a_lock_with_many_holders_is_not_quadratic() {
         let _: () = pipe.query(&mut con).unwrap();
     }
     let dump: Vec<u8> = cmd("DUMP").arg("big").query(&mut con).unwrap();
-    let started = Instant::now();
-    let _: () = cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
-    let took = started.elapsed();
+    // The server's CPU time, not the wall time (700 ms on a machine busy with other
+    // work, where the server waited for a CPU): the least of three copies, as one can
+    // still meet a slow moment. A return to pairwise checks costs seconds in each.
+    let took = (0..3)
+        .map(|i| {
+            let before = server.cpu_time();
+            let _: () = cmd("RESTORE")
+                .arg(if i == 0 {
+                    "copy".to_string()
+                } else {
+                    format!("copy{i}")
+                })
+                .arg(0)
+                .arg(&dump)
+                .query(&mut con)
+                .unwrap();
+            server.cpu_time() - before
+        })
+        .min()
+        .expect("three RESTOREs");
     assert_eq!(holders(&mut con, "copy"), 40_000);
     // Checking 40,000 holders pairwise took ~2 s; sorted, a few ms.
     assert!(
