@@ -111,8 +111,9 @@ impl Server {
                     self.started = true;
                     return;
                 }
+                // This attempt's part of the log (it appends across restarts).
                 Err(log)
-                    if attempt < BIND_ATTEMPTS && port_taken(&log[logged.min(log.len())..]) =>
+                    if attempt < BIND_ATTEMPTS && port_taken(log.get(logged..).unwrap_or(&log)) =>
                 {
                     self.kill();
                     if fresh {
