@@ -41,11 +41,12 @@ unit: deps ## unit tests of the core and the module
 	cargo test --release -p fencelock-core --tests
 
 integration: build build-panic-injection ## integration tests against a real redis-server
-	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --tests
+	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --tests --no-fail-fast
 
-# The 10,000-waiter test needs ~10,000 sockets on each side.
+# The 10,000-waiter test needs ~10,000 sockets on each side. --no-fail-fast: every test
+# binary runs even after one fails, so one run shows every failure (and still fails).
 test: build build-panic-injection ## unit and integration tests
-	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --workspace --lib --tests
+	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --workspace --lib --tests --no-fail-fast
 
 lint: deps ## cargo fmt --check and clippy with warnings as errors
 	cargo fmt --check

@@ -3,9 +3,12 @@
 //!
 //! - `paths`: which `redis-server` binary and which built modules to use (fencelock's,
 //!   and the benchmark's floor module);
-//! - `ports`: free loopback ports;
+//! - `ports`: free loopback ports, below the ephemeral range, with their cluster bus
+//!   ports free too;
+//! - `process`: child processes that die with the test process, killed on drop;
 //! - `server`: a real `redis-server` with the module loaded, in its own temporary
-//!   directory, killed on drop;
+//!   directory, killed on drop (and started again on another port when its own was
+//!   taken);
 //! - `proxy`: a loopback TCP link that a test can cut, delay and heal (partitions);
 //! - `sentinel`: a real Redis Sentinel watching one primary;
 //! - `resp`: the one RESP codec (encoder, incremental parser, blocking connections);
@@ -14,6 +17,7 @@
 pub mod locks;
 pub mod paths;
 pub mod ports;
+pub mod process;
 pub mod proxy;
 pub mod resp;
 pub mod sentinel;
@@ -22,6 +26,7 @@ pub mod server;
 pub use locks::*;
 pub use paths::{floor_module_path, module_path, server_binary};
 pub use ports::free_port;
+pub use process::Guarded;
 pub use proxy::{LinkState, Proxy};
 pub use redis::{cmd, Connection, Value};
 pub use sentinel::{Sentinel, Timing as SentinelTiming, SERVICE};

@@ -108,6 +108,28 @@ pub fn now_ms() -> i64 {
     i64::try_from(elapsed.as_millis()).expect("ms fit in i64")
 }
 
+/// When the server issued `fence`, in Unix ms on the server's own clock: a fence is the
+/// larger of the last fence + 1 and the server's clock in µs, so on a server that has
+/// not issued thousands of fences within a millisecond it is that clock. A test that
+/// asks when a grant happened reads it here, not on its own clock after reading the
+/// reply: a busy machine delays the test's threads, not the server's record.
+pub fn fence_ms(fence: i64) -> i64 {
+    fence / 1_000
+}
+
+/// Turns Redis's active expiry off (`DEBUG SET-ACTIVE-EXPIRE 0`): a key past its
+/// expiry then goes only when a command touches it or fencelock's own timer acts. A
+/// test that sees a waiter served at a lease's end with it off knows the module's
+/// timer served it; a bound of some ms told that from Redis's expiry cycle (every
+/// 100 ms) only on an idle machine.
+pub fn without_active_expiry(con: &mut Connection) {
+    let _: () = cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(0)
+        .query(con)
+        .expect("DEBUG SET-ACTIVE-EXPIRE");
+}
+
 /// Turns keyspace notifications on (with module events, `KEd`) and returns a raw client
 /// subscribed with `subscribe` (e.g. `["PSUBSCRIBE", "__keyspace@0__:lock:*"]`).
 pub fn keyspace_subscriber(server: &Server, con: &mut Connection, subscribe: &[&str]) -> RawClient {

@@ -1,10 +1,10 @@
 //! A real Redis Sentinel (`<server binary> sentinel.conf --sentinel`) on a free port in
-//! its own temporary directory, killed when dropped, watching one primary under the
-//! service name `SERVICE`. Its own periods can be shortened (`SENTINEL DEBUG`, on every
+//! its own temporary directory, killed when dropped and when the test process ends,
+//! watching one primary under the service name `SERVICE`. Its own periods can be shortened (`SENTINEL DEBUG`, on every
 //! server since Redis 7.0) so that a failover and the old primary's return as a replica
 //! take seconds, not the tens of seconds of the defaults.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::{cmd, Connection, Value};
@@ -12,14 +12,38 @@ use tempfile::TempDir;
 
 use crate::paths::server_binary;
 use crate::ports::free_port;
+use crate::process::Guarded;
 
 /// The service every testkit Sentinel watches.
 pub const SERVICE: &str = "fencelock";
 
 pub struct Sentinel {
     pub port: u16,
-    child: Child,
+    /// Killed on drop, and when the test process ends.
+    _child: Guarded,
     temp: TempDir,
+}
+
+/// Starts of one Sentinel before a port that stays taken fails the test.
+const BIND_ATTEMPTS: usize = 5;
+
+/// Waits until the Sentinel answers or exits; true if it exited because its port was
+/// taken (`Failed listening on port`).
+fn exited_for_its_port(child: &mut Guarded, dir: &std::path::Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            let log = std::fs::read_to_string(dir.join("sentinel.log")).unwrap_or_default();
+            return log.contains("Failed listening on port")
+                || log.contains("Address already in use");
+        }
+        let log = std::fs::read_to_string(dir.join("sentinel.log")).unwrap_or_default();
+        if log.contains("Ready to accept connections") || log.contains("Sentinel ID is") {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
 
 /// How quickly the Sentinels act.
@@ -42,31 +66,46 @@ impl Sentinel {
             .prefix("fencelock-sentinel-")
             .tempdir()
             .expect("create a temporary directory");
-        let port = free_port();
-        let dir = temp.path();
+        let dir = temp.path().to_path_buf();
         let conf = dir.join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                 sentinel monitor {SERVICE} 127.0.0.1 {primary_port} {quorum}\n\
-                 sentinel down-after-milliseconds {SERVICE} {}\n\
-                 sentinel failover-timeout {SERVICE} {}\n\
-                 sentinel parallel-syncs {SERVICE} 2\n",
-                timing.down_after_ms,
-                timing.failover_timeout_ms,
-                dir = dir.display()
-            ),
-        )
-        .expect("write sentinel.conf");
-        let child = Command::new(server_binary())
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the Sentinel");
-        let sentinel = Sentinel { port, child, temp };
+        let mut attempt = 0;
+        let (port, child) = loop {
+            attempt += 1;
+            let port = free_port();
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                     sentinel monitor {SERVICE} 127.0.0.1 {primary_port} {quorum}\n\
+                     sentinel down-after-milliseconds {SERVICE} {}\n\
+                     sentinel failover-timeout {SERVICE} {}\n\
+                     sentinel parallel-syncs {SERVICE} 2\n",
+                    timing.down_after_ms,
+                    timing.failover_timeout_ms,
+                    dir = dir.display()
+                ),
+            )
+            .expect("write sentinel.conf");
+            // Each attempt's log alone tells why it stopped.
+            let _ = std::fs::remove_file(dir.join("sentinel.log"));
+            let mut command = Command::new(server_binary());
+            command
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut child = Guarded::spawn(&mut command).expect("start the Sentinel");
+            // Its port taken between the check and the bind (see `ports`): another.
+            if attempt < BIND_ATTEMPTS && exited_for_its_port(&mut child, &dir) {
+                continue;
+            }
+            break (port, child);
+        };
+        let sentinel = Sentinel {
+            port,
+            _child: child,
+            temp,
+        };
         let mut con = sentinel.wait_ready();
         let _: Value = cmd("SENTINEL")
             .arg("DEBUG")
@@ -152,11 +191,4 @@ pub fn primary_port(con: &mut Connection) -> Option<u16> {
         .query(con)
         .ok()?;
     address?.1.parse().ok()
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

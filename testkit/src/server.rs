@@ -1,6 +1,6 @@
 //! A real `redis-server` with the built module loaded, on a free port in its own
-//! temporary directory (removed with it), killed when dropped. One per test: tests run
-//! in parallel and never share server state.
+//! temporary directory (removed with it), killed when dropped and when the test process
+//! ends (`process`). One per test: tests run in parallel and never share server state.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -11,6 +11,16 @@ use tempfile::TempDir;
 
 use crate::paths::{module_path, server_binary};
 use crate::ports::free_port;
+use crate::process::spawn;
+
+/// Starts of one server before a port that stays taken fails the test.
+const BIND_ATTEMPTS: usize = 5;
+
+/// Did the server stop because its port (or its cluster bus port) was taken? Redis and
+/// Valkey log `Failed listening on port <n> (tcp|cluster), aborting.` then.
+fn port_taken(log: &str) -> bool {
+    log.contains("Failed listening on port") || log.contains("Address already in use")
+}
 
 /// A running redis-server with fencelock loaded.
 pub struct Server {
@@ -18,6 +28,8 @@ pub struct Server {
     pub dir: PathBuf,
     options: Options,
     child: Option<Child>,
+    /// Has it answered once? A later launch is a restart, on the same port.
+    started: bool,
     /// Removed with the server.
     _temp: TempDir,
 }
@@ -49,6 +61,20 @@ impl Server {
         Self::with_module_args(args, &[])
     }
 
+    /// A node with cluster mode on, not yet in a cluster. Its bus listens on Redis's
+    /// default, port + 10000, which `free_port` checks free along with the port (and a
+    /// node whose bus port was taken meanwhile starts again on another pair).
+    pub fn cluster_node() -> Self {
+        Self::with_args(&[
+            "cluster-enabled",
+            "yes",
+            "cluster-config-file",
+            "nodes.conf",
+            "cluster-node-timeout",
+            "5000",
+        ])
+    }
+
     /// As `with_args`, plus arguments for the module's `loadmodule` line.
     pub fn with_module_args(args: &[&str], module_args: &[&str]) -> Self {
         Self::with_options(Options {
@@ -68,13 +94,54 @@ impl Server {
             dir: temp.path().to_path_buf(),
             options,
             child: None,
+            started: false,
             _temp: temp,
         };
         server.launch();
         server
     }
 
+    /// Starts the server and waits until it answers. A fresh server whose port was
+    /// taken between `free_port`'s check and its own bind (another process's server,
+    /// or its cluster bus port) picks another port and starts again; a restart keeps
+    /// its port (replicas, proxies and Sentinels know it) and tries it a few times.
     fn launch(&mut self) {
+        // A restart of a server that still runs: stop the old process first (cleanly,
+        // as `shutdown`), so that it is reaped rather than left running beside the new
+        // one, which could not bind its port (and a readiness check would then have
+        // reached the old process).
+        if self.is_alive() {
+            self.shutdown_within(Duration::from_secs(20));
+        }
+        self.kill();
+        let fresh = !self.started;
+        for attempt in 1..=BIND_ATTEMPTS {
+            let logged = self.log().len();
+            let mut command = self.command();
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+            self.child = Some(spawn(&mut command).expect("start redis-server"));
+            match self.wait_ready() {
+                Ok(()) => {
+                    self.started = true;
+                    return;
+                }
+                // This attempt's part of the log (it appends across restarts).
+                Err(log)
+                    if attempt < BIND_ATTEMPTS && port_taken(log.get(logged..).unwrap_or(&log)) =>
+                {
+                    self.kill();
+                    if fresh {
+                        self.port = free_port();
+                    } else {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                }
+                Err(log) => panic!("redis-server exited; log:\n{log}"),
+            }
+        }
+    }
+
+    fn command(&self) -> Command {
         let mut command = match self.options.cpu {
             Some(cpu) => {
                 let mut taskset = Command::new("taskset");
@@ -109,22 +176,22 @@ impl Server {
                 command.arg(value);
             }
         }
-        command.stdout(Stdio::null()).stderr(Stdio::null());
-        self.child = Some(command.spawn().expect("start redis-server"));
-        self.wait_ready();
+        command
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits for PONG; the log if the process exited first.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(mut con) = self.try_connect() {
                 let pong: redis::RedisResult<String> = cmd("PING").query(&mut con);
                 if pong.is_ok() {
-                    return;
+                    return Ok(());
                 }
             }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("redis-server exited with {status}; log:\n{}", self.log());
+            if let Some(Ok(Some(_))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                return Err(self.log());
             }
             assert!(
                 Instant::now() < deadline,
@@ -174,7 +241,20 @@ impl Server {
         }
     }
 
-    /// Starts the same server again (same port, dir and arguments).
+    /// `shutdown`, killing the process if it has not exited within `limit`.
+    fn shutdown_within(&mut self, limit: Duration) {
+        if let Ok(mut con) = self.try_connect() {
+            let _: redis::RedisResult<Value> = cmd("SHUTDOWN").query(&mut con);
+        }
+        let deadline = Instant::now() + limit;
+        while self.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+    }
+
+    /// Starts the same server again (same port, dir and arguments); one still running
+    /// is shut down first (`shutdown`: it saves what its persistence settings save).
     pub fn restart(&mut self) {
         self.launch();
     }
@@ -188,6 +268,22 @@ impl Server {
     /// The redis-server process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// CPU time the server's main thread has used so far (`/proc/<pid>/schedstat`, as
+    /// the benchmark's cost curves measure it). Unlike wall time, it does not grow while
+    /// a busy machine keeps the server waiting for a CPU: what a command costs, timed
+    /// this way, is its own work.
+    pub fn cpu_time(&self) -> Duration {
+        let pid = self.pid().expect("the server runs");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+            .expect("/proc/<pid>/schedstat");
+        let ns = stat
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse().ok())
+            .expect("time on CPU");
+        Duration::from_nanos(ns)
     }
 
     /// SIGSTOP: the process freezes; connections stay open and nothing is answered.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::RedisResult;
 use testkit::*;
 
-use super::cluster::{node_id, start_node, Cluster};
+use super::cluster::{node_id, Cluster};
 
 /// The hash tag of every key here: all of them live in one slot.
 const TAG: &str = "{asm}";
@@ -431,19 +431,12 @@ fn replicas_of_both_shards_end_equal() {
 
 /// A new node joined to the cluster as a replica of `primary`, its link up.
 fn cluster_replica(cluster: &Cluster, primary: usize) -> Server {
-    let replica = start_node();
+    let replica = Server::cluster_node();
     let mut con = replica.connect();
-    // The nodes' bus ports are their own (not port + 10000): MEET names it.
-    let bus_port: Vec<String> = cmd("CONFIG")
-        .arg("GET")
-        .arg("cluster-port")
-        .query(&mut cluster.nodes[primary].connect())
-        .expect("CONFIG GET cluster-port");
     let _: () = cmd("CLUSTER")
         .arg("MEET")
         .arg("127.0.0.1")
         .arg(cluster.nodes[primary].port)
-        .arg(&bus_port[1])
         .query(&mut con)
         .expect("CLUSTER MEET");
     let primary_id = node_id(&cluster.nodes[primary]);

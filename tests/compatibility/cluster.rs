@@ -22,17 +22,18 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) fn start() -> Self {
-        let nodes: Vec<Server> = (0..3).map(|_| start_node()).collect();
+        let nodes: Vec<Server> = (0..3).map(|_| Server::cluster_node()).collect();
         let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-        let mut create = Command::new(cli)
-            .arg("--cluster")
-            .arg("create")
-            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-            .arg("--cluster-yes")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run redis-cli --cluster create");
+        let mut create = testkit::process::spawn(
+            Command::new(cli)
+                .arg("--cluster")
+                .arg("create")
+                .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+                .arg("--cluster-yes")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        )
+        .expect("run redis-cli --cluster create");
         // redis-cli waits for the nodes to agree with no limit of its own.
         let deadline = Instant::now() + Duration::from_secs(60);
         while create.try_wait().expect("redis-cli status").is_none() {
@@ -91,22 +92,6 @@ impl Cluster {
             .position(|id| *id == owner)
             .expect("owner is ours")
     }
-}
-
-/// The cluster bus gets its own free port: the default (port + 10000) can fall outside
-/// the port range for the high ports the harness picks.
-pub(crate) fn start_node() -> Server {
-    let bus_port = free_port().to_string();
-    Server::with_args(&[
-        "cluster-enabled",
-        "yes",
-        "cluster-port",
-        &bus_port,
-        "cluster-config-file",
-        "nodes.conf",
-        "cluster-node-timeout",
-        "5000",
-    ])
 }
 
 /// One slot moving from `source` to `target`, as resharding moves it: `begin` marks it

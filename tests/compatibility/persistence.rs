@@ -182,19 +182,20 @@ fn a_truncated_rdb_fails_the_load_without_a_crash_report() {
     let bytes = std::fs::read(&rdb).unwrap();
     std::fs::write(&rdb, &bytes[..bytes.len() * 2 / 3]).unwrap();
     let _ = std::fs::remove_file(server.dir.join("redis.log"));
-    let mut loading = std::process::Command::new(server_binary())
-        .arg("--port")
-        .arg(server.port.to_string())
-        .arg("--dir")
-        .arg(&server.dir)
-        .arg("--loadmodule")
-        .arg(module_path())
-        .arg("--logfile")
-        .arg(server.dir.join("redis.log"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut loading = testkit::Guarded::spawn(
+        std::process::Command::new(server_binary())
+            .arg("--port")
+            .arg(server.port.to_string())
+            .arg("--dir")
+            .arg(&server.dir)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .arg("--logfile")
+            .arg(server.dir.join("redis.log"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    )
+    .unwrap();
     // Redis exits once it has reported the bad file. Valkey 9.1's own RDB checker can
     // spin on a truncated module value after reporting it; bound the wait either way.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);

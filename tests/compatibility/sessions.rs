@@ -173,7 +173,9 @@ fn info_mode(con: &mut Connection, key: &str) -> Option<String> {
 /// ends, and every one ends it at the same moment.
 #[test]
 fn a_quarantine_holds_on_the_replica_after_promotion_and_across_a_reload() {
-    const DELAY: i64 = 1_500;
+    // Long enough that the checks below, on a busy machine too, all fall within it (the
+    // test does not wait for its end).
+    const DELAY: i64 = 5_000;
     let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut r = replica.connect();
@@ -181,7 +183,7 @@ fn a_quarantine_holds_on_the_replica_after_promotion_and_across_a_reload() {
         &mut p,
         "lock:k",
         200,
-        &["SESSION", "s", "LOCKDELAY", "1500"],
+        &["SESSION", "s", "LOCKDELAY", &DELAY.to_string()],
     );
     wait_replicated(&mut p);
     let quarantine_end = expire_time(&mut p, "lock:k");

@@ -287,7 +287,22 @@ fn hold_many(server: &Server, keys: usize, max_ttl: i64) -> Vec<(String, String,
             .arg(max_ttl);
     }
     let refreshed: Vec<i64> = refresh.query(&mut con).expect("refreshes");
-    assert!(refreshed.iter().all(|&r| r == 1));
+    // A lease as short as 100 ms can end before its refresh arrives on a busy machine;
+    // that refresh answers 0 because the lock is gone, never because another holds it.
+    for ((i, _), answer) in grants
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .zip(&refreshed)
+    {
+        if *answer != 1 {
+            assert_eq!(
+                int(&mut con, &["EXISTS", &format!("down:{i}")]),
+                0,
+                "down:{i}"
+            );
+        }
+    }
     grants
         .into_iter()
         .enumerate()
@@ -326,8 +341,20 @@ fn downtime_round(name: &str, args: &[&str], kill: bool, keys: usize) -> (usize,
         })
         .collect();
     let mut con = server.connect();
-    eventually(Duration::from_secs(5), "waiters queued", || {
-        info_field(&mut con, "fencelock", "fencelock_waiters").as_deref() == Some("10")
+    // Each waiter is queued, or was already handed its lock (a busy machine can take
+    // longer than the shortest leases to queue them): either way it is in the server's
+    // memory only, and must not come back.
+    let mut handed = 0;
+    eventually(Duration::from_secs(10), "waiters queued or handed", || {
+        handed += waiters
+            .iter_mut()
+            .filter_map(|waiter| waiter.try_read_reply(Duration::from_millis(1)))
+            .inspect(|reply| assert!(reply.grant().is_some(), "{reply:?}"))
+            .count();
+        let queued: usize = info_field(&mut con, "fencelock", "fencelock_waiters")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        queued + handed == waiters.len()
     });
     let deadline = latest_deadline(&mut con, &locks);
     let highest = locks.iter().map(|(_, _, f)| *f).max().unwrap_or(0);

@@ -11,7 +11,7 @@
 //! as in `failover`). `an_election_checker_catches_*` show the checks can fail.
 
 use std::collections::HashMap;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -103,7 +103,8 @@ impl Observers {
 
 /// One candidate process and the thread reading its events.
 struct Process {
-    child: Child,
+    /// Killed on drop (a failing test) and with the test process.
+    child: testkit::Guarded,
     stdin: Option<ChildStdin>,
     reader: JoinHandle<Vec<Event>>,
 }
@@ -138,15 +139,16 @@ impl Processes {
         self.next_id += 1;
         let exe = std::env::current_exe().expect("the test binary");
         let spec = election::child_spec(self.port, id, 0xe1ec_7000 + id as u64, &self.spec);
-        let mut child = Command::new(exe)
-            .args(["election::candidate_process", "--exact", "--ignored"])
-            .args(["--nocapture", "--test-threads", "1", "-q"])
-            .env(CHILD_ENV, spec)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start a candidate process");
+        let mut child = testkit::Guarded::spawn(
+            Command::new(exe)
+                .args(["election::candidate_process", "--exact", "--ignored"])
+                .args(["--nocapture", "--test-threads", "1", "-q"])
+                .env(CHILD_ENV, spec)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null()),
+        )
+        .expect("start a candidate process");
         let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take();
         let reader = thread::spawn(move || election::read_child(stdout));

@@ -335,40 +335,41 @@ fn rdb_files_cut_or_flipped_anywhere_fail_to_load_cleanly() {
         }
         std::fs::write(&rdb, &bad).unwrap();
         let log = server.dir.join(format!("load-{variant}.log"));
-        let status = std::process::Command::new(server_binary())
-            .arg("--port")
-            .arg("0")
-            .arg("--dir")
-            .arg(&server.dir)
-            .arg("--loadmodule")
-            .arg(module_path())
-            .arg("--logfile")
-            .arg(&log)
-            .arg("--save")
-            .arg("")
-            // A file that loads anyway would leave a server running: stop it at once.
-            .arg("--shutdown-on-sigterm")
-            .arg("now")
-            .spawn()
-            .and_then(|mut child| {
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                loop {
-                    if let Some(status) = child.try_wait()? {
-                        return Ok(Some(status));
-                    }
-                    if std::fs::read_to_string(&log).is_ok_and(|l| l.contains("Ready to accept")) {
-                        child.kill()?;
-                        child.wait()?;
-                        return Ok(None);
-                    }
-                    if std::time::Instant::now() > deadline {
-                        child.kill()?;
-                        return Ok(None);
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(10));
+        let status = testkit::process::spawn(
+            std::process::Command::new(server_binary())
+                .arg("--port")
+                .arg("0")
+                .arg("--dir")
+                .arg(&server.dir)
+                .arg("--loadmodule")
+                .arg(module_path())
+                .arg("--logfile")
+                .arg(&log)
+                .arg("--save")
+                .arg("")
+                // A file that loads anyway would leave a server running: stop it at once.
+                .arg("--shutdown-on-sigterm")
+                .arg("now"),
+        )
+        .and_then(|mut child| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(Some(status));
                 }
-            })
-            .unwrap();
+                if std::fs::read_to_string(&log).is_ok_and(|l| l.contains("Ready to accept")) {
+                    child.kill()?;
+                    child.wait()?;
+                    return Ok(None);
+                }
+                if std::time::Instant::now() > deadline {
+                    child.kill()?;
+                    return Ok(None);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+        .unwrap();
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         if text.contains("crashed by signal") || text.contains("STACK TRACE") {
             anomalies.push(format!("variant {variant}: crash while loading:\n{text}"));

@@ -483,8 +483,16 @@ fn blocked_cost(con: &mut Connection, clients: &mut [(RawClient, i64)], wait: &[
         blocked(con) == count
     });
     let cost = (used_memory(con) - before) / count;
-    for (client, id) in clients.iter_mut() {
-        assert_eq!(int(con, &["CLIENT", "UNBLOCK", &id.to_string()]), 1);
+    // All unblocked in one pipeline: the next round follows at once, before the
+    // server's cron trims the pool of temporary clients (one round trip each took
+    // seconds on a busy machine).
+    let mut unblock = redis::pipe();
+    for (_, id) in clients.iter() {
+        unblock.cmd("CLIENT").arg("UNBLOCK").arg(*id);
+    }
+    let unblocked: Vec<i64> = unblock.query(con).expect("CLIENT UNBLOCK");
+    assert!(unblocked.iter().all(|&n| n == 1), "{unblocked:?}");
+    for (client, _) in clients.iter_mut() {
         assert!(client.read_reply().is_nil());
     }
     cost
@@ -513,7 +521,12 @@ fn a_waiter_costs_the_blocked_client_api_and_little_more() {
     let list = blocked_cost(&mut con, &mut clients, &[b"BLPOP", b"empty", b"0"]);
     let lock_wait: &[&[u8]] = &[b"LOCK.ACQUIRE", b"w", b"1000", b"BLOCK", b"0"];
     let first = blocked_cost(&mut con, &mut clients, lock_wait);
-    let pooled = blocked_cost(&mut con, &mut clients, lock_wait);
+    // The better of two pooled rounds: a cron tick that trims the pool between two
+    // rounds (a busy machine stretches the gap) lands before one of them, hardly both.
+    let pooled = (0..2)
+        .map(|_| blocked_cost(&mut con, &mut clients, lock_wait))
+        .min()
+        .expect("two rounds");
     eprintln!("a waiter: BLPOP {list} B; LOCK.ACQUIRE BLOCK {first} B, {pooled} B with Redis's temporary clients pooled");
     assert!(first <= 40 * 1024, "{first} B a waiter");
     assert!(

@@ -77,18 +77,25 @@ fn busy_without_block_stays_nil_while_others_wait() {
 }
 
 /// A held key `k` and one blocked waiter; `release` frees it (given the holder's
-/// token); the waiter must be granted within 50 ms and then hold the lock.
+/// token); the waiter must be granted in that same step (the key is held again and
+/// nobody waits as soon as `release` returns, before the waiter's reply is read) and
+/// then hold the lock. An ordering, not a figure: a busy machine delays the reply, not
+/// the order of the server's steps.
 fn released_lock_goes_to_the_waiter(release: impl FnOnce(&mut Connection, &str)) {
     let server = Server::start();
     let mut con = server.connect();
     let (holder, _) = acquire(&mut con, "k", 60_000, &[]).unwrap();
     let rx = spawn_waiter(&server, "k", 5_000, &["BLOCK", "10000"]);
     wait_for_waiters(&mut con, "k", 1);
-    let released_at = Instant::now();
     release(&mut con, &holder);
-    let (grant, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        waiters(&mut con, "k"),
+        0,
+        "the waiter was served in the release"
+    );
+    assert_eq!(int(&mut con, &["EXISTS", "k"]), 1, "and holds the lock");
+    let (grant, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let (token, fence) = grant.expect("the waiter was granted");
-    assert!(at.duration_since(released_at) < Duration::from_millis(50));
     assert_eq!(testkit::fence(&mut con, "k"), Some(fence));
     let held: Option<i64> = cmd("LOCK.FENCE")
         .arg("k")
@@ -127,6 +134,9 @@ fn a_release_inside_a_transaction_hands_off_when_the_transaction_ends() {
 fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
     let server = Server::start();
     let mut con = server.connect();
+    // Only the module's own timer can end the keys (nothing else touches them): Redis's
+    // expiry cycle, the slow path this test tells apart, is off.
+    without_active_expiry(&mut con);
     let mut lateness = Vec::new();
     for round in 0..5 {
         let key = format!("k{round}");
@@ -135,8 +145,10 @@ fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
         let rx = spawn_waiter(&server, &key, 5_000, &["BLOCK", "0"]);
         wait_for_waiters(&mut con, &key, 1);
         let (grant, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert!(grant.is_some());
-        lateness.push(now_ms() - deadline);
+        let (_, fence) = grant.expect("handed off");
+        // On the server's clock (the grant's fence): the test's threads, which a busy
+        // machine delays most, do not count.
+        lateness.push(fence_ms(fence) - deadline);
     }
     lateness.sort_unstable();
     assert!(lateness[0] >= 0, "never before the deadline: {lateness:?}");
@@ -588,7 +600,12 @@ fn waiters_are_unblocked_with_an_error_when_their_server_becomes_a_replica() {
 /// pause by its cached clock, which only the cron moves between commands).
 #[test]
 fn a_lease_ending_while_writes_are_paused_is_handed_off_as_the_pause_ends() {
-    let server = Server::start();
+    // One cron tick a second: a handoff that waited for the tick would come up to a
+    // second after the pause (half a second in the median), where the server's own
+    // timer comes within a few ms. The bound below sits between the two with room for
+    // a busy machine, measured on the server's clock (TIME and the grant's fence), so
+    // the test's own threads, which load delays most, do not count.
+    let server = Server::with_args(&["hz", "1"]);
     let mut con = server.connect();
     let mut lateness = Vec::new();
     for round in 0..5 {
@@ -596,28 +613,35 @@ fn a_lease_ending_while_writes_are_paused_is_handed_off_as_the_pause_ends() {
         let token = format!("next-{round}");
         let rx = spawn_waiter(&server, "k", 1_000, &["BLOCK", "0", "TOKEN", &token]);
         wait_for_waiters(&mut con, "k", 1);
-        let _: () = cmd("CLIENT")
+        // TIME and the pause in one pipeline: run back to back by the server.
+        let ((seconds, micros), ()): ((i64, i64), ()) = redis::pipe()
+            .cmd("TIME")
+            .cmd("CLIENT")
             .arg("PAUSE")
             .arg(400)
             .arg("WRITE")
             .query(&mut con)
             .unwrap();
-        let pause_ends = Instant::now() + Duration::from_millis(400);
-        let (grant, at) = rx
+        let pause_ends_ms = seconds * 1_000 + micros / 1_000 + 400;
+        let (grant, _) = rx
             .recv_timeout(Duration::from_secs(5))
             .expect("handed off after the pause");
-        assert_eq!(grant.unwrap().0, token);
+        let (granted, fence) = grant.unwrap();
+        assert_eq!(granted, token);
+        let late = fence_ms(fence) - pause_ends_ms;
+        // Redis starts the pause on its cached clock, which may lag TIME's by a little.
         assert!(
-            at + Duration::from_millis(50) >= pause_ends,
-            "not during the pause"
+            late >= -10,
+            "not during the pause: {} ms before its end",
+            -late
         );
-        lateness.push(at.saturating_duration_since(pause_ends));
+        lateness.push(late);
         assert_eq!(int(&mut con, &["DEL", "k"]), 1);
     }
     lateness.sort();
     assert!(
-        lateness[lateness.len() / 2] < Duration::from_millis(25),
-        "handoffs after the pause ended: {lateness:?}"
+        lateness[lateness.len() / 2] < 150,
+        "handoffs after the pause ended, ms: {lateness:?}"
     );
 }
 

@@ -204,24 +204,26 @@ impl Process {
             .tempdir()
             .expect("create dir");
         let port = free_port();
-        let child = Command::new(server_binary())
-            .args(args)
-            .arg("--port")
-            .arg(port.to_string())
-            .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--dir")
-            .arg(dir.path())
-            .arg("--save")
-            .arg("")
-            .arg("--appendonly")
-            .arg("no")
-            .arg("--logfile")
-            .arg(dir.path().join("redis.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start server");
+        // Tied to the test process: it dies with it (`testkit::process`).
+        let child = testkit::process::spawn(
+            Command::new(server_binary())
+                .args(args)
+                .arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--save")
+                .arg("")
+                .arg("--appendonly")
+                .arg("no")
+                .arg("--logfile")
+                .arg(dir.path().join("redis.log"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("start server");
         Process { child, port, dir }
     }
 

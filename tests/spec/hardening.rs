@@ -195,13 +195,14 @@ fn leases_ending_with_block_timeouts_over_many_keys_answer_every_waiter_once() {
     eprintln!("{granted} of {keys} waiters granted, the rest timed out");
 }
 
-/// Waits for the waiter's grant and returns how late it came after `deadline_ms`.
+/// Waits for the waiter's grant and returns how late it came after `deadline_ms`, on
+/// the server's clock (the grant's fence).
 fn grant_lateness(waiter: &mut RawClient, deadline_ms: i64) -> i64 {
     let reply = waiter
         .try_read_reply(Duration::from_secs(5))
         .expect("handed off on the new deadline");
-    assert!(grant_of(&reply).is_some(), "{reply:?}");
-    now_ms() - deadline_ms
+    let (_, fence) = grant_of(&reply).unwrap_or_else(|| panic!("{reply:?}"));
+    fence_ms(fence) - deadline_ms
 }
 
 #[test]
@@ -209,6 +210,11 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
     let server = Server::start();
     let mut con = server.connect();
     many_volatile_keys(&mut con);
+    // Only the module's own timer ends `k` (nothing touches it until the grant): a
+    // handoff at all, within the reply's 5 s where the old lease had 30, is one on the
+    // new deadline, however late a busy machine runs the timer. Redis's expiry cycle,
+    // which a bound of 50 ms told apart from the timer on an idle machine, is off.
+    without_active_expiry(&mut con);
     let shorten: [(&str, &[&str]); 5] = [
         ("refresh", &["LOCK.REFRESH", "k", "h", "100"]),
         (
@@ -232,10 +238,7 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
         assert!(!matches!(reply, Reply::Error(_)), "{what}: {reply:?}");
         let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
         let late = grant_lateness(&mut waiter, deadline);
-        assert!(
-            (0..=50).contains(&late),
-            "{what}: handed off {late} ms after the deadline"
-        );
+        assert!(late >= 0, "{what}: handed off {} ms early", -late);
         let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     }
 }
@@ -264,11 +267,11 @@ fn swapdb_serves_a_queue_whose_key_became_free() {
     let mut con = server.connect();
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
     let mut waiter = queued_waiter(&server, &mut con, &["TOKEN", "w", "BLOCK", "0"]);
-    let started = Instant::now();
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
+    // Served in the SWAPDB's own step, before anything else runs.
+    assert!(fence_of(&mut con, "k", "w").is_some(), "w holds k at once");
     let (token, _) = grant_of(&only_reply(&mut waiter)).expect("granted");
     assert_eq!(token, "w");
-    assert!(started.elapsed() < Duration::from_millis(500));
 }
 
 #[test]
@@ -276,6 +279,8 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     let server = Server::start();
     let mut con = server.connect();
     many_volatile_keys(&mut con);
+    // As in `shortening_a_lease_…`: only the module's timer ends these leases.
+    without_active_expiry(&mut con);
     // SWAPDB brings in another lock with a short lease.
     acquire(&mut con, "k", 60_000, &["TOKEN", "h"]).unwrap();
     let _: () = cmd("SELECT").arg(1).query(&mut con).unwrap();
@@ -285,7 +290,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
     let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
     let late = grant_lateness(&mut waiter, deadline);
-    assert!((0..=50).contains(&late), "swapdb: {late} ms late");
+    assert!(late >= 0, "swapdb: {} ms early", -late);
 
     // RESTORE … REPLACE puts a lock with a short lease in place of a long one.
     let (token, _) = acquire(&mut con, "src", 60_000, &[]).unwrap();
@@ -303,7 +308,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
         .unwrap();
     let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
     let late = grant_lateness(&mut waiter, deadline);
-    assert!((0..=50).contains(&late), "restore: {late} ms late");
+    assert!(late >= 0, "restore: {} ms early", -late);
 
     // MOVE takes the lock away to another database: the queue is served at once.
     let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
@@ -312,10 +317,11 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     let _: Value = cmd("SELECT").arg(2).query(&mut con).unwrap();
     let _: Value = cmd("FLUSHDB").query(&mut con).unwrap();
     let _: Value = cmd("SELECT").arg(0).query(&mut con).unwrap();
-    let started = Instant::now();
     assert_eq!(int(&mut con, &["MOVE", "k", "2"]), 1);
+    // At once: in the MOVE's own step, before anything else runs.
+    assert_eq!(waiters(&mut con, "k"), 0);
+    assert_eq!(int(&mut con, &["EXISTS", "k"]), 1, "held by the waiter");
     assert!(grant_of(&only_reply(&mut waiter)).is_some());
-    assert!(started.elapsed() < Duration::from_millis(500));
 }
 
 #[test]
@@ -453,12 +459,12 @@ fn a_waiter_whose_token_was_just_granted_gets_the_same_grant() {
     again.send_pipeline(&[&["LOCK.ACQUIRE", "k", "10000", "TOKEN", "w", "BLOCK", "5000"]]);
     wait_for_waiters(&mut con, "k", 2);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", "h"]), 1);
+    // Both connections are answered in the release's own step (not the second at its
+    // BLOCK timeout: that would be nil).
+    assert_eq!(waiters(&mut con, "k"), 0);
     let granted = grant_of(&only_reply(&mut first)).expect("granted");
-    let started = Instant::now();
     let retried = grant_of(&only_reply(&mut again)).expect("the same grant, not nil");
     assert_eq!(granted, retried);
-    assert!(started.elapsed() < Duration::from_millis(500));
-    assert_eq!(waiters(&mut con, "k"), 0);
 }
 
 #[test]
@@ -466,6 +472,8 @@ fn a_lock_replaced_by_a_value_with_a_ttl_hands_off_when_that_value_expires() {
     let server = Server::start();
     let mut con = server.connect();
     many_volatile_keys(&mut con);
+    // As in `shortening_a_lease_…`: only the module's timer ends the value.
+    without_active_expiry(&mut con);
     let replace: [&[&str]; 3] = [
         &["SET", "k", "v", "PX", "100"],
         &[
@@ -490,8 +498,9 @@ fn a_lock_replaced_by_a_value_with_a_ttl_hands_off_when_that_value_expires() {
         let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
         let late = grant_lateness(&mut waiter, deadline);
         assert!(
-            (0..=50).contains(&late),
-            "{command:?}: handed off {late} ms after the value expired"
+            late >= 0,
+            "{command:?}: handed off {} ms before the value expired",
+            -late
         );
         let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
     }

@@ -101,6 +101,29 @@ fn text(reply: &Reply) -> Option<String> {
 /// `LOCK.INFO key` as sent: (field, value) pairs in order; panics on nil.
 fn info_pairs(raw: &mut RawClient, key: &str) -> Vec<(String, Reply)> {
     let reply = raw.call_str(&["LOCK.INFO", key]);
+    pairs_of(key, reply)
+}
+
+/// `LOCK.INFO key`, with the server's clock (`TIME`, in ms) when it answered: both in
+/// one pipeline, which the server runs back to back, so that a remaining time in the
+/// answer converts to an end on the server's clock, whatever the test's threads wait.
+fn info_pairs_at(raw: &mut RawClient, key: &str) -> (Vec<(String, Reply)>, i64) {
+    raw.send_pipeline(&[&["TIME"], &["LOCK.INFO", key]]);
+    let now = match raw.read_reply() {
+        Reply::Array(Some(parts)) => match parts.as_slice() {
+            [Reply::Bulk(Some(seconds)), Reply::Bulk(Some(micros))] => {
+                let number =
+                    |bytes: &[u8]| -> i64 { String::from_utf8_lossy(bytes).parse().expect("TIME") };
+                number(seconds) * 1_000 + number(micros) / 1_000
+            }
+            other => panic!("TIME: {other:?}"),
+        },
+        other => panic!("TIME: {other:?}"),
+    };
+    (pairs_of(key, raw.read_reply()), now)
+}
+
+fn pairs_of(key: &str, reply: Reply) -> Vec<(String, Reply)> {
     let Reply::Array(Some(items)) = reply else {
         panic!("LOCK.INFO {key}: {reply:?}")
     };
@@ -142,8 +165,8 @@ fn lease_and_quarantine_end(raw: &mut RawClient, key: &str, delay: i64) -> (i64,
     let Reply::Integer(quarantine_end) = raw.call_str(&["PEXPIRETIME", key]) else {
         panic!("PEXPIRETIME {key}")
     };
-    let lease_left = int_field(&info_pairs(raw, key), "ttl-ms");
-    let lease_end = now_ms() + lease_left;
+    let (pairs, now) = info_pairs_at(raw, key);
+    let lease_end = now + int_field(&pairs, "ttl-ms");
     assert!(
         (quarantine_end - delay - lease_end).abs() <= 5,
         "{key}: the key expires {} ms after its lease ends, want the lock-delay {delay}",
@@ -388,8 +411,15 @@ fn waiting_acquires_of_a_session_are_not_holdings() {
 #[test]
 fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
     const LOCKS: usize = 1_000;
-    const TTL: i64 = 300;
+    // Five beats a lease: a heartbeat that a busy machine delays by a few hundred ms
+    // still keeps every lock.
+    const TTL: i64 = 500;
+    // The server's CPU for handing off all 1,000 (some tens of ms; a timer per lock at
+    // one ms slots took seconds), and, on its clock, how late the last handoff may come:
+    // the same work stretched by a machine busy with other processes (205 ms was seen
+    // with two CPU-bound processes beside the suite), still far from seconds.
     const HANDOFF_BOUND_MS: i64 = 200;
+    const LAST_HANDOFF_MS: i64 = 1_000;
     let server = Server::start();
     let mut con = server.connect();
     let keys: Vec<String> = (0..LOCKS).map(|i| format!("lock:{i}")).collect();
@@ -440,7 +470,9 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
     assert_eq!(listed_keys, keys, "in grant order");
     assert_eq!(listed_fences, fences);
     let kept = heartbeat.join().expect("heartbeat");
-    assert!(kept.len() >= 30, "{} beats", kept.len());
+    // Two beats a lease at least (a busy machine may run fewer than the ten planned):
+    // the heartbeat kept them, not a lease long enough by itself.
+    assert!(kept.len() >= 20, "{} beats", kept.len());
     assert!(
         kept.iter().all(|n| *n == LOCKS as i64),
         "every beat kept every lock: {kept:?}"
@@ -460,6 +492,7 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
         "one deadline for all"
     );
     sleep_until_ms(deadline - 50);
+    let cpu_before = server.cpu_time();
     let waiting = info_field(&mut con, "fencelock", "fencelock_waiters");
     if now_ms() < deadline {
         assert_eq!(
@@ -468,6 +501,7 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
             "nobody was handed a lock before the deadline"
         );
     }
+    let mut last_handoff = i64::MIN;
     for (i, client) in queued.iter_mut().enumerate() {
         let reply = client
             .try_read_reply(Duration::from_secs(5))
@@ -477,11 +511,19 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
             .unwrap_or_else(|| panic!("waiter {i}: {reply:?}"));
         assert_eq!(token, format!("w{i}").as_bytes());
         assert!(fence > fences[i], "lock:{i}: {fence} after {}", fences[i]);
+        last_handoff = last_handoff.max(fence_ms(fence));
     }
-    let late = now_ms() - deadline;
+    // On the server's clock (the grants' fences): the test reading 1,000 replies on a
+    // busy machine does not count, only the server's own work.
+    let cpu = server.cpu_time() - cpu_before;
     assert!(
-        late <= HANDOFF_BOUND_MS,
-        "every lock handed off within {HANDOFF_BOUND_MS} ms of the deadline: the last after {late} ms"
+        cpu <= Duration::from_millis(HANDOFF_BOUND_MS as u64),
+        "handing off every lock took {cpu:?} of the server's CPU"
+    );
+    let late = last_handoff - deadline;
+    assert!(
+        late <= LAST_HANDOFF_MS,
+        "every lock handed off within {LAST_HANDOFF_MS} ms of the deadline: the last after {late} ms"
     );
     assert_eq!(held(&mut con, "worker"), []);
     assert_eq!(keepalive(&mut con, "worker", TTL), 0);
@@ -948,39 +990,42 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
     assert_eq!(testkit::fence(&mut con, "lock:k"), None);
     let kind: String = cmd("TYPE").arg("lock:k").query(&mut con).unwrap();
     assert_eq!(kind, "fencelock");
-    let pairs = info_pairs(&mut raw, "lock:k");
+    let (pairs, now) = info_pairs_at(&mut raw, "lock:k");
     assert_eq!(int_field(&pairs, "held"), 0, "{pairs:?}");
     assert!(field(&pairs, "fence").is_nil(), "{pairs:?}");
     assert_eq!(text(field(&pairs, "mode")).as_deref(), Some("quarantined"));
     assert_eq!(int_field(&pairs, "holders"), 0);
     assert_eq!(int_field(&pairs, "in-session"), 0);
-    let expected_left = quarantine_end - now_ms();
+    // What is left, on the server's clock: the quarantine's end.
     let info_left = int_field(&pairs, "ttl-ms");
-    let key_left = pttl(&mut con, "lock:k");
-    for (what, left) in [("ttl-ms", info_left), ("PTTL", key_left)] {
-        assert!(
-            (left - expected_left).abs() <= 50 && left > 0,
-            "{what} {left}, want the ~{expected_left} ms of quarantine left"
-        );
-    }
-    // Then it is free again, under a higher fence.
+    assert!(
+        (now + info_left - quarantine_end).abs() <= 50 && info_left > 0,
+        "ttl-ms {info_left}, want the ~{} ms of quarantine left",
+        quarantine_end - now
+    );
+    assert_eq!(
+        int(&mut con, &["PEXPIRETIME", "lock:k"]),
+        quarantine_end,
+        "the key ends with the quarantine"
+    );
+    // Then it is free again, under a higher fence: an attempt sent once the delay has
+    // ended (on this machine's clock, which the server shares) is never refused.
     let (_, next) = loop {
+        let sent_at = now_ms();
         if let Some(grant) = acquire(&mut con, "lock:k", 1_000, &[]) {
             break grant;
         }
-        assert!(now_ms() < quarantine_end + 1_000, "never free again");
+        assert!(
+            sent_at < quarantine_end,
+            "refused {} ms after the lock-delay ended",
+            sent_at - quarantine_end
+        );
         thread::sleep(Duration::from_millis(5));
     };
-    let granted_at = now_ms();
     assert!(
-        granted_at >= quarantine_end,
+        fence_ms(next) >= quarantine_end,
         "granted {} ms before the lock-delay ended",
-        quarantine_end - granted_at
-    );
-    assert!(
-        granted_at <= quarantine_end + 100,
-        "{} ms late",
-        granted_at - quarantine_end
+        quarantine_end - fence_ms(next)
     );
     assert!(next > fence, "{next} after {fence}");
 }
@@ -1019,9 +1064,10 @@ fn waiters_are_served_in_order_right_after_the_lock_delay() {
         assert_eq!(mode.as_deref(), Some("quarantined"));
         assert_eq!(waiting, 3, "nobody was served during the delay");
     }
-    // Measured after the reply arrived: never earlier than the grant itself.
+    // When the server granted it, on its own clock (the fence): the test reading the
+    // reply late on a busy machine does not count.
     let previous = queue[0].granted(Duration::from_secs(2));
-    let granted_at = now_ms();
+    let granted_at = fence_ms(previous);
     assert!(previous > fence);
     assert!(
         granted_at >= quarantine_end,
@@ -1089,7 +1135,8 @@ fn a_permit_whose_lease_ran_out_keeps_its_room_for_the_lock_delay() {
     hold(&mut con, "sem", 60_000, &["LIMIT", "2", "TOKEN", "p3"]);
     let mut next = Waiter::queue(&server, &mut con, "sem", "p4", &["LIMIT", "2"]);
     let fence = next.granted(Duration::from_secs(2));
-    let at = now_ms();
+    // On the server's clock (the grant's fence), not when the test read the reply.
+    let at = fence_ms(fence);
     assert!(fence > first);
     assert!(
         at >= granted_from + TTL + DELAY,
@@ -1125,10 +1172,10 @@ fn del_ends_a_quarantine_at_once() {
     }
     assert_eq!(acquire(&mut con, "lock:alone", 1_000, &[]), None);
     next.assert_waiting(Duration::from_millis(100));
-    let deleted = Instant::now();
     assert_eq!(int(&mut con, &["DEL", "lock:queued"]), 1);
+    // At once: in the DEL's own step, before the waiter's reply is read.
+    assert!(fence_of(&mut con, "lock:queued", "next").is_some());
     assert!(next.granted(Duration::from_secs(1)) > queued_fence);
-    assert!(deleted.elapsed() < Duration::from_millis(100));
     assert_eq!(int(&mut con, &["DEL", "lock:alone"]), 1);
     let (_, fence) = hold(&mut con, "lock:alone", 1_000, &[]);
     assert!(fence > alone_fence);
@@ -1166,16 +1213,6 @@ fn release_and_close_do_not_quarantine() {
     hold(&mut con, "lock:closed", 1_000, &[]);
 }
 
-/// Kills a child process when dropped (a test that fails leaves nothing behind).
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")
         .arg(signal)
@@ -1203,15 +1240,16 @@ fn a_holder_paused_past_its_lease_is_not_overlapped_during_the_lock_delay() {
         &["SESSION", "paused", "LOCKDELAY", "1000"],
     );
     let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-    let mut child = Command::new(cli)
-        .args(["-p", &server.port.to_string(), "-r", "-1", "-i", "0.05"])
-        .args(["LOCK.KEEPALIVE", "paused", &TTL.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start redis-cli");
+    let mut child = testkit::process::spawn(
+        Command::new(cli)
+            .args(["-p", &server.port.to_string(), "-r", "-1", "-i", "0.05"])
+            .args(["LOCK.KEEPALIVE", "paused", &TTL.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .expect("start redis-cli");
     let stdout = child.stdout.take().expect("stdout");
-    let heartbeat = ChildGuard(child);
+    let heartbeat = testkit::Guarded(child);
     let (lines_tx, lines) = mpsc::channel();
     thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -1276,9 +1314,11 @@ fn a_holder_paused_past_its_lease_is_not_overlapped_during_the_lock_delay() {
         );
         thread::sleep(Duration::from_millis(10));
     }
-    assert!(next.granted(Duration::from_secs(2)) > fence);
+    let served = next.granted(Duration::from_secs(2));
+    assert!(served > fence);
+    // On the server's clock (the grant's fence), not when the test read the reply.
     assert!(
-        now_ms() <= quarantine_end + 100,
+        fence_ms(served) <= quarantine_end + 100,
         "served right after the delay"
     );
     assert_eq!(

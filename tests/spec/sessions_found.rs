@@ -186,17 +186,21 @@ fn one_keepalive_of_ten_thousand_shared_holdings_stays_fast() {
             .ignore();
     }
     let _: () = pipe.query(&mut con).unwrap();
-    for _ in 0..2 {
-        let started = Instant::now();
-        assert_eq!(int(&mut con, &["LOCK.KEEPALIVE", "big", "700000"]), 10_000);
-        // Tens of ms here; one timer per lock at one millisecond took seconds on Redis
-        // 7.2 and later (each inserted one slot further than the last).
-        let took = started.elapsed();
-        assert!(
-            took < Duration::from_millis(1_500),
-            "KEEPALIVE took {took:?}"
-        );
-    }
+    // Tens of ms here; one timer per lock at one millisecond took seconds on Redis
+    // 7.2 and later (each inserted one slot further than the last), in every call. The
+    // least of three: a busy machine can stall one call, hardly all of them.
+    let took = (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            assert_eq!(int(&mut con, &["LOCK.KEEPALIVE", "big", "700000"]), 10_000);
+            started.elapsed()
+        })
+        .min()
+        .expect("three calls");
+    assert!(
+        took < Duration::from_millis(1_500),
+        "KEEPALIVE took {took:?}"
+    );
 }
 
 #[test]

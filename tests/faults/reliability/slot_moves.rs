@@ -23,7 +23,7 @@ impl Cluster {
     /// Three primaries with the module, or `None` (and a line saying why) on a server
     /// without atomic slot migration.
     pub fn start(scenario: &str) -> Option<Self> {
-        let nodes: Vec<Server> = (0..3).map(|_| node()).collect();
+        let nodes: Vec<Server> = (0..3).map(|_| Server::cluster_node()).collect();
         let found: Vec<Value> = cmd("COMMAND")
             .arg("INFO")
             .arg("cluster|migrateslots")
@@ -122,22 +122,6 @@ impl Cluster {
             other => panic!("the move from {source} to {target} ended {other}"),
         }
     }
-}
-
-/// A cluster node on its own bus port (the default, port + 10000, can fall outside the
-/// port range).
-fn node() -> Server {
-    let bus_port = free_port().to_string();
-    Server::with_args(&[
-        "cluster-enabled",
-        "yes",
-        "cluster-port",
-        &bus_port,
-        "cluster-config-file",
-        "nodes.conf",
-        "cluster-node-timeout",
-        "5000",
-    ])
 }
 
 fn id(node: &Server) -> String {

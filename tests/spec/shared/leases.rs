@@ -78,16 +78,17 @@ fn an_ended_holder_stops_counting_at_once_even_while_writes_are_paused() {
     let (_, r) = hold(&mut con, "rw", 60_000, &["TOKEN", "r", "SHARED"]);
     let (_, late) = hold(&mut con, "rw", 100, &["TOKEN", "late", "SHARED"]);
     assert_eq!(fence(&mut con, "rw"), Some(late));
-    // Nothing can write (and so nothing can drop a holder) for 1.5 s; reads still run.
+    // Nothing can write (and so nothing can drop a holder) until the UNPAUSE below (at
+    // most 10 s: room for a busy machine); reads still run.
     let _: () = cmd("CLIENT")
         .arg("PAUSE")
-        .arg(1_500)
+        .arg(10_000)
         .arg("WRITE")
         .query(&mut con)
         .unwrap();
     let paused_at = Instant::now();
     eventually(
-        Duration::from_millis(1_000),
+        Duration::from_secs(5),
         "the ended holders no longer count for reads",
         || {
             fence_of(&mut con, "sem", "a").is_none()
@@ -97,7 +98,7 @@ fn an_ended_holder_stops_counting_at_once_even_while_writes_are_paused() {
         },
     );
     assert!(
-        paused_at.elapsed() < Duration::from_millis(1_500),
+        paused_at.elapsed() < Duration::from_secs(10),
         "while paused"
     );
     assert_eq!(fence(&mut con, "sem"), Some(b));
@@ -163,17 +164,22 @@ fn a_shared_lock_goes_with_its_last_holder_after_persist_or_a_longer_pexpire() {
 fn a_shortened_expiry_of_a_shared_lock_serves_its_waiters_when_it_ends() {
     let server = Server::start();
     let mut con = server.connect();
+    // Only the module's own timer can end the key (nothing touches it meanwhile): a
+    // waiter served at all was served by the timer the new expiry moved, not by
+    // Redis's expiry cycle, nor at the old 30 s lease (after the reply's 10 s wait).
+    without_active_expiry(&mut con);
     for mode in [&["SHARED"][..], &["LIMIT", "1"][..]] {
         let key = format!("short:{}", mode[0]);
         hold(&mut con, &key, 30_000, mode);
         let mut writer = Waiter::queue(&server, &mut con, &key, 30_000, "writer", &[]);
         assert_eq!(int(&mut con, &["PEXPIRE", &key, "150"]), 1);
-        let asked = Instant::now();
-        granted(&writer.reply(Duration::from_secs(2)));
-        let late = asked.elapsed().saturating_sub(Duration::from_millis(150));
+        let deadline = int(&mut con, &["PEXPIRETIME", &key]);
+        let (_, fence) = granted(&writer.reply(Duration::from_secs(10)));
+        // Served on the server's clock no earlier than the key's end.
         assert!(
-            late < Duration::from_millis(25),
-            "{key}: served {late:?} after the key's end"
+            fence_ms(fence) >= deadline,
+            "{key}: served {} ms before the key's end",
+            deadline - fence_ms(fence)
         );
     }
 }
@@ -235,14 +241,26 @@ fn restoring_a_lock_with_many_holders_is_not_quadratic() {
         let _: () = pipe.query(&mut con).unwrap();
     }
     let dump: Vec<u8> = cmd("DUMP").arg("big").query(&mut con).unwrap();
-    let started = Instant::now();
-    let _: () = cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
-    let took = started.elapsed();
+    // The server's CPU time, not the wall time (700 ms on a machine busy with other
+    // work, where the server waited for a CPU): the least of three copies, as one can
+    // still meet a slow moment. A return to pairwise checks costs seconds in each.
+    let took = (0..3)
+        .map(|i| {
+            let before = server.cpu_time();
+            let _: () = cmd("RESTORE")
+                .arg(if i == 0 {
+                    "copy".to_string()
+                } else {
+                    format!("copy{i}")
+                })
+                .arg(0)
+                .arg(&dump)
+                .query(&mut con)
+                .unwrap();
+            server.cpu_time() - before
+        })
+        .min()
+        .expect("three RESTOREs");
     assert_eq!(holders(&mut con, "copy"), 40_000);
     // Checking 40,000 holders pairwise took ~2 s; sorted, a few ms.
     assert!(

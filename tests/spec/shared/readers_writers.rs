@@ -60,8 +60,9 @@ fn a_writer_is_granted_when_the_last_readers_own_lease_ends() {
     hold(&mut con, "rw", 300, &["TOKEN", "r2", "SHARED"]);
     let deadline = int(&mut con, &["PEXPIRETIME", "rw"]);
     let mut writer = Waiter::queue(&server, &mut con, "rw", 60_000, "writer", &[]);
-    let (token, _) = writer.granted();
-    let at = now_ms();
+    let (token, fence) = writer.granted();
+    // On the server's clock (the grant's fence), not when the test read the reply.
+    let at = fence_ms(fence);
     assert_eq!(token, "writer");
     assert!(
         at >= deadline,
