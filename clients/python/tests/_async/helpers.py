@@ -1,0 +1,29 @@
+"""What the asyncio tests do that tasks and threads do differently: sleeping, and
+calling something later beside the test's own wait. Written by hand on each side
+(``tests/_sync/helpers.py`` is the threads' twin, with the same names), as the
+package's ``_compat.py``; the tests themselves are generated."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, Callable
+
+# Tasks started by ``later``: kept so that none is collected before it ran.
+_pending: set[asyncio.Task[Any]] = set()
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def later(seconds: float, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    """Awaits ``call(*args)`` in ``seconds``, in a task beside the caller's."""
+
+    async def run() -> None:
+        await asyncio.sleep(seconds)
+        await call(*args)
+
+    task = asyncio.get_running_loop().create_task(run())
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
