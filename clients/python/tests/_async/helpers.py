@@ -6,9 +6,10 @@ package's ``_compat.py``; the tests themselves are generated."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # Tasks started by ``later``: kept so that none is collected before it ran.
 _pending: set[asyncio.Task[Any]] = set()
@@ -63,3 +64,53 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         await asyncio.sleep(0.02)
+
+
+class Waiter:
+    """Acquires ``lock`` (waiting up to 10 s) in a task beside the test and holds it
+    until ``leave()``; ``granted`` says once the acquire ended (``result``: True, False
+    or the error), and the label goes into ``order`` on a grant."""
+
+    def __init__(self, lock: Any, order: list[str], name: str) -> None:
+        self.lock = lock
+        self.order = order
+        self.label = name
+        self.result: Any = None
+        self.fence: Any = None
+        self._granted = asyncio.Event()
+        self._leave = asyncio.Event()
+        self._task: Optional[asyncio.Task[None]] = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            self.result = await self.lock.acquire(blocking_timeout=10)
+            self.fence = self.lock.fence
+            self.order.append(self.label)
+        except Exception as error:
+            self.result = error
+        self._granted.set()
+        if self.result is True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._leave.wait(), 10)
+            await self.lock.release()
+
+    async def granted(self, timeout: float) -> bool:
+        """Whether the acquire ends within ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(self._granted.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def is_granted(self) -> bool:
+        return self._granted.is_set()
+
+    def leave(self) -> None:
+        self._leave.set()
+
+    async def join(self, timeout: float) -> None:
+        assert self._task is not None
+        await asyncio.wait({self._task}, timeout=timeout)

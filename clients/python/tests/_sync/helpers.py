@@ -46,3 +46,47 @@ def until(condition: Callable[[], bool], timeout: float, message: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(0.02)
+
+
+class Waiter:
+    """Acquires ``lock`` (waiting up to 10 s) in a thread beside the test and holds
+    it until ``leave()``; ``granted`` says once the acquire ended (``result``: True,
+    False or the error), and the label goes into ``order`` on a grant."""
+
+    def __init__(self, lock: Any, order: list[str], name: str) -> None:
+        self.lock = lock
+        self.order = order
+        self.label = name
+        self.result: Any = None
+        self.fence: Any = None
+        self._granted = threading.Event()
+        self._leave = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.lock.acquire(blocking_timeout=10)
+            self.fence = self.lock.fence
+            self.order.append(self.label)
+        except Exception as error:
+            self.result = error
+        self._granted.set()
+        if self.result is True:
+            self._leave.wait(10)
+            self.lock.release()
+
+    def granted(self, timeout: float) -> bool:
+        """Whether the acquire ends within ``timeout`` seconds."""
+        return self._granted.wait(timeout)
+
+    def is_granted(self) -> bool:
+        return self._granted.is_set()
+
+    def leave(self) -> None:
+        self._leave.set()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
