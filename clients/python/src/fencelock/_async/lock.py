@@ -15,6 +15,7 @@ waits in ``acquire`` leaves no holding behind.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -65,6 +66,8 @@ class Lock(RedisPyLock):
     shared lock, a ``Semaphore`` and a ``ReadWriteLock``'s locks keep theirs per task,
     so that tasks can hold one through the same object: acquire and release in the
     same task, as ``async with`` does."""
+
+    _logger = logging.getLogger(__name__)
 
     def __init__(
         self,

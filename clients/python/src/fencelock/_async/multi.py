@@ -120,6 +120,8 @@ class MultiLock(RedisPyLock):
     is taken then. Tokens are kept per thread (``thread_local=True``), as redis-py's
     lock; on asyncio ``per_task=True`` keeps them per task (shared locks always)."""
 
+    _logger = logger
+
     def __init__(
         self,
         redis: AsyncClient,

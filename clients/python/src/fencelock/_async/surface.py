@@ -19,8 +19,6 @@ from ._compat import check_client, new_local
 if TYPE_CHECKING:
     from .._types import AsyncClient
 
-logger = logging.getLogger(__name__)
-
 Number = Union[int, float]
 Seconds = Optional[Number]
 Flag = Optional[bool]
@@ -30,6 +28,10 @@ S = TypeVar("S", bound="RedisPyLock")
 class RedisPyLock(ABC):
     """redis-py's lock arguments and token bookkeeping; ``locked_name`` is what an
     error names (``lock_name``: the key, or a ``MultiLock``'s tuple of keys)."""
+
+    # Where a release error that ``raise_on_release_error=False`` silences is logged:
+    # the logger of the subclass's own module.
+    _logger: logging.Logger
 
     def __init__(
         self,
@@ -105,7 +107,7 @@ class RedisPyLock(ABC):
         except LockError:
             if self.raise_on_release_error:
                 raise
-            logger.warning(
+            self._logger.warning(
                 "Lock was unlocked or no longer owned when exiting context manager."
             )
 
