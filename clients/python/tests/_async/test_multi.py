@@ -321,6 +321,9 @@ async def test_an_acquire_that_waits_for_its_own_thread_is_refused(
             await locks.acquire("a", ttl=30, wait=5)
         with pytest.raises(LockNotAcquired):
             await locks.acquire("a", ttl=30)
+        with pytest.raises(LockNotAcquired):
+            async with locks.lock_all(["b"], ttl=30, blocking=False):
+                pass
 
 
 # ---------------------------------------------------------------------------------
@@ -488,6 +491,8 @@ async def test_constructions_carry_a_wait(server: Server, construction: str) -> 
     assert await client.exists("lock:x", "lock:y") == 0
     await locks.aclose()
     await client.aclose()
+    # A pool given to the client is not the client's to close.
+    await client.connection_pool.disconnect()
 
 
 async def test_a_server_without_the_module(tmp_path: Path) -> None:

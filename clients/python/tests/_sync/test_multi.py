@@ -319,6 +319,9 @@ def test_an_acquire_that_waits_for_its_own_thread_is_refused(
             locks.acquire("a", ttl=30, wait=5)
         with pytest.raises(LockNotAcquired):
             locks.acquire("a", ttl=30)
+        with pytest.raises(LockNotAcquired):
+            with locks.lock_all(["b"], ttl=30, blocking=False):
+                pass
 
 
 # ---------------------------------------------------------------------------------
@@ -482,6 +485,8 @@ def test_constructions_carry_a_wait(server: Server, construction: str) -> None:
     assert client.exists("lock:x", "lock:y") == 0
     locks.close()
     client.close()
+    # A pool given to the client is not the client's to close.
+    client.connection_pool.disconnect()
 
 
 def test_a_server_without_the_module(tmp_path: Path) -> None:
