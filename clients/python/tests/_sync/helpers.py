@@ -13,9 +13,21 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+# Timers started by ``later``, joined when the test's body ends (``conftest.py``), so
+# that none calls the test's client after its fixture closed it.
+_timers: list[threading.Timer] = []
+
+
 def later(seconds: float, call: Callable[..., Any], *args: Any) -> None:
     """Calls ``call(*args)`` in ``seconds``, in a thread beside the caller's."""
-    threading.Timer(seconds, call, args=args).start()
+    timer = threading.Timer(seconds, call, args=args)
+    _timers.append(timer)
+    timer.start()
+
+
+def join_timers(timeout: float = 10) -> None:
+    while _timers:
+        _timers.pop().join(timeout)
 
 
 def spawn(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
