@@ -1,4 +1,4 @@
-"""Writes the sync modules of the package from their asyncio sources.
+"""Writes the sync modules of the package and the sync tests from their asyncio sources.
 
 ``src/fencelock/_async/*.py`` is the source; each module there that is not hand-written
 twice becomes ``src/fencelock/_sync/<same name>.py`` by plain textual rules (``async
@@ -6,6 +6,10 @@ def`` -> ``def``, ``await x`` -> ``x``, ``AsyncClient`` -> ``SyncClient``, …),
 pattern httpcore uses. What really differs between threads and tasks (shielding,
 cancellation, task-locals, events, the refresher) lives in the hand-written
 ``_compat.py`` and ``_refresher.py`` of each side, which the rules never touch.
+
+The tests are written once the same way: ``tests/_async/test_*.py`` is the source of
+``tests/_sync/test_*.py``; each side's ``conftest.py`` and ``helpers.py`` (sleeping,
+a call made later: a task or a timer thread) are written by hand.
 
     python scripts/unasync.py          # rewrite the generated modules
     python scripts/unasync.py --check  # exit 1 if any is out of date (make python-lint)
@@ -22,11 +26,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "fencelock"
-SOURCE = PACKAGE / "_async"
-TARGET = PACKAGE / "_sync"
-# Written by hand on both sides: what threads and tasks really do differently.
-HAND_WRITTEN = {"_compat.py", "_refresher.py"}
+CLIENT = Path(__file__).resolve().parents[1]
+PACKAGE = CLIENT / "src" / "fencelock"
+TESTS = CLIENT / "tests"
+# (asyncio source, generated sync side, what is written by hand on both sides: what
+# threads and tasks really do differently).
+TREES = [
+    (PACKAGE / "_async", PACKAGE / "_sync", {"_compat.py", "_refresher.py"}),
+    (TESTS / "_async", TESTS / "_sync", {"__init__.py", "conftest.py", "helpers.py"}),
+]
 
 RULES = [
     (r"\basync def\b", "def"),
@@ -46,9 +54,10 @@ RULES = [
 ]
 
 
-def header(name: str) -> str:
+def header(source: Path) -> str:
+    where = source.relative_to(source.parents[2]).as_posix()
     return (
-        f"# Generated from fencelock/_async/{name} by scripts/unasync.py: edit that\n"
+        f"# Generated from {where} by scripts/unasync.py: edit that\n"
         "# file and run `make python-unasync`, never this one.\n"
     )
 
@@ -58,11 +67,11 @@ def header(name: str) -> str:
 SYNC_FORM = re.compile(r"^(\s*).*?\s*# sync: (.*)$", re.MULTILINE)
 
 
-def convert(name: str, text: str) -> str:
-    text = SYNC_FORM.sub(r"\1\2", text)
+def convert(source: Path, target: Path) -> str:
+    text = SYNC_FORM.sub(r"\1\2", source.read_text())
     for pattern, replacement in RULES:
         text = re.sub(pattern, replacement, text)
-    return formatted(TARGET / name, header(name) + text)
+    return formatted(target, header(source) + text)
 
 
 def formatted(path: Path, text: str) -> str:
@@ -78,11 +87,12 @@ def formatted(path: Path, text: str) -> str:
     return result.stdout
 
 
-def expected() -> dict[str, str]:
+def expected() -> dict[Path, str]:
     return {
-        path.name: convert(path.name, path.read_text())
-        for path in sorted(SOURCE.glob("*.py"))
-        if path.name not in HAND_WRITTEN
+        target / path.name: convert(path, target / path.name)
+        for source, target, hand_written in TREES
+        for path in sorted(source.glob("*.py"))
+        if path.name not in hand_written
     }
 
 
@@ -91,17 +101,25 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="only report drift")
     args = parser.parse_args()
     stale = []
-    for name, text in expected().items():
-        target = TARGET / name
+    generated = expected()
+    for target, text in generated.items():
         if target.exists() and target.read_text() == text:
             continue
-        stale.append(name)
+        stale.append(target.relative_to(CLIENT).as_posix())
         if not args.check:
             target.write_text(text)
+    # A generated file whose source is gone goes too.
+    for _, target_dir, hand_written in TREES:
+        for path in sorted(target_dir.glob("*.py")):
+            if path in generated or path.name in hand_written:
+                continue
+            stale.append(path.relative_to(CLIENT).as_posix())
+            if not args.check:
+                path.unlink()
     if args.check and stale:
         print(
             "out of date (edit _async/, then `make python-unasync`): "
-            + ", ".join(f"_sync/{name}" for name in stale),
+            + ", ".join(stale),
             file=sys.stderr,
         )
         return 1

@@ -1,6 +1,6 @@
-"""``fencelock.asyncio.Lock`` against a real server, checked the way redis-py's
-``tests/test_asyncio/test_lock.py`` checks ``redis.asyncio.lock.Lock``, plus what
-asyncio adds: a cancelled wait leaves nothing held."""
+"""What only asyncio has, for ``fencelock.asyncio.Lock``: a cancelled wait leaves
+nothing held, and a cancellation during an acquire is never lost. The cases both
+sides share are in ``tests/_async/test_lock.py`` (``tests/_sync`` generated)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import asyncio
 import itertools
 import random
 import sys
-import time
 from typing import Any
 
 import pytest
 import redis.asyncio
 from conftest import async_client, run
-from redis.exceptions import LockError, LockNotOwnedError
 
 from fencelock.asyncio import Lock
 
@@ -39,185 +37,6 @@ def scenario(url: str, body: Any, **client_kwargs: Any) -> None:
             await client.aclose()
 
     run(main())
-
-
-@pytest.mark.parametrize("thread_local", [True, False])
-def test_lock_token(url: str, thread_local: bool) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock = get_lock(r, "foo", thread_local=thread_local)
-        assert await lock.acquire(blocking=False, token="test")
-        assert lock.local.token == b"test"
-        assert await holder_fence(r, "foo", "test") == lock.fence
-        assert await r.ttl("foo") == -1
-        await lock.release()
-        assert await r.exists("foo") == 0
-        assert lock.local.token is None
-
-    scenario(url, body)
-
-
-@pytest.mark.parametrize("decode_responses", [False, True])
-def test_owned(url: str, decode_responses: bool) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock = get_lock(r, "foo")
-        assert await lock.owned() is False
-        await lock.acquire(blocking=False)
-        assert await lock.owned() is True
-        await lock.release()
-        assert await lock.owned() is False
-
-        lock2 = get_lock(r, "foo")
-        await lock2.acquire(blocking=False)
-        assert await lock.owned() is False
-        assert await lock2.owned() is True
-        assert await lock2.locked() is True
-        await lock2.release()
-        assert await lock2.owned() is False
-        assert await lock2.locked() is False
-
-    scenario(url, body, decode_responses=decode_responses)
-
-
-def test_competing_locks_and_timeouts(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock1 = get_lock(r, "foo", timeout=9.5)
-        lock2 = get_lock(r, "foo")
-        assert await lock1.acquire(blocking=False)
-        assert 8000 < await r.pttl("foo") <= 9500
-        assert not await lock2.acquire(blocking=False)
-        await lock1.release()
-        assert await lock2.acquire(blocking=False)
-        assert not await lock1.acquire(blocking=False)
-        assert lock2.fence is not None and lock1.fence is not None
-        assert lock2.fence > lock1.fence
-        await lock2.release()
-
-    scenario(url, body)
-
-
-def test_blocking_timeout(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock1 = get_lock(r, "foo")
-        assert await lock1.acquire(blocking=False)
-        bt = 0.3
-        lock2 = get_lock(r, "foo", sleep=0.05, blocking_timeout=bt)
-        start = time.monotonic()
-        assert not await lock2.acquire()
-        assert bt <= time.monotonic() - start < bt + 0.3
-        start = time.monotonic()
-        assert not await lock2.acquire(blocking_timeout=0)
-        assert time.monotonic() - start < 0.2
-        await lock1.release()
-
-    scenario(url, body)
-
-
-def test_context_manager(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        async with get_lock(r, "foo", blocking_timeout=0.2) as lock:
-            assert await holder_fence(r, "foo", lock.local.token) == lock.fence
-        assert await r.exists("foo") == 0
-
-        await r.set("foo", "bar")
-        with pytest.raises(LockError, match="Unable to acquire lock"):
-            async with get_lock(r, "foo", blocking_timeout=0.1):
-                pass
-
-    scenario(url, body)
-
-
-def test_context_manager_release_errors(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        async with Lock(r, "foo", timeout=0.1, raise_on_release_error=False):
-            await asyncio.sleep(0.15)
-        with pytest.raises(LockNotOwnedError):
-            async with get_lock(r, "foo", timeout=0.1):
-                await asyncio.sleep(0.15)
-
-    scenario(url, body)
-
-
-def test_release_errors(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock = get_lock(r, "foo")
-        with pytest.raises(LockError, match="not owned or is already unlocked"):
-            await lock.release()
-        await lock.acquire(blocking=False)
-        await r.delete("foo")
-        await r.execute_command("LOCK.ACQUIRE", "foo", 10000, "TOKEN", "a")
-        with pytest.raises(LockNotOwnedError, match="no longer owned"):
-            await lock.release()
-        assert lock.local.token is None
-        assert await holder_fence(r, "foo", "a") is not None
-
-    scenario(url, body)
-
-
-def test_extend(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock = get_lock(r, "foo", timeout=10)
-        with pytest.raises(LockError, match="Cannot extend an unlocked lock"):
-            await lock.extend(10)
-        assert await lock.acquire(blocking=False)
-        assert 8000 < await r.pttl("foo") <= 10000
-        assert await lock.extend(10)
-        assert 16000 < await r.pttl("foo") <= 20000
-        assert await lock.extend(10, replace_ttl=True)
-        assert 8000 < await r.pttl("foo") <= 10000
-        await r.delete("foo")
-        with pytest.raises(LockNotOwnedError, match="Cannot extend a lock"):
-            await lock.extend(10)
-
-        no_timeout = get_lock(r, "bar")
-        assert await no_timeout.acquire(blocking=False)
-        with pytest.raises(LockError, match="no timeout"):
-            await no_timeout.extend(10)
-        await no_timeout.release()
-
-    scenario(url, body)
-
-
-def test_reacquire(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        lock = get_lock(r, "foo", timeout=10)
-        with pytest.raises(LockError, match="Cannot reacquire an unlocked lock"):
-            await lock.reacquire()
-        assert await lock.acquire(blocking=False)
-        assert await r.pexpire("foo", 5000)
-        assert await lock.reacquire()
-        assert 8000 < await r.pttl("foo") <= 10000
-        await r.delete("foo")
-        with pytest.raises(LockNotOwnedError, match="Cannot reacquire a lock"):
-            await lock.reacquire()
-
-        no_timeout = get_lock(r, "bar")
-        assert await no_timeout.acquire(blocking=False)
-        with pytest.raises(LockError, match="no timeout"):
-            await no_timeout.reacquire()
-        await no_timeout.release()
-
-    scenario(url, body)
-
-
-def test_a_waiter_is_granted_when_the_holder_releases(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        holder = get_lock(r, "foo", timeout=10)
-        waiter = get_lock(r, "foo", timeout=10)
-        assert await holder.acquire(blocking=False)
-
-        async def release_later() -> None:
-            await asyncio.sleep(0.2)
-            await holder.release()
-
-        start = time.monotonic()
-        _, granted = await asyncio.gather(release_later(), waiter.acquire())
-        assert granted
-        assert 0.15 < time.monotonic() - start < 2
-        assert waiter.fence is not None and holder.fence is not None
-        assert waiter.fence > holder.fence
-        await waiter.release()
-
-    scenario(url, body)
 
 
 def test_a_cancelled_wait_leaves_nothing_held(url: str) -> None:

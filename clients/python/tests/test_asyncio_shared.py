@@ -1,7 +1,7 @@
-"""``fencelock.asyncio.Semaphore`` and ``fencelock.asyncio.ReadWriteLock`` against a
-real server: the sync behaviour (see ``test_shared``) awaited, and what asyncio adds:
-tasks holding permits or the read lock at once through one object, and a cancelled
-wait that leaves nothing held."""
+"""What asyncio adds for ``fencelock.asyncio.Semaphore`` and ``ReadWriteLock``:
+tasks holding permits or the read lock at once through one object (each with its
+own lease), and a cancelled wait that leaves nothing held. The cases both sides share
+are in ``tests/_async/test_shared.py`` (``tests/_sync`` generated)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 from conftest import async_client, run
-from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+from redis.exceptions import LockNotOwnedError
 
 from fencelock.asyncio import Lock, ReadWriteLock, Semaphore, WrongMode, lock_info
 
@@ -38,33 +38,6 @@ async def until(client: redis.asyncio.Redis, key: str, field: str, n: int) -> No
     while await count(client, key, field) != n:
         assert time.monotonic() < deadline, f"{field} never reached {n}"
         await asyncio.sleep(0.01)
-
-
-@pytest.mark.parametrize("decode_responses", [False, True])
-def test_permits_busy_and_release(url: str, decode_responses: bool) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        permits = [Semaphore(r, "sem", 2, timeout=10) for _ in range(3)]
-        assert [await p.acquire(blocking=False) for p in permits] == [
-            True,
-            True,
-            False,
-        ]
-        assert await permits[0].owned() and not await permits[2].owned()
-        assert await permits[2].locked()
-        found = await lock_info(r, "sem")
-        assert found is not None
-        assert (found["mode"], found["holders"], found["limit"]) == ("semaphore", 2, 2)
-        assert await permits[0].extend(5)
-        assert await permits[0].reacquire()
-        await permits[0].release()
-        assert not await permits[2].locked()
-        assert await permits[2].acquire(blocking=False)
-        assert permits[2].fence > permits[1].fence  # type: ignore[operator]
-        await permits[1].release()
-        await permits[2].release()
-        assert await r.exists("sem") == 0
-
-    scenario(url, body, decode_responses=decode_responses)
 
 
 def test_tasks_share_one_semaphore(url: str) -> None:
@@ -112,49 +85,6 @@ def test_the_token_of_a_shared_lock_is_the_tasks(url: str) -> None:
         assert await asyncio.ensure_future(handed.acquire(blocking=False))
         await handed.release()
         assert await r.exists("other") == 0
-
-    scenario(url, body)
-
-
-def test_a_waiting_permit_is_granted_on_release(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        holder = Semaphore(r, "sem", 1, timeout=10)
-        assert await holder.acquire(blocking=False)
-        waiter = Semaphore(r, "sem", 1, timeout=10)
-        start = time.monotonic()
-        assert not await waiter.acquire(blocking_timeout=0.3)
-        assert 0.3 <= time.monotonic() - start < 1
-
-        async def release_later() -> None:
-            await asyncio.sleep(0.2)
-            await holder.release()
-
-        start = time.monotonic()
-        releasing = asyncio.ensure_future(release_later())
-        # Acquired in this task (not a task of its own, as gather would): its token
-        # is this task's, for the release below.
-        assert await waiter.acquire(blocking_timeout=5)
-        assert 0.15 < time.monotonic() - start < 2
-        await releasing
-        await waiter.release()
-
-    scenario(url, body)
-
-
-def test_wrongmode(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        holder = Semaphore(r, "sem", 3, timeout=10)
-        assert await holder.acquire(blocking=False)
-        with pytest.raises(WrongMode) as raised:
-            await Semaphore(r, "sem", 4, timeout=10).acquire(blocking_timeout=5)
-        assert (raised.value.mode, raised.value.limit) == ("semaphore", 3)
-        assert isinstance(raised.value, LockError)
-        assert isinstance(raised.value, ResponseError)
-        with pytest.raises(WrongMode):
-            async with ReadWriteLock(r, "sem", timeout=10).read():
-                pytest.fail("a reader on a semaphore")
-        assert await holder.owned()
-        await holder.release()
 
     scenario(url, body)
 
@@ -255,17 +185,5 @@ def test_a_cancelled_wait_leaves_no_permit(url: str) -> None:
         await until(r, "sem", "waiters", 0)
         await holder.release()
         assert await r.exists("sem") == 0
-
-    scenario(url, body)
-
-
-def test_arguments_are_checked(url: str) -> None:
-    async def body(r: redis.asyncio.Redis) -> None:
-        with pytest.raises(ValueError):
-            Semaphore(r, "sem", 0, timeout=10)
-        with pytest.raises(ValueError, match="needs a timeout"):
-            Lock(r, "sem", shared=True)
-        with pytest.raises(ValueError, match="needs a timeout"):
-            ReadWriteLock(r, "sem", timeout=None)  # type: ignore[arg-type]
 
     scenario(url, body)

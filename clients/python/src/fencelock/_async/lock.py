@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import logging
 import time
-from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
-from .. import _forks
 from .. import _lockstate as state
 from .._protocol import (
     Key,
@@ -40,21 +38,15 @@ from ..errors import LockLost, lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
 from ._commands import call
-from ._compat import check_client, current_owner, new_local
+from ._compat import current_owner
 from ._compat import sleep as sleep_for
+from .surface import Flag, Number, RedisPyLock, Seconds
 
 if TYPE_CHECKING:
     from .._types import AsyncClient
 
-logger = logging.getLogger(__name__)
 
-Number = Union[int, float]
-Seconds = Optional[Number]
-Flag = Optional[bool]
-L = TypeVar("L", bound="Lock")
-
-
-class Lock:
+class Lock(RedisPyLock):
     """A distributed lock on the fencelock module, shaped like redis-py's lock.
 
     Arguments as redis-py's. ``sleep`` is accepted for compatibility; waiting is done by
@@ -75,6 +67,8 @@ class Lock:
     so that tasks can hold one through the same object: acquire and release in the
     same task, as ``async with`` does."""
 
+    _logger = logging.getLogger(__name__)
+
     def __init__(
         self,
         redis: AsyncClient,
@@ -91,19 +85,20 @@ class Lock:
         shared: bool = False,
         per_task: bool = False,
     ) -> None:
-        check_client(redis, _public_name(type(self)))
-        self.redis = redis
         self.name = name
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.raise_on_release_error = raise_on_release_error
+        super().__init__(
+            redis,
+            name,
+            timeout,
+            sleep,
+            blocking,
+            blocking_timeout,
+            thread_local,
+            raise_on_release_error,
+            per_task=shared or per_task,
+        )
         self.wait_replicas = wait_replicas
         self.wait_replicas_timeout = wait_replicas_timeout
-        self._per_task = shared or per_task
-        self.local: Any = self._new_local()
         self.shared = shared
         # A semaphore's number of permits (``Semaphore``); None: no limit.
         self.limit: Optional[int] = None
@@ -113,19 +108,8 @@ class Lock:
         if shared:
             state.check_shared_timeout(timeout)
 
-    def _new_local(self) -> Any:
-        local = new_local(self._per_task) if self.thread_local else SimpleNamespace()
-        local.token = None
+    def _clear_grant(self, local: Any) -> None:
         local.fence = None
-        # The child of an ``os.fork()`` starts without the parent's tokens.
-        _forks.track(self)
-        return local
-
-    def _after_fork(self) -> None:
-        """In the child of an ``os.fork()`` (``fencelock._forks``): what the parent
-        held through this object stays the parent's, so the child holds nothing
-        through it (its ``release()`` cannot release the parent's lock)."""
-        self.local = self._new_local()
 
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
@@ -142,28 +126,6 @@ class Lock:
         hand it to the resource you write so that it refuses a holder whose lease has
         ended."""
         return getattr(self.local, "fence", None)
-
-    async def __aenter__(self: L) -> L:
-        if await self.acquire():
-            return self
-        raise lock_error(
-            LockError, "Unable to acquire lock within the time specified", self.name
-        )
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        try:
-            await self.release()
-        except LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning(
-                "Lock was unlocked or no longer owned when exiting context manager."
-            )
 
     async def acquire(
         self,
@@ -337,10 +299,6 @@ class Lock:
         if other is not None and other.holds_here():
             raise self_wait_refused(self.name, other.mode, "its " + _side(other))
 
-    def _token(self) -> Optional[bytes]:
-        # Another thread's local storage starts empty: no token there means not ours.
-        return getattr(self.local, "token", None)
-
     async def _owner_command(self, args: tuple[Any, ...]) -> bool:
         """An owner-checked command (refresh, release): another type at the key means
         the token does not hold it."""
@@ -350,13 +308,6 @@ class Lock:
             if is_wrongtype(error):
                 return False
             raise
-
-
-def _public_name(kind: type) -> str:
-    """This package's class a lock is (``Lock``, ``Semaphore``), also for a subclass
-    of the user's own: what an error names."""
-    ours = (c for c in kind.__mro__ if c.__module__.startswith("fencelock."))
-    return next(ours, Lock).__name__
 
 
 def _side(lock: Lock) -> str:

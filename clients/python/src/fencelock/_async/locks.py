@@ -92,20 +92,18 @@ from ..errors import (
 )
 from ..info import LockInfo
 from . import _acquire
-from ._commands import call, on_server_of, release_all_quietly, release_quietly
+from ._commands import call, on_server_of, release_quietly
 from ._compat import (
     SURVIVES_FORK,
     block_runner,
-    cancellations,
     check_client,
     current_owner,
     is_own_cancel,
-    raise_if_cancel_swallowed,
     ready,
     shielded,
     sleep,
 )
-from ._connection import batch, command, exchange, pipelined, raise_redirect
+from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
 from .lease import Lease, OnLost
@@ -664,76 +662,6 @@ class Locks:
                 raise LockNotAcquired(key)
             return grant
 
-    async def _acquire_all(
-        self,
-        keys: Sequence[Key],
-        ttl: float,
-        *,
-        wait: Optional[float],
-        shared: bool,
-        token: Optional[Token],
-        session: bool,
-        lock_delay: Optional[float],
-        on_lost: Optional[OnLost],
-    ) -> Optional[list[Lease]]:
-        """``lock_all``'s acquire: one lease per key, all granted together, held by
-        this thread (task) and watched (refreshed, or in the session) from now on;
-        None when the wait ended first. As ``acquire`` otherwise, with a long wait's
-        grant confirmed by a refresh of every key before the session counts them;
-        any failure after the grant releases every key."""
-        self._in_this_process()
-        keys = tuple(keys)
-        first = keys[0]
-        token = new_token() if token is None else token
-        pending = cancellations()
-        if wait != 0:  # one try answers busy, as ever; only a wait could be endless
-            for key in keys:
-                self._refuse_waiting_for_itself(key, mode_of(shared, None))
-        delay_ms, sessions, in_session = await self._begin_in_session(
-            first, ttl, session, lock_delay
-        )
-        try:
-            grant = await self._take_all(
-                keys,
-                token,
-                ttl,
-                wait=wait,
-                shared=shared,
-                session=in_session,
-                lock_delay_ms=delay_ms,
-            )
-            if grant is None:
-                return None
-            leases = [
-                Lease(
-                    key,
-                    token,
-                    fence,
-                    ttl,
-                    acquired_at=grant.sent,
-                    shared=shared,
-                    client=self.client,
-                    on_lost=on_lost,
-                    session=in_session,
-                )
-                for key, fence in zip(keys, grant.fences)
-            ]
-            try:
-                await self._hold_all(leases, grant, sessions)
-                # A cancellation swallowed anywhere on the way ends it here, before
-                # the block would run unbounded.
-                raise_if_cancel_swallowed(pending)
-            except BaseException:
-                for lease in leases:
-                    self._forget(lease)
-                    self._refresher.forget(lease)
-                await shielded(release_all_quietly(self.client, keys, token))
-                raise
-        finally:
-            if sessions is not None and in_session is not None:
-                sessions.end(in_session)
-        return leases
-
     async def _begin_in_session(
         self, key: Key, ttl: float, session: bool, lock_delay: Optional[float]
     ) -> tuple[Optional[int], Optional[Sessions], Optional[str]]:
@@ -756,136 +684,6 @@ class Locks:
             else sessions.begin(key, to_ms(ttl), node_of(self.client, key))
         )
         return delay_ms, sessions, in_session
-
-    async def _hold_all(
-        self,
-        leases: list[Lease],
-        grant: _acquire.GrantAll,
-        sessions: Optional[Sessions],
-    ) -> None:
-        # After a long wait the grant may be far younger than its send time: one
-        # refresh of every key gives the leases a deadline the client can count on,
-        # before a session counts them (a session's deadline is its earliest lease's).
-        if grant.answered - grant.sent > leases[0].ttl / 3:
-            await self._confirm_all(leases)
-        if sessions is not None:
-            joined = [sessions.join(lease) for lease in leases]
-            if not all(joined):
-                # Granted as the manager closed: not the manager's any more.
-                raise LockNotAcquired(
-                    leases[0].key,
-                    f"locks {[lease.key for lease in leases]!r}: the lock manager was"
-                    " closed while they were being acquired",
-                )
-        owner = current_owner()
-        for lease in leases:
-            # Held by this thread (task), as in a block: an acquire of its own that
-            # conflicts would wait for itself.
-            self._held.setdefault(lease.key, []).append((owner, lease))
-            self._refresher.add(lease, refresh=True)
-
-    async def _take_all(
-        self,
-        keys: tuple[Key, ...],
-        token: Token,
-        ttl: float,
-        *,
-        wait: Optional[float],
-        shared: bool,
-        session: Optional[str],
-        lock_delay_ms: Optional[int],
-    ) -> Optional[_acquire.GrantAll]:
-        until = lockstate.deadline(True, wait, time.monotonic())
-        while True:
-            try:
-                return await _acquire.acquire_all(
-                    self.client,
-                    keys,
-                    token,
-                    ttl_ms=to_ms(ttl),
-                    wait=lockstate.wait_left(True, until, time.monotonic()),
-                    shared=shared,
-                    poll=POLL,
-                    session=session,
-                    lock_delay_ms=lock_delay_ms,
-                )
-            except ResponseError as error:
-                if not is_wrongtype(error):
-                    raise
-                # Another type at a key: busy, polled (as for ``_take``).
-                if not lockstate.may_poll(True, until, POLL, time.monotonic()):
-                    return None
-                await sleep(POLL)
-
-    async def _confirm_all(self, leases: list[Lease]) -> None:
-        """Restarts every lease at its ttl in one round trip and moves the deadlines;
-        ``LockLost`` (the lease reported lost) if one of them is no longer held."""
-        commands = [
-            refresh_args(lease.key, lease.token, to_ms(lease.ttl)) for lease in leases
-        ]
-        sent = time.monotonic()
-        replies, _ = await batch(self.client, leases[0].key, commands)
-        for lease, reply in zip(leases, replies):
-            if isinstance(reply, ResponseError) and not is_wrongtype(reply):
-                raise reply
-            if isinstance(reply, ResponseError) or not parse_flag(reply):
-                await lease.report_lost(found_gone=True)
-                raise lease.lost_error()
-            lease.confirmed(sent, lease.ttl)
-
-    async def _leave_all(self, leases: list[Lease]) -> None:
-        """Leaves ``lock_all``'s leases: none refreshed or counted by the session any
-        more, then one ``LOCK.RELEASE`` per key in one write, on the refresher's own
-        connection (else through the pool), as leaving a block does. Leases this
-        process inherited through a fork are left to the parent."""
-        if leases[0].inherited():
-            return
-        for lease in leases:
-            await self._refresher.remove(lease)
-            self._forget(lease)
-        # The session's close released those already.
-        live = [lease for lease in leases if lease.lost_reason != LockLost.CLOSED]
-        if not live:
-            return
-        sent: list[bool] = []
-
-        async def leave_on(connection: Any) -> None:
-            retried = bool(sent)
-            sent.append(True)
-            commands = [release_args(lease.key, lease.token) for lease in live]
-            replies = await pipelined(connection, commands, connection.socket_timeout)
-            raise_redirect(replies)
-            for lease, reply in zip(live, replies):
-                if isinstance(reply, ResponseError):
-                    if not is_wrongtype(reply):
-                        raise reply
-                    held = False
-                else:
-                    held = parse_flag(reply)
-                if retried and not held:
-                    continue  # the first attempt may have released it already
-                lease.released = held
-                if not held or lease.expired():
-                    await lease.report_lost(found_gone=not held)
-
-        try:
-            await self._refresher.on_own_connection(live[0].key, leave_on)
-            return
-        except (ConnectionError, TimeoutError, AskError, TryAgainError):
-            pass
-        try:
-            await exchange(
-                self.client,
-                live[0].key,
-                lambda connection, _spare: leave_on(connection),
-                lambda own, _spare: own,
-            )
-        except (ConnectionError, TimeoutError) as error:
-            for lease in live:
-                self._release_later(lease)
-            raise ServerUnavailable(
-                live[0].key, describe(self.client, live[0].key), error
-            ) from error
 
     def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None:
         """An acquire that conflicts with a lease this thread (task) holds in a block

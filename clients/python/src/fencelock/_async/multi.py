@@ -20,12 +20,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
-from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+from redis.exceptions import (
+    AskError,
+    ConnectionError,
+    LockError,
+    LockNotOwnedError,
+    ResponseError,
+    TimeoutError,
+    TryAgainError,
+)
 
-from .. import _forks
 from .. import _lockstate as state
 from .._protocol import (
     Args,
@@ -36,32 +43,64 @@ from .._protocol import (
     fence_args,
     is_wrongtype,
     mode_of,
+    new_token,
     parse_flag,
     refresh_args,
     release_args,
     to_ms,
 )
-from ..errors import LockLost, LockNotAcquired, lock_error
-from ._acquire import acquire_all
-from ._commands import module_missing
-from ._compat import Checked, check_client, checked, current_owner, new_local, shielded
+from .._servers import describe
+from .._session import Sessions
+from ..errors import LockLost, LockNotAcquired, ServerUnavailable, lock_error
+from ._acquire import POLL, GrantAll, acquire_all
+from ._commands import module_missing, release_all_quietly
+from ._compat import (
+    Checked,
+    cancellations,
+    checked,
+    current_owner,
+    raise_if_cancel_swallowed,
+    shielded,
+)
 from ._compat import sleep as sleep_for
-from ._connection import batch
+from ._connection import batch, exchange, pipelined, raise_redirect
+from ._refresher import Refresher
 from .lease import Lease, OnLost
+from .surface import Flag, Number, RedisPyLock, Seconds
 
 if TYPE_CHECKING:
     from .._types import AsyncClient
-    from .locks import Locks
 
 logger = logging.getLogger(__name__)
 
-Number = Union[int, float]
-Seconds = Optional[Number]
-Flag = Optional[bool]
-M = TypeVar("M", bound="MultiLock")
+
+class Manager(Protocol):
+    """What the multi-key protocol below uses of its lock manager (``Locks``, in
+    ``locks.py``, which builds ``ManagedMultiLock``): named here so that this file
+    does not import the manager's."""
+
+    client: AsyncClient
+    _refresher: Refresher
+    _held: dict[Key, list[tuple[object, Lease]]]
+
+    def key(self, name: str) -> str: ...
+
+    def _in_this_process(self) -> None: ...
+
+    def _refuse_waiting_for_itself(self, key: Key, mode: Mode) -> None: ...
+
+    async def _begin_in_session(
+        self, key: Key, ttl: float, session: bool, lock_delay: Optional[float]
+    ) -> tuple[Optional[int], Optional[Sessions], Optional[str]]: ...
+
+    def _forget(self, lease: Lease) -> None: ...
+
+    def _release_later(self, lease: Lease) -> None: ...
+
+    async def refresh(self, lease: Lease, ttl: Optional[float] = None) -> bool: ...
 
 
-class MultiLock:
+class MultiLock(RedisPyLock):
     """Distributed locks on several keys, taken and held together: ``acquire`` gets
     every one of ``names`` or none of them (``LOCK.ACQUIREALL``).
 
@@ -81,6 +120,8 @@ class MultiLock:
     is taken then. Tokens are kept per thread (``thread_local=True``), as redis-py's
     lock; on asyncio ``per_task=True`` keeps them per task (shared locks always)."""
 
+    _logger = logger
+
     def __init__(
         self,
         redis: AsyncClient,
@@ -95,34 +136,24 @@ class MultiLock:
         shared: bool = False,
         per_task: bool = False,
     ) -> None:
-        check_client(redis, _public_name(type(self)))
-        self.redis = redis
         self.names: tuple[Key, ...] = check_keys(names)
-        self.timeout = timeout
-        self.sleep = sleep
-        self.blocking = blocking
-        self.blocking_timeout = blocking_timeout
-        self.thread_local = bool(thread_local)
-        self.raise_on_release_error = raise_on_release_error
         self.shared = shared
-        self._per_task = shared or per_task
-        self.local: Any = self._new_local()
+        super().__init__(
+            redis,
+            self.names,
+            timeout,
+            sleep,
+            blocking,
+            blocking_timeout,
+            thread_local,
+            raise_on_release_error,
+            per_task=shared or per_task,
+        )
         if shared:
             state.check_shared_timeout(timeout)
 
-    def _new_local(self) -> Any:
-        local = new_local(self._per_task) if self.thread_local else SimpleNamespace()
-        local.token = None
+    def _clear_grant(self, local: Any) -> None:
         local.fences = []
-        # The child of an ``os.fork()`` starts without the parent's tokens.
-        _forks.track(self)
-        return local
-
-    def _after_fork(self) -> None:
-        """In the child of an ``os.fork()`` (``fencelock._forks``): what the parent
-        held through this object stays the parent's; the child holds nothing
-        through it."""
-        self.local = self._new_local()
 
     def __repr__(self) -> str:
         kind = type(self)
@@ -139,28 +170,6 @@ class MultiLock:
         of ``names`` (empty before the first): hand each resource the fence of its
         lock."""
         return list(getattr(self.local, "fences", None) or [])
-
-    async def __aenter__(self: M) -> M:
-        if await self.acquire():
-            return self
-        raise lock_error(
-            LockError, "Unable to acquire lock within the time specified", self.names
-        )
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
-        try:
-            await self.release()
-        except LockError:
-            if self.raise_on_release_error:
-                raise
-            logger.warning(
-                "Lock was unlocked or no longer owned when exiting context manager."
-            )
 
     async def acquire(
         self,
@@ -299,10 +308,6 @@ class MultiLock:
             )
         return True
 
-    def _token(self) -> Optional[Token]:
-        # Another thread's local storage starts empty: no token there means not ours.
-        return getattr(self.local, "token", None)
-
     async def _batch(self, commands: list[Args]) -> list[tuple[Any, bool]]:
         """The replies of ``commands`` (one per key, in the order of the keys), sent
         together to the first key's server, each with whether it may have been sent
@@ -335,6 +340,217 @@ class MultiLock:
         return missing
 
 
+# The multi-key protocol of a manager's ``lock_all``: take every key as the manager's
+# leases, keep them in its session or refresher, and leave them together.
+
+
+async def acquire_leases(
+    locks: Manager,
+    keys: Sequence[Key],
+    ttl: float,
+    *,
+    wait: Optional[float],
+    shared: bool,
+    token: Optional[Token],
+    session: bool,
+    lock_delay: Optional[float],
+    on_lost: Optional[OnLost],
+) -> Optional[list[Lease]]:
+    """``Locks.lock_all``'s acquire, for the manager ``locks``: one lease per key,
+    all granted together, held by this thread (task) and watched (refreshed, or in
+    the session) from now on;
+    None when the wait ended first. As ``acquire`` otherwise, with a long wait's
+    grant confirmed by a refresh of every key before the session counts them;
+    any failure after the grant releases every key."""
+    locks._in_this_process()
+    keys = tuple(keys)
+    first = keys[0]
+    token = new_token() if token is None else token
+    pending = cancellations()
+    if wait != 0:  # one try answers busy, as ever; only a wait could be endless
+        for key in keys:
+            locks._refuse_waiting_for_itself(key, mode_of(shared, None))
+    delay_ms, sessions, in_session = await locks._begin_in_session(
+        first, ttl, session, lock_delay
+    )
+    try:
+        grant = await _take_all(
+            locks.client,
+            keys,
+            token,
+            ttl,
+            wait=wait,
+            shared=shared,
+            session=in_session,
+            lock_delay_ms=delay_ms,
+        )
+        if grant is None:
+            return None
+        leases = [
+            Lease(
+                key,
+                token,
+                fence,
+                ttl,
+                acquired_at=grant.sent,
+                shared=shared,
+                client=locks.client,
+                on_lost=on_lost,
+                session=in_session,
+            )
+            for key, fence in zip(keys, grant.fences)
+        ]
+        try:
+            await _hold_all(locks, leases, grant, sessions)
+            # A cancellation swallowed anywhere on the way ends it here, before
+            # the block would run unbounded.
+            raise_if_cancel_swallowed(pending)
+        except BaseException:
+            for lease in leases:
+                locks._forget(lease)
+                locks._refresher.forget(lease)
+            await shielded(release_all_quietly(locks.client, keys, token))
+            raise
+    finally:
+        if sessions is not None and in_session is not None:
+            sessions.end(in_session)
+    return leases
+
+
+async def _hold_all(
+    locks: Manager,
+    leases: list[Lease],
+    grant: GrantAll,
+    sessions: Optional[Sessions],
+) -> None:
+    # After a long wait the grant may be far younger than its send time: one
+    # refresh of every key gives the leases a deadline the client can count on,
+    # before a session counts them (a session's deadline is its earliest lease's).
+    if grant.answered - grant.sent > leases[0].ttl / 3:
+        await _confirm_all(locks.client, leases)
+    if sessions is not None:
+        joined = [sessions.join(lease) for lease in leases]
+        if not all(joined):
+            # Granted as the manager closed: not the manager's any more.
+            raise LockNotAcquired(
+                leases[0].key,
+                f"locks {[lease.key for lease in leases]!r}: the lock manager was"
+                " closed while they were being acquired",
+            )
+    owner = current_owner()
+    for lease in leases:
+        # Held by this thread (task), as in a block: an acquire of its own that
+        # conflicts would wait for itlocks.
+        locks._held.setdefault(lease.key, []).append((owner, lease))
+        locks._refresher.add(lease, refresh=True)
+
+
+async def _take_all(
+    client: AsyncClient,
+    keys: tuple[Key, ...],
+    token: Token,
+    ttl: float,
+    *,
+    wait: Optional[float],
+    shared: bool,
+    session: Optional[str],
+    lock_delay_ms: Optional[int],
+) -> Optional[GrantAll]:
+    until = state.deadline(True, wait, time.monotonic())
+    while True:
+        try:
+            return await acquire_all(
+                client,
+                keys,
+                token,
+                ttl_ms=to_ms(ttl),
+                wait=state.wait_left(True, until, time.monotonic()),
+                shared=shared,
+                poll=POLL,
+                session=session,
+                lock_delay_ms=lock_delay_ms,
+            )
+        except ResponseError as error:
+            if not is_wrongtype(error):
+                raise
+            # Another type at a key: busy, polled (as for ``_take``).
+            if not state.may_poll(True, until, POLL, time.monotonic()):
+                return None
+            await sleep_for(POLL)
+
+
+async def _confirm_all(client: AsyncClient, leases: list[Lease]) -> None:
+    """Restarts every lease at its ttl in one round trip and moves the deadlines;
+    ``LockLost`` (the lease reported lost) if one of them is no longer held."""
+    commands = [
+        refresh_args(lease.key, lease.token, to_ms(lease.ttl)) for lease in leases
+    ]
+    sent = time.monotonic()
+    replies, _ = await batch(client, leases[0].key, commands)
+    for lease, reply in zip(leases, replies):
+        if isinstance(reply, ResponseError) and not is_wrongtype(reply):
+            raise reply
+        if isinstance(reply, ResponseError) or not parse_flag(reply):
+            await lease.report_lost(found_gone=True)
+            raise lease.lost_error()
+        lease.confirmed(sent, lease.ttl)
+
+
+async def leave_leases(locks: Manager, leases: list[Lease]) -> None:
+    """Leaves ``lock_all``'s leases: none refreshed or counted by the session any
+    more, then one ``LOCK.RELEASE`` per key in one write, on the refresher's own
+    connection (else through the pool), as leaving a block does. Leases this
+    process inherited through a fork are left to the parent."""
+    if leases[0].inherited():
+        return
+    for lease in leases:
+        await locks._refresher.remove(lease)
+        locks._forget(lease)
+    # The session's close released those already.
+    live = [lease for lease in leases if lease.lost_reason != LockLost.CLOSED]
+    if not live:
+        return
+    sent: list[bool] = []
+
+    async def leave_on(connection: Any) -> None:
+        retried = bool(sent)
+        sent.append(True)
+        commands = [release_args(lease.key, lease.token) for lease in live]
+        replies = await pipelined(connection, commands, connection.socket_timeout)
+        raise_redirect(replies)
+        for lease, reply in zip(live, replies):
+            if isinstance(reply, ResponseError):
+                if not is_wrongtype(reply):
+                    raise reply
+                held = False
+            else:
+                held = parse_flag(reply)
+            if retried and not held:
+                continue  # the first attempt may have released it already
+            lease.released = held
+            if not held or lease.expired():
+                await lease.report_lost(found_gone=not held)
+
+    try:
+        await locks._refresher.on_own_connection(live[0].key, leave_on)
+        return
+    except (ConnectionError, TimeoutError, AskError, TryAgainError):
+        pass
+    try:
+        await exchange(
+            locks.client,
+            live[0].key,
+            lambda connection, _spare: leave_on(connection),
+            lambda own, _spare: own,
+        )
+    except (ConnectionError, TimeoutError) as error:
+        for lease in live:
+            locks._release_later(lease)
+        raise ServerUnavailable(
+            live[0].key, describe(locks.client, live[0].key), error
+        ) from error
+
+
 class ManagedMultiLock(MultiLock):
     """What ``Locks.lock_all(names, ttl)`` returns: a ``MultiLock`` of the manager's
     keys (its prefix in front of each name) whose holdings are the manager's leases,
@@ -356,7 +572,7 @@ class ManagedMultiLock(MultiLock):
 
     def __init__(
         self,
-        locks: Locks,
+        locks: Manager,
         names: Sequence[str],
         ttl: float,
         *,
@@ -443,7 +659,8 @@ class ManagedMultiLock(MultiLock):
         blocking = self.blocking if blocking is None else blocking
         if blocking_timeout is None:
             blocking_timeout = self.blocking_timeout
-        leases = await self.locks._acquire_all(
+        leases = await acquire_leases(
+            self.locks,
             self.names,
             self.ttl,
             wait=blocking_timeout if blocking else 0,
@@ -508,7 +725,7 @@ class ManagedMultiLock(MultiLock):
         if leases[0].inherited():
             return  # the parent's, which refreshes and releases them
         try:
-            await shielded(self.locks._leave_all(leases))
+            await shielded(leave_leases(self.locks, leases))
         except LockError as failure:
             # Lost before the release failed (the server went away): the loss is
             # what the caller must hear, with the failure as its cause.
@@ -522,8 +739,3 @@ class ManagedMultiLock(MultiLock):
             for lease in leases:
                 if lease.expired():
                     raise lease.lost_error()
-
-
-def _public_name(kind: type) -> str:
-    ours = (c for c in kind.__mro__ if c.__module__.startswith("fencelock."))
-    return next(ours, MultiLock).__name__

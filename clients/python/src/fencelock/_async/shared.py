@@ -29,7 +29,8 @@ from .._protocol import Key, check_limit, is_wrongtype
 from ..info import no_permit_free
 from ._compat import check_client
 from .info import lock_info
-from .lock import Lock, Number
+from .lock import Lock
+from .surface import Number
 
 if TYPE_CHECKING:
     from .._types import AsyncClient

@@ -1,11 +1,13 @@
+# Generated from tests/_async/test_lock.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
 """``fencelock.Lock`` against a real server, checked the way redis-py's own
-``tests/test_lock.py`` checks ``redis.lock.Lock``: same calls, same results, same
-exceptions. Where redis-py reads the key with ``GET``, these ask the module who holds
-it (``LOCK.FENCE key token``), since a lock key is of type ``fencelock``."""
+``tests/test_lock.py`` and ``tests/test_asyncio/test_lock.py`` check its locks: same
+calls, same results, same exceptions. Where redis-py reads the key with ``GET``,
+these ask the module who holds it (``LOCK.FENCE key token``), since a lock key is of
+type ``fencelock``."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -14,6 +16,8 @@ import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
 import fencelock
+
+from .helpers import later, sleep
 
 
 def get_lock(client: redis.Redis, *args: Any, **kwargs: Any) -> fencelock.Lock:
@@ -114,6 +118,8 @@ def test_competing_locks(r: redis.Redis) -> None:
     lock1.release()
     assert lock2.acquire(blocking=False)
     assert not lock1.acquire(blocking=False)
+    assert lock2.fence is not None and lock1.fence is not None
+    assert lock2.fence > lock1.fence
     lock2.release()
 
 
@@ -162,6 +168,7 @@ def test_blocking_timeout_zero_is_one_try(r: redis.Redis) -> None:
     start = time.monotonic()
     assert not get_lock(r, "foo", blocking_timeout=0).acquire()
     assert not get_lock(r, "foo").acquire(blocking_timeout=0.0001)
+    assert not get_lock(r, "foo", sleep=0.05).acquire(blocking_timeout=0)
     assert time.monotonic() - start < 0.5
     lock1.release()
 
@@ -169,7 +176,7 @@ def test_blocking_timeout_zero_is_one_try(r: redis.Redis) -> None:
 def test_blocking_acquire_is_granted_on_release(r: redis.Redis) -> None:
     holder = get_lock(r, "foo", timeout=10, thread_local=False)
     assert holder.acquire(blocking=False)
-    threading.Timer(0.2, holder.release).start()
+    later(0.2, holder.release)
     waiter = get_lock(r, "foo", timeout=10)
     start = time.monotonic()
     assert waiter.acquire(blocking_timeout=5)
@@ -196,12 +203,15 @@ def test_context_manager_blocking_timeout(r: redis.Redis) -> None:
         assert bt <= time.monotonic() - start
 
 
-def test_context_manager_raises_when_locked_not_acquired(r: redis.Redis) -> None:
+def test_context_manager_raises_when_locked_not_acquired(
+    r: redis.Redis,
+) -> None:
     other = get_lock(r, "foo")
     other.acquire(blocking=False)
     lock = get_lock(r, "foo", blocking_timeout=0.1)
-    with pytest.raises(LockError, match="Unable to acquire lock"), lock:
-        pass
+    with pytest.raises(LockError, match="Unable to acquire lock"):
+        with lock:
+            pass
 
 
 def test_context_manager_not_raise_on_release_lock_not_owned_error(
@@ -210,15 +220,18 @@ def test_context_manager_not_raise_on_release_lock_not_owned_error(
     try:
         # Built directly: redis-py < 6's lock() has no raise_on_release_error.
         with fencelock.Lock(r, "foo", timeout=0.1, raise_on_release_error=False):
-            time.sleep(0.15)
+            sleep(0.15)
     except LockNotOwnedError:
         pytest.fail("LockNotOwnedError should not have been raised")
 
-    with pytest.raises(LockNotOwnedError), get_lock(r, "foo", timeout=0.1):
-        time.sleep(0.15)
+    with pytest.raises(LockNotOwnedError):
+        with get_lock(r, "foo", timeout=0.1):
+            sleep(0.15)
 
 
-def test_context_manager_not_raise_on_release_lock_error(r: redis.Redis) -> None:
+def test_context_manager_not_raise_on_release_lock_error(
+    r: redis.Redis,
+) -> None:
     try:
         with fencelock.Lock(
             r, "foo", timeout=0.1, raise_on_release_error=False
@@ -227,8 +240,9 @@ def test_context_manager_not_raise_on_release_lock_error(r: redis.Redis) -> None
     except LockError:
         pytest.fail("LockError should not have been raised")
 
-    with pytest.raises(LockError), get_lock(r, "foo", timeout=0.1) as lock:
-        lock.release()
+    with pytest.raises(LockError):
+        with get_lock(r, "foo", timeout=0.1) as lock:
+            lock.release()
 
 
 def test_a_key_of_another_type_is_busy(r: redis.Redis) -> None:
@@ -241,11 +255,12 @@ def test_a_key_of_another_type_is_busy(r: redis.Redis) -> None:
     start = time.monotonic()
     assert not lock.acquire(blocking_timeout=0.3)
     assert time.monotonic() - start >= 0.2
-    with pytest.raises(LockError), get_lock(r, "foo", blocking_timeout=0.1):
-        pass
+    with pytest.raises(LockError, match="Unable to acquire lock"):
+        with get_lock(r, "foo", blocking_timeout=0.1):
+            pass
     assert lock.locked() is True
     assert lock.owned() is False
-    threading.Timer(0.2, r.delete, args=("foo",)).start()
+    later(0.2, r.delete, "foo")
     assert lock.acquire(blocking_timeout=3), "the key went away while polling"
     assert lock.owned()
     lock.release()
@@ -257,7 +272,9 @@ def test_releasing_unlocked_lock_raises_error(r: redis.Redis) -> None:
         lock.release()
 
 
-def test_releasing_lock_no_longer_owned_raises_error(r: redis.Redis) -> None:
+def test_releasing_lock_no_longer_owned_raises_error(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo")
     lock.acquire(blocking=False)
     # the lock changes hands behind its back
@@ -270,7 +287,9 @@ def test_releasing_lock_no_longer_owned_raises_error(r: redis.Redis) -> None:
     assert holder_fence(r, "foo", "a") is not None, "someone else's lock stays"
 
 
-def test_releasing_over_a_key_of_another_type_is_not_owned(r: redis.Redis) -> None:
+def test_releasing_over_a_key_of_another_type_is_not_owned(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo")
     lock.acquire(blocking=False)
     r.delete("foo")
@@ -322,7 +341,9 @@ def test_extending_unlocked_lock_raises_error(r: redis.Redis) -> None:
         lock.extend(10)
 
 
-def test_extending_lock_with_no_timeout_raises_error(r: redis.Redis) -> None:
+def test_extending_lock_with_no_timeout_raises_error(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo")
     assert lock.acquire(blocking=False)
     with pytest.raises(LockError, match="no timeout"):
@@ -330,7 +351,9 @@ def test_extending_lock_with_no_timeout_raises_error(r: redis.Redis) -> None:
     lock.release()
 
 
-def test_extending_lock_no_longer_owned_raises_error(r: redis.Redis) -> None:
+def test_extending_lock_no_longer_owned_raises_error(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo", timeout=10)
     assert lock.acquire(blocking=False)
     r.delete("foo")
@@ -357,7 +380,9 @@ def test_reacquiring_unlocked_lock_raises_error(r: redis.Redis) -> None:
         lock.reacquire()
 
 
-def test_reacquiring_lock_with_no_timeout_raises_error(r: redis.Redis) -> None:
+def test_reacquiring_lock_with_no_timeout_raises_error(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo")
     assert lock.acquire(blocking=False)
     with pytest.raises(LockError, match="no timeout"):
@@ -365,42 +390,14 @@ def test_reacquiring_lock_with_no_timeout_raises_error(r: redis.Redis) -> None:
     lock.release()
 
 
-def test_reacquiring_lock_no_longer_owned_raises_error(r: redis.Redis) -> None:
+def test_reacquiring_lock_no_longer_owned_raises_error(
+    r: redis.Redis,
+) -> None:
     lock = get_lock(r, "foo", timeout=10)
     assert lock.acquire(blocking=False)
     r.delete("foo")
     with pytest.raises(LockNotOwnedError, match="Cannot reacquire a lock"):
         lock.reacquire()
-
-
-def test_thread_local_token_is_not_shared(r: redis.Redis) -> None:
-    """The scenario of redis-py's docstring: thread 2 must not release with thread 1's
-    token, nor thread 1 with the token thread 2 got after thread 1's lease ended."""
-    lock = get_lock(r, "foo", timeout=0.2)
-    assert lock.acquire(blocking=False)
-    seen: dict[str, Any] = {}
-
-    def other_thread() -> None:
-        seen["token"] = getattr(lock.local, "token", None)
-        seen["owned"] = lock.owned()
-        seen["acquired"] = lock.acquire(blocking_timeout=2)
-
-    worker = threading.Thread(target=other_thread)
-    worker.start()
-    worker.join()
-    assert seen == {"token": None, "owned": False, "acquired": True}
-    with pytest.raises(LockNotOwnedError):
-        lock.release()
-    assert r.exists("foo") == 1, "thread 2's holding is untouched"
-
-
-def test_thread_local_false_shares_the_token(r: redis.Redis) -> None:
-    lock = get_lock(r, "foo", timeout=10, thread_local=False)
-    assert lock.acquire(blocking=False)
-    worker = threading.Thread(target=lock.release)
-    worker.start()
-    worker.join()
-    assert r.exists("foo") == 0
 
 
 def test_lock_class_argument(r: redis.Redis) -> None:

@@ -1,23 +1,24 @@
-"""``fencelock.Semaphore`` and ``fencelock.ReadWriteLock`` (sync) against a real server:
+# Generated from tests/_async/test_shared.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""``Semaphore`` and ``ReadWriteLock`` against a real server:
 permits and readers together, busy and FIFO waiting across modes, per-holder leases,
 ``WRONGMODE`` as ``WrongMode``, ``LOCK.INFO``'s new fields; and the pure parts (the
 arguments sent, the parsing of replies)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pytest
 import redis
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
-from servers import Server, wait_until
+from servers import Server
 
-import fencelock
+import fencelock._sync._acquire
 from fencelock import Lock, ReadWriteLock, Semaphore, WrongMode, lock_info
-from fencelock._protocol import acquire_args, wrong_mode
-from fencelock.info import no_permit_free, parse_info
+
+from .helpers import Waiter, later, sleep, until
 
 
 def info(client: redis.Redis, key: str) -> dict[str, Any]:
@@ -36,86 +37,9 @@ def holders(client: redis.Redis, key: str) -> int:
     return 0 if found is None else found["holders"]
 
 
-class Waiter(threading.Thread):
-    """Acquires ``lock`` (blocking) in a thread of its own and holds it until
-    ``leave`` is set; ``granted`` is set once it holds (``result`` says whether)."""
-
-    def __init__(self, lock: Lock, order: list[str], name: str) -> None:
-        super().__init__(daemon=True)
-        self.lock = lock
-        self.order = order
-        self.label = name
-        self.granted = threading.Event()
-        self.leave = threading.Event()
-        self.result: Any = None
-        self.fence: Any = None
-
-    def run(self) -> None:
-        try:
-            self.result = self.lock.acquire(blocking_timeout=10)
-            self.fence = self.lock.fence
-            self.order.append(self.label)
-        except Exception as error:
-            self.result = error
-        self.granted.set()
-        if self.result is True:
-            self.leave.wait(10)
-            self.lock.release()
-
-
-# --- the arguments and replies, without a server ------------------------------------
-
-
-def test_the_mode_is_sent_as_shared_or_limit() -> None:
-    assert acquire_args("k", 10, "t", None) == ("LOCK.ACQUIRE", "k", 10, "TOKEN", "t")
-    assert acquire_args("k", 10, "t", 5, shared=True)[-3:] == ("BLOCK", 5, "SHARED")
-    # LIMIT implies SHARED: only LIMIT is sent.
-    assert acquire_args("k", 10, "t", None, shared=True, limit=3)[-2:] == ("LIMIT", 3)
-    assert "SHARED" not in acquire_args("k", 10, "t", None, limit=3)
-
-
-def test_wrongmode_replies_are_parsed_from_their_end() -> None:
-    def parsed(text: str) -> Any:
-        return wrong_mode(ResponseError(text))
-
-    assert parsed("WRONGMODE lock:x is a semaphore with limit 5") == ("semaphore", 5)
-    assert parsed("WRONGMODE this is a key is held shared") == ("shared", None)
-    assert parsed("WRONGMODE k is held exclusively") == ("exclusive", None)
-    assert parsed("WRONGMODE something new") == (None, None)
-    assert parsed("WRONGTYPE Operation against a key") is None
-    assert parsed("ERR invalid limit") is None
-
-
-def test_lock_info_of_a_module_without_shared_holders() -> None:
-    old = [b"held", 1, b"fence", 7, b"ttl-ms", 900, b"waiters", 2]
-    assert parse_info(old) == {
-        "held": True,
-        "fence": 7,
-        "ttl_ms": 900,
-        "waiters": 2,
-        "mode": "exclusive",
-        "holders": 1,
-        "limit": None,
-        "waiters_exclusive": 2,
-        "waiters_shared": 0,
-        "in_session": 0,
-        "value": None,
-    }
-
-
-def test_no_permit_free() -> None:
-    base: Any = {"held": True, "waiters": 0, "mode": "semaphore", "limit": 3}
-    assert not no_permit_free(None, 3)
-    assert not no_permit_free({**base, "holders": 2}, 3)
-    assert no_permit_free({**base, "holders": 3}, 3)
-    assert no_permit_free({**base, "holders": 2, "limit": 2}, 5), "the key's limit"
-    assert no_permit_free({**base, "holders": 1, "waiters": 1}, 3), "FIFO"
-    assert no_permit_free({**base, "holders": 1, "mode": "exclusive"}, 3)
-    quarantined = {**base, "held": False, "holders": 0, "mode": "quarantined"}
-    assert no_permit_free(quarantined, 3), "how many permits it keeps: unknown"
-
-
-def test_arguments_are_checked_before_anything_is_sent(r: redis.Redis) -> None:
+def test_arguments_are_checked_before_anything_is_sent(
+    r: redis.Redis,
+) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Semaphore(r, "s", 0, timeout=10)
     with pytest.raises(TypeError):
@@ -138,10 +62,15 @@ def test_arguments_are_checked_before_anything_is_sent(r: redis.Redis) -> None:
 
 def test_three_permits_then_busy(any_r: redis.Redis) -> None:
     permits = [Semaphore(any_r, "sem", 3, timeout=10) for _ in range(4)]
-    assert [p.acquire(blocking=False) for p in permits] == [True, True, True, False]
+    assert [p.acquire(blocking=False) for p in permits] == [
+        True,
+        True,
+        True,
+        False,
+    ]
     fences = [p.fence for p in permits[:3]]
     assert fences == sorted(fences) and len(set(fences)) == 3
-    assert all(p.owned() for p in permits[:3]) and not permits[3].owned()
+    assert all([p.owned() for p in permits[:3]]) and not permits[3].owned()
     assert any_r.type("sem") in (b"fencelock", "fencelock")
     found = info(any_r, "sem")
     assert 9000 < found.pop("ttl_ms") <= 10_000
@@ -186,7 +115,9 @@ def test_locked_means_no_permit_is_free(r: redis.Redis) -> None:
     assert not first.acquire(blocking=False), "another type is busy, as for Lock"
 
 
-def test_context_manager_extend_reacquire_and_guard(r: redis.Redis) -> None:
+def test_context_manager_extend_reacquire_and_guard(
+    r: redis.Redis,
+) -> None:
     other = Semaphore(r, "sem", 2, timeout=60)
     assert other.acquire(blocking=False)
     with Semaphore(r, "sem", 2, timeout=10, blocking_timeout=1) as permit:
@@ -196,11 +127,9 @@ def test_context_manager_extend_reacquire_and_guard(r: redis.Redis) -> None:
         assert permit.extend(10, replace_ttl=True)
         assert permit.reacquire()
         assert permit.guard("SET", "guarded", "yes") == b"OK"
-        with (
-            pytest.raises(LockError, match="Unable to acquire"),
-            Semaphore(r, "sem", 2, timeout=10, blocking_timeout=0.1),
-        ):
-            pytest.fail("a third permit of two")
+        with pytest.raises(LockError, match="Unable to acquire"):
+            with Semaphore(r, "sem", 2, timeout=10, blocking_timeout=0.1):
+                pytest.fail("a third permit of two")
     assert r.get("guarded") == b"yes"
     assert not permit.owned() and other.owned()
     other.release()
@@ -208,12 +137,12 @@ def test_context_manager_extend_reacquire_and_guard(r: redis.Redis) -> None:
 
 def test_a_permit_waits_for_the_first_freed_one(r: redis.Redis) -> None:
     held = [Semaphore(r, "sem", 2, timeout=10, thread_local=False) for _ in range(2)]
-    assert all(p.acquire(blocking=False) for p in held)
+    assert all([p.acquire(blocking=False) for p in held])
     waiter = Semaphore(r, "sem", 2, timeout=10)
     start = time.monotonic()
     assert not waiter.acquire(blocking_timeout=0.3)
     assert 0.3 <= time.monotonic() - start < 1
-    threading.Timer(0.2, held[1].release).start()
+    later(0.2, held[1].release)
     start = time.monotonic()
     assert waiter.acquire(blocking_timeout=5)
     assert 0.15 < time.monotonic() - start < 2
@@ -224,25 +153,29 @@ def test_a_permit_waits_for_the_first_freed_one(r: redis.Redis) -> None:
 
 def test_permits_are_granted_in_arrival_order(r: redis.Redis) -> None:
     held = [Semaphore(r, "sem", 2, timeout=30, thread_local=False) for _ in range(2)]
-    assert all(p.acquire(blocking=False) for p in held)
+    assert all([p.acquire(blocking=False) for p in held])
     order: list[str] = []
     queued = []
     for count, name in enumerate("abc", start=1):
         waiter = Waiter(Semaphore(r, "sem", 2, timeout=30), order, name)
         waiter.start()
-        wait_until(lambda c=count: waiters(r, "sem") == c, 5, "queued")
+
+        def arrived(c: int = count) -> bool:
+            return waiters(r, "sem") == c
+
+        until(arrived, 5, "queued")
         queued.append(waiter)
-    assert info(r, "sem")["waiters_shared"] == 3
+    assert (info(r, "sem"))["waiters_shared"] == 3
     held[0].release()
-    assert queued[0].granted.wait(5)
-    assert not queued[1].granted.is_set()
+    assert queued[0].granted(5)
+    assert not queued[1].is_granted()
     held[1].release()
-    assert queued[1].granted.wait(5)
-    queued[0].leave.set()
-    assert queued[2].granted.wait(5)
+    assert queued[1].granted(5)
+    queued[0].leave()
+    assert queued[2].granted(5)
     assert order == ["a", "b", "c"]
     for waiter in queued:
-        waiter.leave.set()
+        waiter.leave()
         waiter.join(5)
     assert r.exists("sem") == 0
 
@@ -273,26 +206,6 @@ def test_the_same_token_again_is_the_same_permit(r: redis.Redis) -> None:
     permit.release()
 
 
-def test_threads_share_a_semaphore_object(r: redis.Redis) -> None:
-    permits = Semaphore(r, "sem", 3, timeout=10)
-    inside = threading.Barrier(3, timeout=5)
-    fences: list[Any] = []
-
-    def work() -> None:
-        with permits:
-            inside.wait()  # all three hold at once
-            fences.append(permits.fence)
-            inside.wait()
-
-    threads = [threading.Thread(target=work) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    assert len(set(fences)) == 3
-    assert r.exists("sem") == 0
-
-
 def test_another_limit_is_wrongmode(r: redis.Redis) -> None:
     holder = Semaphore(r, "sem", 3, timeout=10)
     assert holder.acquire(blocking=False)
@@ -314,7 +227,9 @@ def test_another_limit_is_wrongmode(r: redis.Redis) -> None:
     holder.release()
 
 
-def test_wrongmode_on_readers_and_on_a_token_held_exclusively(r: redis.Redis) -> None:
+def test_wrongmode_on_readers_and_on_a_token_held_exclusively(
+    r: redis.Redis,
+) -> None:
     reader = Lock(r, "rw", timeout=10, shared=True)
     assert reader.acquire(blocking=False)
     with pytest.raises(WrongMode) as raised:
@@ -334,8 +249,10 @@ def test_wrongmode_on_readers_and_on_a_token_held_exclusively(r: redis.Redis) ->
     writer.release()
 
 
-def test_a_limit_above_max_holders_is_the_servers_error(own_server: Server) -> None:
-    client = own_server.client()
+def test_a_limit_above_max_holders_is_the_servers_error(
+    own_server: Server,
+) -> None:
+    client = redis.Redis.from_url(own_server.url)
     client.config_set("fencelock.max-holders", 4)
     with pytest.raises(ResponseError, match="invalid limit") as raised:
         Semaphore(client, "sem", 5, timeout=10).acquire(blocking=False)
@@ -352,7 +269,7 @@ def test_readers_together_and_a_writer_alone(any_r: redis.Redis) -> None:
     locks = [ReadWriteLock(any_r, "cfg", timeout=10) for _ in range(3)]
     assert locks[0].read() is locks[0].read()
     assert locks[0].read().mode == "shared" and locks[0].write().mode == "exclusive"
-    assert all(rw.read().acquire(blocking=False) for rw in locks)
+    assert all([rw.read().acquire(blocking=False) for rw in locks])
     assert locks[0].locked()
     found = info(any_r, "cfg")
     assert (found["mode"], found["holders"], found["limit"]) == ("shared", 3, None)
@@ -363,7 +280,7 @@ def test_readers_together_and_a_writer_alone(any_r: redis.Redis) -> None:
         rw.read().release()
     assert not locks[0].locked()
     assert locks[1].write().acquire(blocking=False)
-    assert info(any_r, "cfg")["mode"] == "exclusive"
+    assert (info(any_r, "cfg"))["mode"] == "exclusive"
     assert not locks[2].read().acquire(blocking=False), "a writer holds it"
     locks[1].write().release()
     assert any_r.exists("cfg") == 0
@@ -371,29 +288,39 @@ def test_readers_together_and_a_writer_alone(any_r: redis.Redis) -> None:
 
 def test_a_writer_waits_for_every_reader(r: redis.Redis) -> None:
     readers = [ReadWriteLock(r, "cfg", timeout=10).read() for _ in range(2)]
-    assert all(reader.acquire(blocking=False) for reader in readers)
+    assert all([reader.acquire(blocking=False) for reader in readers])
     order: list[str] = []
     writer = Waiter(ReadWriteLock(r, "cfg", timeout=10).write(), order, "w")
     writer.start()
-    wait_until(lambda: waiters(r, "cfg") == 1, 5, "writer queued")
-    assert info(r, "cfg")["waiters_exclusive"] == 1
+
+    def queued() -> bool:
+        return waiters(r, "cfg") == 1
+
+    until(queued, 5, "writer queued")
+    assert (info(r, "cfg"))["waiters_exclusive"] == 1
     readers[0].release()
-    time.sleep(0.2)
-    assert not writer.granted.is_set(), "one reader still holds it"
+    sleep(0.2)
+    assert not writer.is_granted(), "one reader still holds it"
     readers[1].release()
-    assert writer.granted.wait(5) and writer.result is True
+    assert writer.granted(5) and writer.result is True
     assert writer.fence > max(reader.fence for reader in readers)  # type: ignore[type-var]
-    writer.leave.set()
+    writer.leave()
     writer.join(5)
 
 
-def test_a_reader_does_not_overtake_a_queued_writer(r: redis.Redis) -> None:
+def test_a_reader_does_not_overtake_a_queued_writer(
+    r: redis.Redis,
+) -> None:
     first = ReadWriteLock(r, "cfg", timeout=10).read()
     assert first.acquire(blocking=False)
     order: list[str] = []
     writer = Waiter(ReadWriteLock(r, "cfg", timeout=10).write(), order, "writer")
     writer.start()
-    wait_until(lambda: waiters(r, "cfg") == 1, 5, "writer queued")
+
+    def queued() -> bool:
+        return waiters(r, "cfg") == 1
+
+    until(queued, 5, "writer queued")
     late = ReadWriteLock(r, "cfg", timeout=10).read()
     assert not late.acquire(blocking=False), "it would fit, but a writer waits"
     readers = [
@@ -402,26 +329,30 @@ def test_a_reader_does_not_overtake_a_queued_writer(r: redis.Redis) -> None:
     ]
     for count, reader in enumerate(readers, start=2):
         reader.start()
-        wait_until(lambda c=count: waiters(r, "cfg") == c, 5, "reader queued")
+
+        def arrived(c: int = count) -> bool:
+            return waiters(r, "cfg") == c
+
+        until(arrived, 5, "reader queued")
     found = info(r, "cfg")
     assert (found["waiters_exclusive"], found["waiters_shared"]) == (1, 3)
     first.release()
-    assert writer.granted.wait(5)
-    time.sleep(0.2)
-    assert not any(reader.granted.is_set() for reader in readers)
-    writer.leave.set()
+    assert writer.granted(5)
+    sleep(0.2)
+    assert not any(reader.is_granted() for reader in readers)
+    writer.leave()
     # The readers queued behind the writer are granted together, in one step.
     for reader in readers:
-        assert reader.granted.wait(5) and reader.result is True
+        assert reader.granted(5) and reader.result is True
     assert holders(r, "cfg") == 3
     assert order[0] == "writer" and sorted(order[1:]) == [
         "reader0",
         "reader1",
         "reader2",
     ]
-    assert all(reader.fence > writer.fence for reader in readers)
+    assert all([reader.fence > writer.fence for reader in readers])
     for reader in readers:
-        reader.leave.set()
+        reader.leave()
         reader.join(5)
     assert r.exists("cfg") == 0
 
@@ -443,46 +374,33 @@ def test_no_upgrade_from_read_to_write(r: redis.Redis) -> None:
     rw.write().release()
 
 
-def test_a_queued_waiter_in_the_wrong_mode_gets_wrongmode(r: redis.Redis) -> None:
+def test_a_queued_waiter_in_the_wrong_mode_gets_wrongmode(
+    r: redis.Redis,
+) -> None:
     writer = Lock(r, "k", timeout=10, thread_local=False)
     assert writer.acquire(blocking=False)
     order: list[str] = []
     first = Waiter(Semaphore(r, "k", 2, timeout=10), order, "sem2")
     first.start()
-    wait_until(lambda: waiters(r, "k") == 1, 5, "queued")
+
+    def queued() -> bool:
+        return waiters(r, "k") == 1
+
+    until(queued, 5, "queued")
     second = Waiter(Semaphore(r, "k", 3, timeout=10), order, "sem3")
     second.start()
-    wait_until(lambda: waiters(r, "k") == 2, 5, "queued")
+
+    def queued() -> bool:
+        return waiters(r, "k") == 2
+
+    until(queued, 5, "queued")
     writer.release()
-    assert first.granted.wait(5) and first.result is True
-    assert second.granted.wait(5)
+    assert first.granted(5) and first.result is True
+    assert second.granted(5)
     assert isinstance(second.result, WrongMode)
     assert (second.result.mode, second.result.limit) == ("semaphore", 2)
-    first.leave.set()
+    first.leave()
     first.join(5)
-
-
-def test_readers_in_threads_share_the_read_lock(r: redis.Redis) -> None:
-    rw = ReadWriteLock(r, "cfg", timeout=10)
-    all_in = threading.Barrier(4, timeout=5)
-    leave = threading.Event()
-
-    def read() -> None:
-        with rw.read():
-            all_in.wait()
-            leave.wait(5)
-
-    threads = [threading.Thread(target=read) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    all_in.wait()
-    assert holders(r, "cfg") == 3
-    assert not rw.write().acquire(blocking=False)
-    leave.set()
-    for thread in threads:
-        thread.join(10)
-    assert rw.write().acquire(blocking=False)
-    rw.write().release()
 
 
 def test_lock_info_of_an_exclusive_lock(r: redis.Redis) -> None:

@@ -1,4 +1,6 @@
-"""Several locks at once (``LOCK.ACQUIREALL``): ``fencelock.MultiLock`` (the drop-in
+# Generated from tests/_async/test_multi.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""Several locks at once (``LOCK.ACQUIREALL``): ``MultiLock`` (the drop-in
 shape) and ``Locks.lock_all`` (the manager's leases), against a real server: every key
 or none, fences in the order of the keys, a release per key, the manager's session or
 a refresh per key keeping them, a long wait confirmed by a refresh, ``Deadlock`` for
@@ -7,16 +9,15 @@ Redis Cluster (routed by the first key, ``CROSSSLOT`` for keys of several slots)
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import redis
 import redis.cluster
 from redis.exceptions import ClusterCrossSlotError, LockError, LockNotOwnedError
-from servers import Server, wait_until
+from servers import Server
 from setups import Node, stopping
 
 import fencelock
@@ -30,10 +31,12 @@ from fencelock import (
     WrongMode,
 )
 
+from .helpers import join, later, sleep, spawn, until
+
 
 def calls(client: redis.Redis, command: str) -> int:
     """How many times the server ran ``command`` (``INFO commandstats``)."""
-    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    stats = (client.info("commandstats")).get(f"cmdstat_{command}", {})
     return int(stats.get("calls", 0))
 
 
@@ -44,21 +47,6 @@ def fence_of(client: Any, key: str, token: Any) -> Any:
 def waiters(client: Any, key: str) -> int:
     info = fencelock.lock_info(client, key)
     return 0 if info is None else info["waiters"]
-
-
-def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    """Runs ``target`` in a thread; its result or exception lands in the dict."""
-    outcome: dict[str, Any] = {}
-
-    def body() -> None:
-        try:
-            outcome["result"] = target()
-        except BaseException as error:  # reported by the test
-            outcome["error"] = error
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread, outcome
 
 
 # ---------------------------------------------------------------------------------
@@ -90,37 +78,46 @@ def test_lock_all_one_key_held_grants_nothing(r: redis.Redis) -> None:
     locks = Locks(r)
     with other.lock("b", ttl=30):
         busy = locks.lock_all(["a", "b"], ttl=30, blocking=False)
-        with pytest.raises(LockNotAcquired), busy:
-            pass
+        with pytest.raises(LockNotAcquired):
+            with busy:
+                pass
         held = locks.lock_all(["a", "b"], ttl=30, blocking_timeout=0.2)
         assert held.acquire() is False
         assert held.leases == [] and held.fences == []
         assert r.exists("lock:a") == 0
         # ``wait`` as ``lock`` spells it: 0 one try, seconds a bounded wait.
-        with pytest.raises(LockNotAcquired), locks.lock_all(["a", "b"], ttl=30, wait=0):
-            pass
+        with pytest.raises(LockNotAcquired):
+            with locks.lock_all(["a", "b"], ttl=30, wait=0):
+                pass
         start = time.monotonic()
         bounded = locks.lock_all(["a", "b"], ttl=30, wait=0.2)
-        with pytest.raises(LockNotAcquired), bounded:
-            pass
+        with pytest.raises(LockNotAcquired):
+            with bounded:
+                pass
         assert 0.2 <= time.monotonic() - start < 1
     assert len(locks._refresher._schedule) == 0
 
 
-def test_a_waiter_is_granted_every_key_once_all_are_free(r: redis.Redis) -> None:
+def test_a_waiter_is_granted_every_key_once_all_are_free(
+    r: redis.Redis,
+) -> None:
     first = fencelock.Lock(r, "a", timeout=30, thread_local=False)
     second = fencelock.Lock(r, "b", timeout=30, thread_local=False)
     assert first.acquire(blocking=False) and second.acquire(blocking=False)
     multi = MultiLock(r, ["a", "b"], timeout=30, blocking_timeout=5, thread_local=False)
-    thread, outcome = run_in_thread(multi.acquire)
-    wait_until(lambda: waiters(r, "a") == 1 and waiters(r, "b") == 1, 5, "queued")
+    task, outcome = spawn(multi.acquire)
+
+    def queued() -> bool:
+        return waiters(r, "a") == 1 and waiters(r, "b") == 1
+
+    until(queued, 5, "queued")
     first.release()
-    time.sleep(0.2)
+    sleep(0.2)
     assert "result" not in outcome, "not granted while one key is still held"
     assert r.exists("a") == 0, "the free key stays free for the waiter at its head"
     assert not fencelock.Lock(r, "a", timeout=30).acquire(blocking=False)
     second.release()
-    thread.join(5)
+    join(task, 5)
     assert outcome == {"result": True}
     assert first.fence is not None and second.fence is not None
     assert min(multi.fences) > max(first.fence, second.fence)
@@ -185,11 +182,11 @@ def test_extend_and_reacquire_refresh_each_key(r: redis.Redis) -> None:
         multi.extend(10)
     assert multi.acquire()
     assert multi.extend(10)
-    assert all(16_000 < r.pttl(key) <= 20_000 for key in ("a", "b"))
+    assert all([16_000 < r.pttl(key) <= 20_000 for key in ("a", "b")])
     assert multi.extend(5, replace_ttl=True)
-    assert all(4_000 < r.pttl(key) <= 5_000 for key in ("a", "b"))
+    assert all([4_000 < r.pttl(key) <= 5_000 for key in ("a", "b")])
     assert multi.reacquire()
-    assert all(8_000 < r.pttl(key) <= 10_000 for key in ("a", "b"))
+    assert all([8_000 < r.pttl(key) <= 10_000 for key in ("a", "b")])
     r.delete("b")
     with pytest.raises(LockNotOwnedError, match="Cannot extend a lock"):
         multi.extend(10)
@@ -209,7 +206,7 @@ def test_without_a_timeout_every_key_is_permanent(r: redis.Redis) -> None:
 
 def test_shared_holders_hold_every_key_together(r: redis.Redis) -> None:
     readers = [MultiLock(r, ["a", "b"], timeout=30, shared=True) for _ in range(2)]
-    assert all(reader.acquire(blocking=False) for reader in readers)
+    assert all([reader.acquire(blocking=False) for reader in readers])
     writer = MultiLock(r, ["b", "c"], timeout=30)
     assert not writer.acquire(blocking=False)
     assert r.exists("c") == 0
@@ -238,7 +235,9 @@ def test_shared_holders_hold_every_key_together(r: redis.Redis) -> None:
         assert info is not None and info["holders"] == 2
 
 
-def test_the_names_are_checked_before_anything_is_sent(r: redis.Redis) -> None:
+def test_the_names_are_checked_before_anything_is_sent(
+    r: redis.Redis,
+) -> None:
     with pytest.raises(ValueError, match="at least one"):
         MultiLock(r, [])
     with pytest.raises(ValueError, match="duplicate"):
@@ -263,16 +262,18 @@ def test_multilock_context_manager(r: redis.Redis) -> None:
 
     r.set("b", "a plain value")
     busy = MultiLock(r, ["a", "b"], timeout=30, blocking_timeout=0.2)
-    with pytest.raises(LockError, match="Unable to acquire lock"), busy:
-        pass
+    with pytest.raises(LockError, match="Unable to acquire lock"):
+        with busy:
+            pass
     assert r.exists("a") == 0
     r.delete("b")
 
     with MultiLock(r, ["a", "b"], timeout=0.1, raise_on_release_error=False):
-        time.sleep(0.15)
+        sleep(0.15)
     short = MultiLock(r, ["a", "b"], timeout=0.1)
-    with pytest.raises(LockNotOwnedError), short:
-        time.sleep(0.15)
+    with pytest.raises(LockNotOwnedError):
+        with short:
+            sleep(0.15)
 
 
 def test_lock_all_context_manager_and_its_leases(r: redis.Redis) -> None:
@@ -288,22 +289,26 @@ def test_lock_all_context_manager_and_its_leases(r: redis.Redis) -> None:
         held.ensure_held()
 
     # Lost while held: leaving raises LockLost, after releasing the rest.
-    with pytest.raises(LockLost) as lost, locks.lock_all(["a", "b"], ttl=30) as held:
-        r.delete("lock:b")
-        with pytest.raises(LockLost):
-            held.ensure_held(check=True)
+    with pytest.raises(LockLost) as lost:
+        with locks.lock_all(["a", "b"], ttl=30) as held:
+            r.delete("lock:b")
+            with pytest.raises(LockLost):
+                held.ensure_held(check=True)
     assert lost.value.reason == LockLost.GONE
     assert r.exists("lock:a") == 0
     with locks.lock_all(["a", "b"], ttl=30, lost_ok=True):
         r.delete("lock:a")
 
     # An exception of the block goes on unchanged, and everything is released.
-    with pytest.raises(KeyError), locks.lock_all(["a", "b"], ttl=30):
-        raise KeyError("the job failed")
+    with pytest.raises(KeyError):
+        with locks.lock_all(["a", "b"], ttl=30):
+            raise KeyError("the job failed")
     assert r.exists("lock:a", "lock:b") == 0
 
 
-def test_an_acquire_that_waits_for_its_own_thread_is_refused(r: redis.Redis) -> None:
+def test_an_acquire_that_waits_for_its_own_thread_is_refused(
+    r: redis.Redis,
+) -> None:
     locks = Locks(r)
     with locks.lock("b", ttl=30):
         with pytest.raises(WrongMode, match="wait for itself"):
@@ -314,6 +319,9 @@ def test_an_acquire_that_waits_for_its_own_thread_is_refused(r: redis.Redis) -> 
             locks.acquire("a", ttl=30, wait=5)
         with pytest.raises(LockNotAcquired):
             locks.acquire("a", ttl=30)
+        with pytest.raises(LockNotAcquired):
+            with locks.lock_all(["b"], ttl=30, blocking=False):
+                pass
 
 
 # ---------------------------------------------------------------------------------
@@ -339,7 +347,7 @@ def test_lock_all_joins_the_managers_session(r: redis.Redis) -> None:
             ]
             refreshes = calls(r, "lock.refresh")
             keepalives = calls(r, "lock.keepalive")
-            time.sleep(4 * TTL)
+            sleep(4 * TTL)
             assert calls(r, "lock.refresh") == refreshes, "no refresh per key"
             assert calls(r, "lock.keepalive") - keepalives >= 5
             assert r.exists("lock:a", "lock:b", "lock:c") == 3
@@ -348,13 +356,15 @@ def test_lock_all_joins_the_managers_session(r: redis.Redis) -> None:
     assert r.execute_command("LOCK.HELD", session) == []
 
 
-def test_lock_all_without_a_session_refreshes_each_key(r: redis.Redis) -> None:
+def test_lock_all_without_a_session_refreshes_each_key(
+    r: redis.Redis,
+) -> None:
     locks = Locks(r, session=False)
     with locks.lock_all(["a", "b"], ttl=TTL) as held:
         assert {lease.session for lease in held.leases} == {None}
         refreshes = calls(r, "lock.refresh")
         keepalives = calls(r, "lock.keepalive")
-        time.sleep(4 * TTL)
+        sleep(4 * TTL)
         # Every ttl/3, one LOCK.REFRESH per key.
         assert calls(r, "lock.refresh") - refreshes >= 2 * 6
         assert calls(r, "lock.keepalive") == keepalives
@@ -364,7 +374,7 @@ def test_lock_all_without_a_session_refreshes_each_key(r: redis.Redis) -> None:
 
     with Locks(r).lock_all(["a", "b"], ttl=TTL, session=False) as alone:
         assert {lease.session for lease in alone.leases} == {None}
-        time.sleep(2 * TTL)
+        sleep(2 * TTL)
         alone.ensure_held()
 
 
@@ -378,14 +388,14 @@ def test_a_long_wait_is_confirmed_before_the_session_counts_it(
     ttl = 0.9
     holder = fencelock.Lock(r, "lock:b", timeout=30, thread_local=False)
     assert holder.acquire()
-    threading.Timer(wait, holder.release).start()
+    later(wait, holder.release)
     locks = Locks(r)
     refreshes = calls(r, "lock.refresh")
     with locks.lock_all(["a", "b"], ttl=ttl, blocking_timeout=5) as held:
         assert calls(r, "lock.refresh") - refreshes == 2, "one refresh per key"
         assert held.time_left > ttl - 0.2
         held.ensure_held()
-        time.sleep(ttl)  # the session keeps them from here on
+        sleep(ttl)  # the session keeps them from here on
         held.ensure_held(check=True)
 
 
@@ -406,53 +416,9 @@ def test_close_releases_the_keys_of_lock_all(r: redis.Redis) -> None:
 # ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("second_asks_with", ["lock", "lock_all"])
-def test_two_sessions_each_holding_what_the_other_asks_for(
-    r: redis.Redis, second_asks_with: str
+def test_a_drop_in_wait_that_closes_a_cycle_raises_deadlock(
+    r: redis.Redis,
 ) -> None:
-    """Session one holds a and waits for b (and c); session two holds b and asks for
-    a: the server refuses two's wait at once with DEADLOCK, nothing queued; once two
-    lets go of b, one is granted."""
-    one, two = Locks(r), Locks(r)
-    one_holds, two_holds, two_done = (threading.Event() for _ in range(3))
-
-    def first() -> list[int]:
-        with one.lock("a", ttl=30):
-            one_holds.set()
-            assert two_holds.wait(5)
-            with one.lock_all(["b", "c"], ttl=30, blocking_timeout=10) as held:
-                return held.fences
-
-    def second() -> None:
-        try:
-            with two.lock("b", ttl=30):
-                two_holds.set()
-                assert one_holds.wait(5)
-                wait_until(lambda: waiters(r, "lock:b") == 1, 5, "one queued for b")
-                if second_asks_with == "lock":
-                    with two.lock("a", ttl=30, wait=10):
-                        pass
-                else:
-                    with two.lock_all(["a", "d"], ttl=30, blocking_timeout=10):
-                        pass
-        finally:
-            two_done.set()
-
-    one_thread, one_outcome = run_in_thread(first)
-    two_thread, two_outcome = run_in_thread(second)
-    two_thread.join(10)
-    one_thread.join(10)
-    error = two_outcome.get("error")
-    assert isinstance(error, Deadlock), two_outcome
-    assert isinstance(error, LockError) and isinstance(error, redis.ResponseError)
-    assert error.key == "lock:a" and error.held == "lock:b"
-    assert str(error).startswith("DEADLOCK waiting for lock:a would wait for lock:b")
-    assert "result" in one_outcome, one_outcome
-    assert len(one_outcome["result"]) == 2
-    assert r.exists("lock:a", "lock:b", "lock:c", "lock:d") == 0
-
-
-def test_a_drop_in_wait_that_closes_a_cycle_raises_deadlock(r: redis.Redis) -> None:
     """Without sessions the owner is the token: token A holds a and waits for b and
     c, token B holds b and asks for a."""
     a = fencelock.Lock(r, "a", timeout=30, thread_local=False)
@@ -461,8 +427,12 @@ def test_a_drop_in_wait_that_closes_a_cycle_raises_deadlock(r: redis.Redis) -> N
     waiting = MultiLock(
         r, ["b", "c"], timeout=30, blocking_timeout=10, thread_local=False
     )
-    thread, outcome = run_in_thread(lambda: waiting.acquire(token="A"))
-    wait_until(lambda: waiters(r, "b") == 1, 5, "A queued for b")
+    task, outcome = spawn(lambda: waiting.acquire(token="A"))
+
+    def queued() -> bool:
+        return waiters(r, "b") == 1
+
+    until(queued, 5, "A queued for b")
     start = time.monotonic()
     with pytest.raises(Deadlock) as refused:
         fencelock.Lock(r, "a", timeout=30).acquire(token="B", blocking_timeout=10)
@@ -473,7 +443,7 @@ def test_a_drop_in_wait_that_closes_a_cycle_raises_deadlock(r: redis.Redis) -> N
     assert refused_all.value.key == "a", "the key the cycle runs through"
     assert r.exists("d") == 0
     b.release()
-    thread.join(5)
+    join(task, 5)
     assert outcome == {"result": True}
     waiting.release()
     a.release()
@@ -498,7 +468,7 @@ def test_constructions_carry_a_wait(server: Server, construction: str) -> None:
     client.flushall()
     holder = MultiLock(client, ["x", "y"], timeout=10, thread_local=False)
     assert holder.acquire(blocking=False)
-    threading.Timer(0.6, holder.release).start()
+    later(0.6, holder.release)
     waiter = MultiLock(client, ["y", "x"], timeout=10, blocking_timeout=5)
     start = time.monotonic()
     assert waiter.acquire()
@@ -509,18 +479,20 @@ def test_constructions_carry_a_wait(server: Server, construction: str) -> None:
     locks = Locks(client)
     holder = MultiLock(client, ["lock:x"], timeout=10, thread_local=False)
     assert holder.acquire(blocking=False)
-    threading.Timer(0.6, holder.release).start()
+    later(0.6, holder.release)
     with locks.lock_all(["x", "y"], ttl=10, blocking_timeout=5) as held:
         assert len(held.fences) == 2 and held.owned()
     assert client.exists("lock:x", "lock:y") == 0
     locks.close()
     client.close()
+    # A pool given to the client is not the client's to close.
+    client.connection_pool.disconnect()
 
 
 def test_a_server_without_the_module(tmp_path: Path) -> None:
     bare = Node(tmp_path / "bare", module=False)
     with stopping(bare):
-        client = bare.client()
+        client = redis.Redis(host="127.0.0.1", port=bare.port)
         with pytest.raises(fencelock.ModuleNotLoaded, match=r"LOCK\.ACQUIREALL") as e:
             MultiLock(client, ["a", "b"], timeout=10).acquire(token="s3cret")
         assert "s3cret" not in str(e.value) and e.value.__context__ is None
@@ -560,7 +532,7 @@ def test_cluster_routes_by_the_first_key(cluster: list[Server]) -> None:
 
     locks = Locks(client, prefix="")
     with locks.lock_all(names, ttl=0.3) as held:
-        time.sleep(0.6)  # kept alive on the node of the keys
+        sleep(0.6)  # kept alive on the node of the keys
         held.ensure_held(check=True)
     assert client.exists(*names) == 0
     locks.close()
@@ -580,8 +552,9 @@ def test_cluster_keys_of_several_slots_are_refused(cluster: list[Server]) -> Non
     with pytest.raises(ClusterCrossSlotError):
         MultiLock(client, names, timeout=10).acquire(blocking_timeout=1)
     locks = Locks(client)
-    with pytest.raises(ClusterCrossSlotError), locks.lock_all(["a", "b"], ttl=5):
-        pass
+    with pytest.raises(ClusterCrossSlotError):
+        with locks.lock_all(["a", "b"], ttl=5):
+            pass
     assert acquireall_stats(cluster) == before, "nothing was sent"
     assert client.exists(*names) == 0
     client.close()

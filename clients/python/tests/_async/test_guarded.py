@@ -1,0 +1,147 @@
+"""Guarded and fenced writes against a real server: ``lease.guard`` and
+``lock.guard`` run a command only while the lock is held and raise ``LockLost``
+(writing nothing) once it is not; ``fenced`` admits equal and higher fences and raises
+``StaleFence`` with the mark's highest for lower ones; on a cluster both are routed by
+their hash-tagged keys."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio
+import redis.asyncio.cluster
+from redis.exceptions import (
+    LockError,
+    LockNotOwnedError,
+    RedisClusterException,
+    ResponseError,
+)
+from servers import Server
+
+import fencelock.asyncio
+from fencelock.asyncio import LockLost, Locks, StaleFence, fenced
+
+from .helpers import sleep
+
+STOCK = "{sku}:stock"
+
+
+async def test_lease_guard_runs_only_while_held(r: redis.asyncio.Redis) -> None:
+    locks = Locks(r)
+    async with locks.lock("{sku}", ttl=30) as lease:
+        assert await lease.guard("SET", STOCK, 10) == b"OK"
+        assert await lease.guard("DECRBY", STOCK, 3) == 7
+        assert await lease.guard("GET", STOCK) == b"7"
+    with pytest.raises(LockLost) as raised:
+        await lease.guard("SET", STOCK, 0)
+    assert raised.value.key == "lock:{sku}"
+    # Released by its holder: refused, but not reported as lost.
+    assert not lease.lost.is_set()
+    assert await r.get(STOCK) == b"7"
+
+
+async def test_lease_guard_after_expiry_sets_lost_and_writes_nothing(
+    r: redis.asyncio.Redis,
+) -> None:
+    locks = Locks(r)
+    lease = await locks.acquire("{sku}", ttl=0.1)
+    await sleep(0.2)
+    with pytest.raises(LockLost):
+        await lease.guard("SET", STOCK, 1)
+    assert lease.lost.is_set()
+    assert await r.exists(STOCK) == 0
+    # Another holder now: the old lease is still refused, the new one writes.
+    newer = await locks.acquire("{sku}", ttl=30)
+    with pytest.raises(LockLost):
+        await lease.guard("SET", STOCK, 1)
+    assert await newer.guard("SET", STOCK, 2) == b"OK"
+    assert await r.get(STOCK) == b"2"
+
+
+async def test_guard_passes_the_commands_own_errors_and_replies(
+    any_r: redis.asyncio.Redis,
+) -> None:
+    lease = await Locks(any_r).acquire("{sku}", ttl=30)
+    await any_r.set(STOCK, "many")
+    with pytest.raises(ResponseError) as raised:
+        await lease.guard("INCR", STOCK)
+    assert not isinstance(raised.value, LockError)
+    assert not lease.lost.is_set()
+    assert await lease.guard("GET", STOCK) in (b"many", "many")
+    with pytest.raises(TypeError):
+        await lease.guard()
+
+
+async def test_lock_guard(any_r: redis.asyncio.Redis) -> None:
+    lock = any_r.lock("{sku}", timeout=0.2, lock_class=fencelock.asyncio.Lock)
+    with pytest.raises(LockError) as unlocked:
+        await lock.guard("SET", STOCK, 1)
+    assert not isinstance(unlocked.value, LockLost)
+    assert await lock.acquire(blocking=False)
+    assert await lock.guard("INCRBY", STOCK, 5) == 5
+    assert await lock.guard("SET", STOCK, 5) in (b"OK", "OK")
+    await sleep(0.3)
+    with pytest.raises(LockNotOwnedError) as raised:
+        await lock.guard("INCRBY", STOCK, 5)
+    assert isinstance(raised.value, LockLost)
+    assert raised.value.lock_name == "{sku}"
+    assert await any_r.get(STOCK) in (b"5", "5")
+
+
+async def test_fenced_admits_equal_and_higher_fences(r: redis.asyncio.Redis) -> None:
+    assert await fenced(r, "mark:ledger", 41, "SET", "ledger", 100) == b"OK"
+    assert await fenced(r, "mark:ledger", 41, "APPEND", "ledger", 0) == 4
+    assert await fenced(r, "mark:ledger", 42, "APPEND", "ledger", 1) == 5
+    with pytest.raises(StaleFence) as raised:
+        await fenced(r, "mark:ledger", 40, "SET", "ledger", 0)
+    assert (raised.value.highest, raised.value.fence) == (42, 40)
+    assert raised.value.mark == "mark:ledger"
+    assert isinstance(raised.value, LockError)
+    assert await r.get("ledger") == b"10001"
+    # The inner command's own errors are not taken for a stale fence.
+    with pytest.raises(ResponseError) as error:
+        await fenced(r, "mark:ledger", 42, "INCR", "ledger:missing", "extra")
+    assert not isinstance(error.value, StaleFence)
+
+
+async def test_fenced_with_the_fences_of_successive_holders(
+    r: redis.asyncio.Redis,
+) -> None:
+    locks = Locks(r)
+    first = await locks.acquire("res", ttl=30)
+    await locks.release(first)
+    second = await locks.acquire("res", ttl=30)
+    assert await fenced(r, "mark:res", second.fence, "SET", "res", "second") == b"OK"
+    with pytest.raises(StaleFence) as raised:
+        await fenced(r, "mark:res", first.fence, "SET", "res", "first")
+    assert raised.value.highest == second.fence
+    assert await r.get("res") == b"second"
+
+
+# Tags whose slots are spread over the three masters.
+TAGS = ["{a}", "{b}", "{c}", "{sku}"]
+
+
+async def test_cluster_routes_guards_and_fences_by_their_keys(
+    cluster: list[Server],
+) -> None:
+    client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    await client.ping()  # the asyncio client learns the slots on its first command
+    assert len({client.get_node_from_key(tag).name for tag in TAGS}) > 1
+    locks = Locks(client)
+    for tag in TAGS:
+        async with locks.lock(tag, ttl=30) as lease:
+            assert await lease.guard("SET", f"{tag}:stock", 3) is not None
+            assert await lease.guard("DECR", f"{tag}:stock") == 2
+            # Keys in another slot: refused before anything runs.
+            with pytest.raises((RedisClusterException, ResponseError)):
+                await lease.guard("SET", "elsewhere", 1)
+        with pytest.raises(LockLost):
+            await lease.guard("SET", f"{tag}:stock", 0)
+        assert await fenced(client, f"{tag}:mark", 7, "INCR", f"{tag}:stock") == 3
+        with pytest.raises(StaleFence) as raised:
+            await fenced(client, f"{tag}:mark", 6, "INCR", f"{tag}:stock")
+        assert raised.value.highest == 7
+        assert await client.get(f"{tag}:stock") == b"3"
+        await client.delete(f"{tag}:stock", f"{tag}:mark")
+    assert await client.exists("elsewhere") == 0
+    await client.aclose()
