@@ -4,8 +4,8 @@
 //! `contender`, on either fencelock server), etcd's `Lock` RPC, which returns once the
 //! caller's key has the lowest create revision under the lock's name. The etcd client
 //! is `etcd-contender` below, the bench binary re-executed, speaking the `contender`
-//! protocol (`ready`, `go <ms>`, one JSON `Tally` line); `contention::processes` starts both kinds
-//! and gathers their tallies into the contention scenario's `Sample`.
+//! protocol (`ready`, `go <ms>`, one JSON `Tally` line); `contention::processes`
+//! starts both kinds and gathers their tallies into the contention scenario's `Sample`.
 
 use std::io::{self, Write};
 use std::process::Command;
