@@ -35,7 +35,7 @@ enum Part {
     Remark(Vec<Span>),
     Table(Table),
     /// A table of targets: on the terminal a miss reads MISSED, without markdown's bold
-    /// (replaced once aligned, so that the columns line up as in markdown).
+    /// (taken off once the columns are laid out: they keep the width it gave them).
     Targets(Table),
     /// A chart linked from markdown; the terminal has none.
     Image {
