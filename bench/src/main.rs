@@ -37,18 +37,18 @@ mod stats;
 
 use std::process::ExitCode;
 
-use measure::contender;
+use measure::contention;
 use report::combine;
 use settings::Settings;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let subcommand = match args.first().map(String::as_str) {
-        Some("contender") => Some(("contender", contender::main(&args[1..]))),
+        Some("contender") => Some(("contender", contention::client::main(&args[1..]))),
         Some("combine") => Some(("combine", combine::main(&args[1..]))),
         Some("multikey-contender") => Some((
             "multikey-contender",
-            measure::acquireall::contender::main(&args[1..]),
+            measure::acquireall::client::main(&args[1..]),
         )),
         #[cfg(feature = "peers")]
         Some("etcd-contender") => Some((

@@ -5,8 +5,6 @@
 
 pub mod acquireall;
 pub mod callgrind;
-pub mod contender;
-pub mod contenders;
 pub mod contention;
 pub mod curves;
 pub mod election;

@@ -11,9 +11,10 @@
 //!   queued, in two shapes of the wait-for graph: target on ÷ off ≤ 1.1× in server CPU
 //!   for each shape (the command's own time beside it).
 
-use crate::report::curves::group_digits;
-use crate::report::table::{cell, each, fixed, ms, rate, spread_with, times, Table};
-use crate::report::targets::{target, Want};
+use crate::report::common::{
+    cell, each, fixed, group_digits, ms, rate, spread_with, target, times, Table, Want,
+};
+use crate::report::section::Section;
 use crate::results::acquireall::{
     AcquireAllResult, Shape, WaitShape, ACQUIREALL_CYCLE, PIPELINED_CYCLE,
 };
@@ -256,44 +257,45 @@ fn notes(result: &AcquireAllResult) -> Vec<String> {
     notes
 }
 
-/// The markdown section (in report.md and docs/performance.md's figures).
-pub fn markdown(result: Option<&AcquireAllResult>) -> String {
+/// The section (in report.md, docs/performance.md's figures and on stdout).
+pub fn section(result: Option<&AcquireAllResult>) -> Section {
     let Some(result) = result else {
-        return "Not measured in this run (`--only` left acquireall out).\n".into();
+        return Section::not_measured("acquireall");
     };
-    let notes = notes(result);
-    format!(
-        "{}\n\n#### Four-key cycle: LOCK.ACQUIREALL against 4 pipelined LOCK.ACQUIRE\n\n{}\n\
-         #### Contention over overlapping key sets\n\n{}\n\n{}\n{}\n\
-         #### An acquire that waits: deadlock detection on against off (server CPU per acquire)\n\n{}\n\n{}",
-        notes[0],
-        cycles_table(result).markdown(),
-        notes[1],
-        contention_table(result).markdown(),
-        contention_ratios_table(result).markdown(),
-        notes[2..].join("\n\n"),
-        waits_table(result).markdown(),
-    )
-}
-
-/// The stdout section.
-pub fn text(result: Option<&AcquireAllResult>) -> String {
-    let Some(result) = result else {
-        return "Not measured in this run.\n".into();
-    };
-    format!(
-        "FOUR-KEY CYCLE\n{}\nCONTENTION OVER KEY SETS\n{}\n{}\nAN ACQUIRE THAT WAITS, DETECTION ON AGAINST OFF\n{}\n{}\n",
-        cycles_table(result).text(),
-        contention_table(result).text(),
-        contention_ratios_table(result).text(),
-        waits_table(result).text(),
-        notes(result).join("\n")
-    )
+    let mut notes = notes(result).into_iter();
+    let mut section = Section::new();
+    if let Some(cycles) = notes.next() {
+        section = section.remark(cycles);
+    }
+    section = section
+        .heading(
+            "Four-key cycle: LOCK.ACQUIREALL against 4 pipelined LOCK.ACQUIRE",
+            "FOUR-KEY CYCLE",
+        )
+        .table(cycles_table(result))
+        .heading(
+            "Contention over overlapping key sets",
+            "CONTENTION OVER KEY SETS",
+        );
+    if let Some(contention) = notes.next() {
+        section = section.remark(contention);
+    }
+    section = section
+        .table(contention_table(result))
+        .table(contention_ratios_table(result))
+        .heading(
+            "An acquire that waits: deadlock detection on against off (server CPU per acquire)",
+            "AN ACQUIRE THAT WAITS, DETECTION ON AGAINST OFF",
+        );
+    notes
+        .fold(section, Section::remark)
+        .table(waits_table(result))
 }
 
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::report::section::Format;
     use crate::results::acquireall::{
         ContentionPlan, Mechanism, MultiKeyContention, WaitCost, WaitShape,
     };
@@ -412,14 +414,18 @@ pub mod tests {
         let json = serde_json::to_string(&run).unwrap();
         let back: AcquireAllResult = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
-        let page = markdown(Some(&back));
+        let page = section(Some(&back)).render(Format::Markdown);
         assert!(
             page.contains("| pipelined (32 steps in flight) | 95k [94k–96k] | 100k [100k–100k] | 0.950× [0.940×–0.960×] | 0.950, 0.960, 0.940 |"),
             "{page}"
         );
         assert!(page.contains("| 16 | 2.000× [2.000×–2.000×] | 2.000, 2.000 | 5.000× [5.000×–5.000×] | 5.000, 5.000 |"), "{page}");
         assert!(page.contains("| spread over chains of keys | 10,000 | 1,000 | 10 | 20.00 [19.60–20.40] | 10.00 [10.00–10.00] | 2.000× [1.960×–2.040×] | 2.000, 2.040, 1.960 | 10.00 [9.60–10.40] | 2.000× [2.000×–2.000×] (10.00 / 5.00) |"), "{page}");
-        assert!(text(Some(&back)).contains("FOUR-KEY CYCLE"));
-        assert!(markdown(None).contains("Not measured"));
+        assert!(section(Some(&back))
+            .render(Format::Text)
+            .contains("FOUR-KEY CYCLE"));
+        assert!(section(None)
+            .render(Format::Markdown)
+            .contains("Not measured"));
     }
 }

@@ -9,7 +9,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::report::table::{fixed, rate, spread_with, Table};
+use crate::report::common::{fixed, rate, spread_with, Table};
 use crate::results::profile::PerCommand;
 use crate::results::throughput::Series;
 use crate::results::ReportFile;

@@ -4,8 +4,8 @@
 //! fencelock curve's growth at most 2× (O(1) or O(log n)), and no handoff leaving the
 //! server's event loop busy.
 
-use crate::report::table::{fixed, spread_with, Table};
-use crate::report::targets::{target, Want};
+use crate::report::common::{fixed, group_digits, spread_with, target, Table, Want};
+use crate::report::section::{Section, Span};
 use crate::results::curves::{CurvesResult, Family, Op};
 use crate::results::Target;
 use crate::stats::spread;
@@ -56,19 +56,6 @@ pub fn targets(curves: Option<&CurvesResult>) -> Vec<Target> {
 
 fn with_unit(family: Family, n: u64) -> String {
     format!("{} {}", group_digits(n), family.unit(n))
-}
-
-/// 1000000 → "1,000,000".
-pub fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn verdict(targets: &[Target], name: &str) -> String {
@@ -139,15 +126,9 @@ pub fn memory_table(curves: &CurvesResult) -> Table {
 }
 
 /// What the run did, the sizes it could not reach and the idle server around it.
-fn notes(curves: &CurvesResult, markdown: bool) -> Vec<String> {
-    let code = |s: &str| {
-        if markdown {
-            format!("`{s}`")
-        } else {
-            s.to_string()
-        }
-    };
-    let mut notes = vec![format!(
+fn notes(curves: &CurvesResult) -> Vec<Vec<Span>> {
+    let plain = |s: String| vec![Span::Plain(s)];
+    let mut notes = vec![plain(format!(
         "Server CPU per operation in µs (its event loop's, /proc/<pid>/schedstat), median \
          [min–max] over repetitions; {} operations a run ({} commands in flight), {} handoffs, \
          {} waiters joining and leaving; each size on a server of its own; the idle server's \
@@ -156,10 +137,10 @@ fn notes(curves: &CurvesResult, markdown: bool) -> Vec<String> {
         curves.depth,
         group_digits(curves.handoffs),
         group_digits(curves.joins)
-    )];
+    ))];
     for sizes in &curves.sizes {
         if let Some(why) = &sizes.capped {
-            notes.push(format!("{}: {why}.", sizes.family.title()));
+            notes.push(plain(format!("{}: {why}.", sizes.family.title())));
         }
         let shares = |v: &[f64]| {
             v.iter()
@@ -172,7 +153,7 @@ fn notes(curves: &CurvesResult, markdown: bool) -> Vec<String> {
             .iter()
             .zip(&sizes.idle_after_cpu_share)
             .any(|(before, after)| after - before > IDLE_EXCESS_PERCENT / 100.0);
-        notes.push(format!(
+        notes.push(plain(format!(
             "{}: idle server {} of a CPU before the runs at each size, {} after{}.",
             sizes.family.title(),
             shares(&sizes.idle_cpu_share),
@@ -182,30 +163,35 @@ fn notes(curves: &CurvesResult, markdown: bool) -> Vec<String> {
             } else {
                 ""
             }
-        ));
+        )));
     }
     if let Some(check) = &curves.long_timer {
-        notes.push(format!(
+        let mut note = vec![Span::Plain(format!(
             "Waiters under a {}-minute lease ({} waiters, {} handoffs): the idle server took \
-             {:.1}% of a CPU before the handoffs and {:.1}% after{}.",
+             {:.1}% of a CPU before the handoffs and {:.1}% after",
             check.lease_ms / 60_000,
             check.waiters,
             check.handoffs,
             check.idle_before * 100.0,
             check.idle_after * 100.0,
-            if check.idle_after - check.idle_before > IDLE_EXCESS_PERCENT / 100.0 {
-                format!(
+        ))];
+        if check.idle_after - check.idle_before > IDLE_EXCESS_PERCENT / 100.0 {
+            note.extend([
+                Span::Plain(
                     ": the event loop no longer sleeps while they wait (the module times the \
                      next handoff for the lease's end, and on Redis 7.0 a module timer more \
-                     than 2^31 µs, 35.8 minutes, away overflows the loop's {} arithmetic); \
-                     the curves use {}-minute leases",
-                    code("int"),
+                     than 2^31 µs, 35.8 minutes, away overflows the loop's "
+                        .into(),
+                ),
+                Span::Code("int".into()),
+                Span::Plain(format!(
+                    " arithmetic); the curves use {}-minute leases",
                     curves.lease_ms / 60_000
-                )
-            } else {
-                String::new()
-            }
-        ));
+                )),
+            ]);
+        }
+        note.push(Span::Plain(".".into()));
+        notes.push(note);
     }
     notes
 }
@@ -223,50 +209,31 @@ fn family_heading(curves: &CurvesResult, family: Family) -> String {
     )
 }
 
-/// The stdout section.
-pub fn text(curves: &CurvesResult, targets: &[Target]) -> String {
-    let mut out = String::from("\nCOST CURVES (server CPU µs per operation)\n");
-    for family in Family::ALL {
-        out += &format!(
-            "\n{}\n{}",
-            family_heading(curves, family),
-            family_table(curves, family, targets).text()
-        );
-    }
-    out += &format!("\nMEMORY\n{}", memory_table(curves).text());
-    for note in notes(curves, false) {
-        out += &format!("\n{note}");
-    }
-    out
-}
-
-/// The markdown section (report.md and docs/performance.md's `{{curves}}`); `chart`
-/// is the path the SVG is linked under.
-pub fn markdown(curves: Option<&CurvesResult>, targets: &[Target], chart: &str) -> String {
+/// The section (report.md and docs/performance.md's `{{curves}}`, and on stdout);
+/// `chart` is the path the SVG is linked under in markdown.
+pub fn section(curves: Option<&CurvesResult>, targets: &[Target], chart: &str) -> Section {
     let Some(curves) = curves else {
-        return "Not measured in this run (`--only` left the curves out).\n".into();
+        return Section::not_measured("the curves");
     };
-    let mut out = format!("![cost curves, log-log]({chart})\n\n");
-    for note in notes(curves, true) {
-        out += &format!("{note}\n\n");
-    }
-    for family in Family::ALL {
-        out += &format!(
-            "#### {}\n\n{}\n",
-            family_heading(curves, family),
-            family_table(curves, family, targets).markdown()
-        );
-    }
-    out += &format!(
-        "#### Memory per item\n\n{}",
-        memory_table(curves).markdown()
+    let mut section = notes(curves).into_iter().fold(
+        Section::new().image("cost curves, log-log", chart),
+        Section::remark_spans,
     );
-    out
+    for family in Family::ALL {
+        let heading = family_heading(curves, family);
+        section = section
+            .heading(heading.clone(), heading)
+            .table(family_table(curves, family, targets));
+    }
+    section
+        .heading("Memory per item", "MEMORY")
+        .table(memory_table(curves))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::section::Format;
     use crate::results::curves::{Curve, LongTimerCheck, Memory, Point, Sizes};
 
     fn curves() -> CurvesResult {
@@ -344,10 +311,10 @@ mod tests {
         let back: CurvesResult = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
         assert!(back.sizes[0].idle_cpu_share[1].is_nan());
-        let text = text(&back, &[]);
+        let text = section(Some(&back), &[], CHART_LINK).render(Format::Text);
         assert!(text.contains("10,000 holders"), "{text}");
         assert!(text.contains("3.00×"), "{text}");
-        let page = markdown(Some(&back), &[], CHART_LINK);
+        let page = section(Some(&back), &[], CHART_LINK).render(Format::Markdown);
         assert!(page.contains("no longer sleeps"), "{page}");
         assert!(crate::report::curves_chart::chart(
             &back,
@@ -367,13 +334,5 @@ mod tests {
         )
         .unwrap()
         .starts_with("<svg"));
-    }
-
-    #[test]
-    fn digits_are_grouped_by_thousands() {
-        assert_eq!(group_digits(1), "1");
-        assert_eq!(group_digits(1_000), "1,000");
-        assert_eq!(group_digits(100_000), "100,000");
-        assert_eq!(group_digits(1_000_000), "1,000,000");
     }
 }

@@ -10,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use crate::report::curves::group_digits;
+use crate::report::common::group_digits;
 use crate::results::curves::{CurvesResult, Family};
 use crate::results::machine::Machine;
 use crate::stats::spread;

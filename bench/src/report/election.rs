@@ -10,9 +10,10 @@
 //!   unpipelined (scenario 1's table, with the ratio of every repetition);
 //! - bytes per blocked observer, per subscriber and per idle connection.
 
-use crate::report::curves::group_digits;
-use crate::report::table::{cell, each, fixed, ms, spread_with, times, Table};
-use crate::report::text::comparisons;
+use crate::report::common::{
+    cell, comparisons, each, fixed, group_digits, ms, spread_with, times, Table,
+};
+use crate::report::section::Section;
 use crate::results::election::{Change, ElectionResult, Notify};
 use crate::stats::spread;
 
@@ -146,44 +147,42 @@ fn notes(result: &ElectionResult) -> Vec<String> {
     notes
 }
 
-/// The markdown section (in report.md and docs/performance.md's figures).
-pub fn markdown(result: Option<&ElectionResult>) -> String {
+/// The section (in report.md, docs/performance.md's figures and on stdout).
+pub fn section(result: Option<&ElectionResult>) -> Section {
     let Some(result) = result else {
-        return "Not measured in this run (`--only` left election out).\n".into();
+        return Section::not_measured("election");
     };
-    let notes = notes(result);
-    format!(
-        "{}\n\n#### How long observers take to hear of a change\n\n{}\n{}\n\
-         #### LOCK.PROCLAIM and LOCK.ACQUIRE … VALUE throughput\n\n{}\n\n{}\n\
-         #### Memory per blocked observer\n\n{}\n\n{}",
-        notes[0],
-        notify_table(result).markdown(),
-        notify_ratios_table(result).markdown(),
-        notes[1],
-        comparisons(&result.throughput, true).markdown(),
-        notes[2..].join("\n\n"),
-        memory_table(result).markdown(),
-    )
-}
-
-/// The stdout section.
-pub fn text(result: Option<&ElectionResult>) -> String {
-    let Some(result) = result else {
-        return "Not measured in this run.\n".into();
-    };
-    format!(
-        "HOW LONG OBSERVERS TAKE TO HEAR OF A CHANGE\n{}\n{}\nLOCK.PROCLAIM AND LOCK.ACQUIRE … VALUE\n{}\nMEMORY PER BLOCKED OBSERVER\n{}\n{}\n",
-        notify_table(result).text(),
-        notify_ratios_table(result).text(),
-        comparisons(&result.throughput, true).text(),
-        memory_table(result).text(),
-        notes(result).join("\n")
-    )
+    let mut notes = notes(result).into_iter();
+    let mut section = Section::new();
+    if let Some(waits) = notes.next() {
+        section = section.remark(waits);
+    }
+    section = section
+        .heading(
+            "How long observers take to hear of a change",
+            "HOW LONG OBSERVERS TAKE TO HEAR OF A CHANGE",
+        )
+        .table(notify_table(result))
+        .table(notify_ratios_table(result))
+        .heading(
+            "LOCK.PROCLAIM and LOCK.ACQUIRE … VALUE throughput",
+            "LOCK.PROCLAIM AND LOCK.ACQUIRE … VALUE",
+        );
+    if let Some(throughput) = notes.next() {
+        section = section.remark(throughput);
+    }
+    section = section
+        .table(comparisons(&result.throughput, true))
+        .heading("Memory per blocked observer", "MEMORY PER BLOCKED OBSERVER");
+    notes
+        .fold(section, Section::remark)
+        .table(memory_table(result))
 }
 
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::report::section::Format;
     use crate::results::election::{
         ObserverMemory, Watch, ACQUIRE, ACQUIRE_VALUE, LUA_PROCLAIM, PROCLAIM, SET_NX_PX,
     };
@@ -262,7 +261,7 @@ pub mod tests {
         let json = serde_json::to_string(&run).unwrap();
         let back: ElectionResult = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
-        let page = markdown(Some(&back));
+        let page = section(Some(&back)).render(Format::Markdown);
         assert!(
             page.contains("| 1,000 | grant (new leader) | PUBLISH → SUBSCRIBE + GET | 2.00 [1.80–2.20] | 4.00 [4.00–4.00] | 6.00 [6.00–6.00] | 5.00 [5.00–5.00] |"),
             "{page}"
@@ -276,7 +275,11 @@ pub mod tests {
             "{page}"
         );
         assert!(page.contains("| 10,000 | 20000 [20000–20000] | 20300 [20290–20310] | 20200 [20200–20200] | 300 [290–310] | 200 [200–200] |"), "{page}");
-        assert!(text(Some(&back)).contains("MEMORY PER BLOCKED OBSERVER"));
-        assert!(markdown(None).contains("Not measured"));
+        assert!(section(Some(&back))
+            .render(Format::Text)
+            .contains("MEMORY PER BLOCKED OBSERVER"));
+        assert!(section(None)
+            .render(Format::Markdown)
+            .contains("Not measured"));
     }
 }

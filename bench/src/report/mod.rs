@@ -2,23 +2,34 @@
 //! `combine`'s page of several servers, all made from the results alone (nothing here
 //! talks to a server).
 
+//!
+//! From the top down: this file publishes; `page` lays out the page (the main tables
+//! and each section in turn), `targets` lists every target, `combine` and `docs` make
+//! the pages of several servers and of the docs, `svg` and `curves_chart` the charts;
+//! below them one file per section (`sessions`, `acquireall`, `election`, `curves`,
+//! `peers`), each describing its section once; `section` renders a section as text
+//! or markdown, and `common` holds what all of them are made of (the table, number
+//! formats, a judged target). Each file uses only those below it.
+
 pub mod acquireall;
 pub mod combine;
+pub mod common;
 pub mod curves;
 pub mod curves_chart;
 pub mod docs;
 pub mod election;
+pub mod page;
 pub mod peers;
+pub mod section;
 pub mod sessions;
 pub mod svg;
-pub mod table;
 pub mod targets;
-pub mod text;
 
 use std::io;
 use std::path::Path;
 
 use crate::results::{ReportFile, Results};
+use section::Format;
 
 /// Checks the targets, prints the tables on stdout and writes report.json, report.md,
 /// bench.svg and (when the curves ran) curves.svg into `out_dir`; with `docs`, also
@@ -30,25 +41,30 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
         results,
     };
     let results = &file.results;
-    let tables = text::tables(results, &file.targets);
-    println!("{}", text::text(results, &tables));
-    let peers_text = peers::text(results, &file.targets);
+    let page = page::page(results, &file.targets, docs::CHART_LINK);
+    print!("{}", page.render(Format::Text));
+    let peers = peers::section(results, &file.targets);
+    let peers_text = peers.render(Format::Text);
     if !peers_text.is_empty() {
-        println!("{peers_text}");
+        print!("\nETCD SIDE BY SIDE\n{peers_text}");
     }
-    if let Some(measured) = &results.curves {
-        println!("{}", curves::text(measured, &file.targets));
+    let curves = curves::section(results.curves.as_ref(), &file.targets, curves::CHART_LINK);
+    if results.curves.is_some() {
+        print!(
+            "\nCOST CURVES (server CPU µs per operation)\n\n{}",
+            curves.render(Format::Text)
+        );
     }
-    let curves_md = curves::markdown(results.curves.as_ref(), &file.targets, curves::CHART_LINK);
+    let curves_md = curves.render(Format::Markdown);
     let curves_svg = match &results.curves {
         Some(measured) => Some(curves_chart::chart(measured, &results.machine)?),
         None => None,
     };
     // report.md ends with the cost curves, and the etcd side by side when the run has
     // it; the page has a place of its own for each, filled either way.
-    let peers = peers::markdown(results, &file.targets);
-    let mut report =
-        text::markdown(results, &tables, docs::CHART_LINK) + "\n### Cost curves\n\n" + &curves_md;
+    let peers = peers.render(Format::Markdown);
+    let figures = page.render(Format::Markdown);
+    let mut report = figures.clone() + "\n### Cost curves\n\n" + &curves_md;
     if results.peers.is_some() {
         report += &format!("\n### Side by side with etcd\n\n{peers}");
     }
@@ -73,13 +89,7 @@ pub fn publish(results: Results, out_dir: &Path, docs: bool) -> io::Result<()> {
         out_dir.display()
     );
     if docs {
-        docs::publish(
-            &chart,
-            &text::markdown(results, &tables, docs::CHART_LINK),
-            curves_svg.as_deref(),
-            &curves_md,
-            &peers,
-        )?;
+        docs::publish(&chart, &figures, curves_svg.as_deref(), &curves_md, &peers)?;
     }
     Ok(())
 }
@@ -223,8 +233,7 @@ mod tests {
     }
 
     fn page(file: &ReportFile) -> String {
-        let tables = text::tables(&file.results, &file.targets);
-        text::markdown(&file.results, &tables, docs::CHART_LINK)
+        page::page(&file.results, &file.targets, docs::CHART_LINK).render(Format::Markdown)
     }
 
     /// The floor targets: every one listed, wanting ≥ 0.95× (and ≤ 1.05× for memory),
@@ -360,7 +369,8 @@ mod tests {
         let (file, json) = written(run);
         let back: ReportFile = serde_json::from_str(&json).expect("report.json reads back");
         assert_eq!(serde_json::to_string_pretty(&back).unwrap(), json);
-        let section = |f: &ReportFile| peers::markdown(&f.results, &f.targets);
+        let section =
+            |f: &ReportFile| peers::section(&f.results, &f.targets).render(Format::Markdown);
         assert_eq!(section(&back), section(&file));
         assert!(section(&file).contains("| 1 client | etcd |"));
         assert!(back.results.peers.unwrap().load_after.is_nan());

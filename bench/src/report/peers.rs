@@ -1,11 +1,11 @@
-//! The etcd side by side in the reports (scenario 6, `make bench-peers`): its targets,
-//! its three tables (lock cycle, contention, holder's death) with each fencelock
-//! variant's ratio to etcd taken per repetition, as text for stdout and as markdown for
-//! report.md and the `{{peers}}` place of docs/performance.md. A run without these
+//! The etcd side by side in the reports (`make bench-peers`; not one of the numbered
+//! scenarios): its targets, its three tables (lock cycle, contention, holder's death)
+//! with each fencelock variant's ratio to etcd taken per repetition, one section shown
+//! on stdout and in report.md and the `{{peers}}` place of docs/performance.md. A run without these
 //! results prints nothing of them and gives the page a line saying how to get them.
 
-use crate::report::table::{fixed, ms, rate, spread_with, Table};
-use crate::report::targets::{target, Want};
+use crate::report::common::{fixed, ms, rate, spread_with, target, target_table, Table, Want};
+use crate::report::section::{Format, Section};
 use crate::results::peers::{CycleSample, PeersResult, System, TakeoverSample, SYSTEMS};
 use crate::results::{Results, Target};
 use crate::stats::{spread, Spread};
@@ -292,41 +292,43 @@ fn description(results: &Results, peers: &PeersResult) -> String {
     )
 }
 
-/// The stdout section, empty in a run without these results.
-pub fn text(results: &Results, targets: &[Target]) -> String {
+/// The section: the page's `{{peers}}`, the tail of report.md and stdout (where a run
+/// without these results shows nothing of them).
+pub fn section(results: &Results, targets: &[Target]) -> Section {
     let Some(peers) = &results.peers else {
-        return String::new();
+        return Section::new().only(Format::Markdown, Section::new().note(NOT_MEASURED));
     };
-    format!(
-        "\nETCD SIDE BY SIDE\n{}\n\nLOCK CYCLE (acquire with a lease + release, distinct keys)\n{}\n\
-         CONTENTION (one key; think 0–2 ms, hold 0.5 ms; waits server-side)\n{}\n\
-         HOLDER'S DEATH (SIGKILL while a waiter is queued) → NEXT GRANT\n{}\nTARGETS (etcd side by side)\n{}",
-        description(results, peers),
-        cycles(peers).text(),
-        contention(peers).text(),
-        takeover(peers).text(),
-        crate::report::text::target_table(&own_targets(targets))
-            .text()
-            .replace("**MISSED**", "MISSED"),
-    )
-}
-
-/// The markdown section: the page's `{{peers}}` and the tail of report.md.
-pub fn markdown(results: &Results, targets: &[Target]) -> String {
-    let Some(peers) = &results.peers else {
-        return format!("{NOT_MEASURED}\n");
-    };
-    format!(
-        "{}\n\n#### Targets\n\n{}\n#### Lock cycle: acquire with a lease + release, distinct keys \
-         (median [min–max] over repetitions)\n\n{}\n\
-         #### Contention: one key, think 0–2 ms, hold 0.5 ms, waits server-side\n\n{}\n\
-         #### Holder's death (SIGKILL while a waiter is queued) → next grant\n\n{}",
-        description(results, peers),
-        crate::report::text::target_table(&own_targets(targets)).markdown(),
-        cycles(peers).markdown(),
-        contention(peers).markdown(),
-        takeover(peers).markdown(),
-    )
+    let own_targets = target_table(&own_targets(targets));
+    Section::new()
+        .note(description(results, peers))
+        .only(Format::Text, Section::new().gap())
+        .only(
+            Format::Markdown,
+            Section::new()
+                .heading("Targets", "")
+                .targets(own_targets.clone()),
+        )
+        .heading(
+            "Lock cycle: acquire with a lease + release, distinct keys (median [min–max] over repetitions)",
+            "LOCK CYCLE (acquire with a lease + release, distinct keys)",
+        )
+        .table(cycles(peers))
+        .heading(
+            "Contention: one key, think 0–2 ms, hold 0.5 ms, waits server-side",
+            "CONTENTION (one key; think 0–2 ms, hold 0.5 ms; waits server-side)",
+        )
+        .table(contention(peers))
+        .heading(
+            "Holder's death (SIGKILL while a waiter is queued) → next grant",
+            "HOLDER'S DEATH (SIGKILL while a waiter is queued) → NEXT GRANT",
+        )
+        .table(takeover(peers))
+        .only(
+            Format::Text,
+            Section::new()
+                .heading("", "TARGETS (etcd side by side)")
+                .targets(own_targets),
+        )
 }
 
 /// A small etcd side by side with a figure of every kind, for the reports' tests.

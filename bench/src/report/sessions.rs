@@ -8,9 +8,8 @@
 //! bound on growth, applied per holding), and a lock with a session at most 48 B above
 //! one without, its share of the session index included.
 
-use crate::report::curves::group_digits;
-use crate::report::table::{cell, fixed, times, Table};
-use crate::report::targets::{target, Want};
+use crate::report::common::{cell, fixed, group_digits, target, times, Table, Want};
+use crate::report::section::Section;
 use crate::results::sessions::SessionsResult;
 use crate::results::Target;
 
@@ -184,42 +183,30 @@ fn notes(sessions: &SessionsResult) -> Vec<String> {
     ]
 }
 
-/// The markdown section (in report.md and docs/performance.md's figures).
-pub fn markdown(sessions: Option<&SessionsResult>) -> String {
+/// The section (in report.md, docs/performance.md's figures and on stdout).
+pub fn section(sessions: Option<&SessionsResult>) -> Section {
     let Some(sessions) = sessions else {
-        return "Not measured in this run (`--only` left the sessions out).\n".into();
+        return Section::not_measured("the sessions");
     };
-    let mut out = String::new();
-    for note in notes(sessions) {
-        out += &format!("{note}\n\n");
-    }
-    out += &format!(
-        "#### LOCK.KEEPALIVE against pipelined LOCK.REFRESH (server CPU µs)\n\n{}\n",
-        keepalive_table(sessions).markdown()
-    );
-    out += &format!(
-        "#### Memory per held lock, with and without a session\n\n{}",
-        memory_table(sessions).markdown()
-    );
-    out
-}
-
-/// The stdout section.
-pub fn text(sessions: Option<&SessionsResult>) -> String {
-    let Some(sessions) = sessions else {
-        return "Not measured in this run.\n".into();
-    };
-    format!(
-        "LOCK.KEEPALIVE AGAINST PIPELINED LOCK.REFRESH (server CPU µs)\n{}\nMEMORY PER HELD LOCK, WITH AND WITHOUT A SESSION\n{}\n{}\n",
-        keepalive_table(sessions).text(),
-        memory_table(sessions).text(),
-        notes(sessions).join("\n")
-    )
+    notes(sessions)
+        .into_iter()
+        .fold(Section::new(), Section::remark)
+        .heading(
+            "LOCK.KEEPALIVE against pipelined LOCK.REFRESH (server CPU µs)",
+            "LOCK.KEEPALIVE AGAINST PIPELINED LOCK.REFRESH (server CPU µs)",
+        )
+        .table(keepalive_table(sessions))
+        .heading(
+            "Memory per held lock, with and without a session",
+            "MEMORY PER HELD LOCK, WITH AND WITHOUT A SESSION",
+        )
+        .table(memory_table(sessions))
 }
 
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::report::section::Format;
     use crate::results::sessions::{KeepalivePoint, SessionMemory};
 
     /// A run of every size, with the spread a real one has.
@@ -286,13 +273,15 @@ pub mod tests {
         let back: SessionsResult = serde_json::from_str(&json).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), json);
         assert!(back.idle_cpu_share[1].is_nan());
-        let page = markdown(Some(&back));
+        let page = section(Some(&back)).render(Format::Markdown);
         assert!(page.contains("| 1,000 | 400.00 [360.00–440.00] | 1000.00 [1000.00–1000.00] | 0.400× [0.360×–0.440×] |"), "{page}");
         assert!(
             page.contains("| one session, above no session (≤ 48 B wanted) | 40.5 [40.0–41.0] |"),
             "{page}"
         );
-        assert!(text(Some(&back)).contains("10,000"));
-        assert!(markdown(None).contains("Not measured"));
+        assert!(section(Some(&back)).render(Format::Text).contains("10,000"));
+        assert!(section(None)
+            .render(Format::Markdown)
+            .contains("Not measured"));
     }
 }

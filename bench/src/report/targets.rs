@@ -6,66 +6,14 @@
 //! `SET … IFEQ`) is listed as not applicable, not dropped, so that the tables of
 //! several servers line up.
 
+use crate::report::common::{target, Want};
+use crate::report::{acquireall, curves, peers, sessions};
 use crate::results::contention::{Lock, Mode};
 use crate::results::throughput::{
     DELEX_IFEQ, DELIFEQ, FLOOR_ACQUIRE, FLOOR_REFRESH, FLOOR_RELEASE, NATIVE_CYCLE, SET_IFEQ,
     ZSET_SEMAPHORE,
 };
 use crate::results::{Results, Target};
-use crate::stats::spread;
-
-#[derive(Clone, Copy)]
-pub(super) enum Want {
-    AtLeast(f64),
-    AtMost(f64),
-    /// Strictly less than.
-    Below(f64),
-    /// Rounds to zero at the unit's precision (|x| < 0.5).
-    Zero,
-}
-
-impl Want {
-    fn describe(self, unit: &str) -> String {
-        match self {
-            Want::AtLeast(x) => format!("≥ {x}{unit}"),
-            Want::AtMost(x) => format!("≤ {x}{unit}"),
-            Want::Below(x) => format!("< {x}{unit}"),
-            Want::Zero => format!("0{unit}"),
-        }
-    }
-
-    fn met(self, value: f64) -> bool {
-        match self {
-            Want::AtLeast(x) => value >= x,
-            Want::AtMost(x) => value <= x,
-            Want::Below(x) => value < x,
-            Want::Zero => value.abs() < 0.5,
-        }
-    }
-}
-
-pub(super) fn target(
-    name: String,
-    want: Want,
-    unit: &'static str,
-    samples: Option<Vec<f64>>,
-) -> Target {
-    let samples = samples.unwrap_or_default();
-    let measured = spread(&samples);
-    let decimals = match (want, unit) {
-        (_, " B") | (Want::Zero, _) => 1,
-        (Want::AtLeast(x), "") if x < 1.0 => 3,
-        _ => 2,
-    };
-    Target {
-        name,
-        wanted: want.describe(unit),
-        met: (!samples.is_empty()).then(|| want.met(measured.median)),
-        measured,
-        unit: unit.to_string(),
-        decimals,
-    }
-}
 
 const POLL_50: Mode = Mode::Poll { retry_ms: 50 };
 const POLL_5: Mode = Mode::Poll { retry_ms: 5 };
@@ -235,10 +183,10 @@ pub fn evaluate(results: &Results) -> Vec<Target> {
         " B",
         (!results.memory.fencelock_left.is_empty()).then(|| results.memory.fencelock_left.clone()),
     ));
-    targets.extend(super::sessions::targets(results.sessions.as_ref()));
-    targets.extend(super::acquireall::targets(results.acquireall.as_ref()));
-    targets.extend(super::peers::targets(results));
-    targets.extend(super::curves::targets(results.curves.as_ref()));
+    targets.extend(sessions::targets(results.sessions.as_ref()));
+    targets.extend(acquireall::targets(results.acquireall.as_ref()));
+    targets.extend(peers::targets(results));
+    targets.extend(curves::targets(results.curves.as_ref()));
     targets
 }
 

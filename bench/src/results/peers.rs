@@ -1,5 +1,5 @@
-//! Scenario 6's results (`make bench-peers`): fencelock and etcd's lock API side by
-//! side, in one run, on the same machine and pinning. Each row has one series per
+//! The etcd side by side's results (`make bench-peers`; not one of the numbered
+//! scenarios): fencelock and etcd's lock API side by side, in one run, on the same machine and pinning. Each row has one series per
 //! system — fencelock as the other scenarios run it (persistence off), fencelock on a
 //! server that fsyncs every write (`appendonly yes`, `appendfsync always`, as etcd
 //! fsyncs every commit), and etcd — with one sample per repetition, the systems

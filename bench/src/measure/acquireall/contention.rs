@@ -1,5 +1,5 @@
 //! Contention over overlapping sets of keys: 16 and 32 clients, each its own process
-//! (`contender`), each asking for 4 distinct keys out of 16 (drawn anew for every
+//! (`client`), each asking for 4 distinct keys out of 16 (drawn anew for every
 //! grant), with `LOCK.ACQUIREALL … BLOCK` or as a client-side multi-lock with backoff.
 //! Both mechanisms run back to back in alternating order within each repetition, on a
 //! flushed server; the contenders' tallies reduce to grants/s, the wait from ask to
@@ -8,10 +8,10 @@
 use std::io;
 use std::process::Command;
 
-use crate::measure::acquireall::contender::{
+use crate::measure::acquireall::client::{
     self, BACKOFF_BASE_US, BACKOFF_CAP_US, BLOCK_TIMEOUT_MS, HOLD, THINK_MAX_US,
 };
-use crate::measure::contenders;
+use crate::measure::contention::processes;
 use crate::measure::server::{self, flush, Server};
 use crate::results::acquireall::{ContentionPlan, Mechanism, MultiKeyContention};
 use crate::results::Workload;
@@ -46,7 +46,7 @@ fn command(
         .arg("multikey-contender")
         .arg(port.to_string())
         .arg(index.to_string())
-        .args(contender::args(mechanism, plan.keyspace, plan.keys_per_set));
+        .args(client::args(mechanism, plan.keyspace, plan.keys_per_set));
     Ok(command)
 }
 
@@ -78,8 +78,8 @@ pub fn run(
                 let commands = (0..entry.clients)
                     .map(|index| command(server.port, index, entry.mechanism, plan))
                     .collect::<io::Result<Vec<_>>>()?;
-                let tallies = contenders::run(commands, plan.duration_ms)?;
-                let sample = contenders::reduce(&tallies, plan.duration_ms)?;
+                let tallies = processes::run(commands, plan.duration_ms)?;
+                let sample = processes::reduce(&tallies, plan.duration_ms)?;
                 eprintln!(
                     "  [rep {}/{}] {:>2} clients, {} of {} keys  {:<27} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
                     rep + 1,

@@ -13,7 +13,7 @@
 //!   with deadlock detection on and off, thousands of waiters already queued, on
 //!   servers of their own (the cost curves' set-up: many clients).
 
-pub mod contender;
+pub mod client;
 mod contention;
 mod cycles;
 mod waits;

@@ -4,8 +4,8 @@
 //! `contender`, on either fencelock server), etcd's `Lock` RPC, which returns once the
 //! caller's key has the lowest create revision under the lock's name. The etcd client
 //! is `etcd-contender` below, the bench binary re-executed, speaking the `contender`
-//! protocol (`ready`, `go <ms>`, one JSON `Tally` line); `contenders` starts both kinds
-//! and gathers their tallies into the contention scenario's `Sample`.
+//! protocol (`ready`, `go <ms>`, one JSON `Tally` line); `contention::processes`
+//! starts both kinds and gathers their tallies into the contention scenario's `Sample`.
 
 use std::io::{self, Write};
 use std::process::Command;
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 
-use crate::measure::contender::{self, Tally};
-use crate::measure::contenders;
+use crate::measure::contention::client::{ready_then_go, Tally};
+use crate::measure::contention::{client, processes};
 use crate::measure::peers::etcd::{self, connect};
 use crate::results::contention::{Lock, Mode, Sample};
 
@@ -44,7 +44,7 @@ fn command(target: &Target, index: usize) -> io::Result<Command> {
             .arg("contender")
             .arg(port.to_string())
             .arg(index.to_string())
-            .args(contender::args(Lock::Mutex, Mode::Block)),
+            .args(client::args(Lock::Mutex, Mode::Block)),
         Target::Etcd { url, name } => command
             .arg("etcd-contender")
             .arg(url)
@@ -59,7 +59,7 @@ pub fn run_once(target: &Target, clients: usize, duration_ms: u64) -> io::Result
     let commands = (0..clients)
         .map(|index| command(target, index))
         .collect::<io::Result<Vec<_>>>()?;
-    contenders::reduce(&contenders::run(commands, duration_ms)?, duration_ms)
+    processes::reduce(&processes::run(commands, duration_ms)?, duration_ms)
 }
 
 /// Entry point of `etcd-contender <url> <lock-name> <client-index>`: one lease of its
@@ -85,7 +85,7 @@ pub fn main(args: &[String]) -> io::Result<()> {
         Ok::<_, io::Error>((client, lease.id()))
     })?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xFE4C_E10C ^ index);
-    let duration_ms = contender::ready_then_go()?;
+    let duration_ms = ready_then_go()?;
     let tally = runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_millis(duration_ms);
         let mut tally = Tally::default();

@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::measure::peers::etcd;
-
 /// Running servers: pid and directory.
 static RUNNING: Mutex<Vec<(u32, PathBuf)>> = Mutex::new(Vec::new());
 static WATCHING: Once = Once::new();
@@ -36,10 +34,14 @@ pub fn unregister(dir: &Path) {
     running.retain(|(_, d)| d != dir);
 }
 
-/// A thread with its own runtime waiting for SIGINT or SIGTERM.
+/// A thread with its own runtime waiting for SIGINT or SIGTERM (built here, not taken
+/// from `etcd`: the servers it stops, etcd among them, sit above this file).
 fn watch() {
     std::thread::spawn(|| {
-        let Ok(runtime) = etcd::runtime() else {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        let Ok(runtime) = runtime else {
             return;
         };
         runtime.block_on(async {

@@ -1,4 +1,5 @@
-//! Scenario 6 (`make bench-peers`, feature `peers`): fencelock side by side with etcd's
+//! The etcd side by side (`make bench-peers`, feature `peers`; not one of the numbered
+//! scenarios, the page's "Side by side with etcd"): fencelock side by side with etcd's
 //! lock API, in one run. Next to the run's own server (fencelock, persistence off) it
 //! starts a second fencelock server that fsyncs every write (`appendonly yes`,
 //! `appendfsync always`: etcd fsyncs every commit, so this is the like-for-like

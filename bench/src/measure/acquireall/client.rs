@@ -9,7 +9,7 @@
 //! jittered exponential backoff (after the n-th refusal in a row, uniform in
 //! 0..min(32 ms, 1 ms × 2^n)), then starts again from the first key.
 //!
-//! The protocol with the parent is scenario 3's (`contender::ready_then_go`, one
+//! The protocol with the parent is scenario 3's (`contention::client::ready_then_go`, one
 //! `Tally` line): a refused round of the multi-lock, or an `ACQUIREALL` timing out,
 //! counts as a failed attempt.
 
@@ -20,7 +20,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use testkit::resp::{encode, Conn, Reply};
 
-use crate::measure::contender::{ready_then_go, Tally};
+use crate::measure::contention::client::{ready_then_go, Tally};
 use crate::measure::lua::Name;
 use crate::measure::operation::client_token;
 use crate::results::acquireall::Mechanism;

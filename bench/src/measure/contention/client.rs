@@ -86,7 +86,7 @@ pub struct Tally {
     pub waits_us: Vec<u64>,
 }
 
-/// A contender's side of the start: says `ready` to the parent (`contenders::run`), then
+/// A contender's side of the start: says `ready` to the parent (`processes::run`), then
 /// waits for `go <ms>` and returns how long to run.
 pub fn ready_then_go() -> io::Result<u64> {
     let mut stdout = io::stdout().lock();

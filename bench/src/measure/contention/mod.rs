@@ -5,15 +5,15 @@
 //! HdrHistogram), and reduces them to grants/s, wait p50/p99/max, failed attempts per
 //! grant and Jain's index over per-client grants.
 
+pub mod client;
+pub mod processes;
+
 use std::io;
 use std::process::Command;
 
-use crate::measure::contender;
-use crate::measure::contenders;
 use crate::measure::server::{self, flush, Server};
 use crate::results::contention::{ContentionResult, Lock, Mode, Sample, MODES};
 use crate::results::Workload;
-
 /// The `contender` subcommand for one client.
 fn command(port: u16, index: usize, lock: Lock, mode: Mode) -> io::Result<Command> {
     let mut command = Command::new(std::env::current_exe()?);
@@ -21,7 +21,7 @@ fn command(port: u16, index: usize, lock: Lock, mode: Mode) -> io::Result<Comman
         .arg("contender")
         .arg(port.to_string())
         .arg(index.to_string())
-        .args(contender::args(lock, mode));
+        .args(client::args(lock, mode));
     Ok(command)
 }
 
@@ -36,7 +36,7 @@ fn run_once(
     let commands = (0..clients)
         .map(|index| command(server.port, index, lock, mode))
         .collect::<io::Result<Vec<_>>>()?;
-    contenders::reduce(&contenders::run(commands, duration_ms)?, duration_ms)
+    processes::reduce(&processes::run(commands, duration_ms)?, duration_ms)
 }
 
 /// Every (lock, client count) × mode, `workload.repetitions` times, modes alternating.

@@ -8,7 +8,7 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use crate::measure::contender::Tally;
+use crate::measure::contention::client::Tally;
 use crate::results::contention::Sample;
 use crate::stats::{jain, percentile_ms, wait_histogram};
 
