@@ -122,6 +122,7 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
 ) -> Option<Cycle<K>> {
     let mut search = Search {
         target: owner,
+        asked: keys,
         target_waits: None,
         reached: HashSet::new(),
         to_visit: Vec::new(),
@@ -148,7 +149,9 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
                 // A queue already looked at this far: only the target's own waits
                 // there are left to see.
                 if wait.mode != Mode::Shared && search.covers(key, wait.ticket) {
-                    if search.target_before(graph, key, wait.ticket, wait.ticket) {
+                    if search.closes_in(key)
+                        && search.target_before(graph, key, wait.ticket, wait.ticket)
+                    {
                         return Some(Cycle {
                             asked: origin,
                             closes_at: key.clone(),
@@ -214,6 +217,9 @@ impl QueueSpan {
 
 struct Search<'a, K> {
     target: &'a Owner,
+    /// The keys the new wait asks for: the target's holdings and waits there are waited
+    /// out, by whichever path they are reached (see the module docs).
+    asked: &'a [K],
     /// Where the target first waits in each key's queue, read when first needed.
     target_waits: Option<HashMap<K, (Ticket, Option<Ticket>)>>,
     reached: HashSet<Owner>,
@@ -228,6 +234,13 @@ struct Search<'a, K> {
 }
 
 impl<K: Clone + Eq + Hash> Search<'_, K> {
+    /// Whether reaching the target's holdings or waits in `key` closes a cycle: not in
+    /// a key the new wait asks for, where that is the dependency the new wait has
+    /// itself, on another thread of its own owner, and is waited out.
+    fn closes_in(&self, key: &K) -> bool {
+        !self.asked.contains(key)
+    }
+
     /// Whether the target waits in `key`'s queue before `all_before`, or with a wait
     /// for several keys before `bound`.
     fn target_before(
@@ -285,7 +298,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
             }
             for holder in holders {
                 if holder == *self.target {
-                    if !first_hop {
+                    if !first_hop && self.closes_in(key) {
                         return closes();
                     }
                 } else {
@@ -312,7 +325,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         }
         for wait in queued {
             if wait.owner == *self.target {
-                if !first_hop {
+                if !first_hop && self.closes_in(key) {
                     return closes();
                 }
             } else {
@@ -333,7 +346,10 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         }
         // The target's own waits here (not linked, or passed over in the first step)
         // that this wait waits for.
-        if !first_hop && self.target_before(graph, key, span.all_before, span.all_before) {
+        if !first_hop
+            && self.closes_in(key)
+            && self.target_before(graph, key, span.all_before, span.all_before)
+        {
             return closes();
         }
         None
