@@ -14,9 +14,12 @@
 //!
 //! An owner waits for whatever any of its waits waits for. A new wait whose owner is
 //! reachable from what it would wait for is refused. What it would wait for in the very
-//! key it asks for under its own owner (another thread of the same session holding
-//! that key, or queued for it) is left out: that one is waited out, not refused; only a
-//! cycle through another owner is.
+//! keys it asks for under its own owner (another thread of the same session holding
+//! such a key, or queued for it) is left out: that one is waited out, not refused. The
+//! same goes however the search comes back to the owner in those keys: another owner's
+//! wait there waits for that holding (or those waits) just as the new wait does, so the
+//! path through it is that same dependency. Only reaching the owner in another key
+//! closes a cycle (`Search::closes_in`).
 //!
 //! Why checking when a wait begins is enough: a cycle needs an edge that closes it, and
 //! only two things add edges. A new wait adds its own, and is checked here. A grant adds
