@@ -14,9 +14,12 @@
 //!
 //! An owner waits for whatever any of its waits waits for. A new wait whose owner is
 //! reachable from what it would wait for is refused. What it would wait for in the very
-//! key it asks for under its own owner (another thread of the same session holding
-//! that key, or queued for it) is left out: that one is waited out, not refused; only a
-//! cycle through another owner is.
+//! keys it asks for under its own owner (another thread of the same session holding
+//! such a key, or queued for it) is left out: that one is waited out, not refused. The
+//! same goes however the search comes back to the owner in those keys: another owner's
+//! wait there waits for that holding (or those waits) just as the new wait does, so the
+//! path through it is that same dependency. Only reaching the owner in another key
+//! closes a cycle (`Search::closes_in`).
 //!
 //! Why checking when a wait begins is enough: a cycle needs an edge that closes it, and
 //! only two things add edges. A new wait adds its own, and is checked here. A grant adds
@@ -122,6 +125,7 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
 ) -> Option<Cycle<K>> {
     let mut search = Search {
         target: owner,
+        asked: keys,
         target_waits: None,
         reached: HashSet::new(),
         to_visit: Vec::new(),
@@ -148,7 +152,9 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
                 // A queue already looked at this far: only the target's own waits
                 // there are left to see.
                 if wait.mode != Mode::Shared && search.covers(key, wait.ticket) {
-                    if search.target_before(graph, key, wait.ticket, wait.ticket) {
+                    if search.closes_in(key)
+                        && search.target_before(graph, key, wait.ticket, wait.ticket)
+                    {
                         return Some(Cycle {
                             asked: origin,
                             closes_at: key.clone(),
@@ -214,6 +220,9 @@ impl QueueSpan {
 
 struct Search<'a, K> {
     target: &'a Owner,
+    /// The keys the new wait asks for: the target's holdings and waits there are waited
+    /// out, by whichever path they are reached (see the module docs).
+    asked: &'a [K],
     /// Where the target first waits in each key's queue, read when first needed.
     target_waits: Option<HashMap<K, (Ticket, Option<Ticket>)>>,
     reached: HashSet<Owner>,
@@ -228,6 +237,13 @@ struct Search<'a, K> {
 }
 
 impl<K: Clone + Eq + Hash> Search<'_, K> {
+    /// Whether reaching the target's holdings or waits in `key` closes a cycle: not in
+    /// a key the new wait asks for, where that is the dependency the new wait has
+    /// itself, on another thread of its own owner, and is waited out.
+    fn closes_in(&self, key: &K) -> bool {
+        !self.asked.contains(key)
+    }
+
     /// Whether the target waits in `key`'s queue before `all_before`, or with a wait
     /// for several keys before `bound`.
     fn target_before(
@@ -285,7 +301,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
             }
             for holder in holders {
                 if holder == *self.target {
-                    if !first_hop {
+                    if !first_hop && self.closes_in(key) {
                         return closes();
                     }
                 } else {
@@ -312,7 +328,7 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         }
         for wait in queued {
             if wait.owner == *self.target {
-                if !first_hop {
+                if !first_hop && self.closes_in(key) {
                     return closes();
                 }
             } else {
@@ -333,7 +349,10 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
         }
         // The target's own waits here (not linked, or passed over in the first step)
         // that this wait waits for.
-        if !first_hop && self.target_before(graph, key, span.all_before, span.all_before) {
+        if !first_hop
+            && self.closes_in(key)
+            && self.target_before(graph, key, span.all_before, span.all_before)
+        {
             return closes();
         }
         None

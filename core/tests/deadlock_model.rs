@@ -58,6 +58,11 @@ impl Held {
     }
 }
 
+/// An owner a wait waits for: the queued wait that makes it one (if any), whether it
+/// comes through a shared wait for several keys, and the key whose holding or queue it
+/// is.
+type Dep = (Owner, Option<Ticket>, bool, u8);
+
 /// A wait as the model keeps it, beside the book.
 #[derive(Clone, Debug)]
 struct ModelWait {
@@ -150,16 +155,17 @@ impl World {
     }
 
     /// The owners a wait (queued under `ticket`, or about to be) waits for in `key`,
-    /// each with the queued wait that makes it one (if any) and whether it comes through
+    /// each with the queued wait that makes it one (if any), whether it comes through
     /// a shared wait for several keys queued before (whose own dependencies a shared
-    /// wait takes on; those of `skip_through`'s waits are left out).
+    /// wait takes on; those of `skip_through`'s waits are left out), and the key whose
+    /// holding or queue it is.
     fn deps_of(
         &self,
         key: u8,
         ticket: Ticket,
         mode: Mode,
         skip_through: Option<&Owner>,
-    ) -> Vec<(Owner, Option<Ticket>, bool)> {
+    ) -> Vec<Dep> {
         let queued: Vec<&ModelWait> = self
             .waits
             .iter()
@@ -167,9 +173,9 @@ impl World {
             .filter(|w| waits_for_queued(mode, w.mode, w.keys.len()))
             .collect();
         let held = self.held.get(&key).cloned().unwrap_or_default();
-        let mut deps: Vec<(Owner, Option<Ticket>, bool)> = Vec::new();
+        let mut deps: Vec<Dep> = Vec::new();
         if !held.admits(mode) || !queued.is_empty() {
-            deps.extend(held.owners.into_iter().map(|o| (o, None, false)));
+            deps.extend(held.owners.into_iter().map(|o| (o, None, false, key)));
         }
         for w in queued {
             if waits_through_queued(mode, w.mode, w.keys.len()) {
@@ -178,29 +184,26 @@ impl World {
                 }
                 for other in &w.keys {
                     let through = self.deps_of(*other, w.ticket, w.mode, None);
-                    deps.extend(through.into_iter().map(|(o, t, _)| (o, t, true)));
+                    deps.extend(through.into_iter().map(|(o, t, _, k)| (o, t, true, k)));
                 }
             } else {
-                deps.push((w.owner.clone(), Some(w.ticket), false));
+                deps.push((w.owner.clone(), Some(w.ticket), false, key));
             }
         }
         deps
     }
 
-    fn deps(&self, key: u8, ticket: Ticket, mode: Mode) -> Vec<(Owner, Option<Ticket>)> {
-        self.deps_of(key, ticket, mode, None)
-            .into_iter()
-            .map(|(owner, ticket, _)| (owner, ticket))
-            .collect()
-    }
-
-    fn edges(&self) -> HashMap<Owner, HashSet<Owner>> {
-        let mut edges: HashMap<Owner, HashSet<Owner>> = HashMap::new();
+    /// Who each owner waits for, each with the key whose holding or queue it is.
+    fn edges(&self) -> HashMap<Owner, HashSet<(Owner, u8)>> {
+        let mut edges: HashMap<Owner, HashSet<(Owner, u8)>> = HashMap::new();
         for wait in &self.waits {
             for key in &wait.keys {
-                for (dep, _) in self.deps(*key, wait.ticket, wait.mode) {
+                for (dep, _, _, at) in self.deps_of(*key, wait.ticket, wait.mode, None) {
                     if dep != wait.owner {
-                        edges.entry(wait.owner.clone()).or_default().insert(dep);
+                        edges
+                            .entry(wait.owner.clone())
+                            .or_default()
+                            .insert((dep, at));
                     }
                 }
             }
@@ -208,10 +211,12 @@ impl World {
         edges
     }
 
-    /// The naive answer: would a new wait of `owner` reach `owner`? Its first step
-    /// leaves out its own owner in the keys it asks for, also behind the waits there
-    /// whose owner waits for nothing else (those lead back into that key alone, and are
-    /// followed only within it).
+    /// The naive answer: would a new wait of `owner` reach `owner`? Reaching it in a
+    /// key the new wait asks for (its holding or its wait there, directly or through
+    /// other owners) is the new wait's own dependency on another thread of its owner,
+    /// waited out; only reaching it in another key closes a cycle. Its first step also
+    /// looks behind the waits in its keys whose owner waits for nothing else (those
+    /// lead back into that key alone, and are followed only within it).
     fn naive_deadlock(&self, owner: &Owner, keys: &[u8], mode: Mode) -> bool {
         let edges = self.edges();
         let waits_of = |o: &Owner| self.waits.iter().filter(|w| w.owner == *o).count();
@@ -220,12 +225,15 @@ impl World {
             let mut within: Vec<(Ticket, Mode)> = vec![(Ticket::MAX, mode)];
             let mut done: HashSet<Ticket> = HashSet::new();
             while let Some((bound, mode)) = within.pop() {
-                for (dep, queued, through) in self.deps_of(*key, bound, mode, Some(owner)) {
+                for (dep, queued, through, at) in self.deps_of(*key, bound, mode, Some(owner)) {
                     // Through another owner's wait for several keys, its own holdings
-                    // and waits elsewhere are a cycle, not another thread's to wait out.
+                    // and waits in other keys are a cycle.
                     if through {
                         if dep == *owner {
-                            return true;
+                            if !keys.contains(&at) {
+                                return true;
+                            }
+                            continue;
                         }
                         frontier.push_back(dep);
                         continue;
@@ -251,9 +259,12 @@ impl World {
         }
         let mut seen: HashSet<Owner> = frontier.iter().cloned().collect();
         while let Some(next) = frontier.pop_front() {
-            for dep in edges.get(&next).into_iter().flatten() {
+            for (dep, at) in edges.get(&next).into_iter().flatten() {
                 if dep == owner {
-                    return true;
+                    if !keys.contains(at) {
+                        return true;
+                    }
+                    continue;
                 }
                 if seen.insert(dep.clone()) {
                     frontier.push_back(dep.clone());
@@ -268,13 +279,18 @@ impl World {
         let owners: Vec<Owner> = edges.keys().cloned().collect();
         owners.iter().any(|start| {
             let mut seen = HashSet::new();
-            let mut stack: Vec<&Owner> = edges.get(start).into_iter().flatten().collect();
+            let mut stack: Vec<&Owner> = edges
+                .get(start)
+                .into_iter()
+                .flatten()
+                .map(|(o, _)| o)
+                .collect();
             while let Some(next) = stack.pop() {
                 if next == start {
                     return true;
                 }
                 if seen.insert(next.clone()) {
-                    stack.extend(edges.get(next).into_iter().flatten());
+                    stack.extend(edges.get(next).into_iter().flatten().map(|(o, _)| o));
                 }
             }
             false
@@ -481,4 +497,45 @@ fn a_shared_waiter_behind_a_shared_wait_for_several_keys_waits_for_what_that_wai
     world.hold(2, session(3), Mode::Exclusive);
     assert!(world.detect(3, &[1], Mode::Exclusive));
     assert!(world.naive_deadlock(&session(3), &[1], Mode::Exclusive));
+}
+
+#[test]
+fn threads_of_one_session_wait_behind_another_session_with_several_waits_for_that_key() {
+    // Keys: 0 = X, held by A (0); B (1) waits for X twice; then A asks for X again.
+    let mut world = World::default();
+    world.hold(0, session(0), Mode::Exclusive);
+    world.enqueue(1, vec![0], Mode::Exclusive);
+    assert!(!world.detect(0, &[0], Mode::Exclusive));
+    world.enqueue(1, vec![0], Mode::Exclusive);
+    assert!(!world.naive_deadlock(&session(0), &[0], Mode::Exclusive));
+    assert!(!world.detect(0, &[0], Mode::Exclusive));
+    // Three owners: C (2) queued for X twice as well; shared and semaphore modes.
+    world.enqueue(2, vec![0], Mode::Exclusive);
+    world.enqueue(2, vec![0], Mode::Exclusive);
+    for mode in [Mode::Exclusive, Mode::Shared, Mode::Semaphore(2)] {
+        assert!(!world.naive_deadlock(&session(0), &[0], mode));
+        assert!(!world.detect(0, &[0], mode));
+    }
+    // B waits for X and Z (1) together; Z is free: still only X leads back to A.
+    world.enqueue(1, vec![0, 1], Mode::Exclusive);
+    assert!(!world.naive_deadlock(&session(0), &[0], Mode::Exclusive));
+    assert!(!world.detect(0, &[0], Mode::Exclusive));
+    // Once A holds Z, B waits for A in another key: a cycle, refused.
+    world.hold(1, session(0), Mode::Exclusive);
+    assert!(world.naive_deadlock(&session(0), &[0], Mode::Exclusive));
+    assert!(world.detect(0, &[0], Mode::Exclusive));
+}
+
+#[test]
+fn a_shared_wait_behind_another_sessions_shared_wait_for_several_keys_waits_out_its_own_key() {
+    // Keys: 0 = X, held by A (0) alone; B (1) waits shared for X and Y (1, free).
+    let mut world = World::default();
+    world.hold(0, session(0), Mode::Exclusive);
+    world.enqueue(1, vec![0, 1], Mode::Shared);
+    assert!(!world.naive_deadlock(&session(0), &[0], Mode::Shared));
+    assert!(!world.detect(0, &[0], Mode::Shared));
+    // Y held by A too: B's wait waits for A in Y, another key.
+    world.hold(1, session(0), Mode::Exclusive);
+    assert!(world.naive_deadlock(&session(0), &[0], Mode::Shared));
+    assert!(world.detect(0, &[0], Mode::Shared));
 }

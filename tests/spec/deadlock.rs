@@ -378,3 +378,116 @@ fn the_same_waits_close_a_cycle_when_the_asker_holds_the_other_key() {
     let (_server, outcome) = shared_waits_behind_a_wait_for_several_keys(Some("X"), "X");
     assert_eq!(outcome, deadlock("z", "free1"));
 }
+
+/// Sends `argv` on a fresh connection: whether it was refused at once (the error), or
+/// waits (then the connection, still waiting).
+fn ask(server: &Server, argv: &[&str]) -> Result<RawClient, String> {
+    let mut client = RawClient::connect(server.port);
+    let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+    client.send(&argv);
+    match client.try_read_reply(Duration::from_millis(300)) {
+        None => Ok(client),
+        Some(Reply::Error(text)) => Err(text),
+        Some(other) => panic!("{argv:?}: neither waiting nor refused: {other:?}"),
+    }
+}
+
+fn token_of(client: &mut RawClient) -> String {
+    let reply = client.read_reply();
+    let (token, _) = reply.grant().expect("granted");
+    String::from_utf8_lossy(token).into_owned()
+}
+
+#[test]
+fn a_session_waits_behind_another_sessions_two_waits_for_a_key_it_holds() {
+    // A holds x; two threads of B wait for x; a second thread of A asks for x: the
+    // holding thread waits for nothing, so this is no cycle. Granted in FIFO order.
+    let server = Server::start();
+    let mut con = server.connect();
+    let a1 = hold(&mut con, "x", "A", &[]);
+    let mut b1 = blocked_acquire(&server, &mut con, "x", "B", &[]);
+    let mut b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
+    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+    let mut a2 = ask(&server, &asked).expect("waits");
+    assert_eq!(waiters(&mut con, "x"), 3);
+    int(&mut con, &["LOCK.RELEASE", "x", &a1]);
+    let b1_token = token_of(&mut b1);
+    assert_eq!(a2.try_read_reply(Duration::from_millis(100)), None);
+    int(&mut con, &["LOCK.RELEASE", "x", &b1_token]);
+    let b2_token = token_of(&mut b2);
+    assert_eq!(a2.try_read_reply(Duration::from_millis(100)), None);
+    int(&mut con, &["LOCK.RELEASE", "x", &b2_token]);
+    token_of(&mut a2);
+    assert_eq!(deadlocks(&mut con), 0);
+}
+
+#[test]
+fn other_sessions_waits_for_a_key_its_owner_holds_are_waited_out_in_every_mode() {
+    // B's waits in x, in exclusive, shared or semaphore modes, of two threads, for
+    // several keys at once, and a third session's as well: each leads back to A only
+    // through A's holding of x, the key A asks for again.
+    let cases: [(&[&str], &[&str]); 4] = [
+        (&["SHARED"], &["SHARED"]),
+        (&["LIMIT", "2"], &["LIMIT", "2"]),
+        (&[], &["SHARED"]),
+        (&[], &["LIMIT", "2"]),
+    ];
+    for (b_mode, a_mode) in cases {
+        let server = Server::start();
+        let mut con = server.connect();
+        hold(&mut con, "x", "A", &[]);
+        let _b1 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
+        let _b2 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
+        let mut asked = vec!["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+        asked.extend_from_slice(a_mode);
+        assert!(ask(&server, &asked).is_ok(), "{b_mode:?} then {a_mode:?}");
+        assert_eq!(deadlocks(&mut con), 0);
+    }
+    // B waits for x and z together (z free), C twice for x.
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "x", "A", &[]);
+    let all = [
+        "LOCK.ACQUIREALL",
+        "2",
+        "x",
+        "z",
+        "5000",
+        "SESSION",
+        "B",
+        "BLOCK",
+        "0",
+    ];
+    let _b = ask(&server, &all).expect("B waits");
+    let _c1 = blocked_acquire(&server, &mut con, "x", "C", &[]);
+    let _c2 = blocked_acquire(&server, &mut con, "x", "C", &[]);
+    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+    assert!(ask(&server, &asked).is_ok());
+    assert_eq!(deadlocks(&mut con), 0);
+}
+
+#[test]
+fn another_sessions_wait_for_a_key_held_elsewhere_by_the_asker_still_closes_a_cycle() {
+    // B waits for x and z together, z held by A: B waits for A in z, which A's new wait
+    // for x does not ask for. A cycle.
+    let server = Server::start();
+    let mut con = server.connect();
+    hold(&mut con, "x", "A", &[]);
+    hold(&mut con, "z", "A", &[]);
+    let all = [
+        "LOCK.ACQUIREALL",
+        "2",
+        "x",
+        "z",
+        "5000",
+        "SESSION",
+        "B",
+        "BLOCK",
+        "0",
+    ];
+    let _b = ask(&server, &all).expect("B waits");
+    let _b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
+    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+    assert_eq!(ask(&server, &asked).err(), Some(deadlock("x", "z")));
+    assert_eq!(deadlocks(&mut con), 1);
+}
