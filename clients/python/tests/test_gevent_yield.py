@@ -28,9 +28,9 @@ def test_computing_in_stretches_with_a_short_sleep_keeps_the_lock(
     server: Server, r: redis.Redis
 ) -> None:
     # ttl 1 s; 30 stretches of 0.1 s, each followed by gevent.sleep(0.001).
+    script = str(HERE / "gevent_yielding.py")
     done = subprocess.run(
-        [sys.executable, str(HERE / "gevent_yielding.py"), server.url]
-        + ["1", "30", "0.1", "0.001"],
+        [sys.executable, script, server.url, "1", "30", "0.1", "0.001"],
         capture_output=True,
         text=True,
         timeout=60,
