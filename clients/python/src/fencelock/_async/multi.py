@@ -41,9 +41,9 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import LockLost, LockNotAcquired, lock_error
+from ..errors import LockLost, LockNotAcquired, ServerUnavailable, lock_error
 from ._acquire import acquire_all
-from ._commands import module_missing
+from ._commands import module_missing, reaching
 from ._compat import Checked, check_client, checked, current_owner, new_local, shielded
 from ._compat import sleep as sleep_for
 from ._connection import batch
@@ -155,6 +155,8 @@ class MultiLock:
     ) -> None:
         try:
             await self.release()
+        except ServerUnavailable:
+            raise  # not a lock found unlocked: the server could not be asked
         except LockError:
             if self.raise_on_release_error:
                 raise
@@ -206,7 +208,11 @@ class MultiLock:
 
     async def locked(self) -> bool:
         """True if anyone holds any of the locks (any value at a key)."""
-        return bool(await self.redis.exists(*self.names))
+        return bool(
+            await reaching(
+                self.redis, self.names[0], lambda: self.redis.exists(*self.names)
+            )
+        )
 
     async def owned(self) -> bool:
         """True if this lock's token (this thread's, by default) holds every key."""
@@ -307,7 +313,11 @@ class MultiLock:
         """The replies of ``commands`` (one per key, in the order of the keys), sent
         together to the first key's server, each with whether it may have been sent
         twice; an "unknown command" raises ``ModuleNotLoaded``."""
-        replies, repeated = await batch(self.redis, self.names[0], commands)
+        replies, repeated = await reaching(
+            self.redis,
+            self.names[0],
+            lambda: batch(self.redis, self.names[0], commands),
+        )
         for command, reply in zip(commands, replies):
             if isinstance(reply, ResponseError):
                 missing = module_missing(self.redis, self.names[0], command, reply)

@@ -38,10 +38,10 @@ from .._protocol import (
     release_args,
     to_ms,
 )
-from ..errors import LockLost, lock_error, self_wait_refused
+from ..errors import LockLost, ServerUnavailable, lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
-from ._commands import call
+from ._commands import call, reaching
 from ._compat import check_client, current_owner, new_local
 from ._compat import sleep as sleep_for
 
@@ -160,6 +160,8 @@ class Lock:
     ) -> None:
         try:
             self.release()
+        except ServerUnavailable:
+            raise  # not a lock found unlocked: the server could not be asked
         except LockError:
             if self.raise_on_release_error:
                 raise
@@ -221,7 +223,9 @@ class Lock:
 
     def locked(self) -> bool:
         """True if anyone holds the lock (any value at the key, as for redis-py)."""
-        return bool(self.redis.exists(self.name))
+        return bool(
+            reaching(self.redis, self.name, lambda: self.redis.exists(self.name))
+        )
 
     def owned(self) -> bool:
         """True if this lock's token (this thread's, by default) holds the lock."""
@@ -229,7 +233,11 @@ class Lock:
         if token is None:
             return False
         try:
-            reply = call(self.redis, self.name, *fence_args(self.name, token))
+            reply = reaching(
+                self.redis,
+                self.name,
+                lambda: call(self.redis, self.name, *fence_args(self.name, token)),
+            )
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
@@ -320,7 +328,11 @@ class Lock:
             raise lock_error(
                 LockError, "Cannot guard a command with an unlocked lock", self.name
             )
-        return guarded.guard(self.redis, self.name, token, *command)
+        return reaching(
+            self.redis,
+            self.name,
+            lambda: guarded.guard(self.redis, self.name, token, *command),
+        )
 
     def holds_here(self) -> bool:
         """Whether this thread (task) took this lock object and has not released it."""
@@ -345,11 +357,14 @@ class Lock:
         """An owner-checked command (refresh, release): another type at the key means
         the token does not hold it."""
         try:
-            return parse_flag(call(self.redis, self.name, *args))
+            reply = reaching(
+                self.redis, self.name, lambda: call(self.redis, self.name, *args)
+            )
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
             raise
+        return parse_flag(reply)
 
 
 def _public_name(kind: type) -> str:
