@@ -1,6 +1,7 @@
 """The guide's process models run for real (clients/python/README.md, "Processes and
 fork"), each with the lock manager used by the parent process before it forks:
-``gunicorn --preload`` with sync and with gevent workers serving a WSGI checkout, and a Celery
+``gunicorn --preload`` with sync workers serving a WSGI checkout (and with gevent
+workers, which monkey-patch after the fork: each order submitted once), and a Celery
 prefork worker (tests/process_checkout.py); ``multiprocessing`` with fork and
 forkserver is in tests/test_forks.py. Each order, submitted twice at once, is
 charged once, although a charge takes longer than the lock's ttl. And gevent: a
