@@ -8,7 +8,9 @@ the guide ("How the drop-in differs from redis-py's Lock") stays true:
   ``lock.owned()``, ``lock.locked()`` or ``LOCK.INFO``);
 - waiting is on the server: a ``blocking_timeout`` is waited in full whatever
   ``sleep`` says, where redis-py gives up as soon as its next poll would come too
-  late."""
+  late;
+- a ``release()`` from a thread that has no token (``thread_local=True``) raises
+  ``LockError``, where redis-py's fails with ``AttributeError``."""
 
 from __future__ import annotations
 
@@ -250,6 +252,34 @@ def test_difference_a_release_during_the_wait(r: redis.Redis, kind: Any) -> None
     assert got is (kind is fencelock.Lock)
     if got:
         waiter.release()
+
+
+def test_difference_a_release_from_another_thread(r: redis.Redis, kind: Any) -> None:
+    """With ``thread_local=True`` (the default) another thread has no token:
+    redis-py's ``release()`` there fails on the attribute it lacks
+    (``AttributeError``), the drop-in's raises ``LockError`` ("not owned"). The lock
+    stays held either way."""
+    lock = get_lock(r, kind, "foo", timeout=10)
+    assert lock.acquire(blocking=False)
+    raised: list[BaseException] = []
+
+    def release() -> None:
+        try:
+            lock.release()
+        except Exception as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1, raised
+    if kind is redis.lock.Lock:
+        assert isinstance(raised[0], AttributeError), repr(raised[0])
+    else:
+        assert isinstance(raised[0], LockError), repr(raised[0])
+        assert not isinstance(raised[0], LockNotOwnedError)
+    assert lock.owned()
+    lock.release()
 
 
 # -- asyncio -----------------------------------------------------------------------

@@ -314,7 +314,7 @@ class Locks:
             session=session and _in_session(auto_refresh, min_hold, max_hold),
             lock_delay=lock_delay,
         )
-        async with self.holding(
+        holding = self.holding(
             lease,
             auto_refresh=auto_refresh,
             min_hold=min_hold,
@@ -322,8 +322,21 @@ class Locks:
             on_lost=on_lost,
             lost_ok=lost_ok,
             cancel_on_lost=cancel_on_lost,
-        ):
+        )
+        # Entered by hand: a failure to start the block (after the grant) must not
+        # leave the lease held, or kept alive by the session, with nobody holding it.
+        try:
+            await holding.__aenter__()
+        except BaseException:
+            await shielded(self._abandon(lease))
+            raise
+        try:
             yield lease
+        except BaseException as error:
+            if not await holding.__aexit__(type(error), error, error.__traceback__):
+                raise
+        else:
+            await holding.__aexit__(None, None, None)
 
     @contextlib.asynccontextmanager
     async def holding(
@@ -610,7 +623,11 @@ class Locks:
                     " acquired",
                 )
             if sessions is not None:
-                self._refresher.add(lease, refresh=True)
+                try:
+                    self._refresher.add(lease, refresh=True)
+                except BaseException:
+                    await shielded(self._abandon(lease))
+                    raise
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
@@ -705,6 +722,28 @@ class Locks:
         self._in_this_process()
         if lease.inherited():
             raise inherited_lease(lease.key, lease.pid)
+
+    async def _abandon(self, lease: Lease) -> None:
+        """A lease granted whose block could not start (its watch failed to begin,
+        say): nothing holds it, so nothing may keep it alive. No longer watched nor
+        counted by its session, and released; a release that fails is sent again
+        before its session's next keepalive there (which would keep it alive), a
+        lease of its own runs out at its ttl. Best effort: the error that got us
+        here is what the caller hears."""
+        self._forget(lease)
+        with contextlib.suppress(Exception):
+            self._refresher.forget(lease)
+        if lease.session is not None and self._sessions is not None:
+            self._sessions.leave(lease)
+        try:
+            reply = await call(
+                self.client, lease.key, *release_args(lease.key, lease.token)
+            )
+        except Exception:
+            if lease.session is not None and self._sessions is not None:
+                self._sessions.release_later(lease)
+            return
+        lease.released = parse_flag(reply)
 
     def _forget(self, lease: Lease) -> None:
         held = [one for one in self._held.get(lease.key, []) if one[1] is not lease]

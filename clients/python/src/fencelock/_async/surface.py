@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 from redis.exceptions import LockError
 
 from .. import _forks
-from ..errors import lock_error
+from ..errors import ServerUnavailable, lock_error
 from ._compat import check_client, new_local
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ class RedisPyLock(ABC):
     ) -> None:
         try:
             await self.release()
+        except ServerUnavailable:
+            raise  # not a lock found unlocked: the server could not be asked
         except LockError:
             if self.raise_on_release_error:
                 raise

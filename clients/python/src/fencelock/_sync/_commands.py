@@ -8,14 +8,17 @@ the token, and a cancellation that redis-py's I/O swallowed raised again."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional
+from collections.abc import Awaitable
+from typing import Any, Callable, Optional, TypeVar
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from .._protocol import Key, Token, release_args
 from .._servers import describe, is_cluster
-from ..errors import ModuleNotLoaded
+from ..errors import ModuleNotLoaded, ServerUnavailable
 from ._compat import cancellations, raise_if_cancel_swallowed
+
+T = TypeVar("T")
 
 
 def call(client: Any, key: Key, *args: Any) -> Any:
@@ -47,6 +50,18 @@ def on_server_of(client: Any, key: Key, *args: Any) -> Any:
         reply = client.execute_command(*args)
     raise_if_cancel_swallowed(pending)
     return reply
+
+
+def reaching(client: Any, key: Key, work: Callable[[], T]) -> T:
+    """``work``'s outcome, a call of the lock ``key``; a server that could not be
+    reached, or did not answer in time, raises ``ServerUnavailable`` (a ``LockError``
+    and the redis-py ``ConnectionError`` it stands for), as every lock call does."""
+    try:
+        return work()
+    except ServerUnavailable:
+        raise
+    except (ConnectionError, TimeoutError) as error:
+        raise ServerUnavailable(key, describe(client, key), error) from error
 
 
 def module_missing(

@@ -64,7 +64,9 @@ class Refresher:
         self._schedule = Schedule()
         # ``stop_if_idle``: end now, not after the linger.
         self._stop = False
-        self._changed = threading.Condition()
+        # ``_changed`` (a condition) and ``_io`` (a lock), made at their first use:
+        # see ``_primitive``.
+        self._primitives: dict[str, Any] = {}
         self._thread: Optional[threading.Thread] = None
         # Leases the thread is working on outside the lock (refresh, loss report).
         self._busy: set[int] = set()
@@ -73,23 +75,48 @@ class Refresher:
         # Per server: the refresher's own connection; ``_io`` is held while one is
         # used (by the thread's refreshes, or a caller's release).
         self._connections: dict[Any, Any] = {}
-        self._io = threading.Lock()
 
     def after_fork(self) -> None:
         """In the child of a fork (``Locks._after_fork``): the leases watched so far
         are the parent's, whose thread keeps them alive; this process starts with
         none, no thread (one starts with its first lease) and no connection of its
         own (the parent's sockets stay the parent's: dropping them here only closes
-        this process's copies). The lock and condition are new: a thread that held
-        them in the parent does not exist here."""
+        this process's copies). The lock and condition are made anew at their first
+        use here: a thread that held them in the parent does not exist here, and a
+        gevent worker monkey-patches ``threading`` after the fork (see
+        ``_primitive``)."""
         self._schedule = Schedule()
         self._stop = False
-        self._changed = threading.Condition()
+        self._primitives = {}
         self._thread = None
         self._busy = set()
         self._planned = None
         self._connections = {}
-        self._io = threading.Lock()
+
+    @property
+    def _changed(self) -> threading.Condition:
+        """Held while the schedule is read or changed; notified when it changes."""
+        return self._primitive("changed", threading.Condition)  # type: ignore[no-any-return]
+
+    @property
+    def _io(self) -> threading.Lock:
+        """Held while one of the refresher's own connections is used."""
+        return self._primitive("io", threading.Lock)  # type: ignore[no-any-return]
+
+    def _primitive(self, name: str, make: Callable[[], Any]) -> Any:
+        """The lock or condition ``name``, made at its first use. Made earlier (with
+        the manager, or in the child at the fork) it could be of another kind than
+        the thread that uses it: gunicorn's and Celery's gevent workers fork first and
+        monkey-patch ``threading`` in the child afterwards. A condition made before
+        the patch wraps an OS-thread lock, which every greenlet of the thread already
+        owns: the refresher's greenlet takes it and gives it up in ``wait()``, and the
+        greenlet that started it then fails to release it ("cannot release
+        un-acquired lock"). Made at first use, it is of the kind the threads are by
+        then. ``setdefault`` keeps one if two threads make it at once."""
+        made = self._primitives.get(name)
+        if made is None:
+            made = self._primitives.setdefault(name, make())
+        return made
 
     def add(self, lease: Lease, refresh: bool) -> None:
         with self._changed:

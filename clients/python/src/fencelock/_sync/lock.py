@@ -39,7 +39,7 @@ from .._protocol import (
 from ..errors import LockLost, lock_error, self_wait_refused
 from . import guarded
 from ._acquire import acquire as acquire_once
-from ._commands import call
+from ._commands import call, reaching
 from ._compat import current_owner
 from ._compat import sleep as sleep_for
 from .surface import Flag, Number, RedisPyLock, Seconds
@@ -183,7 +183,9 @@ class Lock(RedisPyLock):
 
     def locked(self) -> bool:
         """True if anyone holds the lock (any value at the key, as for redis-py)."""
-        return bool(self.redis.exists(self.name))
+        return bool(
+            reaching(self.redis, self.name, lambda: self.redis.exists(self.name))
+        )
 
     def owned(self) -> bool:
         """True if this lock's token (this thread's, by default) holds the lock."""
@@ -191,7 +193,11 @@ class Lock(RedisPyLock):
         if token is None:
             return False
         try:
-            reply = call(self.redis, self.name, *fence_args(self.name, token))
+            reply = reaching(
+                self.redis,
+                self.name,
+                lambda: call(self.redis, self.name, *fence_args(self.name, token)),
+            )
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
@@ -282,7 +288,11 @@ class Lock(RedisPyLock):
             raise lock_error(
                 LockError, "Cannot guard a command with an unlocked lock", self.name
             )
-        return guarded.guard(self.redis, self.name, token, *command)
+        return reaching(
+            self.redis,
+            self.name,
+            lambda: guarded.guard(self.redis, self.name, token, *command),
+        )
 
     def holds_here(self) -> bool:
         """Whether this thread (task) took this lock object and has not released it."""
@@ -303,11 +313,14 @@ class Lock(RedisPyLock):
         """An owner-checked command (refresh, release): another type at the key means
         the token does not hold it."""
         try:
-            return parse_flag(call(self.redis, self.name, *args))
+            reply = reaching(
+                self.redis, self.name, lambda: call(self.redis, self.name, *args)
+            )
         except ResponseError as error:
             if is_wrongtype(error):
                 return False
             raise
+        return parse_flag(reply)
 
 
 def _side(lock: Lock) -> str:

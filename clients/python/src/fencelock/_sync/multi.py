@@ -55,7 +55,7 @@ from .._servers import describe
 from .._session import Sessions
 from ..errors import LockLost, LockNotAcquired, ServerUnavailable, lock_error
 from ._acquire import POLL, GrantAll, acquire_all
-from ._commands import module_missing, release_all_quietly
+from ._commands import module_missing, reaching, release_all_quietly
 from ._compat import (
     Checked,
     cancellations,
@@ -217,7 +217,9 @@ class MultiLock(RedisPyLock):
 
     def locked(self) -> bool:
         """True if anyone holds any of the locks (any value at a key)."""
-        return bool(self.redis.exists(*self.names))
+        return bool(
+            reaching(self.redis, self.names[0], lambda: self.redis.exists(*self.names))
+        )
 
     def owned(self) -> bool:
         """True if this lock's token (this thread's, by default) holds every key."""
@@ -312,7 +314,11 @@ class MultiLock(RedisPyLock):
         """The replies of ``commands`` (one per key, in the order of the keys), sent
         together to the first key's server, each with whether it may have been sent
         twice; an "unknown command" raises ``ModuleNotLoaded``."""
-        replies, repeated = batch(self.redis, self.names[0], commands)
+        replies, repeated = reaching(
+            self.redis,
+            self.names[0],
+            lambda: batch(self.redis, self.names[0], commands),
+        )
         for command, reply in zip(commands, replies):
             if isinstance(reply, ResponseError):
                 missing = module_missing(self.redis, self.names[0], command, reply)
