@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use redis_module::{Context, RedisString};
 
-use super::{anyone_waiting, hand_off, has_waiters, with_registry, KeyId};
+use super::{anyone_waiting, hand_off, has_waiters, key_moved, with_registry, KeyId};
 use crate::keyspace::effects;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db, writes, Writes};
+use crate::rm::server::{in_cluster, select_db, selected_db, serves_key, writes, Writes};
 use crate::rm::timers::{self, Timer};
 use fencelock_core::waiters::ExpiryCheck;
 
@@ -134,9 +134,15 @@ fn settle(ctx: &Context, id: &KeyId) {
 
 /// Settles the queues of keys Redis changed where no context was at hand (a lock
 /// overwritten by another value: its unlink callback has none).
+/// In a cluster, a key gone with a slot this node lost (Redis 7.0 deletes such keys
+/// without an event) is not handed to a waiter here: its waiters retry (`TRYAGAIN`).
 pub fn settle_changed(ctx: &Context) {
     for (db, name) in with_registry(|r| r.take_changed()) {
-        key_changed(ctx, db, &name);
+        if in_cluster(ctx) && !serves_key(ctx, &name) {
+            key_moved(ctx, db, &name);
+        } else {
+            key_changed(ctx, db, &name);
+        }
     }
 }
 

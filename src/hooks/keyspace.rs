@@ -15,7 +15,7 @@ use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
 use crate::keyspace::{effects, events, sessions};
 use crate::observing;
-use crate::rm::server::selected_db;
+use crate::rm::server::{in_cluster, selected_db, serves_key};
 use crate::stats;
 
 /// Redis 8.4+'s event for a key of a slot given away, trimmed after the migration.
@@ -79,9 +79,13 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
     }
-    // The key left for another node (`MIGRATE`, or Redis 8.4+ trimming a slot it gave
-    // away): its waiters go on there, they are not handed a lock held elsewhere.
-    let moved = (event == "del" && filter::running_migrate()) || event == TRIMMED;
+    // The key left for another node (`MIGRATE`, Redis 8.4+ trimming a slot it gave
+    // away, or the keys of a slot this node lost, which Valkey and Redis delete as
+    // `del`): its waiters go on there, they are not handed a lock held elsewhere (nor
+    // is a key written into a slot this node no longer owns).
+    let moved = (event == "del" && filter::running_migrate())
+        || event == TRIMMED
+        || (event == "del" && slot_lost(ctx, db, name));
     if moved {
         observing::key_moved(ctx, db, name);
     }
@@ -96,6 +100,14 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     } else {
         blocking::key_changed(ctx, db, name);
     }
+}
+
+/// Whether a deleted key that clients wait for or observe went with a slot this node
+/// no longer serves. Asked only then: a `DEL` of any other key costs nothing more.
+fn slot_lost(ctx: &Context, db: i32, name: &[u8]) -> bool {
+    in_cluster(ctx)
+        && (blocking::waiter_count(ctx, name) > 0 || observing::count(db, name) > 0)
+        && !serves_key(ctx, name)
 }
 
 /// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context

@@ -2,7 +2,7 @@
 //! whether it may block, whether a timer may write to the keyspace, whether a command
 //! is running, and whether the server replicates (from its INFO).
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_char, c_int, CStr};
 
 use redis_module::{raw, Context};
 
@@ -202,4 +202,31 @@ pub fn eviction_possible() -> bool {
     // SAFETY: a live detached context, on the main thread.
     let flags = unsafe { api!(RedisModule_GetContextFlags)(detached.0) };
     flags & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0
+}
+
+/// Whether this cluster node serves `name` now. `RM_Call` routes as a client command
+/// would (outside the primary's link) and refuses a key of a slot another node owns,
+/// or one being migrated away and gone from here: that refusal is the answer. Asked
+/// only of a deleted lock key somebody waits for or observes, where a slot lost to
+/// another node (Valkey and Redis delete its keys on the old owner) must not be taken
+/// for a release.
+pub fn serves_key(ctx: &Context, name: &[u8]) -> bool {
+    // SAFETY: `b` takes a buffer and its length, alive for the call; the command name
+    // and format are NUL-terminated; the reply, if any, is freed at once.
+    unsafe {
+        let reply = api!(RedisModule_Call)(
+            ctx.ctx,
+            c"EXISTS".as_ptr(),
+            c"b".as_ptr(),
+            name.as_ptr().cast::<c_char>(),
+            name.len(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        let refused =
+            api!(RedisModule_CallReplyType)(reply) == raw::REDISMODULE_REPLY_ERROR as c_int;
+        api!(RedisModule_FreeCallReply)(reply);
+        !refused
+    }
 }

@@ -442,6 +442,65 @@ fn a_migrated_lock_keeps_one_holder() {
     );
 }
 
+/// A slot given to another node with its keys still here (`CLUSTER SETSLOT … NODE`
+/// on the new owner, then a new epoch): the old owner deletes the slot's keys. A lock
+/// deleted that way went with the slot: its waiter there is answered `TRYAGAIN`, never
+/// handed the lock, and no key is written into the slot the node lost (which a later
+/// import of that slot would find in its way).
+#[test]
+fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
+    let cluster = Cluster::start();
+    let key = key_per_node(&cluster, "lock:lost")[0].clone();
+    let (old_owner, new_owner) = (&cluster.nodes[0], &cluster.nodes[1]);
+    let mut old = old_owner.connect();
+    acquire(&mut old, &key, 60_000, &[]).expect("granted");
+    let mut waiter = testkit::resp::RawClient::connect(old_owner.port);
+    waiter.send(&[
+        b"LOCK.ACQUIRE",
+        key.as_bytes(),
+        b"60000",
+        b"BLOCK",
+        b"20000",
+    ]);
+    eventually(Duration::from_secs(5), "the waiter is queued", || {
+        info_field(&mut old, "fencelock", "fencelock_waiters").as_deref() == Some("1")
+    });
+
+    let slot: i64 = cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&key)
+        .query(&mut old)
+        .unwrap();
+    let mut new = new_owner.connect();
+    let _: () = cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("NODE")
+        .arg(node_id(new_owner))
+        .query(&mut new)
+        .expect("SETSLOT on the new owner");
+    let _: String = cmd("CLUSTER")
+        .arg("BUMPEPOCH")
+        .query(&mut new)
+        .expect("BUMPEPOCH");
+
+    let answer = waiter.read_reply();
+    assert!(
+        matches!(&answer, testkit::resp::Reply::Error(e) if e.starts_with("TRYAGAIN")),
+        "the waiter on the old owner was answered {answer:?}"
+    );
+    let left: i64 = cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query(&mut old)
+        .unwrap();
+    assert_eq!(left, 0, "a key was written into the slot the node lost");
+    assert_eq!(
+        info_field(&mut old, "fencelock", "fencelock_held_locks").as_deref(),
+        Some("0")
+    );
+}
+
 /// `LOCK.GUARD` and `LOCK.FENCED` declare their inner command's keys: the cluster routes
 /// them by every key (`MOVED`), refuses keys in different slots (`CROSSSLOT`), and a
 /// hash-tagged guard runs on every master through a cluster client.
