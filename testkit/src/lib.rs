@@ -12,9 +12,12 @@
 //! - `proxy`: a loopback TCP link that a test can cut, delay and heal (partitions);
 //! - `sentinel`: a real Redis Sentinel watching one primary;
 //! - `resp`: the one RESP codec (encoder, incremental parser, blocking connections);
-//! - `locks`: small helpers for the lock commands and for waiting on a condition.
+//! - `locks`: small helpers for the lock commands and for waiting on a condition;
+//! - `migration`: atomic slot migration (Valkey 9) between cluster nodes, for tests
+//!   that move a slot.
 
 pub mod locks;
+pub mod migration;
 pub mod paths;
 pub mod ports;
 pub mod process;
@@ -24,6 +27,7 @@ pub mod sentinel;
 pub mod server;
 
 pub use locks::*;
+pub use migration::{has_atomic_migration, migration_end, owner_seen_by, start_migration};
 pub use paths::{floor_module_path, module_path, server_binary};
 pub use ports::free_port;
 pub use process::Guarded;

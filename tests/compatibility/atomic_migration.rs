@@ -21,95 +21,35 @@ fn key(name: &str) -> String {
     format!("{TAG}{name}")
 }
 
-/// Whether the server runs atomic slot migration; prints why a test is skipped if not.
-fn has_atomic_migration(node: &Server, test: &str) -> bool {
-    let found: Vec<Value> = cmd("COMMAND")
-        .arg("INFO")
-        .arg("cluster|migrateslots")
-        .query(&mut node.connect())
-        .expect("COMMAND INFO");
-    let has = found.iter().any(|entry| *entry != Value::Nil);
-    if !has {
-        eprintln!("skipped {test}: this server has no CLUSTER MIGRATESLOTS (Valkey 9+ only)");
-    }
-    has
+/// A started cluster, the slot of the keys here, the node that owns it and the node
+/// it is to move to.
+struct Setting {
+    cluster: Cluster,
+    slot: i64,
+    source: usize,
+    target: usize,
 }
 
-/// The slot of the keys here.
-fn slot(cluster: &Cluster) -> i64 {
-    cmd("CLUSTER")
+/// The cluster for `test`, or `None` (and a line saying why) on a server without
+/// atomic slot migration.
+fn setting(test: &str) -> Option<Setting> {
+    let cluster = Cluster::start();
+    if !has_atomic_migration(&cluster.nodes[0], test) {
+        return None;
+    }
+    let slot = cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key("x"))
         .query(&mut cluster.nodes[0].connect())
-        .expect("CLUSTER KEYSLOT")
-}
-
-/// The source's slot migrations as (name, operation, state), newest first.
-fn migrations(source: &Server) -> Vec<(String, String, String)> {
-    let entries: Vec<Vec<Value>> = cmd("CLUSTER")
-        .arg("GETSLOTMIGRATIONS")
-        .query(&mut source.connect())
-        .expect("CLUSTER GETSLOTMIGRATIONS");
-    entries
-        .into_iter()
-        .map(|fields| {
-            let field = |name: &str| -> String {
-                fields
-                    .chunks(2)
-                    .find(|pair| {
-                        redis::from_redis_value::<String>(pair[0].clone())
-                            .ok()
-                            .as_deref()
-                            == Some(name)
-                    })
-                    .and_then(|pair| redis::from_redis_value(pair[1].clone()).ok())
-                    .unwrap_or_default()
-            };
-            (field("name"), field("operation"), field("state"))
-        })
-        .collect()
-}
-
-/// Starts moving `slot` from `source` to the node `target_id`; returns the export's
-/// name.
-fn start_migration(source: &Server, target_id: &str, slot: i64) -> String {
-    let before: Vec<String> = migrations(source)
-        .into_iter()
-        .map(|(name, ..)| name)
-        .collect();
-    let _: () = cmd("CLUSTER")
-        .arg("MIGRATESLOTS")
-        .arg("SLOTSRANGE")
-        .arg(slot)
-        .arg(slot)
-        .arg("NODE")
-        .arg(target_id)
-        .query(&mut source.connect())
-        .expect("CLUSTER MIGRATESLOTS");
-    let mut name = String::new();
-    eventually(Duration::from_secs(10), "the export is listed", || {
-        name = migrations(source)
-            .into_iter()
-            .find(|(name, operation, _)| operation == "EXPORT" && !before.contains(name))
-            .map(|(name, ..)| name)
-            .unwrap_or_default();
-        !name.is_empty()
-    });
-    name
-}
-
-/// The export's final state (`success`, `failed`, `cancelled`).
-fn finished(source: &Server, export: &str) -> String {
-    let mut state = String::new();
-    eventually(Duration::from_secs(30), "the migration ends", || {
-        state = migrations(source)
-            .into_iter()
-            .find(|(name, operation, _)| name == export && operation == "EXPORT")
-            .map(|(.., state)| state)
-            .unwrap_or_default();
-        matches!(state.as_str(), "success" | "failed" | "cancelled")
-    });
-    state
+        .expect("CLUSTER KEYSLOT");
+    let source = cluster.owner_of(&key("x"));
+    let target = (source + 1) % cluster.nodes.len();
+    Some(Setting {
+        cluster,
+        slot,
+        source,
+        target,
+    })
 }
 
 /// Moves `slot` from `source` to `target` and waits until every node knows its owner.
@@ -117,7 +57,7 @@ fn migrate(cluster: &Cluster, source: usize, target: usize, slot: i64) {
     let (from, to) = (&cluster.nodes[source], &cluster.nodes[target]);
     let export = start_migration(from, &node_id(to), slot);
     assert_eq!(
-        finished(from, &export),
+        migration_end(from, &export),
         "success",
         "the migration completed"
     );
@@ -134,25 +74,6 @@ fn migrate(cluster: &Cluster, source: usize, target: usize, slot: i64) {
     );
 }
 
-/// The owner of `slot` as `node` sees it.
-fn owner_seen_by(node: &Server, slot: i64) -> Option<String> {
-    let slots: Vec<Value> = cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(&mut node.connect())
-        .ok()?;
-    slots.into_iter().find_map(|entry| {
-        // start, end, the master, then one entry per replica (if any).
-        let fields: Vec<Value> = redis::from_redis_value(entry).ok()?;
-        let start: i64 = redis::from_redis_value(fields.first()?.clone()).ok()?;
-        let end: i64 = redis::from_redis_value(fields.get(1)?.clone()).ok()?;
-        let master: Vec<Value> = redis::from_redis_value(fields.get(2)?.clone()).ok()?;
-        (start..=end)
-            .contains(&slot)
-            .then(|| redis::from_redis_value(master.get(2)?.clone()).ok())
-            .flatten()
-    })
-}
-
 fn acquire(con: &mut Connection, name: &str, extra: &[&str]) -> (String, i64) {
     let granted: Option<(String, i64)> = cmd("LOCK.ACQUIRE")
         .arg(name)
@@ -163,19 +84,6 @@ fn acquire(con: &mut Connection, name: &str, extra: &[&str]) -> (String, i64) {
     granted.expect("a free lock is granted")
 }
 
-fn fence_of(con: &mut Connection, name: &str, token: &str) -> Option<i64> {
-    cmd("LOCK.FENCE")
-        .arg(name)
-        .arg(token)
-        .query(con)
-        .expect("LOCK.FENCE")
-}
-
-fn int(con: &mut Connection, args: &[&str]) -> i64 {
-    let (name, rest) = args.split_first().expect("a command");
-    cmd(name).arg(rest).query(con).expect("an integer reply")
-}
-
 fn fencelock_info(con: &mut Connection, field: &str) -> i64 {
     info_field(con, "fencelock", &format!("fencelock_{field}"))
         .and_then(|value| value.parse().ok())
@@ -184,13 +92,15 @@ fn fencelock_info(con: &mut Connection, field: &str) -> i64 {
 
 #[test]
 fn a_migrated_slot_brings_every_holding_and_answers_its_waiters() {
-    let cluster = Cluster::start();
-    if !has_atomic_migration(&cluster.nodes[0], "a_migrated_slot_brings_every_holding") {
+    let Some(Setting {
+        cluster,
+        slot,
+        source,
+        target,
+    }) = setting("a_migrated_slot_brings_every_holding")
+    else {
         return;
-    }
-    let slot = slot(&cluster);
-    let source = cluster.owner_of(&key("x"));
-    let target = (source + 1) % cluster.nodes.len();
+    };
     let mut from = cluster.nodes[source].connect();
 
     let (mutex, mutex_fence) = acquire(&mut from, &key("mutex"), &[]);
@@ -285,13 +195,15 @@ fn a_migrated_slot_brings_every_holding_and_answers_its_waiters() {
 
 #[test]
 fn a_cancelled_migration_leaves_everything_on_the_source() {
-    let cluster = Cluster::start();
-    if !has_atomic_migration(&cluster.nodes[0], "a_cancelled_migration") {
+    let Some(Setting {
+        cluster,
+        slot,
+        source,
+        target,
+    }) = setting("a_cancelled_migration")
+    else {
         return;
-    }
-    let slot = slot(&cluster);
-    let source = cluster.owner_of(&key("x"));
-    let target = (source + 1) % cluster.nodes.len();
+    };
     let mut from = cluster.nodes[source].connect();
     let (mutex, mutex_fence) = acquire(&mut from, &key("mutex"), &[]);
     let (in_session, session_fence) = acquire(&mut from, &key("sess"), &["SESSION", "s-cancel"]);
@@ -304,7 +216,7 @@ fn a_cancelled_migration_leaves_everything_on_the_source() {
         .arg("CANCELSLOTMIGRATIONS")
         .query(&mut from)
         .expect("CLUSTER CANCELSLOTMIGRATIONS");
-    let state = finished(&cluster.nodes[source], &export);
+    let state = migration_end(&cluster.nodes[source], &export);
     cluster.nodes[target].resume();
     assert_ne!(state, "success");
 
@@ -331,13 +243,15 @@ fn a_cancelled_migration_leaves_everything_on_the_source() {
 
 #[test]
 fn a_client_taking_the_lock_through_moves_sees_only_rising_fences() {
-    let cluster = Cluster::start();
-    if !has_atomic_migration(&cluster.nodes[0], "a_client_taking_the_lock_through_moves") {
+    let Some(Setting {
+        cluster,
+        slot,
+        source: home,
+        target: away,
+    }) = setting("a_client_taking_the_lock_through_moves")
+    else {
         return;
-    }
-    let slot = slot(&cluster);
-    let home = cluster.owner_of(&key("x"));
-    let away = (home + 1) % cluster.nodes.len();
+    };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut client = cluster.client();
     let worker = {
@@ -391,13 +305,15 @@ fn a_client_taking_the_lock_through_moves_sees_only_rising_fences() {
 /// the target's gets them, and each equals its primary (`DEBUG DIGEST`).
 #[test]
 fn replicas_of_both_shards_end_equal() {
-    let cluster = Cluster::start();
-    if !has_atomic_migration(&cluster.nodes[0], "replicas_of_both_shards_end_equal") {
+    let Some(Setting {
+        cluster,
+        slot,
+        source,
+        target,
+    }) = setting("replicas_of_both_shards_end_equal")
+    else {
         return;
-    }
-    let slot = slot(&cluster);
-    let source = cluster.owner_of(&key("x"));
-    let target = (source + 1) % cluster.nodes.len();
+    };
     let replicas: Vec<Server> = [source, target]
         .iter()
         .map(|&primary| cluster_replica(&cluster, primary))

@@ -392,6 +392,25 @@ fn ask(server: &Server, argv: &[&str]) -> Result<RawClient, String> {
     }
 }
 
+/// A second, blocking ask of session A for x, the key it holds.
+const A_ASKS_FOR_X: [&str; 7] = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+
+/// Session B waiting for x and z together, on a connection of its own.
+fn b_waits_for_x_and_z(server: &Server) -> RawClient {
+    let all = [
+        "LOCK.ACQUIREALL",
+        "2",
+        "x",
+        "z",
+        "5000",
+        "SESSION",
+        "B",
+        "BLOCK",
+        "0",
+    ];
+    ask(server, &all).expect("B waits")
+}
+
 fn token_of(client: &mut RawClient) -> String {
     let reply = client.read_reply();
     let (token, _) = reply.grant().expect("granted");
@@ -407,8 +426,7 @@ fn a_session_waits_behind_another_sessions_two_waits_for_a_key_it_holds() {
     let a1 = hold(&mut con, "x", "A", &[]);
     let mut b1 = blocked_acquire(&server, &mut con, "x", "B", &[]);
     let mut b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
-    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
-    let mut a2 = ask(&server, &asked).expect("waits");
+    let mut a2 = ask(&server, &A_ASKS_FOR_X).expect("waits");
     assert_eq!(waiters(&mut con, "x"), 3);
     int(&mut con, &["LOCK.RELEASE", "x", &a1]);
     let b1_token = token_of(&mut b1);
@@ -438,7 +456,7 @@ fn other_sessions_waits_for_a_key_its_owner_holds_are_waited_out_in_every_mode()
         hold(&mut con, "x", "A", &[]);
         let _b1 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
         let _b2 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
-        let mut asked = vec!["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
+        let mut asked = A_ASKS_FOR_X.to_vec();
         asked.extend_from_slice(a_mode);
         assert!(ask(&server, &asked).is_ok(), "{b_mode:?} then {a_mode:?}");
         assert_eq!(deadlocks(&mut con), 0);
@@ -447,22 +465,10 @@ fn other_sessions_waits_for_a_key_its_owner_holds_are_waited_out_in_every_mode()
     let server = Server::start();
     let mut con = server.connect();
     hold(&mut con, "x", "A", &[]);
-    let all = [
-        "LOCK.ACQUIREALL",
-        "2",
-        "x",
-        "z",
-        "5000",
-        "SESSION",
-        "B",
-        "BLOCK",
-        "0",
-    ];
-    let _b = ask(&server, &all).expect("B waits");
+    let _b = b_waits_for_x_and_z(&server);
     let _c1 = blocked_acquire(&server, &mut con, "x", "C", &[]);
     let _c2 = blocked_acquire(&server, &mut con, "x", "C", &[]);
-    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
-    assert!(ask(&server, &asked).is_ok());
+    assert!(ask(&server, &A_ASKS_FOR_X).is_ok());
     assert_eq!(deadlocks(&mut con), 0);
 }
 
@@ -474,20 +480,8 @@ fn another_sessions_wait_for_a_key_held_elsewhere_by_the_asker_still_closes_a_cy
     let mut con = server.connect();
     hold(&mut con, "x", "A", &[]);
     hold(&mut con, "z", "A", &[]);
-    let all = [
-        "LOCK.ACQUIREALL",
-        "2",
-        "x",
-        "z",
-        "5000",
-        "SESSION",
-        "B",
-        "BLOCK",
-        "0",
-    ];
-    let _b = ask(&server, &all).expect("B waits");
+    let _b = b_waits_for_x_and_z(&server);
     let _b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
-    let asked = ["LOCK.ACQUIRE", "x", "5000", "SESSION", "A", "BLOCK", "0"];
-    assert_eq!(ask(&server, &asked).err(), Some(deadlock("x", "z")));
+    assert_eq!(ask(&server, &A_ASKS_FOR_X).err(), Some(deadlock("x", "z")));
     assert_eq!(deadlocks(&mut con), 1);
 }

@@ -611,11 +611,7 @@ fn a_key_that_expired_unnoticed_is_removed_everywhere_when_observers_look() {
     let (primary, replica) = primary_and_replica();
     let mut p = primary.connect();
     let mut rc = replica.connect();
-    let _: () = cmd("DEBUG")
-        .arg("SET-ACTIVE-EXPIRE")
-        .arg(0)
-        .query(&mut p)
-        .unwrap();
+    without_active_expiry(&mut p);
     let mut c = raw(&primary);
     assert!(c.call_str(&["SELECT", "1"]).is_ok());
     assert!(c
@@ -737,11 +733,7 @@ fn under_oom_a_retry_may_renew_but_not_change_the_value() {
 fn observer_of_a_shortened_lease_is_answered_at_its_end(how: &[&str]) {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("DEBUG")
-        .arg("SET-ACTIVE-EXPIRE")
-        .arg(0)
-        .query(&mut con)
-        .unwrap();
+    without_active_expiry(&mut con);
     let (_, fence) = acquire(
         &mut con,
         "leader",
@@ -777,11 +769,7 @@ fn an_observer_hears_a_lease_shortened_by_pexpire_run_out() {
 fn a_proclaim_after_persist_hands_the_lock_on_when_the_holdings_delay_ends() {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("DEBUG")
-        .arg("SET-ACTIVE-EXPIRE")
-        .arg(0)
-        .query(&mut con)
-        .unwrap();
+    without_active_expiry(&mut con);
     acquire(
         &mut con,
         "leader",

@@ -12,13 +12,13 @@
 //!   for each shape (the command's own time beside it).
 
 use crate::report::common::{
-    cell, each, fixed, group_digits, ms, rate, spread_with, target, times, Table, Want,
+    cell, each, fixed, group_digits, rate, sample_cells, spread_with, target, times, Table, Want,
+    SAMPLE_HEADERS,
 };
 use crate::report::section::Section;
 use crate::results::acquireall::{
     AcquireAllResult, Shape, WaitShape, ACQUIREALL_CYCLE, PIPELINED_CYCLE,
 };
-use crate::results::contention::Sample;
 use crate::results::Target;
 use crate::stats::spread;
 
@@ -103,29 +103,14 @@ pub fn cycles_table(result: &AcquireAllResult) -> Table {
 }
 
 pub fn contention_table(result: &AcquireAllResult) -> Table {
-    let mut table = Table::new(&[
-        "clients",
-        "mechanism",
-        "grants/s",
-        "wait p50 ms",
-        "wait p99 ms",
-        "wait max ms",
-        "failed attempts/grant",
-        "Jain",
-    ]);
+    let mut table = Table::new(&[&["clients", "mechanism"][..], &SAMPLE_HEADERS].concat());
     for entry in &result.contention {
-        let column =
-            |f: fn(&Sample) -> f64| spread(&entry.samples.iter().map(f).collect::<Vec<_>>());
-        table.row(vec![
+        let mut row = vec![
             entry.clients.to_string(),
             entry.mechanism.label().to_string(),
-            spread_with(column(|s| s.grants_per_s), fixed(0)),
-            spread_with(column(|s| s.p50_ms), ms),
-            spread_with(column(|s| s.p99_ms), ms),
-            spread_with(column(|s| s.max_ms), ms),
-            spread_with(column(|s| s.failed_per_grant), fixed(2)),
-            spread_with(column(|s| s.jain), fixed(3)),
-        ]);
+        ];
+        row.extend(sample_cells(&entry.samples));
+        table.row(row);
     }
     table
 }
@@ -299,6 +284,7 @@ pub mod tests {
     use crate::results::acquireall::{
         ContentionPlan, Mechanism, MultiKeyContention, WaitCost, WaitShape,
     };
+    use crate::results::contention::Sample;
     use crate::results::throughput::{GroupResult, Series};
     use crate::stats::wait_histogram;
 

@@ -1,9 +1,11 @@
 //! The pieces every part of the report is made of, below all of them: the plain
 //! table (aligned text for the terminal, GitHub markdown for the reports; hand-written
 //! because none of the benchmark's dependencies renders tables and these two layouts are
-//! all it needs), the number formats, a target judged on a run's figures, and the two
-//! tables more than one section shows (fencelock against its baselines, and targets).
+//! all it needs), the number formats, a target judged on a run's figures, the two
+//! tables more than one section shows (fencelock against its baselines, and targets),
+//! and the columns of a contention sample that more than one table shows.
 
+use crate::results::contention::Sample;
 use crate::results::throughput::GroupResult;
 use crate::results::{group_ratios, Target};
 use crate::stats::{spread, Spread};
@@ -245,6 +247,30 @@ pub fn target_table(targets: &[Target]) -> Table {
         ]);
     }
     table
+}
+
+/// The headers of a contention sample's figures, after a table's own (`sample_cells`).
+pub const SAMPLE_HEADERS: [&str; 6] = [
+    "grants/s",
+    "wait p50 ms",
+    "wait p99 ms",
+    "wait max ms",
+    "failed attempts/grant",
+    "Jain",
+];
+
+/// The repetitions of one contention measurement as the cells under `SAMPLE_HEADERS`:
+/// each figure's spread over them.
+pub fn sample_cells(samples: &[Sample]) -> Vec<String> {
+    let column = |f: fn(&Sample) -> f64| spread(&samples.iter().map(f).collect::<Vec<_>>());
+    vec![
+        spread_with(column(|s| s.grants_per_s), fixed(0)),
+        spread_with(column(|s| s.p50_ms), ms),
+        spread_with(column(|s| s.p99_ms), ms),
+        spread_with(column(|s| s.max_ms), ms),
+        spread_with(column(|s| s.failed_per_grant), fixed(2)),
+        spread_with(column(|s| s.jain), fixed(3)),
+    ]
 }
 
 #[cfg(test)]

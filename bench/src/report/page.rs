@@ -3,10 +3,11 @@
 //! docs/performance.md). Markdown opens with the verdict and the targets; the terminal
 //! ends with the targets, where the reader's eye is when the run finishes.
 
-use crate::report::common::{comparisons, fixed, ms, spread_with, target_table, Table};
+use crate::report::common::{
+    comparisons, fixed, sample_cells, spread_with, target_table, Table, SAMPLE_HEADERS,
+};
 use crate::report::section::{Format, Section};
 use crate::report::{acquireall, election, sessions};
-use crate::results::contention::Sample;
 use crate::results::profile::PerCommand;
 use crate::results::{Results, Target};
 use crate::stats::spread;
@@ -44,31 +45,15 @@ fn throughput(results: &Results) -> Table {
 }
 
 fn contention(results: &Results) -> Table {
-    let mut table = Table::new(&[
-        "lock",
-        "clients",
-        "mechanism",
-        "grants/s",
-        "wait p50 ms",
-        "wait p99 ms",
-        "wait max ms",
-        "failed attempts/grant",
-        "Jain",
-    ]);
+    let mut table = Table::new(&[&["lock", "clients", "mechanism"][..], &SAMPLE_HEADERS].concat());
     for entry in &results.contention {
-        let column =
-            |f: fn(&Sample) -> f64| spread(&entry.samples.iter().map(f).collect::<Vec<_>>());
-        table.row(vec![
+        let mut row = vec![
             entry.lock.label(),
             entry.clients.to_string(),
             entry.mode.label(),
-            spread_with(column(|s| s.grants_per_s), fixed(0)),
-            spread_with(column(|s| s.p50_ms), ms),
-            spread_with(column(|s| s.p99_ms), ms),
-            spread_with(column(|s| s.max_ms), ms),
-            spread_with(column(|s| s.failed_per_grant), fixed(2)),
-            spread_with(column(|s| s.jain), fixed(3)),
-        ]);
+        ];
+        row.extend(sample_cells(&entry.samples));
+        table.row(row);
     }
     table
 }

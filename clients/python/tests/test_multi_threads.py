@@ -6,10 +6,11 @@ two tasks, and the cases both sides share are in ``tests/_async/test_multi.py``.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import redis
+from _sync.helpers import spawn
 from redis.exceptions import LockError
 from servers import wait_until
 
@@ -20,21 +21,6 @@ from fencelock import Deadlock, Locks
 def waiters(client: Any, key: str) -> int:
     info = fencelock.lock_info(client, key)
     return 0 if info is None else info["waiters"]
-
-
-def run_in_thread(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    """Runs ``target`` in a thread; its result or exception lands in the dict."""
-    outcome: dict[str, Any] = {}
-
-    def body() -> None:
-        try:
-            outcome["result"] = target()
-        except BaseException as error:  # reported by the test
-            outcome["error"] = error
-
-    thread = threading.Thread(target=body, daemon=True)
-    thread.start()
-    return thread, outcome
 
 
 @pytest.mark.parametrize("second_asks_with", ["lock", "lock_all"])
@@ -69,8 +55,8 @@ def test_two_sessions_each_holding_what_the_other_asks_for(
         finally:
             two_done.set()
 
-    one_thread, one_outcome = run_in_thread(first)
-    two_thread, two_outcome = run_in_thread(second)
+    one_thread, one_outcome = spawn(first)
+    two_thread, two_outcome = spawn(second)
     two_thread.join(10)
     one_thread.join(10)
     error = two_outcome.get("error")

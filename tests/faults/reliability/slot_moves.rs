@@ -24,13 +24,7 @@ impl Cluster {
     /// without atomic slot migration.
     pub fn start(scenario: &str) -> Option<Self> {
         let nodes: Vec<Server> = (0..3).map(|_| Server::cluster_node()).collect();
-        let found: Vec<Value> = cmd("COMMAND")
-            .arg("INFO")
-            .arg("cluster|migrateslots")
-            .query(&mut nodes[0].connect())
-            .expect("COMMAND INFO");
-        if found.iter().all(|entry| *entry == Value::Nil) {
-            eprintln!("skipped {scenario}: this server has no CLUSTER MIGRATESLOTS (Valkey 9+)");
+        if !has_atomic_migration(&nodes[0], scenario) {
             return None;
         }
         let cli = std::env::var("FENCELOCK_REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
@@ -85,34 +79,18 @@ impl Cluster {
     /// meanwhile and the move cancelled on the source.
     pub fn move_slot(&self, slot: i64, source: usize, target: usize, cancel: bool) -> Moved {
         let (from, to) = (&self.nodes[source], &self.nodes[target]);
+        // Asked before the target may be frozen: a frozen node answers nothing.
         let target_id = id(to);
-        let before: Vec<String> = exports(from).into_iter().map(|(name, _)| name).collect();
         if cancel {
             to.pause();
         }
-        let started: redis::RedisResult<()> = cmd("CLUSTER")
-            .arg("MIGRATESLOTS")
-            .arg("SLOTSRANGE")
-            .arg(slot)
-            .arg(slot)
-            .arg("NODE")
-            .arg(&target_id)
-            .query(&mut from.connect());
+        let export = start_migration(from, &target_id, slot);
         if cancel {
             let _: redis::RedisResult<()> = cmd("CLUSTER")
                 .arg("CANCELSLOTMIGRATIONS")
                 .query(&mut from.connect());
         }
-        started.expect("CLUSTER MIGRATESLOTS");
-        let mut state = String::new();
-        eventually(Duration::from_secs(30), "the move ends", || {
-            state = exports(from)
-                .into_iter()
-                .find(|(name, _)| !before.contains(name))
-                .map(|(_, state)| state)
-                .unwrap_or_default();
-            matches!(state.as_str(), "success" | "failed" | "cancelled")
-        });
+        let state = migration_end(from, &export);
         if cancel {
             to.resume();
         }
@@ -129,48 +107,4 @@ fn id(node: &Server) -> String {
         .arg("MYID")
         .query(&mut node.connect())
         .expect("CLUSTER MYID")
-}
-
-/// The exports `node` lists, as (name, state).
-fn exports(node: &Server) -> Vec<(String, String)> {
-    let entries: Vec<Vec<Value>> = cmd("CLUSTER")
-        .arg("GETSLOTMIGRATIONS")
-        .query(&mut node.connect())
-        .expect("CLUSTER GETSLOTMIGRATIONS");
-    entries
-        .into_iter()
-        .filter_map(|fields| {
-            let field = |name: &str| -> Option<String> {
-                fields
-                    .chunks(2)
-                    .find(|pair| {
-                        redis::from_redis_value::<String>(pair[0].clone())
-                            .ok()
-                            .as_deref()
-                            == Some(name)
-                    })
-                    .and_then(|pair| redis::from_redis_value(pair.get(1)?.clone()).ok())
-            };
-            (field("operation")?.as_str() == "EXPORT")
-                .then(|| Some((field("name")?, field("state")?)))?
-        })
-        .collect()
-}
-
-fn owner_seen_by(node: &Server, slot: i64) -> Option<String> {
-    let slots: Vec<Value> = cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(&mut node.connect())
-        .ok()?;
-    slots.into_iter().find_map(|entry| {
-        // start, end, the master, then one entry per replica (if any).
-        let fields: Vec<Value> = redis::from_redis_value(entry).ok()?;
-        let start: i64 = redis::from_redis_value(fields.first()?.clone()).ok()?;
-        let end: i64 = redis::from_redis_value(fields.get(1)?.clone()).ok()?;
-        let master: Vec<Value> = redis::from_redis_value(fields.get(2)?.clone()).ok()?;
-        (start..=end)
-            .contains(&slot)
-            .then(|| redis::from_redis_value(master.get(2)?.clone()).ok())
-            .flatten()
-    })
 }

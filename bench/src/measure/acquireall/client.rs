@@ -13,7 +13,7 @@
 //! `Tally` line): a refused round of the multi-lock, or an `ACQUIREALL` timing out,
 //! counts as a failed attempt.
 
-use std::io::{self, Write};
+use std::io;
 use std::time::{Duration, Instant};
 
 use rand::seq::SliceRandom;
@@ -114,18 +114,9 @@ pub fn main(args: &[String]) -> io::Result<()> {
         let granted = Instant::now();
         std::thread::sleep(HOLD);
         tally.lost += release(&mut conn, &set, &held_token)?;
-        tally.grants += 1;
-        if granted <= deadline {
-            tally.grants_in_window += 1;
-        }
-        tally
-            .waits_us
-            .push(u64::try_from(granted.duration_since(asked).as_micros()).unwrap_or(u64::MAX));
+        tally.grant(asked, granted, deadline);
     }
-    let report = serde_json::to_string(&tally).map_err(io::Error::other)?;
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "{report}")?;
-    stdout.flush()
+    tally.report()
 }
 
 /// `LOCK.ACQUIREALL n k… ttl BLOCK timeout` until granted (nil, a timeout, is a

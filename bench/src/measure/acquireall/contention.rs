@@ -81,19 +81,14 @@ pub fn run(
                 let tallies = processes::run(commands, plan.duration_ms)?;
                 let sample = processes::reduce(&tallies, plan.duration_ms)?;
                 eprintln!(
-                    "  [rep {}/{}] {:>2} clients, {} of {} keys  {:<27} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
+                    "  [rep {}/{}] {:>2} clients, {} of {} keys  {:<27} {}",
                     rep + 1,
                     workload.repetitions,
                     entry.clients,
                     plan.keys_per_set,
                     plan.keyspace,
                     entry.mechanism.label(),
-                    sample.grants_per_s,
-                    sample.p50_ms,
-                    sample.p99_ms,
-                    sample.max_ms,
-                    sample.failed_per_grant,
-                    sample.jain
+                    processes::summary(&sample),
                 );
                 entry.samples.push(sample);
             }

@@ -86,6 +86,27 @@ pub struct Tally {
     pub waits_us: Vec<u64>,
 }
 
+impl Tally {
+    /// Counts a grant asked for at `asked` and granted at `granted`, in a run whose
+    /// window ends at `deadline`.
+    pub fn grant(&mut self, asked: Instant, granted: Instant, deadline: Instant) {
+        self.grants += 1;
+        if granted <= deadline {
+            self.grants_in_window += 1;
+        }
+        self.waits_us
+            .push(u64::try_from(granted.duration_since(asked).as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Prints the tally as the one JSON line the parent reads (`processes::run`).
+    pub fn report(&self) -> io::Result<()> {
+        let report = serde_json::to_string(self).map_err(io::Error::other)?;
+        let mut stdout = io::stdout().lock();
+        writeln!(stdout, "{report}")?;
+        stdout.flush()
+    }
+}
+
 /// A contender's side of the start: says `ready` to the parent (`processes::run`), then
 /// waits for `go <ms>` and returns how long to run.
 pub fn ready_then_go() -> io::Result<u64> {
@@ -144,18 +165,9 @@ pub fn main(args: &[String]) -> io::Result<()> {
         if released.integer() != Some(1) {
             tally.lost += 1;
         }
-        tally.grants += 1;
-        if granted <= deadline {
-            tally.grants_in_window += 1;
-        }
-        tally
-            .waits_us
-            .push(u64::try_from(granted.duration_since(asked).as_micros()).unwrap_or(u64::MAX));
+        tally.grant(asked, granted, deadline);
     }
-    let report = serde_json::to_string(&tally).map_err(io::Error::other)?;
-    let mut stdout = io::stdout().lock();
-    writeln!(stdout, "{report}")?;
-    stdout.flush()
+    tally.report()
 }
 
 /// `LOCK.ACQUIRE key ttl BLOCK timeout` (`… LIMIT n` for a semaphore) until granted;

@@ -71,18 +71,13 @@ pub fn run(server: &Server, workload: &Workload) -> io::Result<Vec<ContentionRes
                     workload.contention_ms,
                 )?;
                 eprintln!(
-                    "  [rep {}/{}] {:<14} {:>2} clients  {:<16} {:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
+                    "  [rep {}/{}] {:<14} {:>2} clients  {:<16} {}",
                     rep + 1,
                     workload.repetitions,
                     entry.lock.label(),
                     entry.clients,
                     entry.mode.label(),
-                    sample.grants_per_s,
-                    sample.p50_ms,
-                    sample.p99_ms,
-                    sample.max_ms,
-                    sample.failed_per_grant,
-                    sample.jain
+                    processes::summary(&sample),
                 );
                 entry.samples.push(sample);
             }

@@ -90,6 +90,19 @@ pub fn run(commands: Vec<Command>, duration_ms: u64) -> io::Result<Vec<Tally>> {
     Ok(tallies)
 }
 
+/// One sample's figures for a progress line on stderr, after the line's own label.
+pub fn summary(sample: &Sample) -> String {
+    format!(
+        "{:>7.0} grants/s  wait p50 {:>7.2} ms  p99 {:>8.2} ms  max {:>8.2} ms  failed/grant {:>6.2}  Jain {:.3}",
+        sample.grants_per_s,
+        sample.p50_ms,
+        sample.p99_ms,
+        sample.max_ms,
+        sample.failed_per_grant,
+        sample.jain
+    )
+}
+
 /// The tallies of one run as one sample: grants/s within the window, the waits' spread
 /// (an HdrHistogram of every wait), failed attempts per grant and Jain's index over the
 /// per-client grants.
