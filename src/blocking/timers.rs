@@ -12,7 +12,7 @@ use super::{anyone_waiting, hand_off, has_waiters, key_moved, with_registry, Key
 use crate::keyspace::effects;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
-use crate::rm::server::{in_cluster, select_db, selected_db, serves_key, writes, Writes};
+use crate::rm::server::{select_db, selected_db, slot_served_elsewhere, writes, Writes};
 use crate::rm::timers::{self, Timer};
 use fencelock_core::waiters::ExpiryCheck;
 
@@ -138,7 +138,7 @@ fn settle(ctx: &Context, id: &KeyId) {
 /// without an event) is not handed to a waiter here: its waiters retry (`TRYAGAIN`).
 pub fn settle_changed(ctx: &Context) {
     for (db, name) in with_registry(|r| r.take_changed()) {
-        if in_cluster(ctx) && !serves_key(ctx, &name) {
+        if slot_served_elsewhere(ctx, &name) {
             key_moved(ctx, db, &name);
         } else {
             key_changed(ctx, db, &name);

@@ -15,7 +15,7 @@ use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
 use crate::keyspace::{effects, events, sessions};
 use crate::observing;
-use crate::rm::server::{in_cluster, selected_db, serves_key};
+use crate::rm::server::{selected_db, slot_served_elsewhere};
 use crate::stats;
 
 /// Redis 8.4+'s event for a key of a slot given away, trimmed after the migration.
@@ -105,9 +105,8 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 /// Whether a deleted key that clients wait for or observe went with a slot this node
 /// no longer serves. Asked only then: a `DEL` of any other key costs nothing more.
 fn slot_lost(ctx: &Context, db: i32, name: &[u8]) -> bool {
-    in_cluster(ctx)
-        && (blocking::waiter_count(ctx, name) > 0 || observing::count(db, name) > 0)
-        && !serves_key(ctx, name)
+    (blocking::waiter_count(ctx, name) > 0 || observing::count(db, name) > 0)
+        && slot_served_elsewhere(ctx, name)
 }
 
 /// A lock key is being unlinked (deleted, expired, evicted or overwritten). No context

@@ -40,7 +40,7 @@ use redis_module::{Context, RedisString};
 use crate::rm::blocked::{self, BlockedClient};
 use crate::rm::clock;
 use crate::rm::key::LockKey;
-use crate::rm::server::select_db;
+use crate::rm::server::{select_db, slot_served_elsewhere};
 use crate::rm::timers::TimerId;
 use crate::stats;
 use callbacks::{Answer, ObserverWaiting};
@@ -181,6 +181,12 @@ pub fn answer_changed(ctx: &Context) {
 /// the rest are looked at again when the key next changes by itself.
 fn answer_key(ctx: &Context, id: &KeyId) {
     if !with_registry(|r| r.keys.contains_key(id)) || !select_db(ctx, id.0) {
+        return;
+    }
+    // Gone with a slot this node lost (Redis 7.0 deletes such keys without an event):
+    // nobody here knows who holds it now.
+    if slot_served_elsewhere(ctx, &id.1) {
+        key_moved(ctx, id.0, &id.1);
         return;
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);

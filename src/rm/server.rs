@@ -204,13 +204,19 @@ pub fn eviction_possible() -> bool {
     flags & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0
 }
 
-/// Whether this cluster node serves `name` now. `RM_Call` routes as a client command
-/// would (outside the primary's link) and refuses a key of a slot another node owns,
-/// or one being migrated away and gone from here: that refusal is the answer. Asked
-/// only of a deleted lock key somebody waits for or observes, where a slot lost to
-/// another node (Valkey and Redis delete its keys on the old owner) must not be taken
-/// for a release.
-pub fn serves_key(ctx: &Context, name: &[u8]) -> bool {
+/// Whether `name` belongs to a slot this cluster primary does not serve now (never on a
+/// server outside a cluster, nor on a replica, whose slots are its primary's).
+/// `RM_Call` routes as a client command would (outside the primary's link) and refuses
+/// a key of a slot another node owns, or one being migrated away and gone from here:
+/// that refusal is the answer. Asked only of a deleted lock key somebody waits for or
+/// observes, where a slot lost to another node (Valkey and Redis delete its keys on the
+/// old owner) must not be taken for a release.
+pub fn slot_served_elsewhere(ctx: &Context, name: &[u8]) -> bool {
+    let replica = raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int;
+    in_cluster(ctx) && context_flags(ctx) & replica == 0 && !serves_key(ctx, name)
+}
+
+fn serves_key(ctx: &Context, name: &[u8]) -> bool {
     // SAFETY: `b` takes a buffer and its length, alive for the call; the command name
     // and format are NUL-terminated; the reply, if any, is freed at once.
     unsafe {

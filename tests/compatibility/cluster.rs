@@ -444,8 +444,8 @@ fn a_migrated_lock_keeps_one_holder() {
 
 /// A slot given to another node with its keys still here (`CLUSTER SETSLOT … NODE`
 /// on the new owner, then a new epoch): the old owner deletes the slot's keys. A lock
-/// deleted that way went with the slot: its waiter there is answered `TRYAGAIN`, never
-/// handed the lock, and no key is written into the slot the node lost (which a later
+/// deleted that way went with the slot: its waiter and observer there are answered
+/// `TRYAGAIN` (the waiter is never handed the lock, the observer not told it is free), and no key is written into the slot the node lost (which a later
 /// import of that slot would find in its way).
 #[test]
 fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
@@ -453,7 +453,7 @@ fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
     let key = key_per_node(&cluster, "lock:lost")[0].clone();
     let (old_owner, new_owner) = (&cluster.nodes[0], &cluster.nodes[1]);
     let mut old = old_owner.connect();
-    acquire(&mut old, &key, 60_000, &[]).expect("granted");
+    let (_, fence) = acquire(&mut old, &key, 60_000, &[]).expect("granted");
     let mut waiter = testkit::resp::RawClient::connect(old_owner.port);
     waiter.send(&[
         b"LOCK.ACQUIRE",
@@ -462,9 +462,24 @@ fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
         b"BLOCK",
         b"20000",
     ]);
-    eventually(Duration::from_secs(5), "the waiter is queued", || {
-        info_field(&mut old, "fencelock", "fencelock_waiters").as_deref() == Some("1")
-    });
+    let mut observer = testkit::resp::RawClient::connect(old_owner.port);
+    let known = fence.to_string();
+    observer.send(&[
+        b"LOCK.OBSERVE",
+        key.as_bytes(),
+        known.as_bytes(),
+        b"",
+        b"BLOCK",
+        b"20000",
+    ]);
+    eventually(
+        Duration::from_secs(5),
+        "the waiter and observer wait",
+        || {
+            info_field(&mut old, "fencelock", "fencelock_waiters").as_deref() == Some("1")
+                && info_field(&mut old, "fencelock", "fencelock_observers").as_deref() == Some("1")
+        },
+    );
 
     let slot: i64 = cmd("CLUSTER")
         .arg("KEYSLOT")
@@ -484,11 +499,13 @@ fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
         .query(&mut new)
         .expect("BUMPEPOCH");
 
-    let answer = waiter.read_reply();
-    assert!(
-        matches!(&answer, testkit::resp::Reply::Error(e) if e.starts_with("TRYAGAIN")),
-        "the waiter on the old owner was answered {answer:?}"
-    );
+    for (who, client) in [("waiter", &mut waiter), ("observer", &mut observer)] {
+        let answer = client.read_reply();
+        assert!(
+            matches!(&answer, testkit::resp::Reply::Error(e) if e.starts_with("TRYAGAIN")),
+            "the {who} on the old owner was answered {answer:?}"
+        );
+    }
     let left: i64 = cmd("CLUSTER")
         .arg("COUNTKEYSINSLOT")
         .arg(slot)
