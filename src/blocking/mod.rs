@@ -62,7 +62,7 @@ pub use holder_leases::{
     stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
 };
 use timers::lease_changed;
-pub use timers::{key_changed, settle_all_queues, settle_changed};
+pub use timers::{key_announced, key_changed, settle_all_queues, settle_changed};
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);

@@ -12,6 +12,7 @@ use super::{anyone_waiting, hand_off, has_waiters, key_moved, with_registry, Key
 use crate::keyspace::effects;
 use crate::rm::clock;
 use crate::rm::key::LockKey;
+use crate::rm::post_jobs::{self, Job};
 use crate::rm::server::{select_db, selected_db, slot_served_elsewhere, writes, Writes};
 use crate::rm::timers::{self, Timer};
 use fencelock_core::waiters::ExpiryCheck;
@@ -22,21 +23,39 @@ pub(super) const PAUSED_RETRY_MS: i64 = 10;
 
 /// Redis announced a change to `name` (it disappeared, or got a new value or deadline).
 /// Handing off inside that announcement would write under the feet of the command that
-/// caused it, so the queue is settled from a timer right after: a free key goes to the
-/// first waiter, a held one is re-timed to its deadline. Meanwhile every acquire settles
-/// the queue first, so nobody overtakes the waiters.
+/// caused it, so the queue is settled right after: a free key goes to the first waiter,
+/// a held one is re-timed to its deadline. Where the server runs post-notification
+/// jobs (7.2+, Valkey) that is in the same step, before any other client's command;
+/// on Redis 7.0 from a timer, and meanwhile every acquire settles the queue first, so
+/// nobody overtakes the waiters.
+pub fn key_announced(ctx: &Context, db: i32, name: &[u8]) {
+    let Some(settle) = first_settle(db, name) else {
+        return;
+    };
+    if let Err(settle) = post_jobs::after_notification(ctx, settle) {
+        timers::start(ctx, Duration::ZERO, settle);
+    }
+}
+
+/// A queued key may have changed where no notification is running (a flush, `SWAPDB`,
+/// a load, an overwrite seen before sleeping): its queue is settled from a timer.
 pub fn key_changed(ctx: &Context, db: i32, name: &[u8]) {
+    if let Some(settle) = first_settle(db, name) {
+        timers::start(ctx, Duration::ZERO, settle);
+    }
+}
+
+/// The settle of `name`'s queue, unless it has no queue or one is already on its way.
+fn first_settle(db: i32, name: &[u8]) -> Option<Settle> {
     let id: KeyId = (db, name.to_vec());
-    let schedule = with_registry(|r| {
+    let first = with_registry(|r| {
         r.key_mut(&id).is_some_and(|waiting| {
             let first = !waiting.settle_scheduled;
             waiting.settle_scheduled = true;
             first
         })
     });
-    if schedule {
-        timers::start(ctx, Duration::ZERO, Settle(id));
-    }
+    first.then_some(Settle(id))
 }
 
 /// After a flush, `SWAPDB` or a load, any queued key may have changed: settle them all.
@@ -65,16 +84,30 @@ pub fn lease_changed(ctx: &Context, name: &[u8], key: &LockKey) {
 /// Settles a queue right after Redis announced a change to its key.
 struct Settle(KeyId);
 
-impl Timer for Settle {
-    const NAME: &'static str = "settling a queue";
-
-    fn fire(self, ctx: &Context) {
+impl Settle {
+    fn run(self, ctx: &Context) {
         with_registry(|r| {
             if let Some(waiting) = r.key_mut(&self.0) {
                 waiting.settle_scheduled = false;
             }
         });
         settle(ctx, &self.0);
+    }
+}
+
+impl Timer for Settle {
+    const NAME: &'static str = "settling a queue";
+
+    fn fire(self, ctx: &Context) {
+        self.run(ctx);
+    }
+}
+
+impl Job for Settle {
+    const NAME: &'static str = "settling a queue";
+
+    fn run(self, ctx: &Context) {
+        Settle::run(self, ctx);
     }
 }
 

@@ -98,7 +98,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     if moved {
         blocking::key_moved(ctx, db, name);
     } else {
-        blocking::key_changed(ctx, db, name);
+        blocking::key_announced(ctx, db, name);
     }
 }
 

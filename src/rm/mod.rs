@@ -52,6 +52,7 @@ pub mod mark_type;
 pub mod node_state_form;
 pub mod notify;
 pub mod open_key;
+pub mod post_jobs;
 pub mod replicate;
 pub mod reply;
 pub mod server;
