@@ -55,6 +55,8 @@ pub enum CommandError {
     ValueNotExclusive,
     /// A run-once claim whose fingerprint differs from the key's.
     Fingerprint,
+    /// A `FINGERPRINT` empty or longer than `fencelock.max-token-length`.
+    InvalidFingerprint,
     /// A `LOCK.DONE` result longer than `fencelock.max-result-length`.
     ResultTooLong,
 }
@@ -117,6 +119,7 @@ impl CommandError {
             CommandError::Fingerprint => {
                 "FINGERPRINT this key was claimed with another fingerprint".into()
             }
+            CommandError::InvalidFingerprint => "ERR invalid fingerprint".into(),
             CommandError::ResultTooLong => {
                 "ERR result exceeds maximum allowed size (fencelock.max-result-length)".into()
             }

@@ -29,6 +29,7 @@ mod block_timeouts;
 mod callbacks;
 mod deadlocks;
 mod holder_leases;
+mod once_waits;
 mod timers;
 
 use std::cell::RefCell;
@@ -61,6 +62,7 @@ pub use holder_leases::{
     follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
     stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
 };
+pub use once_waits::{answer_done, OnceWanted};
 use timers::lease_changed;
 pub use timers::{key_announced, key_changed, settle_all_queues, settle_changed};
 
@@ -81,6 +83,9 @@ pub struct Wanted {
     /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
     /// `[token, [fences]]`.
     pub all_keys: bool,
+    /// Asked by `LOCK.ONCE`: its grant is a run, and `LOCK.DONE` answers it with the
+    /// result.
+    pub once: Option<OnceWanted>,
 }
 
 impl Wanted {
@@ -331,15 +336,22 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     };
-    let new = effects::NewHolder {
-        token: &token,
-        fence,
-        deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
-        mode,
-        generated: generated.as_ref(),
-        extras: wanted.extras(),
+    let deadline_ms = lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms);
+    let granted = match &wanted.once {
+        Some(once) => once_waits::run(ctx, key, once, &wanted, (&token, generated.as_ref()), fence),
+        None => {
+            let new = effects::NewHolder {
+                token: &token,
+                fence,
+                deadline_ms,
+                mode,
+                generated: generated.as_ref(),
+                extras: wanted.extras(),
+            };
+            effects::grant(ctx, key, &new).map(|_| ())
+        }
     };
-    if effects::grant(ctx, key, &new).is_err() {
+    if granted.is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);
