@@ -19,6 +19,7 @@ mod hardening;
 mod inner_commands;
 mod mark_moves;
 mod observe;
+mod once;
 mod out_of_memory;
 mod same_token;
 mod sessions;
