@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Iterator
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 
 def sleep(seconds: float) -> None:
@@ -49,6 +52,16 @@ def spawn(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
 def join(thread: threading.Thread, timeout: float) -> None:
     """Waits up to ``timeout`` seconds for what ``spawn`` started."""
     thread.join(timeout)
+
+
+def set_within(event: threading.Event, timeout: float) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds."""
+    return event.wait(timeout)
+
+
+def next_of(items: Iterator[T]) -> T:
+    """The next item of an iterator (``__anext__`` on the asyncio side)."""
+    return next(items)
 
 
 def until(condition: Callable[[], bool], timeout: float, message: str) -> None:
