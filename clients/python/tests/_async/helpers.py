@@ -72,6 +72,13 @@ async def next_of(items: AsyncIterator[T]) -> T:
     return await items.__anext__()
 
 
+def refresher_running(locks: Any) -> bool:
+    """Whether the manager's refresher task runs (it ends a while after its last
+    lease)."""
+    task = locks._refresher._task
+    return task is not None and not task.done()
+
+
 async def until(
     condition: Callable[[], Awaitable[bool]], timeout: float, message: str
 ) -> None:

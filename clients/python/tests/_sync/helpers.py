@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
+from fencelock._sync._refresher import thread_name
+
 T = TypeVar("T")
 
 
@@ -62,6 +64,13 @@ def set_within(event: threading.Event, timeout: float) -> bool:
 def next_of(items: Iterator[T]) -> T:
     """The next item of an iterator (``__anext__`` on the asyncio side)."""
     return next(items)
+
+
+def refresher_running(locks: Any) -> bool:
+    """Whether a refresher thread of the manager's client runs (it ends a while
+    after its last lease)."""
+    name = thread_name(locks._refresher.client)
+    return any(thread.name == name for thread in threading.enumerate())
 
 
 def until(condition: Callable[[], bool], timeout: float, message: str) -> None:
