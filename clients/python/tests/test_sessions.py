@@ -3,7 +3,8 @@ server and interval keeps every lock of a manager's blocks alive, the leases of 
 session are lost together, ``close()`` (and leaving ``with Locks(...)``) releases them
 all with ``LOCK.CLOSE``, ``lock_delay`` quarantines a lock whose holder stopped,
 ``session=False`` keeps the refresh per lease; sync and asyncio, against real servers
-(what they executed is read from ``INFO commandstats`` and ``MONITOR``)."""
+(what they executed is read from ``INFO commandstats`` and ``MONITOR``). What both
+sides do alike is tests/_async/test_sessions.py (the sync side generated from it)."""
 
 from __future__ import annotations
 
@@ -70,63 +71,8 @@ def mode(client: redis.Redis, name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------
-# One heartbeat for many locks
+# One heartbeat for many locks (200 of them: tests/_async/test_sessions.py)
 # ---------------------------------------------------------------------------------
-
-MANY = 200
-TTL = 0.6  # the heartbeat every 0.2 s: a busy machine may stall a process 0.3 s
-
-
-def test_one_keepalive_per_interval_keeps_200_locks(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with contextlib.ExitStack() as stack:
-        leases = [
-            stack.enter_context(locks.lock(f"many:{i}", ttl=TTL)) for i in range(MANY)
-        ]
-        session = leases[0].session
-        assert session is not None and {lease.session for lease in leases} == {session}
-        counts = Counts(r)
-        start = time.monotonic()
-        time.sleep(5 * TTL)
-        elapsed = time.monotonic() - start
-        assert counts["lock.refresh"] == 0, "no lease refreshed on its own"
-        assert counts["lock.held"] == 0
-        sent = counts["lock.keepalive"]
-        assert 5 <= sent <= elapsed / (TTL / 3) + 2, "one keepalive per interval"
-        assert len(held_by(r, session)) == MANY
-        assert not [lease for lease in leases if lease.lost.is_set()]
-        # Each confirmed keepalive moved every deadline.
-        assert min(lease.time_left for lease in leases) > TTL / 3
-    assert r.exists(*(f"lock:many:{i}" for i in range(MANY))) == 0
-    assert held_by(r, session) == []
-
-
-def test_asyncio_one_keepalive_per_interval_keeps_200_locks(url: str) -> None:
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with contextlib.AsyncExitStack() as stack:
-            leases = [
-                await stack.enter_async_context(locks.lock(f"many:{i}", ttl=TTL))
-                for i in range(MANY)
-            ]
-            session = leases[0].session
-            assert session is not None
-            counts = Counts(admin)
-            start = time.monotonic()
-            await asyncio.sleep(5 * TTL)
-            elapsed = time.monotonic() - start
-            assert counts["lock.refresh"] == 0 and counts["lock.held"] == 0
-            assert 5 <= counts["lock.keepalive"] <= elapsed / (TTL / 3) + 2
-            assert len(held_by(admin, session)) == MANY
-            assert not [lease for lease in leases if lease.lost.is_set()]
-        assert held_by(admin, session) == []
-        await client.aclose()
-
-    run(main())
-    admin.close()
 
 
 def test_locks_of_different_ttls_keep_their_own(r: redis.Redis) -> None:
@@ -433,20 +379,6 @@ def test_close_releases_every_lock_and_the_waiters_get_them(r: redis.Redis) -> N
     with locks.lock("again", ttl=30) as again:
         assert again.session is not None and again.session != acquired[0].session
         assert holds(r, again)
-
-
-def test_leaving_the_managers_with_closes_it(r: redis.Redis) -> None:
-    with Locks(r) as locks:
-        lease = locks.acquire("ctx", ttl=30, session=True)
-        with locks.lock("ctx-block", ttl=30):
-            pass
-        assert holds(r, lease)
-    assert r.exists("lock:ctx") == 0 and lease.released
-    # The block's own exception is not hidden by the close.
-    with pytest.raises(RuntimeError), Locks(r) as locks:
-        locks.acquire("ctx", ttl=30, session=True)
-        raise RuntimeError("job failed")
-    assert r.exists("lock:ctx") == 0
 
 
 def test_asyncio_close_and_async_with(url: str) -> None:
@@ -879,51 +811,3 @@ def test_cluster_asyncio_sessions(cluster: list[Server]) -> None:
     run(main())
     for admin in admins:
         admin.close()
-
-
-def _held_elsewhere(client: redis.Redis, key: str, seconds: float) -> None:
-    """Another holder takes ``key`` for ``seconds`` (then its lease runs out)."""
-    client.execute_command("LOCK.ACQUIRE", key, int(seconds * 1000), "TOKEN", "other")
-
-
-def test_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
-    r: redis.Redis,
-) -> None:
-    locks = Locks(r)
-    _held_elsewhere(r, "lock:long-wait:b", 1.5)
-    with (
-        locks.lock("long-wait:a", ttl=1.0) as a,
-        locks.lock("long-wait:b", ttl=1.0, wait=None) as b,
-    ):
-        # Granted about 1.5 s after it was asked for, with a ttl of 1 s.
-        assert not b.lost.is_set(), b.lost_reason
-        assert b.time_left > 0.5
-        time.sleep(1.5)
-        assert not b.lost.is_set() and not a.lost.is_set()
-        assert holds(r, b) and holds(r, a)
-    locks.close()
-
-
-def test_asyncio_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
-    url: str,
-) -> None:
-    admin = redis.Redis.from_url(url)
-    _held_elsewhere(admin, "lock:long-wait-async:b", 1.5)
-
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with (
-            locks.lock("long-wait-async:a", ttl=1.0) as a,
-            locks.lock("long-wait-async:b", ttl=1.0, wait=None) as b,
-        ):
-            assert not b.lost.is_set(), b.lost_reason
-            assert b.time_left > 0.5
-            await asyncio.sleep(1.5)
-            assert not b.lost.is_set() and not a.lost.is_set()
-            assert holds(admin, b) and holds(admin, a)
-        await locks.aclose()
-        await client.aclose()
-
-    run(main())
-    admin.close()
