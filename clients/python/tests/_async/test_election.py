@@ -154,7 +154,7 @@ async def test_a_leader_that_stops_is_replaced_after_its_lease(
     await states.aclose()
 
 
-async def test_async_with_campaign_resigns_on_leaving(r: redis.asyncio.Redis) -> None:
+async def test_a_campaign_block_resigns_on_leaving(r: redis.asyncio.Redis) -> None:
     election = Election(r, "with", ttl=10)
     async with election.campaign("me") as leadership:
         assert isinstance(leadership, Leadership)

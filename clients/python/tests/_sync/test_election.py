@@ -156,7 +156,7 @@ def test_a_leader_that_stops_is_replaced_after_its_lease(
     states.close()
 
 
-def test_async_with_campaign_resigns_on_leaving(r: redis.Redis) -> None:
+def test_a_campaign_block_resigns_on_leaving(r: redis.Redis) -> None:
     election = Election(r, "with", ttl=10)
     with election.campaign("me") as leadership:
         assert isinstance(leadership, Leadership)
