@@ -15,13 +15,11 @@ import time
 
 import pytest
 import redis
-import redis.asyncio
 from monitor import Monitor
 from servers import Server, wait_until
 from setups import blocked_waits
 
 import fencelock
-import fencelock.asyncio
 
 # The trial's pool timeout: the old wedge lasted exactly this long.
 POOL_TIMEOUT = 20
