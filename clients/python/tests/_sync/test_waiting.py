@@ -1,27 +1,28 @@
+# Generated from tests/_async/test_waiting.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
 """Waiting is the server's: waiters are served in arrival order with one
 ``LOCK.ACQUIRE`` each (no polling, seen by ``MONITOR``), a wait longer than the
 client's socket timeout still ends in a grant, and a grant whose reply is lost is not
-orphaned by redis-py's automatic re-send."""
+orphaned by redis-py's automatic re-send. Each for the drop-in ``Lock`` and for the
+manager's leases."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Iterator
+from typing import Any, Optional
 
 import pytest
 import redis
-import redis.asyncio
-from conftest import run
+import redis.retry
 from monitor import Monitor
 from proxy import Proxy
 from redis.backoff import NoBackoff
-from redis.retry import Retry
-from servers import Server, wait_until
+from servers import Server
 
 import fencelock
-import fencelock.asyncio
+
+from .helpers import join, later, sleep, spawn, until
 
 
 def waiters(client: redis.Redis, key: str) -> int:
@@ -29,10 +30,11 @@ def waiters(client: redis.Redis, key: str) -> int:
     return 0 if info is None else info["waiters"]
 
 
-async def until_queued(client: redis.Redis, key: str, count: int) -> None:
-    deadline = time.monotonic() + 5
-    while waiters(client, key) < count and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
+def until_queued(client: redis.Redis, key: str, count: int) -> None:
+    def queued() -> bool:
+        return waiters(client, key) == count
+
+    until(queued, 5, "queued")
 
 
 def test_waiters_are_served_fifo_with_one_acquire_each(
@@ -45,56 +47,51 @@ def test_waiters_are_served_fifo_with_one_acquire_each(
 
     def wait_and_hold(position: int) -> None:
         # redis-py 8's default client (5 s socket timeout), no blocking_timeout.
-        client = server.client()
+        client = redis.Redis(port=server.port)
         lock = client.lock("queue", timeout=30, lock_class=fencelock.Lock)
         assert lock.acquire()
         order.append(position)
-        time.sleep(0.05)
+        sleep(0.05)
         lock.release()
         client.close()
 
-    threads = []
+    started = []
     for position in range(4):
-        thread = threading.Thread(target=wait_and_hold, args=(position,))
-        thread.start()
-        threads.append(thread)
+        started.append(spawn(lambda p=position: wait_and_hold(p)))
         # Queued before the next one starts: arrival order is known.
-        wait_until(lambda p=position: waiters(r, "queue") == p + 1, 5, "queued")
-    time.sleep(0.3)  # pollers would show up now
+        until_queued(r, "queue", position + 1)
+    sleep(0.3)  # pollers would show up now
     holder.release()
-    for thread in threads:
-        thread.join(10)
+    for task, outcome in started:
+        join(task, 10)
+        assert "error" not in outcome, outcome
     lines = monitor.stop()
     assert order == [0, 1, 2, 3]
     assert monitor.count(lines, "LOCK.ACQUIRE") == 4, "one per waiter"
 
 
-def test_asyncio_waiters_are_served_fifo_with_one_acquire_each(
+def test_waiters_of_a_manager_are_served_fifo_with_one_acquire_each(
     server: Server, r: redis.Redis
 ) -> None:
-    async def main() -> list[int]:
-        client = redis.asyncio.Redis(port=server.port)
-        locks = fencelock.asyncio.Locks(client)
-        order: list[int] = []
-        holder = await locks.acquire("queue", ttl=30)
-
-        async def wait_and_hold(position: int) -> None:
-            async with locks.lock("queue", ttl=30, wait=10):
-                order.append(position)
-                await asyncio.sleep(0.05)
-
-        tasks = []
-        for position in range(4):
-            tasks.append(asyncio.ensure_future(wait_and_hold(position)))
-            await until_queued(r, "lock:queue", position + 1)
-        await asyncio.sleep(0.3)
-        await locks.release(holder)
-        await asyncio.gather(*tasks)
-        await client.aclose()
-        return order
-
     monitor = Monitor(server.port)
-    order = run(main())
+    locks = fencelock.Locks(r)
+    order: list[int] = []
+    holder = locks.acquire("queue", ttl=30)
+
+    def wait_and_hold(position: int) -> None:
+        with locks.lock("queue", ttl=30, wait=10):
+            order.append(position)
+            sleep(0.05)
+
+    started = []
+    for position in range(4):
+        started.append(spawn(lambda p=position: wait_and_hold(p)))
+        until_queued(r, "lock:queue", position + 1)
+    sleep(0.3)
+    locks.release(holder)
+    for task, outcome in started:
+        join(task, 10)
+        assert "error" not in outcome, outcome
     lines = monitor.stop()
     assert order == [0, 1, 2, 3]
     assert monitor.count(lines, "LOCK.ACQUIRE") == 5, "holder + one per waiter"
@@ -102,60 +99,55 @@ def test_asyncio_waiters_are_served_fifo_with_one_acquire_each(
 
 @pytest.mark.parametrize("blocking_timeout", [None, 3])
 def test_a_wait_longer_than_the_socket_timeout_ends_in_a_grant(
-    server: Server, r: redis.Redis, blocking_timeout: float
+    server: Server, r: redis.Redis, blocking_timeout: Optional[float]
 ) -> None:
-    client = server.client(socket_timeout=0.3)
+    client = redis.Redis(port=server.port, socket_timeout=0.3)
     holder = client.lock("long", timeout=10, lock_class=fencelock.Lock)
     assert holder.acquire(blocking=False)
-    released = threading.Timer(1.0, r.delete, args=("long",))
-    released.start()
+    later(1.0, r.delete, "long")
     waiter = client.lock(
-        "long", timeout=10, blocking_timeout=blocking_timeout, lock_class=fencelock.Lock
+        "long",
+        timeout=10,
+        blocking_timeout=blocking_timeout,
+        lock_class=fencelock.Lock,
     )
     start = time.monotonic()
     assert waiter.acquire()
     assert 0.9 < time.monotonic() - start < 2.5
     assert waiter.owned()
-    released.join()
     waiter.release()
     client.close()
 
 
-def test_asyncio_wait_longer_than_the_socket_timeout(server: Server) -> None:
-    async def main() -> None:
-        client = redis.asyncio.Redis(port=server.port, socket_timeout=0.3)
-        locks = fencelock.asyncio.Locks(client)
-        holder = await locks.acquire("long", ttl=10)
-
-        async def release_later() -> None:
-            await asyncio.sleep(1.0)
-            await locks.release(holder)
-
-        start = time.monotonic()
-        _, lease = await asyncio.gather(
-            release_later(), locks.acquire("long", ttl=10, wait=5)
-        )
-        assert 0.9 < time.monotonic() - start < 2.5
-        assert lease.fence > holder.fence
-        await client.aclose()
-
-    run(main())
+def test_a_managers_wait_longer_than_the_socket_timeout_ends_in_a_grant(
+    server: Server,
+) -> None:
+    client = redis.Redis(port=server.port, socket_timeout=0.3)
+    locks = fencelock.Locks(client)
+    holder = locks.acquire("long", ttl=10)
+    later(1.0, locks.release, holder)
+    start = time.monotonic()
+    lease = locks.acquire("long", ttl=10, wait=5)
+    assert 0.9 < time.monotonic() - start < 2.5
+    assert lease.fence > holder.fence
+    locks.release(lease)
+    client.close()
 
 
 @pytest.fixture
-def proxy(server: Server, r: redis.Redis) -> Iterator[Proxy]:
+def proxy(server: Server, r: Any) -> Iterator[Proxy]:
     started = Proxy(server.port)
     yield started
     started.close()
 
 
-def retrying_client(proxy: Proxy, **kwargs: object) -> redis.Redis:
+def retrying_client(proxy: Proxy, **kwargs: Any) -> redis.Redis:
     # retry_on_error too: redis-py < 6 re-sends only the errors listed there.
     return redis.Redis(
         port=proxy.port,
-        retry=Retry(NoBackoff(), 2),
+        retry=redis.retry.Retry(NoBackoff(), 2),
         retry_on_error=[redis.ConnectionError],
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 
@@ -194,7 +186,7 @@ def test_a_lost_grant_reply_after_a_long_wait_is_the_same_grant(
     assert holder.acquire(blocking=False)
     client = retrying_client(proxy, socket_timeout=0.3)
     lock = client.lock("foo", timeout=10, blocking_timeout=3, lock_class=fencelock.Lock)
-    threading.Timer(0.5, holder.release).start()
+    later(0.5, holder.release)
     proxy.cut_reply_to(b"LOCK.ACQUIRE")
     assert lock.acquire()
     assert proxy.cuts == 1
@@ -204,30 +196,16 @@ def test_a_lost_grant_reply_after_a_long_wait_is_the_same_grant(
     client.close()
 
 
-def test_asyncio_lost_grant_reply_is_the_same_grant(
+def test_a_managers_lost_grant_reply_is_the_same_grant(
     proxy: Proxy, r: redis.Redis
 ) -> None:
-    async def main() -> None:
-        client = redis.asyncio.Redis(
-            port=proxy.port,
-            retry=_async_retry(),
-            retry_on_error=[redis.ConnectionError],
-        )
-        locks = fencelock.asyncio.Locks(client)
-        proxy.cut_reply_to(b"LOCK.ACQUIRE")
-        async with locks.lock("foo", ttl=10) as lease:
-            assert proxy.cuts == 1
-            assert (
-                r.execute_command("LOCK.FENCE", lease.key, lease.token) == lease.fence
-            )
-        assert lease.released
-        await client.aclose()
-
-    run(main())
+    client = retrying_client(proxy)
+    locks = fencelock.Locks(client)
+    proxy.cut_reply_to(b"LOCK.ACQUIRE")
+    with locks.lock("foo", ttl=10) as lease:
+        assert proxy.cuts == 1
+        fence = r.execute_command("LOCK.FENCE", lease.key, lease.token)
+        assert fence == lease.fence
+    assert lease.released
+    client.close()
     assert r.exists("lock:foo") == 0
-
-
-def _async_retry() -> object:
-    from redis.asyncio.retry import Retry as AsyncRetry
-
-    return AsyncRetry(NoBackoff(), 2)
