@@ -17,20 +17,6 @@ fn client_id(raw: &mut RawClient) -> i64 {
     }
 }
 
-/// `[token, fence]` out of a grant reply, or `None` for nil.
-fn grant_of(reply: &Reply) -> Option<(String, i64)> {
-    match reply {
-        Reply::Bulk(None) | Reply::Array(None) => None,
-        Reply::Array(Some(items)) => match items.as_slice() {
-            [Reply::Bulk(Some(token)), Reply::Integer(fence)] => {
-                Some((String::from_utf8(token.clone()).unwrap(), *fence))
-            }
-            _ => panic!("not a grant: {reply:?}"),
-        },
-        other => panic!("not a grant: {other:?}"),
-    }
-}
-
 /// The waiter has exactly one reply pending: it arrives, and nothing follows it.
 fn only_reply(waiter: &mut RawClient) -> Reply {
     let reply = waiter
