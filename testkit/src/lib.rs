@@ -16,7 +16,7 @@
 //!   replies off the wire, expiries) and for waiting on a condition;
 //! - `info`: fields of `INFO` sections over either kind of connection (`used_memory`);
 //! - `persistence`: the AOF round trip (write, rewrite, kill, restart, read back);
-//! - `migration`: atomic slot migration (Valkey 9) between cluster nodes, for tests
+//! - `migration`: a key's slot and atomic slot migration (Valkey 9) between cluster nodes, for tests
 //!   that move a slot.
 
 pub mod info;
@@ -33,7 +33,7 @@ pub mod server;
 
 pub use info::{info_field, used_memory, InfoSource};
 pub use locks::*;
-pub use migration::{has_atomic_migration, migration_end, owner_seen_by, start_migration};
+pub use migration::{has_atomic_migration, migration_end, owner_seen_by, slot_of, start_migration};
 pub use paths::{floor_module_path, module_path, server_binary};
 pub use persistence::{aof_always, aof_round_trip, rewrite_aof, Rewrite};
 pub use ports::free_port;

@@ -467,10 +467,6 @@ fn a_replica_holds_every_key_of_each_grant_from_one_transaction() {
 // ---------------------------------------------------------------------------------
 // Cluster
 
-fn slot_of(con: &mut Connection, key: &str) -> i64 {
-    cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap()
-}
-
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
 /// Three keys of one hash tag on each master, and that master's connection.

@@ -404,11 +404,7 @@ fn each_node_keeps_its_own_holdings_and_a_migrated_one_follows_its_slot() {
     // Move node 0's key to node 1, as resharding does.
     let key = &keys[0];
     let (source, target) = (&cluster.nodes[0], &cluster.nodes[1]);
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut cons[0])
-        .unwrap();
+    let slot: i64 = slot_of(&mut cons[0], key);
     let moving = SlotMove::begin(source, target, slot);
     moving.migrate(&mut cons[0], key);
     moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));
