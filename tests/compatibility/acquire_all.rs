@@ -95,9 +95,7 @@ fn assert_holds(con: &mut Connection, keys: &[&str], grant: &Grant, what: &str) 
 }
 
 fn deadlines(con: &mut Connection, keys: &[&str]) -> Vec<i64> {
-    keys.iter()
-        .map(|key| int(con, &["PEXPIRETIME", key]))
-        .collect()
+    keys.iter().map(|key| expire_time(con, key)).collect()
 }
 
 /// `token`'s grant of `keys` with `fences` is in `commands` as exactly one transaction

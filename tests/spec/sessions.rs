@@ -995,7 +995,7 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
         quarantine_end - now
     );
     assert_eq!(
-        int(&mut con, &["PEXPIRETIME", "lock:k"]),
+        expire_time(&mut con, "lock:k"),
         quarantine_end,
         "the key ends with the quarantine"
     );
