@@ -1,8 +1,8 @@
-//! What testing `LOCK.ACQUIREALL` from outside found, each kept as a test: a wait for
-//! several keys granted while one of them held another value overwrote that value (and
-//! the replica kept it); a blocked request for one key was answered in the shape of
-//! `LOCK.ACQUIRE`; and a request for many keys, queued behind others for the same keys,
-//! opened every key once per key.
+//! A blocked `LOCK.ACQUIREALL` against the keys it waits for: a wait for several keys
+//! stays waiting while one of them holds another value (never overwriting it, on the
+//! replica neither); a blocked request for one key is answered with a list of fences,
+//! the shape of `LOCK.ACQUIREALL`, not of `LOCK.ACQUIRE`; and a request for many keys,
+//! queued behind others for the same keys, opens each key about once.
 
 use std::time::Duration;
 
