@@ -16,11 +16,11 @@ use super::{
     after, answer_same_token, block_timeouts, key_changed, left_queues, with_registry, KeyId,
 };
 use crate::config;
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock;
 use crate::keyspace::all_keys::{self, Grant};
 use crate::keyspace::{effects, events};
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
 use crate::stats;
 
 /// What came of a turn.
@@ -40,7 +40,7 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
     let Some((wanted, blocked_on)) = head else {
         return Turn::Waits;
     };
-    let now_ms = clock::now_ms();
+    let now_ms = server_clock::now_ms();
     let limits = config::limits();
     let request = AcquireRequest {
         token: wanted.token.as_deref().unwrap_or_default(),
@@ -220,7 +220,7 @@ fn grant(
         token: &token,
         generated: generated.as_ref(),
         mode: wanted.mode,
-        deadline_ms: lock::waiter_deadline(clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
+        deadline_ms: lock::waiter_deadline(server_clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
         extras: wanted.extras(),
     };
     let Ok(plan) = all_keys::plan(steps) else {

@@ -13,10 +13,10 @@ use redis_module::{Context, RedisError, RedisString};
 
 use super::{anyone_waiting, with_registry, KeyId, Wanted};
 use crate::config;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, selected_db};
+use crate::ffi::server_clock;
 use crate::keyspace::{events, sessions};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db};
 use crate::stats;
 
 /// Whether a wait of the calling client for `names` (in its database), as `wanted`,
@@ -115,7 +115,7 @@ impl WaitGraph<KeyId> for Live<'_> {
         let Ok(Some(current)) = open.lock() else {
             return Vec::new();
         };
-        let now_ms = clock::command_ms();
+        let now_ms = server_clock::command_ms();
         let admits = lock::admits(Some(current), mode, self.max_holders, now_ms);
         if admits == Admission::Admit && !even_if_admitted {
             return Vec::new();

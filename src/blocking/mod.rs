@@ -42,15 +42,15 @@ use fencelock_core::waiters::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
+use crate::ffi::server_clock;
+use crate::ffi::timers::TimerId;
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::events;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{client_id, in_multi_or_script, selected_db};
-use crate::rm::timers::TimerId;
 use crate::stats;
 use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
@@ -194,7 +194,7 @@ pub fn enqueue_all(
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
-        let ends_at_ms = clock::now_ms().saturating_add(timeout_ms);
+        let ends_at_ms = server_clock::now_ms().saturating_add(timeout_ms);
         block_timeouts::arm(ctx, BlockTimeout::new(client, ticket, ends_at_ms));
     }
     for (id, (_, next_change_ms)) in ids.iter().zip(keys) {
@@ -283,7 +283,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         }
         let admission = key.lock().map_or(Admission::Busy, |current| {
             let token = token.as_deref();
-            lock::admits_waiter(current, token, mode, max_holders, clock::now_ms())
+            lock::admits_waiter(current, token, mode, max_holders, server_clock::now_ms())
         });
         match admission {
             Admission::Admit => handed |= grant_first(ctx, key, &id),
@@ -293,7 +293,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     }
     stop_abandoned_checks(ctx);
     if has_waiters(&id) {
-        if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
+        if let Some(at) = effects::next_lease_end(key, server_clock::now_ms()) {
             arm_expiry_check(ctx, &id, at);
         }
     }
@@ -325,7 +325,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let token = token
         .or_else(|| generated.map(|generated| generated.hex().to_vec()))
         .unwrap_or_default();
-    let issued = node_fence::with_clock(|clock| lock::issue(clock, clock::now_micros()));
+    let issued = node_fence::with_clock(|clock| lock::issue(clock, server_clock::now_micros()));
     let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
@@ -334,7 +334,11 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let new = effects::NewHolder {
         token: &token,
         fence,
-        deadline_ms: lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms),
+        deadline_ms: lock::waiter_deadline(
+            server_clock::now_ms(),
+            ttl_ms,
+            config::limits().max_ttl_ms,
+        ),
         mode,
         generated: generated.as_ref(),
         extras: wanted.extras(),
@@ -409,7 +413,8 @@ pub(super) fn answer_same_token(
             continue;
         }
         let max_ttl_ms = config::limits().max_ttl_ms;
-        let deadline = lock::waiter_deadline(clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
+        let deadline =
+            lock::waiter_deadline(server_clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
         // The grant's own reply follows; a failed renewal leaves the earlier lease.
         let _ = effects::extend(ctx, key, token, deadline);
         // A later wait that names a value sets it, as a same-token retry would: the

@@ -18,14 +18,14 @@ use super::errors::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
+use crate::ffi::argv::Command;
+use crate::ffi::getkeys;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::reply;
+use crate::ffi::server;
+use crate::ffi::server_clock;
 use crate::keyspace::all_keys::{self, Grant};
 use crate::keyspace::effects;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::keys;
-use crate::rm::reply;
-use crate::rm::server;
 
 const NAME: &str = "lock.acquireall";
 
@@ -35,7 +35,7 @@ impl Command for AcquireAll {
     const NAME: &'static str = NAME;
 
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
-        if keys::is_position_request(ctx) {
+        if getkeys::is_position_request(ctx) {
             declare_keys(ctx, args);
             return Ok(RedisValue::NoReply);
         }
@@ -58,7 +58,7 @@ fn declare_keys(ctx: &Context, args: &[RedisString]) {
         .filter(|count| count.saturating_add(2) < args.len())
         .unwrap_or(0);
     for position in 2..2 + count {
-        keys::declare(ctx, position, keys::UPDATE);
+        getkeys::declare(ctx, position, getkeys::UPDATE);
     }
 }
 
@@ -96,7 +96,7 @@ fn acquire_all(
     asked: &Asked,
     limits: &Limits,
 ) -> RedisResult {
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     // Waiters come first, key by key, each key closed again before the next is looked
     // at: a handoff to a wait for several keys writes those keys through handles of
     // its own.

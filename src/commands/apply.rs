@@ -23,11 +23,11 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use crate::blocking;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::replicate;
 use crate::keyspace::effects;
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
-use crate::rm::replicate;
 
 pub struct Apply;
 

@@ -9,9 +9,9 @@ use fencelock_core::fencing::parse_node_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
+use crate::ffi::argv::Command;
+use crate::ffi::replicate;
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::replicate;
 
 pub struct Clock;
 

@@ -9,9 +9,9 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::errors::to_redis;
 use super::session::{self, change_each, check_permissions};
 use crate::blocking;
+use crate::ffi::acl::AsCommand;
+use crate::ffi::argv::Command;
 use crate::keyspace::effects;
-use crate::rm::acl::AsCommand;
-use crate::rm::argv::Command;
 use crate::stats;
 
 pub struct Close;

@@ -8,8 +8,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use crate::config;
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
 
 pub struct Fence;
 

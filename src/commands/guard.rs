@@ -11,10 +11,10 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::errors::to_redis;
 use super::inner;
 use crate::config;
-use crate::rm::argv::Command;
-use crate::rm::call::call_and_forward;
-use crate::rm::key::LockKey;
-use crate::rm::keys;
+use crate::ffi::argv::Command;
+use crate::ffi::call::call_and_forward;
+use crate::ffi::getkeys;
+use crate::ffi::lock_key::LockKey;
 use crate::stats;
 
 /// Where the inner command starts in argv.
@@ -29,9 +29,9 @@ impl Command for Guard {
         let [_, name, token, _command, ..] = args else {
             return Err(RedisError::WrongArity);
         };
-        if keys::is_position_request(ctx) {
-            keys::declare(ctx, 1, keys::READ);
-            keys::declare_inner(ctx, &args[INNER..], INNER);
+        if getkeys::is_position_request(ctx) {
+            getkeys::declare(ctx, 1, getkeys::READ);
+            getkeys::declare_inner(ctx, &args[INNER..], INNER);
             return Ok(RedisValue::NoReply);
         }
         check(ctx, name, token, &args[INNER..]).map_err(to_redis)?;

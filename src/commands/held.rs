@@ -8,9 +8,9 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
 use super::session::{self, check_permissions};
-use crate::rm::acl::AsCommand;
-use crate::rm::argv::Command;
-use crate::rm::clock;
+use crate::ffi::acl::AsCommand;
+use crate::ffi::argv::Command;
+use crate::ffi::server_clock;
 
 pub struct Held;
 
@@ -24,7 +24,7 @@ impl Command for Held {
         let session = session::parse(session).map_err(to_redis)?;
         let found = session::holdings(ctx, session);
         check_permissions(ctx, &found, &[], AsCommand::Info)?;
-        let now_ms = clock::command_ms();
+        let now_ms = server_clock::command_ms();
         let entries = found
             .into_iter()
             .map(|holding| {

@@ -8,9 +8,9 @@ use fencelock_core::fencing::parse_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::errors::to_redis;
-use crate::rm::argv::Command;
-use crate::rm::mark_key::MarkKey;
-use crate::rm::replicate;
+use crate::ffi::argv::Command;
+use crate::ffi::mark_key::MarkKey;
+use crate::ffi::replicate;
 
 pub struct Mark;
 

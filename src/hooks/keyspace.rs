@@ -11,11 +11,11 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
+use crate::ffi::server::{selected_db, slot_served_elsewhere};
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
 use crate::keyspace::{effects, events, sessions};
 use crate::observing;
-use crate::rm::server::{selected_db, slot_served_elsewhere};
 use crate::stats;
 
 /// Redis 8.4+'s event for a key of a slot given away, trimmed after the migration.

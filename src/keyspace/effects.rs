@@ -18,13 +18,13 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
 use super::{events, propagation, sessions, unlinked};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::mark_key::MarkKey;
+use crate::ffi::node_state_form;
+use crate::ffi::replicate;
+use crate::ffi::server::selected_db;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::key::LockKey;
-use crate::rm::mark_key::MarkKey;
-use crate::rm::node_state_form;
-use crate::rm::replicate;
-use crate::rm::server::selected_db;
 use crate::stats;
 
 /// What a write did to a lock, for `blocking::after` to follow up on (handoffs, lease
