@@ -2,7 +2,7 @@
 //! queues of blocked clients per key, in one arrival order across keys (kept in the
 //! core's `Waiters`), and the handoff that makes the first waiter the holder in the
 //! same step as the release, expiry or deletion that freed the lock (a wait for several
-//! keys takes its turn in `all_keys`). A wait about to begin is first checked for a
+//! keys takes its turn in `multi_key_turn`). A wait about to begin is first checked for a
 //! deadlock (`deadlocks`).
 //!
 //! Waiters live only in module memory (not persisted, not replicated). Each is a Redis
@@ -24,11 +24,11 @@
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
 
-mod all_keys;
 mod block_timeouts;
 mod callbacks;
 mod deadlocks;
 mod holder_leases;
+mod multi_key_turn;
 mod timers;
 
 use std::cell::RefCell;
@@ -103,7 +103,7 @@ struct Waiter {
     timeout_timer: Option<TimerId>,
     /// Of a wait for several keys, the position of the key that kept it waiting at its
     /// last turn: every key before it was the wait's to take then, so the next turn
-    /// looks from there on (`all_keys::take_turn`).
+    /// looks from there on (`multi_key_turn::take_turn`).
     blocked_on: Option<usize>,
 }
 
@@ -274,10 +274,10 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         if keys > 1 {
             // A wait for several keys: granted all of them at once, or it keeps its
             // place at the head of this queue.
-            match all_keys::take_turn(ctx, key, &id, ticket) {
-                all_keys::Turn::Granted => handed = true,
-                all_keys::Turn::Refused => {}
-                all_keys::Turn::Waits => break,
+            match multi_key_turn::take_turn(ctx, key, &id, ticket) {
+                multi_key_turn::Turn::Granted => handed = true,
+                multi_key_turn::Turn::Refused => {}
+                multi_key_turn::Turn::Waits => break,
             }
             continue;
         }

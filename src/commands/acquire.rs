@@ -17,7 +17,7 @@ use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::{to_redis, to_redis_on};
+use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;

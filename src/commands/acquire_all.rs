@@ -14,7 +14,7 @@ use fencelock_core::token::Generated;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up, Asked};
-use super::errors::{to_redis, to_redis_on};
+use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
@@ -24,7 +24,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server;
 use crate::ffi::server_clock;
-use crate::keyspace::all_keys::{self, Grant};
+use crate::keyspace::all_or_none::{self, Grant};
 use crate::keyspace::effects;
 
 const NAME: &str = "lock.acquireall";
@@ -156,14 +156,14 @@ fn acquire_all(
         deadline_ms: deadline,
         extras: asked.extras(),
     };
-    let plan = all_keys::plan(&steps).map_err(to_redis)?;
+    let plan = all_or_none::plan(&steps).map_err(to_redis)?;
     let mut made = Vec::with_capacity(plan.len());
     for (key, part) in keys.iter_mut().zip(plan) {
-        match all_keys::write(ctx, key, &grant, part) {
+        match all_or_none::write(ctx, key, &grant, part) {
             Ok(part) => made.push(part),
             Err(error) => {
                 for (key, part) in keys.iter_mut().zip(&made) {
-                    all_keys::give_back(ctx, key, part, token);
+                    all_or_none::give_back(ctx, key, part, token);
                 }
                 return Err(to_redis(error));
             }

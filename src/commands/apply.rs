@@ -21,7 +21,7 @@ use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::ffi::argv::Command;
 use crate::ffi::lock_key::LockKey;

@@ -8,7 +8,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::fencing::parse_node_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::ffi::argv::Command;
 use crate::ffi::replicate;
 use crate::node_fence;

@@ -12,8 +12,8 @@ use fencelock_core::error::CommandError;
 use fencelock_core::fencing::{admit, empties_databases, parse_fence, Admission};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::inner;
+use super::support::error_replies::to_redis;
+use super::support::inner_command;
 use crate::ffi::argv::Command;
 use crate::ffi::call::call;
 use crate::ffi::getkeys;
@@ -60,7 +60,7 @@ fn admit_fence(
     inner: &[RedisString],
 ) -> Result<Option<u64>, CommandError> {
     let fence = parse_fence(fence.as_slice())?;
-    let looked_up = inner::check(ctx, mark, inner)?;
+    let looked_up = inner_command::check(ctx, mark, inner)?;
     let key = MarkKey::open(ctx, mark, false);
     match admit(key.highest()?, node_fence::mark_floor(), fence) {
         // Deleting or overwriting the mark would re-open the door to every older fence.

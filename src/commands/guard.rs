@@ -8,8 +8,8 @@ use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::inner;
+use super::support::error_replies::to_redis;
+use super::support::inner_command;
 use crate::config;
 use crate::ffi::argv::Command;
 use crate::ffi::call::call_and_forward;
@@ -48,7 +48,7 @@ fn check(
     token: &RedisString,
     inner: &[RedisString],
 ) -> Result<(), CommandError> {
-    inner::check(ctx, name, inner)?;
+    inner_command::check(ctx, name, inner)?;
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let key = LockKey::open(ctx, name, false);
     if token.holds(key.lock(), key.holders_clock_ms())? {

@@ -7,7 +7,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::fencing::parse_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::ffi::argv::Command;
 use crate::ffi::mark_key::MarkKey;
 use crate::ffi::replicate;

@@ -10,7 +10,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::observe::{self, Observed};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
 use crate::ffi::argv::Command;

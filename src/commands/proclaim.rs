@@ -9,7 +9,7 @@ use fencelock_core::error::CommandError;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis_on;
+use super::support::error_replies::to_redis_on;
 use crate::blocking;
 use crate::config;
 use crate::ffi::argv::Command;

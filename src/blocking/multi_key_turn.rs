@@ -19,7 +19,7 @@ use crate::config;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server_clock;
-use crate::keyspace::all_keys::{self, Grant};
+use crate::keyspace::all_or_none::{self, Grant};
 use crate::keyspace::{effects, events};
 use crate::stats;
 
@@ -223,13 +223,13 @@ fn grant(
         deadline_ms: lock::waiter_deadline(server_clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
         extras: wanted.extras(),
     };
-    let Ok(plan) = all_keys::plan(steps) else {
+    let Ok(plan) = all_or_none::plan(steps) else {
         return answer_nil(ctx, client, keys.ids);
     };
     let mut planned = plan.into_iter();
     let written = keys.each(|each| {
         let part = planned.next()?;
-        Some(all_keys::write(ctx, each, &grant, part))
+        Some(all_or_none::write(ctx, each, &grant, part))
     });
     let made: Option<Vec<_>> = written
         .iter()
@@ -239,7 +239,7 @@ fn grant(
         let mut results = written.into_iter();
         keys.each(|each| {
             if let Some(Some(Ok(made))) = results.next() {
-                all_keys::give_back(ctx, each, &made, &token);
+                all_or_none::give_back(ctx, each, &made, &token);
             }
         });
         return answer_nil(ctx, client, keys.ids);
