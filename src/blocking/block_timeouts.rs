@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use fencelock_core::wait_queue::Ticket;
+use fencelock_core::fifo_queue::Ticket;
 use redis_module::Context;
 
 use super::callbacks::LockWaiting;

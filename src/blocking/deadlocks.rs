@@ -5,10 +5,10 @@
 
 use fencelock_core::deadlock::{find_cycle, Cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
 use fencelock_core::error::deadlock;
+use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::owner::{owners_of, Owner};
-use fencelock_core::wait_queue::Ticket;
 use redis_module::{Context, RedisError, RedisString};
 
 use super::{anyone_waiting, with_registry, KeyId, Wanted};

@@ -38,7 +38,7 @@ use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
-use fencelock_core::waiters::{self, Taken, Waiters};
+use fencelock_core::wait_registry::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
@@ -107,7 +107,7 @@ struct Waiter {
     blocked_on: Option<usize>,
 }
 
-impl waiters::Waiter for Waiter {
+impl wait_registry::Waiter for Waiter {
     fn token(&self) -> Option<&[u8]> {
         self.wanted.token.as_deref()
     }

@@ -5,10 +5,10 @@
 //! free rather than go to someone behind it (no partial holding, and no overtaking).
 
 use fencelock_core::error::CommandError;
+use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
-use fencelock_core::wait_queue::Ticket;
-use fencelock_core::waiters::Taken;
+use fencelock_core::wait_registry::Taken;
 use redis_module::{Context, RedisString};
 
 use super::callbacks::{Delivery, LockWaiting};

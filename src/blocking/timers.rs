@@ -15,7 +15,7 @@ use crate::ffi::server::{select_db, selected_db, slot_served_elsewhere, writes, 
 use crate::ffi::server_clock;
 use crate::ffi::timers::{self, Timer};
 use crate::keyspace::effects;
-use fencelock_core::waiters::ExpiryCheck;
+use fencelock_core::wait_registry::ExpiryCheck;
 
 /// How long to wait before retrying a handoff while Redis has writes (and with them
 /// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.

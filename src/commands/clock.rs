@@ -5,7 +5,7 @@
 //! with it. Neither value ever goes down. Applications do not need it.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::parse_node_fence;
+use fencelock_core::fence_checks::parse_node_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;

@@ -9,7 +9,7 @@
 //! itself is refused before it runs.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{admit, empties_databases, parse_fence, Admission};
+use fencelock_core::fence_checks::{admit, empties_databases, parse_fence, Admission};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;

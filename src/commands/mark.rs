@@ -4,7 +4,7 @@
 //! not need it.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::parse_fence;
+use fencelock_core::fence_checks::parse_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;

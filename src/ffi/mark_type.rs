@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use std::os::raw::c_char;
 use std::sync::OnceLock;
 
-use fencelock_core::fence::MAX_FENCE;
+use fencelock_core::fence_clock::MAX_FENCE;
 use redis_module::{native_types::RedisType, raw};
 
 use super::data_type::{unlinked_key, NO_METHODS};

@@ -2,7 +2,7 @@
 //! a cluster, whether its keys share the slot of the lock or mark key.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{allowed_inside, same_slot};
+use fencelock_core::fence_checks::{allowed_inside, same_slot};
 use redis_module::{Context, RedisString};
 
 use crate::ffi::getkeys;
