@@ -378,7 +378,11 @@ fn subscribe(ctx: &Context) -> bool {
     let mut subscribed =
         ffi::events::subscribe_keyspace(ctx, keyspace_classes(ctx), hooks::keyspace::on_event)
             && ffi::filter::register(ctx, hooks::filter::before_command)
-            && ffi::info::register(ctx, hooks::info::SECTION, hooks::info::fields)
+            && ffi::info_section::register(
+                ctx,
+                hooks::info_section::SECTION,
+                hooks::info_section::fields,
+            )
             && ffi::slot_migration::follow(ctx, hooks::slot_migration::migration);
     ffi::server::keep_detached_context(ctx);
     for (event, handler) in SERVER_EVENTS {

@@ -16,7 +16,7 @@ use crate::config;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
-use crate::keyspace::{events, sessions};
+use crate::keyspace::{lock_events, sessions};
 use crate::stats;
 
 /// Whether a wait of the calling client for `names` (in its database), as `wanted`,
@@ -128,7 +128,7 @@ impl WaitGraph<KeyId> for Live<'_> {
 /// for and counted. Nothing was queued or changed.
 pub fn refuse(ctx: &Context, cycle: &Cycle<Vec<u8>>) {
     let asked = RedisString::create_from_slice(ctx.ctx, &cycle.asked);
-    events::notify(ctx, events::DEADLOCK, &asked);
+    lock_events::notify(ctx, lock_events::DEADLOCK, &asked);
     stats::DEADLOCKS.bump();
     let error = deadlock(&cycle.asked, &cycle.closes_at);
     ctx.reply(Err(RedisError::String(error)));

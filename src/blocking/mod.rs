@@ -48,7 +48,7 @@ use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
 use crate::keyspace::effects::{self, Change};
-use crate::keyspace::events;
+use crate::keyspace::lock_events;
 use crate::node_fence;
 use crate::observing;
 use crate::stats;
@@ -349,7 +349,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     }
-    events::notify(ctx, events::HANDOFF, name);
+    lock_events::notify(ctx, lock_events::HANDOFF, name);
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
     if chosen_token {

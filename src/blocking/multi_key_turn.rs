@@ -20,7 +20,7 @@ use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server_clock;
 use crate::keyspace::all_or_none::{self, Grant};
-use crate::keyspace::{effects, events};
+use crate::keyspace::{effects, lock_events};
 use crate::stats;
 
 /// What came of a turn.
@@ -250,7 +250,7 @@ fn grant(
     let grants = keys.each(|each| {
         let made = parts.next().copied()?;
         let id: KeyId = (db, each.name().as_slice().to_vec());
-        events::notify(ctx, events::HANDOFF, each.name());
+        lock_events::notify(ctx, lock_events::HANDOFF, each.name());
         stats::HANDOFFS.bump();
         if wanted.token.is_some() {
             answer_same_token(ctx, each, &id, &token, made.fence, held);

@@ -5,8 +5,8 @@
 //! functions are called here and nowhere else.
 //!
 //! Every entry point Redis calls into the module starts here (`argv` for commands,
-//! `blocked`, `timers`, `events`, `filter`, `data_type`, `info`) and runs its body
-//! inside `panic_guard`, so a panic becomes an error reply or a log line, never an abort
+//! `blocked`, `timers`, `events`, `filter`, `data_type`, `info_section`) and runs its
+//! body inside `panic_guard`, so a panic becomes an error reply or a log line, never an abort
 //! of the server. Every required API function is checked once at load (`api`). Keys are
 //! opened through `open_key` (one handle, the change signal) as a lock key (`lock_key`)
 //! or a mark key (`mark_key`); `getkeys` answers Redis's key-position requests;
@@ -49,7 +49,7 @@ pub mod data_type;
 pub mod events;
 pub mod filter;
 pub mod getkeys;
-pub mod info;
+pub mod info_section;
 pub mod lock_key;
 pub mod mark_key;
 pub mod mark_type;
