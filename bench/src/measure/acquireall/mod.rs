@@ -14,8 +14,8 @@
 //!   servers of their own (the cost curves' set-up: many clients).
 
 pub mod client;
-mod overlapping_sets;
 mod cycles;
+mod overlapping_sets;
 mod waits;
 
 use std::io;
