@@ -95,8 +95,12 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     }
     // Any other change to a waited-for key (gone, a new deadline from PEXPIRE or
     // PERSIST, a new value from RESTORE, RENAME or COPY) re-settles its queue.
+    // An eviction is one step of a loop that goes on while memory is short: a lock
+    // handed over inside it would be the next one evicted, so it is handed over after.
     if moved {
         blocking::key_moved(ctx, db, name);
+    } else if event == "evicted" {
+        blocking::key_changed(ctx, db, name);
     } else {
         blocking::key_announced(ctx, db, name);
     }
