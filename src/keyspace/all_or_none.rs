@@ -12,9 +12,9 @@ use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
 
 use super::effects::{self, Change, NewHolder};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock;
 use crate::node_fence;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
 use redis_module::Context;
 
 /// What every key is granted with.
@@ -42,8 +42,9 @@ pub fn plan(steps: &[Step]) -> Result<Vec<(u64, bool)>, CommandError> {
         .iter()
         .map(|step| match step {
             Step::Admit => {
-                let issued =
-                    node_fence::with_clock(|fences| lock::issue(fences, clock::now_micros()));
+                let issued = node_fence::with_clock(|fences| {
+                    lock::issue(fences, server_clock::now_micros())
+                });
                 match issued {
                     Acquire::Granted { fence } => Ok((fence, true)),
                     _ => Err(CommandError::FencesExhausted),

@@ -23,9 +23,9 @@ use std::hash::Hash;
 
 use crate::capacity::trim;
 use crate::deadlock::{EarliestWait, OwnerWait, QueuedWait};
+use crate::fifo_queue::{FifoQueue, Ticket};
 use crate::mode::Mode;
 use crate::owner::Owner;
-use crate::wait_queue::{Ticket, WaitQueue};
 
 /// What a waiter tells the bookkeeping about itself.
 pub trait Waiter {
@@ -48,7 +48,7 @@ pub struct ExpiryCheck<T> {
 /// The queue of one key, and when its handoff is next looked at.
 #[derive(Debug)]
 pub struct KeyQueue<T> {
-    queue: WaitQueue<()>,
+    queue: FifoQueue<()>,
     /// Tickets of single-key waits that chose their token, by token.
     by_token: HashMap<Vec<u8>, Vec<Ticket>>,
     /// How many of the waits asked to hold shared (`LOCK.INFO` counts both kinds
@@ -73,7 +73,7 @@ pub struct KeyQueue<T> {
 impl<T> Default for KeyQueue<T> {
     fn default() -> Self {
         Self {
-            queue: WaitQueue::default(),
+            queue: FifoQueue::default(),
             by_token: HashMap::new(),
             shared: 0,
             unshared: BTreeSet::new(),

@@ -1,5 +1,6 @@
 //! A FIFO queue with O(1) push, O(1) removal of any member by ticket, and amortised
-//! O(1) pop of the oldest live member. Pure; the blocking layer stores its waiters here.
+//! O(1) pop of the oldest live member. Pure; the wait registry (`wait_registry`) keeps
+//! one per key.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -9,12 +10,12 @@ use crate::capacity::trim;
 pub type Ticket = u64;
 
 #[derive(Debug)]
-pub struct WaitQueue<T> {
+pub struct FifoQueue<T> {
     order: VecDeque<Ticket>,
     entries: HashMap<Ticket, T>,
 }
 
-impl<T> Default for WaitQueue<T> {
+impl<T> Default for FifoQueue<T> {
     fn default() -> Self {
         Self {
             order: VecDeque::new(),
@@ -23,7 +24,7 @@ impl<T> Default for WaitQueue<T> {
     }
 }
 
-impl<T> WaitQueue<T> {
+impl<T> FifoQueue<T> {
     /// Appends `entry` under `ticket`; tickets must be unique across the queue's life.
     pub fn push(&mut self, ticket: Ticket, entry: T) {
         self.order.push_back(ticket);
@@ -93,11 +94,11 @@ impl<T> WaitQueue<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::WaitQueue;
+    use super::FifoQueue;
 
     #[test]
     fn the_front_is_the_oldest_live_entry_and_stays() {
-        let mut queue = WaitQueue::default();
+        let mut queue = FifoQueue::default();
         queue.push(1, "a");
         queue.push(2, "b");
         assert_eq!(queue.remove(1), Some("a"));
@@ -109,7 +110,7 @@ mod tests {
 
     #[test]
     fn pops_in_arrival_order_skipping_removed_entries() {
-        let mut queue = WaitQueue::default();
+        let mut queue = FifoQueue::default();
         for ticket in 1..=5 {
             queue.push(ticket, ticket * 10);
         }
@@ -123,7 +124,7 @@ mod tests {
 
     #[test]
     fn removing_everything_releases_the_order_slots() {
-        let mut queue = WaitQueue::default();
+        let mut queue = FifoQueue::default();
         for ticket in 0..10_000 {
             queue.push(ticket, ());
         }
@@ -136,7 +137,7 @@ mod tests {
 
     #[test]
     fn memory_follows_the_live_entries_while_the_queue_never_empties() {
-        let mut queue = WaitQueue::default();
+        let mut queue = FifoQueue::default();
         queue.push(0, ());
         for ticket in 1..1_000_000 {
             queue.push(ticket, ());

@@ -5,10 +5,10 @@
 //! free rather than go to someone behind it (no partial holding, and no overtaking).
 
 use fencelock_core::error::CommandError;
+use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
-use fencelock_core::wait_queue::Ticket;
-use fencelock_core::waiters::Taken;
+use fencelock_core::wait_registry::Taken;
 use redis_module::{Context, RedisString};
 
 use super::callbacks::{Delivery, LockWaiting};
@@ -16,11 +16,11 @@ use super::{
     after, answer_same_token, block_timeouts, key_changed, left_queues, with_registry, KeyId,
 };
 use crate::config;
-use crate::keyspace::all_keys::{self, Grant};
-use crate::keyspace::{effects, events};
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock;
+use crate::keyspace::all_or_none::{self, Grant};
+use crate::keyspace::{effects, lock_events};
 use crate::stats;
 
 /// What came of a turn.
@@ -40,7 +40,7 @@ pub(super) fn take_turn(ctx: &Context, key: &mut LockKey, id: &KeyId, ticket: Ti
     let Some((wanted, blocked_on)) = head else {
         return Turn::Waits;
     };
-    let now_ms = clock::now_ms();
+    let now_ms = server_clock::now_ms();
     let limits = config::limits();
     let request = AcquireRequest {
         token: wanted.token.as_deref().unwrap_or_default(),
@@ -220,16 +220,16 @@ fn grant(
         token: &token,
         generated: generated.as_ref(),
         mode: wanted.mode,
-        deadline_ms: lock::waiter_deadline(clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
+        deadline_ms: lock::waiter_deadline(server_clock::now_ms(), wanted.ttl_ms, max_ttl_ms),
         extras: wanted.extras(),
     };
-    let Ok(plan) = all_keys::plan(steps) else {
+    let Ok(plan) = all_or_none::plan(steps) else {
         return answer_nil(ctx, client, keys.ids);
     };
     let mut planned = plan.into_iter();
     let written = keys.each(|each| {
         let part = planned.next()?;
-        Some(all_keys::write(ctx, each, &grant, part))
+        Some(all_or_none::write(ctx, each, &grant, part))
     });
     let made: Option<Vec<_>> = written
         .iter()
@@ -239,7 +239,7 @@ fn grant(
         let mut results = written.into_iter();
         keys.each(|each| {
             if let Some(Some(Ok(made))) = results.next() {
-                all_keys::give_back(ctx, each, &made, &token);
+                all_or_none::give_back(ctx, each, &made, &token);
             }
         });
         return answer_nil(ctx, client, keys.ids);
@@ -250,7 +250,7 @@ fn grant(
     let grants = keys.each(|each| {
         let made = parts.next().copied()?;
         let id: KeyId = (db, each.name().as_slice().to_vec());
-        events::notify(ctx, events::HANDOFF, each.name());
+        lock_events::notify(ctx, lock_events::HANDOFF, each.name());
         stats::HANDOFFS.bump();
         if wanted.token.is_some() {
             answer_same_token(ctx, each, &id, &token, made.fence, held);

@@ -6,60 +6,20 @@
 //! place), the same on a primary and its replicas whatever order their removals came
 //! in, so saving, digesting and rewriting walk them alike. Two holders of one set never
 //! share a fence: every grant has its own, and a write that would repeat one is refused.
-//! A small set is a list searched by a scan (`HolderList`); past `holder_list::MOST`
+//! A small set is a list searched by a scan (`HolderList`); past `list::MOST`
 //! holders it is indexed by token and lease end (`HolderIndex`), so that every command
 //! on one holder stays O(log n), and it goes back to a list once it shrank to half that.
 
-use crate::holder_index::HolderIndex;
-use crate::holder_list::{self, HolderList};
-use crate::holding::{Holding, Offered, OwnedHolding};
+mod holder;
+mod index;
+mod list;
+
+pub use holder::SharedHolder;
+
+use crate::holding::{Holding, Offered};
 use crate::mode::Mode;
-
-/// One shared holder.
-#[derive(Debug)]
-pub struct SharedHolder {
-    holding: OwnedHolding,
-    /// Until when it takes its room (Unix ms): its lease's end, plus its lock-delay. It
-    /// holds while `now <= deadline_ms()`, as Redis keys do, and after that, while its
-    /// lock-delay lasts, takes its room quarantined, holding nothing. The stores order
-    /// and expire holders by this.
-    pub(crate) occupied_until_ms: i64,
-}
-
-impl SharedHolder {
-    fn new(holding: Box<Holding>, deadline_ms: i64) -> Self {
-        let occupied_until_ms = Self::occupied_until(&holding, deadline_ms);
-        SharedHolder {
-            holding: OwnedHolding::new(holding),
-            occupied_until_ms,
-        }
-    }
-
-    /// Until when a holding whose lease ends at `deadline_ms` takes its room.
-    fn occupied_until(holding: &Holding, deadline_ms: i64) -> i64 {
-        let delay = i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX);
-        deadline_ms.saturating_add(delay)
-    }
-
-    pub fn holding(&self) -> &Holding {
-        &self.holding
-    }
-
-    /// When its lease ends (Unix ms).
-    pub fn deadline_ms(&self) -> i64 {
-        let delay = i64::try_from(self.holding.lock_delay_ms()).unwrap_or(i64::MAX);
-        self.occupied_until_ms.saturating_sub(delay)
-    }
-
-    pub fn is_live(&self, now_ms: i64) -> bool {
-        now_ms <= self.deadline_ms()
-    }
-
-    /// Whether it still takes its room: holding, or quarantined after its lease ran out.
-    pub(crate) fn occupies(&self, now_ms: i64) -> bool {
-        now_ms <= self.occupied_until_ms
-    }
-}
+use index::HolderIndex;
+use list::HolderList;
 
 /// Why a holder could not be added: another holder of the set has this fence.
 #[derive(Debug, PartialEq, Eq)]
@@ -292,7 +252,7 @@ impl SharedHolders {
         let occupied_until_ms = holder.occupied_until_ms;
         on_store!(&mut self.store, insert(holder));
         self.deadline_set(occupied_until_ms);
-        if matches!(self.store, Store::List(_)) && self.len() > holder_list::MOST {
+        if matches!(self.store, Store::List(_)) && self.len() > list::MOST {
             self.restore(|holders| {
                 let mut index = Box::<HolderIndex>::default();
                 holders.into_iter().for_each(|holder| index.insert(holder));
@@ -389,7 +349,7 @@ impl SharedHolders {
 
     /// An indexed set that shrank to half a list's most goes back to a list.
     fn shrink(&mut self) {
-        if matches!(self.store, Store::Index(_)) && self.len() <= holder_list::MOST / 2 {
+        if matches!(self.store, Store::Index(_)) && self.len() <= list::MOST / 2 {
             self.restore(|holders| Store::List(HolderList::from_holders(holders)));
         }
     }

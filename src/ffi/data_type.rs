@@ -31,7 +31,7 @@ use redis_module::{native_types::RedisType, raw};
 
 use super::apply_form::ApplyForm;
 use super::string_bytes::bytes_of;
-use super::{guard, node_state_form};
+use super::{node_state_form, panic_guard};
 use crate::node_fence;
 use crate::stats;
 
@@ -178,7 +178,7 @@ fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    guard::callback("RDB load", std::ptr::null_mut(), || {
+    panic_guard::callback("RDB load", std::ptr::null_mut(), || {
         let value = match encver {
             EXCLUSIVE_ONLY_VERSION => {
                 load_holding(rdb, Carries::TokenAndFence).map(LockValue::Exclusive)
@@ -290,7 +290,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("RDB save", (), || match lock {
+    panic_guard::callback("RDB save", (), || match lock {
         LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
             save_unsigned(rdb, KIND_EXCLUSIVE);
             save_holding(rdb, holding);
@@ -344,7 +344,7 @@ unsafe extern "C" fn aof_rewrite(
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("AOF rewrite", (), || {
+    panic_guard::callback("AOF rewrite", (), || {
         // Without the RDB preamble nothing else carries the node's state.
         node_state_form::rewrite_once(aof);
         // Whatever a `LOCK.APPLY` with a deadline made of the key's expiry, `PERSIST`
@@ -446,7 +446,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
-    guard::callback("DEBUG DIGEST", (), || {
+    panic_guard::callback("DEBUG DIGEST", (), || {
         match lock {
             LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
                 digest_holding(md, holding)
@@ -517,7 +517,7 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
     };
     // SAFETY: the key-operation context Redis passed to unlink2.
     if let Some((db, name)) = unsafe { unlinked_key(ctx) } {
-        guard::callback("unlink", (), || observer(db, name, lock));
+        panic_guard::callback("unlink", (), || observer(db, name, lock));
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use redis_module::{raw, Context};
 
-use super::guard;
+use super::panic_guard;
 
 /// The section's name and a function giving its fields now.
 struct Section {
@@ -34,7 +34,7 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
     let Some(section) = SECTION.get() else {
         return;
     };
-    let fields = guard::callback("INFO", Vec::new(), section.fields);
+    let fields = panic_guard::callback("INFO", Vec::new(), section.fields);
     // SAFETY: the info context Redis passed in, static C strings.
     unsafe {
         api!(RedisModule_InfoAddSection)(ctx, section.name.as_ptr());

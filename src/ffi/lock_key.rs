@@ -64,7 +64,7 @@ impl<'a> LockKey<'a> {
         let lock = unsafe { LockValue::from_raw(value.cast::<u8>()) };
         Ok(Some(match lock {
             LockRef::Exclusive(holding) if holding.lease_end_ms().is_some() => {
-                LockRef::exclusive(holding, super::clock::command_ms())
+                LockRef::exclusive(holding, super::server_clock::command_ms())
             }
             lock => lock,
         }))
@@ -75,7 +75,7 @@ impl<'a> LockKey<'a> {
     /// for one (0: a time no lease is compared with).
     pub fn holders_clock_ms(&self) -> i64 {
         match self.lock() {
-            Ok(Some(LockRef::Shared(_))) => super::clock::command_ms(),
+            Ok(Some(LockRef::Shared(_))) => super::server_clock::command_ms(),
             _ => 0,
         }
     }
@@ -158,7 +158,7 @@ impl<'a> LockKey<'a> {
             return self.remaining_ms();
         }
         self.lease_deadline_ms()
-            .map(|end| end.saturating_sub(super::clock::command_ms()).max(0))
+            .map(|end| end.saturating_sub(super::server_clock::command_ms()).max(0))
     }
 
     /// When the lease (the latest shared one) ends (Unix ms), as `lease_remaining_ms`:

@@ -6,7 +6,7 @@
 //! its token (keyed per process, so client-chosen tokens cannot be picked to collide)
 //! without storing the token twice; the last comparison is the holding's constant-time
 //! one. That costs about 150 bytes a holder, three times a plain list's: the price of
-//! not scanning, paid only past `holder_list::MOST`.
+//! not scanning, paid only past `list::MOST`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher, RandomState};
@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 
 use hashbrown::HashTable;
 
+use super::holder::SharedHolder;
 use crate::holding::{Holding, Offered};
-use crate::shared::SharedHolder;
 
 #[derive(Debug, Default)]
 pub(crate) struct HolderIndex {

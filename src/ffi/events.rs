@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use redis_module::{raw, Context, NotifyEvent};
 
-use super::guard;
+use super::panic_guard;
 use super::string_bytes::bytes_of;
 
 /// The server events the module follows.
@@ -124,7 +124,7 @@ unsafe extern "C" fn server_event(
         }
         _ => None,
     };
-    guard::callback("a server event", (), || {
+    panic_guard::callback("a server event", (), || {
         handler(&Context::new(ctx), subevent, EventData { swapped, flushed })
     });
 }
@@ -164,7 +164,7 @@ unsafe extern "C" fn keyspace_event(
         .unwrap_or_default();
     // SAFETY: the key string lives for the call.
     let name = unsafe { bytes_of(key) };
-    guard::callback("a keyspace event", (), || {
+    panic_guard::callback("a keyspace event", (), || {
         handler(&Context::new(ctx), event, name);
     });
     raw::REDISMODULE_OK as c_int

@@ -4,10 +4,10 @@
 use std::ffi::CStr;
 
 use crate::blocking;
+use crate::ffi::server;
 use crate::keyspace::sessions;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::server;
 use crate::stats;
 
 pub const SECTION: &CStr = c"stats";

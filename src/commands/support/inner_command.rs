@@ -2,11 +2,11 @@
 //! a cluster, whether its keys share the slot of the lock or mark key.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{allowed_inside, same_slot};
+use fencelock_core::fence_checks::{allowed_inside, same_slot};
 use redis_module::{Context, RedisString};
 
-use crate::rm::keys;
-use crate::rm::server;
+use crate::ffi::getkeys;
+use crate::ffi::server;
 
 /// `inner` is the command with its arguments; `first` the lock or mark key. Returns
 /// the inner command's key names when it had to look them up (in a cluster), so that
@@ -24,7 +24,7 @@ pub fn check<'a>(
     if !server::in_cluster(ctx) {
         return Ok(None);
     }
-    let names = keys::inner_key_names(ctx, inner);
+    let names = getkeys::inner_key_names(ctx, inner);
     same_slot(first.as_slice(), &names)?;
     Ok(Some(names))
 }

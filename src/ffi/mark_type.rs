@@ -9,11 +9,11 @@ use std::ffi::{c_int, c_void};
 use std::os::raw::c_char;
 use std::sync::OnceLock;
 
-use fencelock_core::fence::MAX_FENCE;
+use fencelock_core::fence_clock::MAX_FENCE;
 use redis_module::{native_types::RedisType, raw};
 
 use super::data_type::{unlinked_key, NO_METHODS};
-use super::{guard, node_state_form};
+use super::{node_state_form, panic_guard};
 
 const ENCODING_VERSION: i32 = 0;
 
@@ -61,7 +61,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
     if encver != ENCODING_VERSION {
         return std::ptr::null_mut();
     }
-    guard::callback("RDB load of a mark", std::ptr::null_mut(), || {
+    panic_guard::callback("RDB load of a mark", std::ptr::null_mut(), || {
         // SAFETY: the IO handle Redis passed in.
         let fence = unsafe { api!(RedisModule_LoadUnsigned)(rdb) };
         // SAFETY: as above.
@@ -90,7 +90,7 @@ unsafe extern "C" fn aof_rewrite(
     let Some(fence) = (unsafe { fence_of(value) }) else {
         return;
     };
-    guard::callback("AOF rewrite of a mark", (), || {
+    panic_guard::callback("AOF rewrite of a mark", (), || {
         // Without the RDB preamble nothing else carries the node's state.
         node_state_form::rewrite_once(aof);
         let fence = fence.to_string();
@@ -133,7 +133,7 @@ unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, value: *const 
     };
     // SAFETY: the key-operation context Redis passed to unlink2.
     if let Some((db, name)) = unsafe { unlinked_key(ctx) } {
-        guard::callback("unlink of a mark", (), || observer(db, name, fence));
+        panic_guard::callback("unlink of a mark", (), || observer(db, name, fence));
     }
 }
 

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 
 use redis_module::{raw, Context};
 
-use super::guard;
+use super::panic_guard;
 
 /// What a job carries and does when it runs.
 pub trait Job: Sized + 'static {
@@ -43,5 +43,5 @@ unsafe extern "C" fn ran<J: Job>(ctx: *mut raw::RedisModuleCtx, data: *mut c_voi
     }
     // SAFETY: made by `after_notification::<J>`, handed back by Redis exactly once.
     let job = *unsafe { Box::from_raw(data.cast::<J>()) };
-    guard::callback(J::NAME, (), || job.run(&Context::new(ctx)));
+    panic_guard::callback(J::NAME, (), || job.run(&Context::new(ctx)));
 }

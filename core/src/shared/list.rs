@@ -3,8 +3,8 @@
 //! hashing a token and walking trees, and a holder costs 16 bytes beside its holding;
 //! past it the set moves to `HolderIndex`.
 
+use super::holder::SharedHolder;
 use crate::holding::{Holding, Offered};
-use crate::shared::SharedHolder;
 
 /// The most holders a list keeps before the set is indexed instead.
 pub(crate) const MOST: usize = 32;

@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use fencelock_core::digits::{digits, DIGITS};
 use redis_module::{raw, Context};
 
-use super::guard;
+use super::panic_guard;
 
 /// An inclusive range of hash slots.
 pub type SlotRange = (u16, u16);
@@ -161,7 +161,7 @@ unsafe extern "C" fn on_event(
     let (Some(handler), Some(kind)) = (HANDLER.get(), KIND.get()) else {
         return;
     };
-    guard::callback("a slot migration event", (), || {
+    panic_guard::callback("a slot migration event", (), || {
         // SAFETY: the server passes the event's own data, live for the call.
         let migration = unsafe {
             match kind {

@@ -15,12 +15,12 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisError, RedisString};
 
 use crate::blocking;
+use crate::ffi::acl::{AsCommand, CallingUser};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, selected_db};
+use crate::ffi::server_clock;
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::sessions::{self, SessionKey};
-use crate::rm::acl::{AsCommand, CallingUser};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db};
 
 /// One live holding of the session.
 pub struct Found {
@@ -43,7 +43,7 @@ pub fn parse(session: &RedisString) -> Result<&[u8], CommandError> {
 
 /// The live holdings of `session` on this server, in grant order (ascending fence).
 pub fn holdings(ctx: &Context, session: &[u8]) -> Vec<Found> {
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     let mut found = Vec::new();
     let keys = sessions::keys_of(session).into_iter().map(|key| (key, ()));
     in_each_db(ctx, keys, |ctx, key, ()| {
@@ -141,7 +141,7 @@ pub fn change_each(
     found: Vec<Found>,
     mut change: impl FnMut(&Context, &mut LockKey, &[u8]) -> Result<Change, CommandError>,
 ) -> i64 {
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     let mut changed = 0;
     in_each_db(ctx, by_key(found), |ctx, key, holdings| {
         let name = RedisString::create_from_slice(ctx.ctx, &key.1);

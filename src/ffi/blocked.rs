@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 
 use redis_module::{raw, Context, RedisValue};
 
-use super::guard;
+use super::panic_guard;
 
 /// A blocked client's handle, valid until it is unblocked (and its reply sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,7 +73,7 @@ unsafe extern "C" fn reply<W: Waiting>(
     let context = Context::new(ctx);
     // A panic while replying still answers the client (with the guard's error), so it
     // is never left without a reply.
-    let replied = guard::command(W::NAME, || {
+    let replied = panic_guard::command(W::NAME, || {
         W::reply(&context, delivery);
         Ok(RedisValue::NoReply)
     });
@@ -92,7 +92,7 @@ unsafe extern "C" fn client_unblocked<W: Waiting>(
     let client = unsafe { api!(RedisModule_GetBlockedClientHandle)(ctx) };
     if !client.is_null() {
         let context = Context::new(ctx);
-        guard::callback(W::NAME, (), || {
+        panic_guard::callback(W::NAME, (), || {
             W::client_unblocked(&context, BlockedClient(client));
         });
     }
@@ -103,7 +103,7 @@ unsafe extern "C" fn disconnected<W: Waiting>(
     ctx: *mut raw::RedisModuleCtx,
     client: *mut raw::RedisModuleBlockedClient,
 ) {
-    guard::callback(W::NAME, (), || {
+    panic_guard::callback(W::NAME, (), || {
         W::disconnected(&Context::new(ctx), BlockedClient(client));
     });
 }
@@ -114,5 +114,5 @@ unsafe extern "C" fn free<W: Waiting>(ctx: *mut raw::RedisModuleCtx, data: *mut 
     }
     // SAFETY: made by `unblock::<W>`; Redis frees each delivery once.
     let delivery = *unsafe { Box::from_raw(data.cast::<W::Delivery>()) };
-    guard::callback(W::NAME, (), || W::free(&Context::new(ctx), delivery));
+    panic_guard::callback(W::NAME, (), || W::free(&Context::new(ctx), delivery));
 }

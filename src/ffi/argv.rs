@@ -9,7 +9,7 @@ use std::mem::ManuallyDrop;
 use redis_module::{raw, Context, RedisResult, RedisString};
 use smallvec::SmallVec;
 
-use super::guard;
+use super::panic_guard;
 
 /// A command: its name (for the guard's report) and its handler over borrowed
 /// arguments (argv[0] is the command name).
@@ -45,6 +45,6 @@ pub unsafe extern "C" fn entry<C: Command>(
     let args = unsafe {
         &*(views.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
     };
-    let result = guard::command(C::NAME, || C::run(&context, args));
+    let result = panic_guard::command(C::NAME, || C::run(&context, args));
     context.reply(result) as c_int
 }

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use redis_module::{raw, Context};
 
-use super::guard;
+use super::panic_guard;
 use super::string_bytes::bytes_of;
 
 /// The command being filtered.
@@ -53,7 +53,7 @@ pub fn register(ctx: &Context, handler: fn(&mut FilteredCommand)) -> bool {
 
 unsafe extern "C" fn filter(command: *mut raw::RedisModuleCommandFilterCtx) {
     if let Some(handler) = HANDLER.get() {
-        guard::callback("the command filter", (), || {
+        panic_guard::callback("the command filter", (), || {
             handler(&mut FilteredCommand(command));
         });
     }

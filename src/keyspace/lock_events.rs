@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use redis_module::{Context, RedisString};
 
-use crate::rm::notify;
+use crate::ffi::notify;
 
 pub const ACQUIRED: &CStr = c"lock.acquired";
 pub const REFRESHED: &CStr = c"lock.refreshed";

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis_module::{raw, Context};
 
-use super::guard;
+use super::panic_guard;
 
 /// What a timer carries and does when it fires.
 pub trait Timer: Sized + 'static {
@@ -83,7 +83,7 @@ unsafe extern "C" fn fired<T: Timer>(ctx: *mut raw::RedisModuleCtx, data: *mut c
     // meanwhile can reuse the address `is_firing` compares with.
     let timer = unsafe { std::ptr::read(data.cast::<T>()) };
     let outer = FIRING.with(|firing| firing.replace(data));
-    guard::callback(T::NAME, (), || timer.fire(&Context::new(ctx)));
+    panic_guard::callback(T::NAME, (), || timer.fire(&Context::new(ctx)));
     FIRING.with(|firing| firing.set(outer));
     // SAFETY: the allocation `start::<T>` made, its value already moved out above.
     drop(unsafe { Box::from_raw(data.cast::<std::mem::ManuallyDrop<T>>()) });
