@@ -14,7 +14,7 @@ use fencelock_core::limits::{
 };
 use redis_module::{Context, RedisString};
 
-use crate::rm;
+use crate::ffi;
 
 pub static MAX_TTL_MS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL_MS);
 pub static MAX_WAITERS: AtomicI64 = AtomicI64::new(DEFAULT_MAX_WAITERS);
@@ -115,11 +115,11 @@ pub fn register(
     };
     for (switch, start) in switches.iter().zip(switched) {
         switch.value.store(start, Ordering::Relaxed);
-        rm::config::register_bool(ctx, switch.name, switch.value, start);
+        ffi::config::register_bool(ctx, switch.name, switch.value, start);
     }
     for (setting, start) in settings.iter().zip(starting) {
         setting.value.store(start, Ordering::Relaxed);
-        rm::config::register_i64(
+        ffi::config::register_i64(
             ctx,
             setting.name,
             setting.value,
@@ -128,7 +128,7 @@ pub fn register(
             setting.max,
         );
     }
-    if rm::config::load(ctx) {
+    if ffi::config::load(ctx) {
         true
     } else {
         ctx.log_warning("fencelock: a fencelock.* config value was refused; module not loaded");

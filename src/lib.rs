@@ -9,7 +9,7 @@
 //! | folder | role |
 //! |---|---|
 //! | `core/` (crate `fencelock-core`) | every rule that needs no Redis: fence clock, holdings, shared holders and modes, tokens, lock decisions, FIFO waiting, argument parsing, error texts |
-//! | `src/rm/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
+//! | `src/ffi/` | the only place that touches Redis's raw API or writes `unsafe`: API check at load, command entry points, keys, replies, replication, RDB/AOF, timers, blocked clients, notifications, subscriptions, the panic guard |
 //! | `src/keyspace/` | effects on a lock key (write, propagate, announce, count) and how to propagate them |
 //! | `src/observing/` | clients watching a lock without taking it (`LOCK.OBSERVE`): who knows which state, what may have changed, answering them before the event loop sleeps |
 //! | `src/blocking/` | waiting clients: the registry glue, blocked-client callbacks, `BLOCK` timeouts, handoff timers, the turn of a wait for several keys, deadlock detection over the live registry |
@@ -18,17 +18,17 @@
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
 //! A file uses what sits below it in this order, never above: `core` →
-//! `stats`/`node_fence`/`fault` → `rm` → `observing` → `config`/`keyspace` → `blocking` →
+//! `stats`/`node_fence`/`fault` → `ffi` → `observing` → `config`/`keyspace` → `blocking` →
 //! `commands`/`hooks` → this file.
 
-// The compiler holds the boundary: `unsafe` only in `rm`.
+// The compiler holds the boundary: `unsafe` only in `ffi`.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 #[macro_use]
 #[allow(unsafe_code)]
-pub mod rm;
+pub mod ffi;
 
 pub mod blocking;
 pub mod commands;
@@ -48,11 +48,11 @@ use crate::commands::{
     keepalive, mark, observe, once, proclaim, record, refresh, release,
 };
 use crate::config::{Setting, Switch};
-use crate::rm::argv::entry;
-use crate::rm::command_table::{CommandSpec, Keys, ACCESS, DELETE, OW, RO, RW, UPDATE};
-use crate::rm::data_type::LOCK_TYPE;
-use crate::rm::events::ServerEvent;
-use crate::rm::mark_type::MARK_TYPE;
+use crate::ffi::argv::entry;
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, DELETE, OW, RO, RW, UPDATE};
+use crate::ffi::data_type::LOCK_TYPE;
+use crate::ffi::events::ServerEvent;
+use crate::ffi::mark_type::MARK_TYPE;
 
 /// The commands. The key is argument 1 (first = last = 1, step 1), which also routes
 /// them in a cluster; `LOCK.ACQUIREALL` has numkeys there and its keys after it (its
@@ -375,7 +375,7 @@ const SWITCHES: [Switch; 1] = [Switch {
 }];
 
 /// The server events the module follows, and who handles each.
-const SERVER_EVENTS: [(ServerEvent, rm::events::ServerEventHandler); 6] = [
+const SERVER_EVENTS: [(ServerEvent, ffi::events::ServerEventHandler); 6] = [
     (ServerEvent::FlushDb, hooks::server::flushed),
     (ServerEvent::Loading, hooks::server::loaded),
     (
@@ -395,16 +395,16 @@ fn keyspace_classes(ctx: &Context) -> NotifyEvent {
     NotifyEvent::GENERIC
         | NotifyEvent::EXPIRED
         | NotifyEvent::EVICTED
-        | NotifyEvent::from_bits_retain(rm::slot_migration::trimmed_keys_class(ctx))
+        | NotifyEvent::from_bits_retain(ffi::slot_migration::trimmed_keys_class(ctx))
 }
 
 /// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    let loaded = rm::api::check(ctx)
+    let loaded = ffi::api::check(ctx)
         && config::register(ctx, args, &CONFIGS, &SWITCHES)
         && {
-            rm::config::set_options(ctx, rm::slot_migration::module_options(ctx));
-            rm::command_table::register(ctx, &COMMANDS)
+            ffi::config::set_options(ctx, ffi::slot_migration::module_options(ctx));
+            ffi::command_table::register(ctx, &COMMANDS)
         }
         && subscribe(ctx);
     if loaded {
@@ -416,16 +416,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 }
 
 fn subscribe(ctx: &Context) -> bool {
-    rm::data_type::observe_unlinks(hooks::keyspace::on_unlink);
-    rm::mark_type::observe_unlinks(hooks::keyspace::on_mark_unlink);
+    ffi::data_type::observe_unlinks(hooks::keyspace::on_unlink);
+    ffi::mark_type::observe_unlinks(hooks::keyspace::on_mark_unlink);
     let mut subscribed =
-        rm::events::subscribe_keyspace(ctx, keyspace_classes(ctx), hooks::keyspace::on_event)
-            && rm::filter::register(ctx, hooks::filter::before_command)
-            && rm::info::register(ctx, hooks::info::SECTION, hooks::info::fields)
-            && rm::slot_migration::follow(ctx, hooks::slot_migration::migration);
-    rm::server::keep_detached_context(ctx);
+        ffi::events::subscribe_keyspace(ctx, keyspace_classes(ctx), hooks::keyspace::on_event)
+            && ffi::filter::register(ctx, hooks::filter::before_command)
+            && ffi::info_section::register(
+                ctx,
+                hooks::info_section::SECTION,
+                hooks::info_section::fields,
+            )
+            && ffi::slot_migration::follow(ctx, hooks::slot_migration::migration);
+    ffi::server::keep_detached_context(ctx);
     for (event, handler) in SERVER_EVENTS {
-        subscribed = subscribed && rm::events::subscribe(ctx, event, handler);
+        subscribed = subscribed && ffi::events::subscribe(ctx, event, handler);
     }
     if !subscribed {
         ctx.log_warning("fencelock: could not subscribe to the server's events");

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use fencelock_core::fence::FenceClock;
+use fencelock_core::fence_clock::FenceClock;
 
 static CLOCK: Mutex<FenceClock> = Mutex::new(FenceClock::new());
 

@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "peers")]
         Some("etcd-contender") => Some((
             "etcd-contender",
-            measure::peers::contention::main(&args[1..]),
+            measure::peers::contended_lock::main(&args[1..]),
         )),
         #[cfg(feature = "peers")]
         Some("peer-holder") => Some(("peer-holder", measure::peers::takeover::main(&args[1..]))),

@@ -43,9 +43,9 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
+use crate::fifo_queue::Ticket;
 use crate::mode::Mode;
 use crate::owner::Owner;
-use crate::wait_queue::Ticket;
 
 /// A wait of some queue, as the search sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 
 use std::borrow::Cow;
 
-use crate::fence::MAX_FENCE;
+use crate::fence_clock::MAX_FENCE;
 use crate::token;
 
 const FENCE_BYTES: usize = 8;

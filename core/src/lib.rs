@@ -1,18 +1,19 @@
 //! fencelock-core: every rule of fencelock that needs no Redis, unit-tested with an
 //! injected clock and property tests, linked into the module (`src/`).
 //!
-//! - `fence`: the node's hybrid fence clock;
+//! - `fence_clock`: the node's hybrid fence clock;
 //! - `holding`: a holder's token and fence packed into one allocation, and `value`: a
 //!   lock key's value, one exclusive holding or a set of `shared` holders behind one
 //!   thin pointer (the only `unsafe` here, documented in those files);
 //! - `mode`: exclusive, shared, or a semaphore of n;
 //! - `token`: generation, validation, constant-time comparison;
-//! - `lock`: what a command does to a lock (the decisions, every mode); `fencing`: the checks of
-//!   `LOCK.GUARD` and `LOCK.FENCED`;
+//! - `lock`: what a command does to a lock (the decisions, every mode); `fence_checks`:
+//!   the checks of `LOCK.GUARD` and `LOCK.FENCED`;
 //! - `compared_token`: tokens that commands compare with the holder's;
-//! - `wait_queue`: the FIFO queue of waiters, and `waiters`: the bookkeeping of every
-//!   queue, generic over the client handle; `owner`: whom a holding or a wait belongs
-//!   to, and `deadlock`: whether a wait about to begin would close a cycle;
+//! - `fifo_queue`: one FIFO queue (of one key's waiters), and `wait_registry`: the
+//!   bookkeeping of every key's queue and every wait, generic over the client handle;
+//!   `owner`: whom a holding or a wait belongs to, and `deadlock`: whether a wait about
+//!   to begin would close a cycle;
 //! - `args`: argument parsing, with the limits passed in (`limits`);
 //! - `error`: every error reply, worded exactly;
 //! - `digits`: numbers as ready-made decimal digits;
@@ -22,8 +23,9 @@
 //! - `once`: run once, a lock that remembers its outcome (`LOCK.ONCE`, `LOCK.DONE`);
 //! - `observe`: what `LOCK.OBSERVE` reports of a lock, and when an observer hears;
 //! - holdings read back from RDB payloads are validated in `holding`;
-//! - `shared` keeps a small set's holders in a list (`holder_list`) and a large one's
-//!   indexed by token and lease end (`holder_index`).
+//! - `shared` keeps a small set's holders in a list (`shared/list.rs`) and a large one's
+//!   indexed by token and lease end (`shared/index.rs`); both keep `shared/holder.rs`'s
+//!   `SharedHolder` and neither imports the set back.
 
 #![deny(unsafe_code)]
 
@@ -33,10 +35,9 @@ pub mod compared_token;
 pub mod deadlock;
 pub mod digits;
 pub mod error;
-pub mod fence;
-pub mod fencing;
-mod holder_index;
-mod holder_list;
+pub mod fence_checks;
+pub mod fence_clock;
+pub mod fifo_queue;
 #[allow(unsafe_code)]
 pub mod holding;
 pub mod limits;
@@ -51,5 +52,4 @@ pub mod slot;
 pub mod token;
 #[allow(unsafe_code)]
 pub mod value;
-pub mod wait_queue;
-pub mod waiters;
+pub mod wait_registry;

@@ -9,7 +9,7 @@
 //! are unit-tested with a fake clock.
 
 use crate::error::CommandError;
-use crate::fence::FenceClock;
+use crate::fence_clock::FenceClock;
 pub use crate::holding::Holding;
 use crate::mode::Mode;
 pub use crate::value::LockRef;
@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn a_free_lock_is_refused_when_no_fence_is_left() {
         let mut clock = FenceClock::new();
-        clock.observe(crate::fence::MAX_FENCE);
+        clock.observe(crate::fence_clock::MAX_FENCE);
         assert_eq!(
             acquire(None, &request("a", Mode::Exclusive), &mut clock, 1_000, 0),
             Acquire::FencesExhausted

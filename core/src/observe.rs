@@ -6,7 +6,7 @@
 
 use crate::args;
 use crate::error::CommandError;
-use crate::fencing::parse_node_fence;
+use crate::fence_checks::parse_node_fence;
 use crate::value::LockRef;
 
 /// A lock's state as observers see it.

@@ -2,10 +2,10 @@
 //! one, else its token. A waiter that chose neither (its token is drawn only when it is
 //! granted) is an owner of its own, which holds nothing.
 
+use crate::fifo_queue::Ticket;
 use crate::holding::Holding;
 use crate::mode::Mode;
 use crate::value::LockRef;
-use crate::wait_queue::Ticket;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Owner {

@@ -6,10 +6,10 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use fencelock_core::deadlock::{find_cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
+use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::mode::Mode;
 use fencelock_core::owner::{waits_for_queued, waits_through_queued, Owner};
-use fencelock_core::wait_queue::Ticket;
-use fencelock_core::waiters::{Waiter, Waiters};
+use fencelock_core::wait_registry::{Waiter, Waiters};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 //! exclusive holder share the lock, a mode change while holders remain, or a fence
 //! repeat or go down. `make fuzz` runs them with many cases (`PROPTEST_CASES`).
 
-use fencelock_core::fence::FenceClock;
+use fencelock_core::fence_clock::FenceClock;
 use fencelock_core::holding::Holding;
 use fencelock_core::lock::{acquire, Acquire, AcquireRequest, LockRef};
 use fencelock_core::mode::Mode;

@@ -7,7 +7,9 @@ started per test on a free port in a temporary directory.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import random
 import socket
 import subprocess
 import time
@@ -20,9 +22,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port below Linux's range for outgoing connections' local ports, where
+    no connection can take it between this check and the server's bind."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        port = random.randint(10000, low - 1)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
+# Looked up before any fork: the child only calls it (no loader lock to take there).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    """In the server's process: killed with the test process, however that dies."""
+    pr_set_pdeathsig, sigkill = 1, 9
+    _PRCTL(pr_set_pdeathsig, sigkill, 0, 0, 0)
 
 
 @pytest.fixture
@@ -52,6 +72,7 @@ def server_url(tmp_path):
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent,  # noqa: PLW1509 (a prctl call, no lock taken)
     )
     url = f"redis://127.0.0.1:{port}/0"
     try:

@@ -13,14 +13,14 @@
 
 use std::time::Duration;
 
-use fencelock_core::wait_queue::Ticket;
+use fencelock_core::fifo_queue::Ticket;
 use redis_module::Context;
 
 use super::callbacks::LockWaiting;
 use super::with_registry;
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::timers::{self, Timer, TimerId};
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::server_clock;
+use crate::ffi::timers::{self, Timer, TimerId};
 use crate::stats;
 
 /// A waiter's `BLOCK` timeout.
@@ -45,7 +45,7 @@ impl BlockTimeout {
 pub(super) fn arm(ctx: &Context, timeout: BlockTimeout) {
     let delay = timeout
         .ends_at_ms
-        .saturating_sub(clock::now_ms())
+        .saturating_sub(server_clock::now_ms())
         // `timers::start` caps the delay; a longer timeout fires early and re-arms.
         .max(0);
     let (client, ticket) = (timeout.client, timeout.ticket);
@@ -78,7 +78,7 @@ impl Timer for BlockTimeout {
             });
             crate::fault::inject("timer", token.as_deref());
         }
-        if self.ends_at_ms > clock::now_ms() {
+        if self.ends_at_ms > server_clock::now_ms() {
             if with_registry(|r| r.is_queued(self.client, self.ticket)) {
                 arm(ctx, self);
             }

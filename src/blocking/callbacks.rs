@@ -10,13 +10,13 @@ use redis_module::{Context, RedisError, RedisString, RedisValue};
 use super::timers::PAUSED_RETRY_MS;
 use super::{dequeue, hand_off, reply_settled, KeyId};
 use crate::fault;
+use crate::ffi::blocked::{self, BlockedClient, Waiting};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::reply;
+use crate::ffi::server::{select_db, writes, Writes};
+use crate::ffi::server_clock;
+use crate::ffi::timers::{self, Timer};
 use crate::keyspace::effects;
-use crate::rm::blocked::{self, BlockedClient, Waiting};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::reply;
-use crate::rm::server::{select_db, writes, Writes};
-use crate::rm::timers::{self, Timer};
 use crate::stats;
 
 /// What a waiter is unblocked with, travelling to its reply callback.
@@ -220,7 +220,7 @@ impl Timer for GiveBack {
         }
         let name = RedisString::create_from_slice(ctx.ctx, name);
         let mut key = LockKey::open(ctx, &name, true);
-        let now_ms = clock::now_ms();
+        let now_ms = server_clock::now_ms();
         let still_held = matches!(key.lock(), Ok(Some(held))
             if held.fence_of(&self.token, now_ms) == Some(self.fence));
         if still_held && effects::release(ctx, &mut key, &self.token).is_ok() {

@@ -5,18 +5,18 @@
 
 use fencelock_core::deadlock::{find_cycle, Cycle, EarliestWait, OwnerWait, QueuedWait, WaitGraph};
 use fencelock_core::error::deadlock;
+use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::owner::{owners_of, Owner};
-use fencelock_core::wait_queue::Ticket;
 use redis_module::{Context, RedisError, RedisString};
 
 use super::{anyone_waiting, with_registry, KeyId, Wanted};
 use crate::config;
-use crate::keyspace::{events, sessions};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, selected_db};
+use crate::ffi::server_clock;
+use crate::keyspace::{lock_events, sessions};
 use crate::stats;
 
 /// Whether a wait of the calling client for `names` (in its database), as `wanted`,
@@ -115,7 +115,7 @@ impl WaitGraph<KeyId> for Live<'_> {
         let Ok(Some(current)) = open.lock() else {
             return Vec::new();
         };
-        let now_ms = clock::command_ms();
+        let now_ms = server_clock::command_ms();
         let admits = lock::admits(Some(current), mode, self.max_holders, now_ms);
         if admits == Admission::Admit && !even_if_admitted {
             return Vec::new();
@@ -128,7 +128,7 @@ impl WaitGraph<KeyId> for Live<'_> {
 /// for and counted. Nothing was queued or changed.
 pub fn refuse(ctx: &Context, cycle: &Cycle<Vec<u8>>) {
     let asked = RedisString::create_from_slice(ctx.ctx, &cycle.asked);
-    events::notify(ctx, events::DEADLOCK, &asked);
+    lock_events::notify(ctx, lock_events::DEADLOCK, &asked);
     stats::DEADLOCKS.bump();
     let error = deadlock(&cycle.asked, &cycle.closes_at);
     ctx.reply(Err(RedisError::String(error)));

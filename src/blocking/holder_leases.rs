@@ -14,11 +14,11 @@ use redis_module::{Context, RedisString};
 
 use super::timers::PAUSED_RETRY_MS;
 use super::{hand_off, KeyId};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, selected_db, writes, Writes};
+use crate::ffi::server_clock;
+use crate::ffi::timers::{self, Timer, TimerId};
 use crate::keyspace::effects;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db, writes, Writes};
-use crate::rm::timers::{self, Timer, TimerId};
 
 /// How often a replica looks again at a shared lock whose holder's lease ended.
 const REPLICA_RETRY_MS: i64 = 1_000;
@@ -105,7 +105,7 @@ fn arm(ctx: &Context, db: i32, name: &[u8], fires_at: i64) -> i64 {
     if let Some(at) = armed_at(db, name).filter(|at| *at <= fires_at) {
         return at;
     }
-    let delay = u64::try_from(fires_at.saturating_sub(clock::now_ms())).unwrap_or(0);
+    let delay = u64::try_from(fires_at.saturating_sub(server_clock::now_ms())).unwrap_or(0);
     let check = HolderLeaseEnd {
         id: (db, name.to_vec()),
         fires_at,
@@ -197,7 +197,7 @@ fn follow_on_replica(ctx: &Context, db: i32, name: &[u8]) {
     // remembered one never does (see `SharedHolders::watched_at`).
     set.set_watched_at(None);
     if let Some(earliest) = set.earliest_deadline() {
-        let next = clock::now_ms().saturating_add(REPLICA_RETRY_MS);
+        let next = server_clock::now_ms().saturating_add(REPLICA_RETRY_MS);
         arm(ctx, db, name, next.max(earliest.saturating_add(1)));
     }
 }
@@ -230,7 +230,7 @@ impl Timer for HolderLeaseEnd {
             Writes::Allowed => {}
             Writes::Paused => {
                 // The set keeps remembering a timer: this one, a little later.
-                let retry = clock::now_ms().saturating_add(PAUSED_RETRY_MS);
+                let retry = server_clock::now_ms().saturating_add(PAUSED_RETRY_MS);
                 arm(ctx, *db, name, retry);
                 return;
             }
@@ -250,7 +250,7 @@ impl Timer for HolderLeaseEnd {
             set.set_watched_at(None);
         }
         // A failed drop leaves the ended holders counted as gone by every decision.
-        let _ = effects::drop_ended(ctx, &mut key, clock::now_ms());
+        let _ = effects::drop_ended(ctx, &mut key, server_clock::now_ms());
         hand_off(ctx, &mut key);
         watch(ctx, name.as_slice(), &mut key);
     }

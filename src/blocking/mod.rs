@@ -2,7 +2,7 @@
 //! queues of blocked clients per key, in one arrival order across keys (kept in the
 //! core's `Waiters`), and the handoff that makes the first waiter the holder in the
 //! same step as the release, expiry or deletion that freed the lock (a wait for several
-//! keys takes its turn in `all_keys`). A wait about to begin is first checked for a
+//! keys takes its turn in `multi_key_turn`). A wait about to begin is first checked for a
 //! deadlock (`deadlocks`).
 //!
 //! Waiters live only in module memory (not persisted, not replicated). Each is a Redis
@@ -24,11 +24,11 @@
 //! Redis runs all of these on its main thread. The registry is never borrowed across a
 //! call into Redis that could re-enter it (key writes raise keyspace events).
 
-mod all_keys;
 mod block_timeouts;
 mod callbacks;
 mod deadlocks;
 mod holder_leases;
+mod multi_key_turn;
 mod once_waits;
 mod timers;
 
@@ -39,19 +39,19 @@ use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
-use fencelock_core::waiters::{self, Taken, Waiters};
+use fencelock_core::wait_registry::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
+use crate::ffi::server_clock;
+use crate::ffi::timers::TimerId;
 use crate::keyspace::effects::{self, Change};
-use crate::keyspace::events;
+use crate::keyspace::lock_events;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{client_id, in_multi_or_script, selected_db};
-use crate::rm::timers::TimerId;
 use crate::stats;
 use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
@@ -108,11 +108,11 @@ struct Waiter {
     timeout_timer: Option<TimerId>,
     /// Of a wait for several keys, the position of the key that kept it waiting at its
     /// last turn: every key before it was the wait's to take then, so the next turn
-    /// looks from there on (`all_keys::take_turn`).
+    /// looks from there on (`multi_key_turn::take_turn`).
     blocked_on: Option<usize>,
 }
 
-impl waiters::Waiter for Waiter {
+impl wait_registry::Waiter for Waiter {
     fn token(&self) -> Option<&[u8]> {
         self.wanted.token.as_deref()
     }
@@ -199,7 +199,7 @@ pub fn enqueue_all(
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
-        let ends_at_ms = clock::now_ms().saturating_add(timeout_ms);
+        let ends_at_ms = server_clock::now_ms().saturating_add(timeout_ms);
         block_timeouts::arm(ctx, BlockTimeout::new(client, ticket, ends_at_ms));
     }
     for (id, (_, next_change_ms)) in ids.iter().zip(keys) {
@@ -279,16 +279,16 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         if keys > 1 {
             // A wait for several keys: granted all of them at once, or it keeps its
             // place at the head of this queue.
-            match all_keys::take_turn(ctx, key, &id, ticket) {
-                all_keys::Turn::Granted => handed = true,
-                all_keys::Turn::Refused => {}
-                all_keys::Turn::Waits => break,
+            match multi_key_turn::take_turn(ctx, key, &id, ticket) {
+                multi_key_turn::Turn::Granted => handed = true,
+                multi_key_turn::Turn::Refused => {}
+                multi_key_turn::Turn::Waits => break,
             }
             continue;
         }
         let admission = key.lock().map_or(Admission::Busy, |current| {
             let token = token.as_deref();
-            lock::admits_waiter(current, token, mode, max_holders, clock::now_ms())
+            lock::admits_waiter(current, token, mode, max_holders, server_clock::now_ms())
         });
         match admission {
             Admission::Admit => handed |= grant_first(ctx, key, &id),
@@ -298,7 +298,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     }
     stop_abandoned_checks(ctx);
     if has_waiters(&id) {
-        if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
+        if let Some(at) = effects::next_lease_end(key, server_clock::now_ms()) {
             arm_expiry_check(ctx, &id, at);
         }
     }
@@ -330,13 +330,14 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let token = token
         .or_else(|| generated.map(|generated| generated.hex().to_vec()))
         .unwrap_or_default();
-    let issued = node_fence::with_clock(|clock| lock::issue(clock, clock::now_micros()));
+    let issued = node_fence::with_clock(|clock| lock::issue(clock, server_clock::now_micros()));
     let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     };
-    let deadline_ms = lock::waiter_deadline(clock::now_ms(), ttl_ms, config::limits().max_ttl_ms);
+    let deadline_ms =
+        lock::waiter_deadline(server_clock::now_ms(), ttl_ms, config::limits().max_ttl_ms);
     let granted = match &wanted.once {
         Some(once) => once_waits::run(ctx, key, once, &wanted, (&token, generated.as_ref()), fence),
         None => {
@@ -357,7 +358,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     }
-    events::notify(ctx, events::HANDOFF, name);
+    lock_events::notify(ctx, lock_events::HANDOFF, name);
     stats::HANDOFFS.bump();
     // Same-token waits first: they renew the lease the grant below is sent with.
     if chosen_token {
@@ -421,7 +422,8 @@ pub(super) fn answer_same_token(
             continue;
         }
         let max_ttl_ms = config::limits().max_ttl_ms;
-        let deadline = lock::waiter_deadline(clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
+        let deadline =
+            lock::waiter_deadline(server_clock::now_ms(), waiter.wanted.ttl_ms, max_ttl_ms);
         // The grant's own reply follows; a failed renewal leaves the earlier lease.
         let _ = effects::extend(ctx, key, token, deadline);
         // A later wait that names a value sets it, as a same-token retry would: the

@@ -8,17 +8,17 @@
 use fencelock_core::error::CommandError;
 use fencelock_core::once::fingerprint_matches;
 use fencelock_core::token::Generated;
-use fencelock_core::waiters::Taken;
+use fencelock_core::wait_registry::Taken;
 use redis_module::Context;
 
 use super::callbacks::{Delivery, LockWaiting};
 use super::{block_timeouts, with_registry, KeyId, Wanted};
 use crate::config;
+use crate::ffi::blocked;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::selected_db;
+use crate::ffi::server_clock as clock;
 use crate::keyspace::once::{self, NewRun};
-use crate::rm::blocked;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::selected_db;
 use crate::stats;
 use fencelock_core::lock;
 

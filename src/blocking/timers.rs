@@ -9,13 +9,13 @@ use std::time::Duration;
 use redis_module::{Context, RedisString};
 
 use super::{anyone_waiting, hand_off, has_waiters, key_moved, with_registry, KeyId};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::post_jobs::{self, Job};
+use crate::ffi::server::{select_db, selected_db, slot_served_elsewhere, writes, Writes};
+use crate::ffi::server_clock;
+use crate::ffi::timers::{self, Timer};
 use crate::keyspace::effects;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::post_jobs::{self, Job};
-use crate::rm::server::{select_db, selected_db, slot_served_elsewhere, writes, Writes};
-use crate::rm::timers::{self, Timer};
-use fencelock_core::waiters::ExpiryCheck;
+use fencelock_core::wait_registry::ExpiryCheck;
 
 /// How long to wait before retrying a handoff while Redis has writes (and with them
 /// expiry) paused, e.g. during `FAILOVER` or `CLIENT PAUSE WRITE`.
@@ -76,7 +76,7 @@ pub fn lease_changed(ctx: &Context, name: &[u8], key: &LockKey) {
     if !has_waiters(&id) {
         return;
     }
-    if let Some(at) = effects::next_lease_end(key, clock::now_ms()) {
+    if let Some(at) = effects::next_lease_end(key, server_clock::now_ms()) {
         arm_expiry_check(ctx, &id, at);
     }
 }
@@ -150,7 +150,11 @@ fn settle(ctx: &Context, id: &KeyId) {
     match writes(ctx) {
         Writes::Allowed => {}
         Writes::Paused => {
-            arm_expiry_check(ctx, id, clock::now_ms().saturating_add(PAUSED_RETRY_MS));
+            arm_expiry_check(
+                ctx,
+                id,
+                server_clock::now_ms().saturating_add(PAUSED_RETRY_MS),
+            );
             return;
         }
         Writes::Replica => return,
@@ -161,7 +165,7 @@ fn settle(ctx: &Context, id: &KeyId) {
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
     let mut key = LockKey::open(ctx, &name, true);
     // A failed drop leaves the ended holders counted as gone by every decision anyway.
-    let _ = effects::drop_ended(ctx, &mut key, clock::now_ms());
+    let _ = effects::drop_ended(ctx, &mut key, server_clock::now_ms());
     hand_off(ctx, &mut key);
 }
 
@@ -191,7 +195,7 @@ pub(super) fn stop_abandoned_checks(ctx: &Context) {
 /// has at most one. Far deadlines are checked every `LONGEST_DELAY_MS`, which keeps
 /// the delay inside Redis 7.0's timer arithmetic.
 pub(super) fn arm_expiry_check(ctx: &Context, id: &KeyId, deadline_ms: i64) {
-    let now = clock::now_ms();
+    let now = server_clock::now_ms();
     let fires_at = deadline_ms.min(now.saturating_add(timers::LONGEST_DELAY_MS));
     let earlier = with_registry(|r| {
         r.key_mut(id).is_some_and(|waiting| {

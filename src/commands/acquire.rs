@@ -17,17 +17,17 @@ use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::{to_redis, to_redis_on};
+use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::reply;
+use crate::ffi::server;
+use crate::ffi::server_clock;
 use crate::keyspace::effects::{self, NewHolder};
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::reply;
-use crate::rm::server;
 use crate::stats;
 
 const NAME: &str = "lock.acquire";
@@ -193,7 +193,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     let name = request.key;
     let asked = &request.asked;
     let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     effects::drop_ended(ctx, &mut key, now_ms)?;
     // Waiters come first: if the lock has room because a holder's leaving has not been
     // settled yet, the queue takes it before this caller is considered.
@@ -213,7 +213,13 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     let extras = asked.extras();
     let current = key.lock()?;
     let decision = node_fence::with_clock(|fences| {
-        lock::acquire(current, &request_of, fences, clock::now_micros(), now_ms)
+        lock::acquire(
+            current,
+            &request_of,
+            fences,
+            server_clock::now_micros(),
+            now_ms,
+        )
     });
     match decision {
         Decision::Granted { .. } if server::out_of_memory(ctx) => Err(CommandError::OutOfMemory),
@@ -251,7 +257,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
             Ok(RedisValue::NoReply)
         }
         Decision::Busy => {
-            let next_change = effects::next_lease_end(&key, clock::command_ms());
+            let next_change = effects::next_lease_end(&key, server_clock::command_ms());
             wait_or_give_up(ctx, &[(name, next_change)], asked, limits, false)
         }
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),

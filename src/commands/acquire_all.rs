@@ -14,18 +14,18 @@ use fencelock_core::token::Generated;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up, Asked};
-use super::errors::{to_redis, to_redis_on};
+use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
-use crate::keyspace::all_keys::{self, Grant};
+use crate::ffi::argv::Command;
+use crate::ffi::getkeys;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::reply;
+use crate::ffi::server;
+use crate::ffi::server_clock;
+use crate::keyspace::all_or_none::{self, Grant};
 use crate::keyspace::effects;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::keys;
-use crate::rm::reply;
-use crate::rm::server;
 
 const NAME: &str = "lock.acquireall";
 
@@ -35,7 +35,7 @@ impl Command for AcquireAll {
     const NAME: &'static str = NAME;
 
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
-        if keys::is_position_request(ctx) {
+        if getkeys::is_position_request(ctx) {
             declare_keys(ctx, args);
             return Ok(RedisValue::NoReply);
         }
@@ -58,7 +58,7 @@ fn declare_keys(ctx: &Context, args: &[RedisString]) {
         .filter(|count| count.saturating_add(2) < args.len())
         .unwrap_or(0);
     for position in 2..2 + count {
-        keys::declare(ctx, position, keys::UPDATE);
+        getkeys::declare(ctx, position, getkeys::UPDATE);
     }
 }
 
@@ -96,7 +96,7 @@ fn acquire_all(
     asked: &Asked,
     limits: &Limits,
 ) -> RedisResult {
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     // Waiters come first, key by key, each key closed again before the next is looked
     // at: a handoff to a wait for several keys writes those keys through handles of
     // its own.
@@ -156,14 +156,14 @@ fn acquire_all(
         deadline_ms: deadline,
         extras: asked.extras(),
     };
-    let plan = all_keys::plan(&steps).map_err(to_redis)?;
+    let plan = all_or_none::plan(&steps).map_err(to_redis)?;
     let mut made = Vec::with_capacity(plan.len());
     for (key, part) in keys.iter_mut().zip(plan) {
-        match all_keys::write(ctx, key, &grant, part) {
+        match all_or_none::write(ctx, key, &grant, part) {
             Ok(part) => made.push(part),
             Err(error) => {
                 for (key, part) in keys.iter_mut().zip(&made) {
-                    all_keys::give_back(ctx, key, part, token);
+                    all_or_none::give_back(ctx, key, part, token);
                 }
                 return Err(to_redis(error));
             }

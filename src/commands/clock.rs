@@ -5,13 +5,13 @@
 //! with it. Neither value ever goes down. Applications do not need it.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::parse_node_fence;
+use fencelock_core::fence_checks::parse_node_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
+use crate::ffi::argv::Command;
+use crate::ffi::replicate;
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::replicate;
 
 pub struct Clock;
 

@@ -6,12 +6,12 @@
 use fencelock_core::error::CommandError;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::session::{self, change_each, check_permissions};
+use super::support::error_replies::to_redis;
+use super::support::session_holdings::{self, change_each, check_permissions};
 use crate::blocking;
+use crate::ffi::acl::AsCommand;
+use crate::ffi::argv::Command;
 use crate::keyspace::effects;
-use crate::rm::acl::AsCommand;
-use crate::rm::argv::Command;
 use crate::stats;
 
 pub struct Close;
@@ -23,8 +23,8 @@ impl Command for Close {
         let [_, session] = args else {
             return Err(to_redis(CommandError::WrongArity));
         };
-        let session = session::parse(session).map_err(to_redis)?;
-        let found = session::holdings(ctx, session);
+        let session = session_holdings::parse(session).map_err(to_redis)?;
+        let found = session_holdings::holdings(ctx, session);
         // Ending its waits touches the queues of those keys too.
         let waited_for = blocking::session_wait_keys(session);
         check_permissions(ctx, &found, &waited_for, AsCommand::Release)?;

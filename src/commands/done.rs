@@ -9,14 +9,14 @@ use fencelock_core::error::CommandError;
 use fencelock_core::once::{check_result, done_step, kept_until, DoneStep, Found};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock as clock;
 use crate::keyspace::effects::Change;
 use crate::keyspace::once;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
 
 pub struct Done;
 

@@ -8,12 +8,12 @@ use fencelock_core::error::CommandError;
 use fencelock_core::holding::MAX_TOKEN_BYTES;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::replicate;
 use crate::keyspace::effects;
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
-use crate::rm::replicate;
 
 pub struct Drop;
 

@@ -6,10 +6,10 @@ use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::config;
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
 
 pub struct Fence;
 

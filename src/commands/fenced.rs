@@ -9,17 +9,17 @@
 //! itself is refused before it runs.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::{admit, empties_databases, parse_fence, Admission};
+use fencelock_core::fence_checks::{admit, empties_databases, parse_fence, Admission};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::inner;
+use super::support::error_replies::to_redis;
+use super::support::inner_command;
+use crate::ffi::argv::Command;
+use crate::ffi::call::call;
+use crate::ffi::getkeys;
+use crate::ffi::mark_key::MarkKey;
 use crate::keyspace::effects;
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::call::call;
-use crate::rm::keys;
-use crate::rm::mark_key::MarkKey;
 use crate::stats;
 
 /// Where the inner command starts in argv.
@@ -34,9 +34,9 @@ impl Command for Fenced {
         let [_, mark, fence, _command, ..] = args else {
             return Err(RedisError::WrongArity);
         };
-        if keys::is_position_request(ctx) {
-            keys::declare(ctx, 1, keys::UPDATE);
-            keys::declare_inner(ctx, &args[INNER..], INNER);
+        if getkeys::is_position_request(ctx) {
+            getkeys::declare(ctx, 1, getkeys::UPDATE);
+            getkeys::declare_inner(ctx, &args[INNER..], INNER);
             return Ok(RedisValue::NoReply);
         }
         let raise = admit_fence(ctx, mark, fence, &args[INNER..]).map_err(to_redis)?;
@@ -60,7 +60,7 @@ fn admit_fence(
     inner: &[RedisString],
 ) -> Result<Option<u64>, CommandError> {
     let fence = parse_fence(fence.as_slice())?;
-    let looked_up = inner::check(ctx, mark, inner)?;
+    let looked_up = inner_command::check(ctx, mark, inner)?;
     let key = MarkKey::open(ctx, mark, false);
     match admit(key.highest()?, node_fence::mark_floor(), fence) {
         // Deleting or overwriting the mark would re-open the door to every older fence.
@@ -69,7 +69,7 @@ fn admit_fence(
                 .first()
                 .is_some_and(|command| empties_databases(command.as_slice()))
                 || looked_up
-                    .unwrap_or_else(|| keys::inner_key_names(ctx, inner))
+                    .unwrap_or_else(|| getkeys::inner_key_names(ctx, inner))
                     .contains(&mark.as_slice()) =>
         {
             Err(CommandError::OwnMarkInside)

@@ -8,13 +8,13 @@ use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::inner;
+use super::support::error_replies::to_redis;
+use super::support::inner_command;
 use crate::config;
-use crate::rm::argv::Command;
-use crate::rm::call::call_and_forward;
-use crate::rm::key::LockKey;
-use crate::rm::keys;
+use crate::ffi::argv::Command;
+use crate::ffi::call::call_and_forward;
+use crate::ffi::getkeys;
+use crate::ffi::lock_key::LockKey;
 use crate::stats;
 
 /// Where the inner command starts in argv.
@@ -29,9 +29,9 @@ impl Command for Guard {
         let [_, name, token, _command, ..] = args else {
             return Err(RedisError::WrongArity);
         };
-        if keys::is_position_request(ctx) {
-            keys::declare(ctx, 1, keys::READ);
-            keys::declare_inner(ctx, &args[INNER..], INNER);
+        if getkeys::is_position_request(ctx) {
+            getkeys::declare(ctx, 1, getkeys::READ);
+            getkeys::declare_inner(ctx, &args[INNER..], INNER);
             return Ok(RedisValue::NoReply);
         }
         check(ctx, name, token, &args[INNER..]).map_err(to_redis)?;
@@ -48,7 +48,7 @@ fn check(
     token: &RedisString,
     inner: &[RedisString],
 ) -> Result<(), CommandError> {
-    inner::check(ctx, name, inner)?;
+    inner_command::check(ctx, name, inner)?;
     let token = parse_compared_token(token.as_slice(), config::limits().max_token_length)?;
     let key = LockKey::open(ctx, name, false);
     if token.holds(key.lock(), key.holders_clock_ms())? {

@@ -6,11 +6,11 @@
 use fencelock_core::error::CommandError;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::session::{self, check_permissions};
-use crate::rm::acl::AsCommand;
-use crate::rm::argv::Command;
-use crate::rm::clock;
+use super::support::error_replies::to_redis;
+use super::support::session_holdings::{self, check_permissions};
+use crate::ffi::acl::AsCommand;
+use crate::ffi::argv::Command;
+use crate::ffi::server_clock;
 
 pub struct Held;
 
@@ -21,10 +21,10 @@ impl Command for Held {
         let [_, session] = args else {
             return Err(to_redis(CommandError::WrongArity));
         };
-        let session = session::parse(session).map_err(to_redis)?;
-        let found = session::holdings(ctx, session);
+        let session = session_holdings::parse(session).map_err(to_redis)?;
+        let found = session_holdings::holdings(ctx, session);
         check_permissions(ctx, &found, &[], AsCommand::Info)?;
-        let now_ms = clock::command_ms();
+        let now_ms = server_clock::command_ms();
         let entries = found
             .into_iter()
             .map(|holding| {

@@ -15,11 +15,11 @@ use fencelock_core::mode::Mode;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock;
 
 pub struct Info;
 
@@ -53,7 +53,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         return Err(CommandError::WrongArity);
     };
     let key = LockKey::open(ctx, name, false);
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     let found = key.lock()?;
     // A lock past its leases, kept for their lock-delays: held by nobody.
     let quarantined = match found {

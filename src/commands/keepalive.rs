@@ -9,13 +9,13 @@ use fencelock_core::error::CommandError;
 use fencelock_core::lock;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use super::session::{self, change_each, check_permissions};
+use super::support::error_replies::to_redis;
+use super::support::session_holdings::{self, change_each, check_permissions};
 use crate::config;
+use crate::ffi::acl::AsCommand;
+use crate::ffi::argv::Command;
+use crate::ffi::server_clock;
 use crate::keyspace::effects;
-use crate::rm::acl::AsCommand;
-use crate::rm::argv::Command;
-use crate::rm::clock;
 use crate::stats;
 
 const NAME: &str = "lock.keepalive";
@@ -31,10 +31,10 @@ impl Command for KeepAlive {
         };
         let limits = config::limits();
         let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms).map_err(to_redis)?;
-        let session = session::parse(session).map_err(to_redis)?;
-        let found = session::holdings(ctx, session);
+        let session = session_holdings::parse(session).map_err(to_redis)?;
+        let found = session_holdings::holdings(ctx, session);
         check_permissions(ctx, &found, &[], AsCommand::Refresh)?;
-        let now_ms = clock::command_ms();
+        let now_ms = server_clock::command_ms();
         // Every lease must fit with its lock-delay after it, or none moves.
         let deadline = lock::lease_deadline(now_ms, ttl_ms, limits.max_ttl_ms)
             .filter(|deadline| {

@@ -4,13 +4,13 @@
 //! not need it.
 
 use fencelock_core::error::CommandError;
-use fencelock_core::fencing::parse_fence;
+use fencelock_core::fence_checks::parse_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
-use crate::rm::argv::Command;
-use crate::rm::mark_key::MarkKey;
-use crate::rm::replicate;
+use super::support::error_replies::to_redis;
+use crate::ffi::argv::Command;
+use crate::ffi::mark_key::MarkKey;
+use crate::ffi::replicate;
 
 pub struct Mark;
 

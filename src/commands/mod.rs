@@ -1,7 +1,7 @@
 //! The command layer: one file per command. Each parses argv into a typed request,
 //! opens the key, asks the core what happens, applies and propagates the effect
-//! (`keyspace::effects`), and replies. Error texts come from the core; `errors` hands
-//! them to Redis.
+//! (`keyspace::effects`), and replies. What several commands share and is no command
+//! itself is in `support`.
 
 pub mod acquire;
 pub mod acquire_all;
@@ -10,13 +10,11 @@ pub mod clock;
 pub mod close;
 pub mod done;
 pub mod drop;
-pub mod errors;
 pub mod fence;
 pub mod fenced;
 pub mod guard;
 pub mod held;
 pub mod info;
-pub mod inner;
 pub mod keepalive;
 pub mod mark;
 pub mod observe;
@@ -25,4 +23,4 @@ pub mod proclaim;
 pub mod record;
 pub mod refresh;
 pub mod release;
-pub mod session;
+pub mod support;

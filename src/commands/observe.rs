@@ -10,14 +10,14 @@ use fencelock_core::error::CommandError;
 use fencelock_core::observe::{self, Observed};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{self, selected_db};
+use crate::ffi::server_clock;
 use crate::observing;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{self, selected_db};
 
 pub struct Observe;
 
@@ -36,7 +36,7 @@ fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let rest: Vec<&[u8]> = rest.iter().map(RedisString::as_slice).collect();
     let asked = observe::parse(&rest)?;
     let key = LockKey::open(ctx, name, false);
-    let current = Observed::of(key.lock()?, clock::command_ms());
+    let current = Observed::of(key.lock()?, server_clock::command_ms());
     let Some(known) = asked.known.filter(|known| current.is(known)) else {
         return Ok(observing::observed_reply(&current));
     };

@@ -18,17 +18,17 @@ use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::acquire::{checked_token, lease_deadline, Asked};
-use super::errors::{to_redis, to_redis_on};
+use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking::{self, OnceWanted};
 use crate::config;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::reply;
+use crate::ffi::server::{self, selected_db};
+use crate::ffi::server_clock as clock;
 use crate::keyspace::effects;
 use crate::keyspace::once::{self, NewRun};
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::reply;
-use crate::rm::server::{self, selected_db};
 use crate::stats;
 
 const NAME: &str = "lock.once";

@@ -9,12 +9,12 @@ use fencelock_core::error::CommandError;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis_on;
+use super::support::error_replies::to_redis_on;
 use crate::blocking;
 use crate::config;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
 use crate::keyspace::effects::{self, Change};
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
 
 pub struct Proclaim;
 

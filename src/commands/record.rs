@@ -12,13 +12,13 @@ use fencelock_core::holding::{Extras, Holding, MAX_TOKEN_BYTES};
 use fencelock_core::once::OnceRecord;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::replicate;
 use crate::keyspace::once;
 use crate::node_fence;
-use crate::rm::argv::Command;
-use crate::rm::key::LockKey;
-use crate::rm::replicate;
 
 pub struct Record;
 

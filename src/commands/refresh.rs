@@ -8,13 +8,13 @@ use fencelock_core::error::CommandError;
 use fencelock_core::lock::{self, LockRef};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::errors::to_redis;
+use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
+use crate::ffi::argv::Command;
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server_clock;
 use crate::keyspace::effects;
-use crate::rm::argv::Command;
-use crate::rm::clock;
-use crate::rm::key::LockKey;
 
 const NAME: &str = "lock.refresh";
 
@@ -41,7 +41,7 @@ fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     let token = parse_compared_token(token.as_slice(), limits.max_token_length)?;
     let mut key = LockKey::open(ctx, name, true);
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     effects::drop_ended(ctx, &mut key, now_ms)?;
     if !token.holds(key.lock(), now_ms)? {
         return Ok(RedisValue::Integer(0));

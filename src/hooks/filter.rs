@@ -25,8 +25,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::blocking;
+use crate::ffi::filter::FilteredCommand;
 use crate::keyspace::{propagation, unlinked};
-use crate::rm::filter::FilteredCommand;
 
 static RUNNING_MIGRATE: AtomicBool = AtomicBool::new(false);
 static RUNNING_EXPIRE: AtomicBool = AtomicBool::new(false);

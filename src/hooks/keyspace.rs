@@ -11,11 +11,11 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
+use crate::ffi::server::{selected_db, slot_served_elsewhere};
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
-use crate::keyspace::{effects, events, sessions};
+use crate::keyspace::{effects, lock_events, sessions};
 use crate::observing;
-use crate::rm::server::{selected_db, slot_served_elsewhere};
 use crate::stats;
 
 /// Redis 8.4+'s event for a key of a slot given away, trimmed after the migration.
@@ -37,14 +37,14 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
             let key = key();
             for _ in 0..holders {
                 stats::EXPIRED.bump();
-                events::notify(ctx, events::EXPIRED, &key);
+                lock_events::notify(ctx, lock_events::EXPIRED, &key);
             }
         }
         // Evicted under maxmemory: for its waiters a `DEL` (settled below), for its
         // holders a loss they should hear of.
         (Some(Gone::Lock { .. }), "evicted") => {
             stats::EVICTED.bump();
-            events::notify(ctx, events::EVICTED, &key());
+            lock_events::notify(ctx, lock_events::EVICTED, &key());
         }
         // An evicted mark, or one that expired (an expiry set by hand: a mark never
         // expires by itself; one already past deletes at once, which Redis 7.0 and 8.2

@@ -8,14 +8,14 @@
 use redis_module::Context;
 
 use crate::blocking;
-use crate::keyspace::{propagation, sessions, unlinked};
-use crate::observing;
-use crate::rm::data_type;
-use crate::rm::events::{
+use crate::ffi::data_type;
+use crate::ffi::events::{
     EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
 };
-use crate::rm::node_state_form;
-use crate::rm::server;
+use crate::ffi::node_state_form;
+use crate::ffi::server;
+use crate::keyspace::{propagation, sessions, unlinked};
+use crate::observing;
 
 pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {

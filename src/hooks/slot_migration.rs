@@ -20,10 +20,10 @@ use fencelock_core::slot::key_slot;
 use redis_module::Context;
 
 use crate::blocking;
+use crate::ffi::slot_migration::{self, Migration, SlotRange};
 use crate::keyspace::propagation;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::slot_migration::{self, Migration, SlotRange};
 
 /// Handler of every migration event.
 pub fn migration(ctx: &Context, migration: Migration) {

@@ -17,14 +17,14 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
-use super::{events, propagation, sessions, unlinked};
+use super::{lock_events, propagation, sessions, unlinked};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::mark_key::MarkKey;
+use crate::ffi::node_state_form;
+use crate::ffi::replicate;
+use crate::ffi::server::selected_db;
 use crate::node_fence;
 use crate::observing;
-use crate::rm::key::LockKey;
-use crate::rm::mark_key::MarkKey;
-use crate::rm::node_state_form;
-use crate::rm::replicate;
-use crate::rm::server::selected_db;
 use crate::stats;
 
 /// What a write did to a lock, for `blocking::after` to follow up on (handoffs, lease
@@ -90,7 +90,7 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
     propagate(ctx, || {
         replicate::grant(ctx, name, token, fence, deadline_ms, mode, extras)
     });
-    events::notify(ctx, events::ACQUIRED, name);
+    lock_events::notify(ctx, lock_events::ACQUIRED, name);
     stats::ACQUIRED.bump();
     Ok(Change::Granted(mode))
 }
@@ -307,7 +307,7 @@ pub fn proclaim(ctx: &Context, key: &mut LockKey, value: &[u8]) -> Result<bool, 
             replicate::permanent_grant(ctx, name, &token, carried.fence, carried.extras())
         }),
     }
-    events::notify(ctx, events::PROCLAIMED, name);
+    lock_events::notify(ctx, lock_events::PROCLAIMED, name);
     stats::PROCLAIMS.bump();
     Ok(true)
 }
@@ -318,7 +318,7 @@ fn lock_delay(holding: &Holding) -> i64 {
 }
 
 fn announce_extended(ctx: &Context, name: &RedisString) -> Change {
-    events::notify(ctx, events::REFRESHED, name);
+    lock_events::notify(ctx, lock_events::REFRESHED, name);
     stats::REFRESHED.bump();
     Change::Extended
 }
@@ -337,7 +337,7 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         follow_latest_lease(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
-    events::notify(ctx, events::RELEASED, name);
+    lock_events::notify(ctx, lock_events::RELEASED, name);
     stats::RELEASED.bump();
     Ok(Change::Released)
 }
@@ -431,7 +431,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     for holder in &ended {
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
-        events::notify(ctx, events::EXPIRED, name);
+        lock_events::notify(ctx, lock_events::EXPIRED, name);
         stats::EXPIRED.bump();
     }
     Ok(())
@@ -469,7 +469,7 @@ pub fn raise_mark(
 ) -> Result<(), CommandError> {
     key.raise(fence)?;
     replicate::mark(ctx, name, fence);
-    events::notify(ctx, events::MARK_RAISED, name);
+    lock_events::notify(ctx, lock_events::MARK_RAISED, name);
     Ok(())
 }
 
@@ -496,8 +496,8 @@ pub fn mark_lost(ctx: &Context, name: &RedisString, fence: u64, evicted: bool) {
     }
     if evicted {
         stats::EVICTED_MARKS.bump();
-        events::notify(ctx, events::MARK_EVICTED, name);
+        lock_events::notify(ctx, lock_events::MARK_EVICTED, name);
     } else {
-        events::notify(ctx, events::MARK_EXPIRED, name);
+        lock_events::notify(ctx, lock_events::MARK_EXPIRED, name);
     }
 }

@@ -14,12 +14,12 @@ use fencelock_core::value::LockValue;
 use redis_module::Context;
 
 use super::effects::Change;
-use super::{events, propagation, sessions};
+use super::{lock_events as events, propagation, sessions};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::once_type::record_args;
+use crate::ffi::replicate;
+use crate::ffi::server::selected_db;
 use crate::observing;
-use crate::rm::key::LockKey;
-use crate::rm::once_type::record_args;
-use crate::rm::replicate;
-use crate::rm::server::selected_db;
 use crate::stats;
 
 /// A run about to be granted.

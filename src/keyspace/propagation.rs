@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redis_module::Context;
 
-use crate::rm::server;
+use crate::ffi::server;
 
 /// Set once a replica started syncing, this server was a replica, or the server
 /// reported a backlog or replicas; never cleared.

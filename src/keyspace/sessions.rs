@@ -11,8 +11,8 @@ use fencelock_core::session_index::SessionIndex;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, selected_db};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, selected_db};
 
 /// A key within one logical database, as the index keeps it.
 pub type SessionKey = (i32, Box<[u8]>);

@@ -7,7 +7,7 @@ use fencelock_core::observe::Observed;
 use redis_module::{Context, RedisError, RedisValue};
 
 use super::remove;
-use crate::rm::blocked::{self, BlockedClient, Waiting};
+use crate::ffi::blocked::{self, BlockedClient, Waiting};
 
 /// A blocked `LOCK.OBSERVE`.
 pub(super) struct ObserverWaiting;

@@ -37,11 +37,11 @@ use fencelock_core::observe::{Known, Observed};
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::key::LockKey;
-use crate::rm::server::{select_db, slot_served_elsewhere};
-use crate::rm::timers::TimerId;
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::lock_key::LockKey;
+use crate::ffi::server::{select_db, slot_served_elsewhere};
+use crate::ffi::server_clock;
+use crate::ffi::timers::TimerId;
 use crate::stats;
 use callbacks::{Answer, ObserverWaiting};
 
@@ -152,10 +152,10 @@ pub fn wait(ctx: &Context, db: i32, key: &LockKey, known: Known, timeout_ms: i64
         number
     });
     if timeout_ms > 0 {
-        let ends_at = clock::now_ms().saturating_add(timeout_ms);
+        let ends_at = server_clock::now_ms().saturating_add(timeout_ms);
         timers::arm_timeout(ctx, &id, client, number, ends_at);
     }
-    if let Some(at) = next_change(key, clock::command_ms()) {
+    if let Some(at) = next_change(key, server_clock::command_ms()) {
         timers::arm_recheck(ctx, &id, at);
     }
     true
@@ -191,7 +191,7 @@ fn answer_key(ctx: &Context, id: &KeyId) {
     }
     let name = RedisString::create_from_slice(ctx.ctx, &id.1);
     let key = LockKey::open(ctx, &name, false);
-    let now_ms = clock::command_ms();
+    let now_ms = server_clock::command_ms();
     // A key that holds another type now: every observer hears `WRONGTYPE`, as a new
     // `LOCK.OBSERVE` of it would.
     let current = key.lock().map(|lock| Observed::of(lock, now_ms)).ok();

@@ -8,9 +8,9 @@ use redis_module::Context;
 
 use super::callbacks::ObserverWaiting;
 use super::{answer_key, remove, with_registry, KeyId};
-use crate::rm::blocked::{self, BlockedClient};
-use crate::rm::clock;
-use crate::rm::timers::{self, Timer, TimerId};
+use crate::ffi::blocked::{self, BlockedClient};
+use crate::ffi::server_clock;
+use crate::ffi::timers::{self, Timer, TimerId};
 
 /// An observer's `BLOCK` timeout.
 struct BlockEnd {
@@ -29,7 +29,7 @@ pub(super) fn arm_timeout(
     number: u64,
     ends_at: i64,
 ) {
-    let delay = ends_at.saturating_sub(clock::now_ms()).max(0);
+    let delay = ends_at.saturating_sub(server_clock::now_ms()).max(0);
     let end = BlockEnd {
         id: id.clone(),
         client,
@@ -61,7 +61,7 @@ impl Timer for BlockEnd {
 
     /// A still-waiting observer is answered nil; a long timeout not over yet re-arms.
     fn fire(self, ctx: &Context) {
-        if self.ends_at > clock::now_ms() {
+        if self.ends_at > server_clock::now_ms() {
             let waiting = with_registry(|r| {
                 r.clients
                     .get(&self.client)
@@ -88,7 +88,7 @@ struct Recheck {
 /// Ensures the key `id` is looked at by `at` (Unix ms): a timer already due sooner
 /// stays, a later one is replaced, so a key has at most one.
 pub(super) fn arm_recheck(ctx: &Context, id: &KeyId, at: i64) {
-    let now = clock::now_ms();
+    let now = server_clock::now_ms();
     let fires_at = at.min(now.saturating_add(timers::LONGEST_DELAY_MS));
     let sooner = with_registry(|r| {
         r.keys.get(id).is_some_and(|watched| {

@@ -12,13 +12,18 @@
 //! - `proxy`: a loopback TCP link that a test can cut, delay and heal (partitions);
 //! - `sentinel`: a real Redis Sentinel watching one primary;
 //! - `resp`: the one RESP codec (encoder, incremental parser, blocking connections);
-//! - `locks`: small helpers for the lock commands and for waiting on a condition;
-//! - `migration`: atomic slot migration (Valkey 9) between cluster nodes, for tests
+//! - `locks`: small helpers for the lock commands (grants that must happen, grant
+//!   replies off the wire, expiries) and for waiting on a condition;
+//! - `info`: fields of `INFO` sections over either kind of connection (`used_memory`);
+//! - `persistence`: the AOF round trip (write, rewrite, kill, restart, read back);
+//! - `migration`: a key's slot and atomic slot migration (Valkey 9) between cluster nodes, for tests
 //!   that move a slot.
 
+pub mod info;
 pub mod locks;
 pub mod migration;
 pub mod paths;
+pub mod persistence;
 pub mod ports;
 pub mod process;
 pub mod proxy;
@@ -26,9 +31,11 @@ pub mod resp;
 pub mod sentinel;
 pub mod server;
 
+pub use info::{info_field, used_memory, InfoSource};
 pub use locks::*;
-pub use migration::{has_atomic_migration, migration_end, owner_seen_by, start_migration};
+pub use migration::{has_atomic_migration, migration_end, owner_seen_by, slot_of, start_migration};
 pub use paths::{floor_module_path, module_path, server_binary};
+pub use persistence::{aof_always, aof_round_trip, rewrite_aof, Rewrite};
 pub use ports::free_port;
 pub use process::Guarded;
 pub use proxy::{LinkState, Proxy};

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use redis::{cmd, Connection, Value};
 
-use crate::resp::RawClient;
+use crate::resp::{RawClient, Reply};
 use crate::server::Server;
 
 /// `LOCK.ACQUIRE key ttl [extra…]` → `Some((token, fence))` or `None` when busy.
@@ -18,6 +18,57 @@ pub fn acquire(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> Opt
         .expect("LOCK.ACQUIRE")
 }
 
+/// A grant that must happen: `LOCK.ACQUIRE key ttl [extra…]`, panicking when busy.
+pub fn hold(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> (String, i64) {
+    acquire(con, key, ttl, extra).unwrap_or_else(|| panic!("{key} {extra:?}: not granted"))
+}
+
+/// A grant that must happen for `session` (60 s lease, `extra` after `SESSION s`):
+/// its token.
+pub fn hold_in_session(con: &mut Connection, key: &str, session: &str, extra: &[&str]) -> String {
+    let mut argv = vec!["SESSION", session];
+    argv.extend_from_slice(extra);
+    acquire(con, key, 60_000, &argv)
+        .unwrap_or_else(|| panic!("{key} for {session}: not granted"))
+        .0
+}
+
+/// The `[token, fence]` of a `LOCK.ACQUIRE` reply off the wire, or `None` for nil;
+/// panics on anything else.
+pub fn grant_of(reply: &Reply) -> Option<(String, i64)> {
+    if reply.is_nil() {
+        return None;
+    }
+    let (token, fence) = reply
+        .grant()
+        .unwrap_or_else(|| panic!("not a grant: {reply:?}"));
+    Some((
+        String::from_utf8(token.to_vec()).expect("a UTF-8 token"),
+        fence,
+    ))
+}
+
+/// The `[token, [fences]]` of a granted `LOCK.ACQUIREALL` off the wire; `None` for
+/// anything else.
+pub fn grant_all_of(reply: &Reply) -> Option<(String, Vec<i64>)> {
+    let Reply::Array(Some(items)) = reply else {
+        return None;
+    };
+    let [Reply::Bulk(Some(token)), Reply::Array(Some(fences))] = items.as_slice() else {
+        return None;
+    };
+    let fences = fences
+        .iter()
+        .map(Reply::integer)
+        .collect::<Option<Vec<_>>>()?;
+    Some((String::from_utf8(token.clone()).ok()?, fences))
+}
+
+/// `PEXPIRETIME key`: the key's expiry in Unix ms (-1 none, -2 no key).
+pub fn expire_time(con: &mut Connection, key: &str) -> i64 {
+    int(con, &["PEXPIRETIME", key])
+}
+
 /// `LOCK.FENCE key` → the fence or `None`.
 pub fn fence(con: &mut Connection, key: &str) -> Option<i64> {
     cmd("LOCK.FENCE").arg(key).query(con).expect("LOCK.FENCE")
@@ -27,15 +78,6 @@ pub fn fence(con: &mut Connection, key: &str) -> Option<i64> {
 pub fn int(con: &mut Connection, args: &[&str]) -> i64 {
     let (name, rest) = args.split_first().expect("a command");
     cmd(name).arg(rest).query(con).expect("integer reply")
-}
-
-/// Value of one field of an INFO section, e.g. `info_field(con, "fencelock", "fencelock_acquired")`.
-pub fn info_field(con: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let info: String = cmd("INFO").arg(section).query(con).ok()?;
-    info.lines().find_map(|line| {
-        line.strip_prefix(&format!("{field}:"))
-            .map(|v| v.trim().to_string())
-    })
 }
 
 /// Waits until `check` holds or panics after `timeout`.
@@ -144,15 +186,6 @@ pub fn keyspace_subscriber(server: &Server, con: &mut Connection, subscribe: &[&
     subscriber
 }
 
-/// `BGREWRITEAOF`, then waits up to `timeout` until the rewrite is done.
-pub fn rewrite_aof(con: &mut Connection, timeout: Duration) {
-    let _: Value = cmd("BGREWRITEAOF").query(con).expect("BGREWRITEAOF");
-    eventually(timeout, "AOF rewrite", || {
-        info_field(con, "persistence", "aof_rewrite_in_progress").as_deref() == Some("0")
-            && info_field(con, "persistence", "aof_rewrite_scheduled").as_deref() == Some("0")
-    });
-}
-
 /// `CONFIG GET name`'s value.
 pub fn config_get(con: &mut Connection, name: &str) -> String {
     let pair: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();
@@ -163,18 +196,6 @@ pub fn config_get(con: &mut Connection, name: &str) -> String {
 /// `LOCK.FENCE key token`: the fence `token` holds `key` under, if it holds it.
 pub fn fence_of(con: &mut Connection, key: &str, token: &str) -> Option<i64> {
     cmd("LOCK.FENCE").arg(key).arg(token).query(con).unwrap()
-}
-
-/// AOF on, fsync on every write, with or without the RDB preamble (`yes` / `no`).
-pub fn aof_always(preamble: &str) -> [&str; 6] {
-    [
-        "appendonly",
-        "yes",
-        "appendfsync",
-        "always",
-        "aof-use-rdb-preamble",
-        preamble,
-    ]
 }
 
 /// One entry of `LOCK.HELD session`: `[key, mode, fence, pttl]`.

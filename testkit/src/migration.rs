@@ -1,15 +1,24 @@
-//! Atomic slot migration (Valkey 9's `CLUSTER MIGRATESLOTS`) for the tests that move a
-//! slot between cluster nodes: whether the server has it, starting a move and waiting
+//! Cluster slots for the tests: the slot of a key, and atomic slot migration (Valkey 9's
+//! `CLUSTER MIGRATESLOTS`) for the tests that move a slot between cluster nodes: whether the server has it, starting a move and waiting
 //! for its end, and which node a node believes owns a slot. Shared by the compatibility
 //! tests and the fault scenarios, so that both read `CLUSTER GETSLOTMIGRATIONS` and
 //! `CLUSTER SLOTS` one way.
 
 use std::time::Duration;
 
-use redis::{cmd, Value};
+use redis::{cmd, Connection, Value};
 
 use crate::locks::eventually;
 use crate::server::Server;
+
+/// `CLUSTER KEYSLOT key`: the slot `key` hashes to.
+pub fn slot_of(con: &mut Connection, key: &str) -> i64 {
+    cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(con)
+        .expect("CLUSTER KEYSLOT")
+}
 
 /// Whether the server runs atomic slot migration; prints why `test` is skipped if not.
 pub fn has_atomic_migration(node: &Server, test: &str) -> bool {

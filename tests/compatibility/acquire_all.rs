@@ -39,21 +39,6 @@ fn hold_all(con: &mut Connection, keys: &[&str], extra: &[&str]) -> Grant {
     acquire_all(con, keys, 60_000, extra).unwrap_or_else(|| panic!("{keys:?}: not granted"))
 }
 
-/// The `[token, [fences]]` of a granted `LOCK.ACQUIREALL` off the wire.
-fn grant_of(reply: &Reply) -> Option<Grant> {
-    let Reply::Array(Some(items)) = reply else {
-        return None;
-    };
-    let [Reply::Bulk(Some(token)), Reply::Array(Some(fences))] = items.as_slice() else {
-        return None;
-    };
-    let fences = fences
-        .iter()
-        .map(Reply::integer)
-        .collect::<Option<Vec<_>>>()?;
-    Some((String::from_utf8(token.clone()).ok()?, fences))
-}
-
 /// How the key a waiter for several keys waits for becomes free.
 #[derive(Clone, Copy, Debug)]
 enum Freed {
@@ -93,7 +78,7 @@ fn handed_over(
     let reply = waiter
         .try_read_reply(Duration::from_secs(5))
         .unwrap_or_else(|| panic!("{keys:?} ({freed:?}): the waiter was not answered"));
-    grant_of(&reply).unwrap_or_else(|| panic!("{keys:?} ({freed:?}): not granted: {reply:?}"))
+    grant_all_of(&reply).unwrap_or_else(|| panic!("{keys:?} ({freed:?}): not granted: {reply:?}"))
 }
 
 /// Every key is held by the grant's token with the grant's fence.
@@ -110,9 +95,7 @@ fn assert_holds(con: &mut Connection, keys: &[&str], grant: &Grant, what: &str) 
 }
 
 fn deadlines(con: &mut Connection, keys: &[&str]) -> Vec<i64> {
-    keys.iter()
-        .map(|key| int(con, &["PEXPIRETIME", key]))
-        .collect()
+    keys.iter().map(|key| expire_time(con, key)).collect()
 }
 
 /// `token`'s grant of `keys` with `fences` is in `commands` as exactly one transaction
@@ -296,7 +279,7 @@ fn a_wait_beside_free_keys_leaves_the_server_running() {
     let reply = waiter
         .try_read_reply(Duration::from_secs(5))
         .expect("the waiter was answered");
-    let grant = grant_of(&reply).unwrap_or_else(|| panic!("not granted: {reply:?}"));
+    let grant = grant_all_of(&reply).unwrap_or_else(|| panic!("not granted: {reply:?}"));
     assert_eq!(grant.0, "all");
     assert_holds(&mut con, &["w:1", "w:2", "w:3"], &grant, "handed over");
 }
@@ -380,57 +363,52 @@ fn an_rdb_restart_brings_back_every_key_of_each_grant() {
 
 /// Grants from before an AOF rewrite (in its base) and after it (appended): each
 /// appended grant is one transaction of `LOCK.APPLY`s, and every grant replays whole.
-fn aof_round_trip(preamble: &str) {
-    let args = aof_always(preamble);
-    let mut server = Server::with_args(&args);
-    let mut con = server.connect();
-    let mut grants = populate(&server, &mut con);
-    rewrite_aof(&mut con, Duration::from_secs(10));
-    let late = ["l:1", "l:2", "l:3"];
-    let late_grant = hold_all(&mut con, &late, &["TOKEN", "late", "SESSION", "t"]);
-    let handed = ["lh:1", "lh:2", "lh:3"];
-    let handed_grant = handed_over(
-        &server,
-        &mut con,
-        &handed,
-        &["TOKEN", "handed"],
-        Freed::Released,
-    );
-    let ran_out = ["lx:1", "lx:2"];
-    let ran_out_grant = handed_over(&server, &mut con, &ran_out, &[], Freed::RanOut);
-    let appended = aof_commands(&server);
+fn multi_key_aof_round_trip(preamble: &str) {
     let what = format!("AOF, preamble {preamble}");
-    assert_one_transaction(&appended, &late, &late_grant, &format!("{what}: at once"));
-    assert_one_transaction(
-        &appended,
-        &handed,
-        &handed_grant,
-        &format!("{what}: released"),
+    aof_round_trip(
+        preamble,
+        Rewrite::Between,
+        populate,
+        |server, con, mut grants| {
+            let late = ["l:1", "l:2", "l:3"];
+            let late_grant = hold_all(con, &late, &["TOKEN", "late", "SESSION", "t"]);
+            let handed = ["lh:1", "lh:2", "lh:3"];
+            let handed_grant =
+                handed_over(server, con, &handed, &["TOKEN", "handed"], Freed::Released);
+            let ran_out = ["lx:1", "lx:2"];
+            let ran_out_grant = handed_over(server, con, &ran_out, &[], Freed::RanOut);
+            let appended = aof_commands(server);
+            assert_one_transaction(&appended, &late, &late_grant, &format!("{what}: at once"));
+            assert_one_transaction(
+                &appended,
+                &handed,
+                &handed_grant,
+                &format!("{what}: released"),
+            );
+            assert_one_transaction(
+                &appended,
+                &ran_out,
+                &ran_out_grant,
+                &format!("{what}: ran out"),
+            );
+            grants.push((late.to_vec(), late_grant));
+            grants.push((handed.to_vec(), handed_grant));
+            grants.push((ran_out.to_vec(), ran_out_grant));
+            let before = snapshot(con, &grants);
+            (grants, before)
+        },
+        |con, (grants, before)| assert_comes_back(con, &grants, &before, &what),
     );
-    assert_one_transaction(
-        &appended,
-        &ran_out,
-        &ran_out_grant,
-        &format!("{what}: ran out"),
-    );
-    grants.push((late.to_vec(), late_grant));
-    grants.push((handed.to_vec(), handed_grant));
-    grants.push((ran_out.to_vec(), ran_out_grant));
-    let before = snapshot(&mut con, &grants);
-    server.kill();
-    server.restart();
-    let mut con = server.connect();
-    assert_comes_back(&mut con, &grants, &before, &what);
 }
 
 #[test]
 fn an_aof_replay_with_rdb_preamble_brings_back_every_key_of_each_grant() {
-    aof_round_trip("yes");
+    multi_key_aof_round_trip("yes");
 }
 
 #[test]
 fn an_aof_replay_without_rdb_preamble_brings_back_every_key_of_each_grant() {
-    aof_round_trip("no");
+    multi_key_aof_round_trip("no");
 }
 
 // ---------------------------------------------------------------------------------
@@ -486,10 +464,6 @@ fn a_replica_holds_every_key_of_each_grant_from_one_transaction() {
 
 // ---------------------------------------------------------------------------------
 // Cluster
-
-fn slot_of(con: &mut Connection, key: &str) -> i64 {
-    cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap()
-}
 
 const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
 
@@ -706,7 +680,7 @@ fn a_key_pattern_admits_its_keys_and_refuses_one_outside_it() {
         "TOKEN",
         "t",
     ]);
-    let grant = grant_of(&reply).unwrap_or_else(|| panic!("not granted: {reply:?}"));
+    let grant = grant_all_of(&reply).unwrap_or_else(|| panic!("not granted: {reply:?}"));
     assert_holds(
         &mut con,
         &["acct:1", "acct:2"],

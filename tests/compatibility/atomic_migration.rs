@@ -37,11 +37,7 @@ fn setting(test: &str) -> Option<Setting> {
     if !has_atomic_migration(&cluster.nodes[0], test) {
         return None;
     }
-    let slot = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key("x"))
-        .query(&mut cluster.nodes[0].connect())
-        .expect("CLUSTER KEYSLOT");
+    let slot = slot_of(&mut cluster.nodes[0].connect(), &key("x"));
     let source = cluster.owner_of(&key("x"));
     let target = (source + 1) % cluster.nodes.len();
     Some(Setting {

@@ -77,11 +77,7 @@ impl Cluster {
     /// The node serving `key`, found by asking each node which one owns its slot.
     pub(crate) fn owner_of(&self, key: &str) -> usize {
         let mut con = self.nodes[0].connect();
-        let slot: i64 = cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut con)
-            .unwrap();
+        let slot: i64 = slot_of(&mut con, key);
         let ids: Vec<String> = self.nodes.iter().map(node_id).collect();
         let owner = slot_owners(&mut con)
             .into_iter()
@@ -283,11 +279,7 @@ fn the_client_follows_moved_after_a_slot_changes_owner() {
     // The client has loaded its slot map; give the (empty) slot to node 1 behind its back.
     assert!(acquire_on(&mut con, "lock:warm-up", 1_000, &[]).is_some());
     let mut direct = cluster.nodes[0].connect();
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut direct)
-        .unwrap();
+    let slot: i64 = slot_of(&mut direct, key);
     let new_owner = node_id(&cluster.nodes[1]);
     for index in [1, 0, 2] {
         let _: () = cmd("CLUSTER")
@@ -351,9 +343,6 @@ fn block_waits_and_is_handed_the_lock_on_every_node() {
 fn hash_tags_keep_a_lock_and_its_data_in_one_slot() {
     let cluster = Cluster::start();
     let mut any = cluster.nodes[0].connect();
-    let slot_of = |con: &mut Connection, key: &str| -> i64 {
-        cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap()
-    };
     let lock_slot = slot_of(&mut any, "lock:{order42}");
     assert_eq!(lock_slot, slot_of(&mut any, "order:{order42}"));
     assert_eq!(lock_slot, slot_of(&mut any, "stock:{order42}"));
@@ -412,11 +401,7 @@ fn a_migrated_lock_keeps_one_holder() {
         info_field(&mut from, "fencelock", "fencelock_waiters").as_deref() == Some("1")
     });
 
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&key)
-        .query(&mut from)
-        .unwrap();
+    let slot: i64 = slot_of(&mut from, &key);
     let moving = SlotMove::begin(source, target, slot);
     moving.migrate(&mut from, &key);
     let left_behind: i64 = cmd("DBSIZE").query(&mut from).unwrap();
@@ -481,11 +466,7 @@ fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
         },
     );
 
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&key)
-        .query(&mut old)
-        .unwrap();
+    let slot: i64 = slot_of(&mut old, &key);
     let mut new = new_owner.connect();
     let _: () = cmd("CLUSTER")
         .arg("SETSLOT")
@@ -593,9 +574,6 @@ fn a_cross_slot_guard_from_a_script_is_refused_and_harms_nothing() {
         eprintln!("skipped on Valkey: a cross-slot script call breaks the node there");
         return;
     }
-    let slot_of = |con: &mut Connection, key: &str| -> i64 {
-        cmd("CLUSTER").arg("KEYSLOT").arg(key).query(con).unwrap()
-    };
     let lock_slot = slot_of(&mut direct, lock);
     let local_elsewhere = (0..)
         .map(|i| format!("other:{i}"))

@@ -36,11 +36,7 @@ fn an_observer_of_a_migrated_lock_is_told_to_retry_where_it_went() {
     eventually(Duration::from_secs(5), "the observer blocks", || {
         observers(&mut from).as_deref() == Some("1")
     });
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&key)
-        .query(&mut from)
-        .unwrap();
+    let slot: i64 = slot_of(&mut from, &key);
     let moving = SlotMove::begin(source, target, slot);
     moving.migrate(&mut from, &key);
     moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));

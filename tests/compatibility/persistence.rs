@@ -5,10 +5,6 @@ use std::time::Duration;
 
 use testkit::*;
 
-fn expire_time(con: &mut Connection, key: &str) -> i64 {
-    int(con, &["PEXPIRETIME", key])
-}
-
 #[test]
 fn debug_reload_keeps_locks_and_fences_rise_after_it() {
     let server = Server::start();
@@ -66,41 +62,42 @@ fn rdb_restart_restores_locks_and_the_fence_clock_even_with_no_keys_left() {
     );
 }
 
-fn aof_round_trip(preamble: &str) {
-    let args = aof_always(preamble);
-    let mut server = Server::with_args(&args);
-    let mut con = server.connect();
-    let (token, fence) = acquire(&mut con, "held", 60_000, &[]).unwrap();
-    let (released, _) = acquire(&mut con, "released", 60_000, &[]).unwrap();
-    assert_eq!(int(&mut con, &["LOCK.RELEASE", "released", &released]), 1);
-    assert_eq!(
-        int(&mut con, &["LOCK.REFRESH", "held", &token, "120000"]),
-        1
+/// A held lock (refreshed) and a released one before the AOF rewrite, a grant after it.
+fn lock_aof_round_trip(preamble: &str) {
+    aof_round_trip(
+        preamble,
+        Rewrite::Between,
+        |_, con| {
+            let (token, fence) = acquire(con, "held", 60_000, &[]).unwrap();
+            let (released, _) = acquire(con, "released", 60_000, &[]).unwrap();
+            assert_eq!(int(con, &["LOCK.RELEASE", "released", &released]), 1);
+            assert_eq!(int(con, &["LOCK.REFRESH", "held", &token, "120000"]), 1);
+            (fence, expire_time(con, "held"))
+        },
+        |_, con, held| {
+            let late = acquire(con, "late", 60_000, &[]).unwrap();
+            (held, late, digest(con))
+        },
+        |con, ((fence, deadline), (late, late_fence), before)| {
+            assert_eq!(digest(con), before, "preamble {preamble}");
+            assert_eq!(testkit::fence(con, "held"), Some(fence));
+            assert_eq!(expire_time(con, "held"), deadline);
+            assert_eq!(testkit::fence(con, "released"), None);
+            assert_eq!(int(con, &["LOCK.RELEASE", "late", &late]), 1);
+            let (_, next) = acquire(con, "late", 60_000, &[]).unwrap();
+            assert!(next > late_fence);
+        },
     );
-    let deadline = expire_time(&mut con, "held");
-    rewrite_aof(&mut con, Duration::from_secs(10));
-    let (late, late_fence) = acquire(&mut con, "late", 60_000, &[]).unwrap();
-    let before = digest(&mut con);
-    server.kill();
-    server.restart();
-    let mut con = server.connect();
-    assert_eq!(digest(&mut con), before, "preamble {preamble}");
-    assert_eq!(testkit::fence(&mut con, "held"), Some(fence));
-    assert_eq!(expire_time(&mut con, "held"), deadline);
-    assert_eq!(testkit::fence(&mut con, "released"), None);
-    assert_eq!(int(&mut con, &["LOCK.RELEASE", "late", &late]), 1);
-    let (_, next) = acquire(&mut con, "late", 60_000, &[]).unwrap();
-    assert!(next > late_fence);
 }
 
 #[test]
 fn aof_restart_with_rdb_preamble() {
-    aof_round_trip("yes");
+    lock_aof_round_trip("yes");
 }
 
 #[test]
 fn aof_restart_without_rdb_preamble_uses_the_rewrite_form() {
-    aof_round_trip("no");
+    lock_aof_round_trip("no");
 }
 
 #[test]

@@ -19,11 +19,7 @@ fn replica_agrees_on_type_fence_deadline_and_digest() {
     assert_eq!(digest(&mut p), digest(&mut r));
     for key in ["a", "b", "c"] {
         assert_eq!(fence(&mut p, key), fence(&mut r, key), "{key}");
-        assert_eq!(
-            int(&mut p, &["PEXPIRETIME", key]),
-            int(&mut r, &["PEXPIRETIME", key]),
-            "{key}"
-        );
+        assert_eq!(expire_time(&mut p, key), expire_time(&mut r, key), "{key}");
         let kinds: Vec<String> = [&mut p, &mut r]
             .into_iter()
             .map(|con| cmd("TYPE").arg(key).query(con).unwrap())
@@ -106,10 +102,7 @@ fn grants_from_before_a_replica_attached_and_after_it_agree() {
     assert_eq!(digest(&mut p), digest(&mut r));
     for key in ["early", "late", "gone"] {
         assert_eq!(fence(&mut p, key), fence(&mut r, key), "{key}");
-        assert_eq!(
-            int(&mut p, &["PEXPIRETIME", key]),
-            int(&mut r, &["PEXPIRETIME", key])
-        );
+        assert_eq!(expire_time(&mut p, key), expire_time(&mut r, key));
     }
 }
 
@@ -167,14 +160,14 @@ fn an_aof_switched_on_at_runtime_records_exact_effects() {
         int(&mut con, &["LOCK.REFRESH", "before", &before, "90000"]),
         1
     );
-    let deadline = int(&mut con, &["PEXPIRETIME", "before"]);
+    let deadline = expire_time(&mut con, "before");
     let before_digest = digest(&mut con);
     server.kill();
     server.restart_with_args(&["appendonly", "yes"]);
     let mut con = server.connect();
     assert_eq!(digest(&mut con), before_digest);
     assert_eq!(fence(&mut con, "after"), Some(after_fence));
-    assert_eq!(int(&mut con, &["PEXPIRETIME", "before"]), deadline);
+    assert_eq!(expire_time(&mut con, "before"), deadline);
 }
 
 /// `fencelock_fence_clock`: the highest fence issued or received. A replica shows the

@@ -18,14 +18,6 @@ fn assert_lease(left: i64, ttl: i64, what: &str) {
     );
 }
 
-fn hold(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> (String, i64) {
-    acquire(con, key, ttl, extra).unwrap_or_else(|| panic!("{key} {extra:?}: not granted"))
-}
-
-fn expire_time(con: &mut Connection, key: &str) -> i64 {
-    int(con, &["PEXPIRETIME", key])
-}
-
 /// Both lists name the same holdings (key, mode, fence, in order) and their leases
 /// agree within `slack` ms (-1 exactly).
 fn assert_same_holdings(got: &[Holding], want: &[Holding], slack: i64, what: &str) {
@@ -268,36 +260,33 @@ fn an_rdb_restart_keeps_every_session_holding() {
 
 /// Holdings from before an AOF rewrite (in its base) and a keepalive and a grant after
 /// it (in the appended part) come back with their sessions.
-fn aof_round_trip(preamble: &str) {
-    let args = aof_always(preamble);
-    let mut server = Server::with_args(&args);
-    let mut con = server.connect();
-    populate(&mut con);
-    rewrite_aof(&mut con, Duration::from_secs(10));
-    assert_eq!(keepalive(&mut con, "s", 80_000), 4);
-    hold(&mut con, "lock:late", 60_000, &["SESSION", "s"]);
-    let before = snapshot(&mut con);
-    let late = expire_time(&mut con, "lock:late");
-    server.kill();
-    server.restart();
-    let mut con = server.connect();
-    assert_eq!(expire_time(&mut con, "lock:late"), late);
-    assert_comes_back(
-        &mut con,
-        &before,
-        2_000,
-        &format!("AOF, preamble {preamble}"),
+fn session_aof_round_trip(preamble: &str) {
+    aof_round_trip(
+        preamble,
+        Rewrite::Between,
+        |_, con| {
+            populate(con);
+        },
+        |_, con, ()| {
+            assert_eq!(keepalive(con, "s", 80_000), 4);
+            hold(con, "lock:late", 60_000, &["SESSION", "s"]);
+            (snapshot(con), expire_time(con, "lock:late"))
+        },
+        |con, (before, late)| {
+            assert_eq!(expire_time(con, "lock:late"), late);
+            assert_comes_back(con, &before, 2_000, &format!("AOF, preamble {preamble}"));
+        },
     );
 }
 
 #[test]
 fn an_aof_restart_with_rdb_preamble_keeps_every_session_holding() {
-    aof_round_trip("yes");
+    session_aof_round_trip("yes");
 }
 
 #[test]
 fn an_aof_restart_without_rdb_preamble_keeps_every_session_holding() {
-    aof_round_trip("no");
+    session_aof_round_trip("no");
 }
 
 #[test]
@@ -415,11 +404,7 @@ fn each_node_keeps_its_own_holdings_and_a_migrated_one_follows_its_slot() {
     // Move node 0's key to node 1, as resharding does.
     let key = &keys[0];
     let (source, target) = (&cluster.nodes[0], &cluster.nodes[1]);
-    let slot: i64 = cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut cons[0])
-        .unwrap();
+    let slot: i64 = slot_of(&mut cons[0], key);
     let moving = SlotMove::begin(source, target, slot);
     moving.migrate(&mut cons[0], key);
     moving.finish([1, 0, 2].map(|node| &cluster.nodes[node]));

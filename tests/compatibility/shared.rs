@@ -29,10 +29,6 @@ struct Holder {
     limit: Option<i64>,
 }
 
-fn expire_time(con: &mut Connection, key: &str) -> i64 {
-    int(con, &["PEXPIRETIME", key])
-}
-
 /// Takes `key` for `token` (`mode`: nothing, `SHARED` or `LIMIT n`). Each holder of a
 /// key is taken with a later deadline than those before it, so that the key's expiry
 /// right after the grant is this holder's own deadline.
@@ -209,49 +205,47 @@ fn rdb_restart_keeps_every_holder() {
 
 /// Populates, optionally rewrites the AOF, changes more after that (so the rewrite's
 /// base and the increment after it are both read back), is killed and restarts.
-fn aof_round_trip(preamble: &str, rewrite: bool) {
-    let args = aof_always(preamble);
-    let mut server = Server::with_args(&args);
-    let mut con = server.connect();
-    let mut locks = populate(&mut con, true);
-    if rewrite {
-        rewrite_aof(&mut con, Duration::from_secs(10));
-    }
-    // After the rewrite: a holder leaves a full semaphore, a newcomer takes the permit,
-    // another key is taken.
-    assert_eq!(int(&mut con, &["LOCK.RELEASE", "sem", "s2"]), 1);
-    let s2 = locks.held.iter().position(|h| h.token == "s2").unwrap();
-    locks.gone.push(locks.held.remove(s2));
-    locks
-        .held
-        .push(take(&mut con, "sem", "s4", 80_000, &["LIMIT", "3"]));
-    locks
-        .held
-        .push(take(&mut con, "late", "l1", 60_000, &["SHARED"]));
-    server.kill();
-    server.restart();
-    let mut con = server.connect();
-    verify(&mut con, &locks);
+fn shared_aof_round_trip(preamble: &str, rewrite: Rewrite) {
+    aof_round_trip(
+        preamble,
+        rewrite,
+        |_, con| populate(con, true),
+        |_, con, mut locks| {
+            // After the rewrite: a holder leaves a full semaphore, a newcomer takes the
+            // permit, another key is taken.
+            assert_eq!(int(con, &["LOCK.RELEASE", "sem", "s2"]), 1);
+            let s2 = locks.held.iter().position(|h| h.token == "s2").unwrap();
+            locks.gone.push(locks.held.remove(s2));
+            locks
+                .held
+                .push(take(con, "sem", "s4", 80_000, &["LIMIT", "3"]));
+            locks
+                .held
+                .push(take(con, "late", "l1", 60_000, &["SHARED"]));
+            locks
+        },
+        |con, locks| verify(con, &locks),
+    );
 }
 
 #[test]
 fn aof_restart_with_rdb_preamble_keeps_every_holder() {
-    aof_round_trip("yes", false);
+    shared_aof_round_trip("yes", Rewrite::Never);
 }
 
 #[test]
 fn aof_restart_without_rdb_preamble_keeps_every_holder() {
-    aof_round_trip("no", false);
+    shared_aof_round_trip("no", Rewrite::Never);
 }
 
 #[test]
 fn aof_restart_after_a_rewrite_with_rdb_preamble_keeps_every_holder() {
-    aof_round_trip("yes", true);
+    shared_aof_round_trip("yes", Rewrite::Between);
 }
 
 #[test]
 fn aof_restart_after_a_rewrite_without_rdb_preamble_keeps_every_holder() {
-    aof_round_trip("no", true);
+    shared_aof_round_trip("no", Rewrite::Between);
 }
 
 /// `LOCK.INFO` without the remaining lease, which moves between two reads.

@@ -93,21 +93,6 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| arg.to_string()).collect()
 }
 
-/// The `[token, [fences]]` of a grant.
-fn grant_of(reply: &Reply) -> Option<(String, Vec<i64>)> {
-    let Reply::Array(Some(items)) = reply else {
-        return None;
-    };
-    let [Reply::Bulk(Some(token)), Reply::Array(Some(fences))] = items.as_slice() else {
-        return None;
-    };
-    let fences = fences
-        .iter()
-        .map(Reply::integer)
-        .collect::<Option<Vec<_>>>()?;
-    Some((String::from_utf8(token.clone()).ok()?, fences))
-}
-
 struct Client {
     id: usize,
     conn: Conn,
@@ -187,7 +172,7 @@ impl Client {
                 self.tally.errors.push(text.clone());
                 return Ok(());
             }
-            other => match grant_of(other) {
+            other => match grant_all_of(other) {
                 Some(grant) => grant,
                 None => {
                     let what =

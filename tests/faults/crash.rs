@@ -313,7 +313,7 @@ fn hold_many(server: &Server, keys: usize, max_ttl: i64) -> Vec<(String, String,
 fn latest_deadline(con: &mut Connection, locks: &[(String, String, i64)]) -> i64 {
     locks
         .iter()
-        .map(|(key, _, _)| int(con, &["PEXPIRETIME", key]))
+        .map(|(key, _, _)| expire_time(con, key))
         .max()
         .unwrap_or(0)
 }

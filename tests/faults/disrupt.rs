@@ -65,7 +65,7 @@ fn handoff_lateness_ms(server: &Server, con: &mut Connection, round: usize) -> i
             .unwrap()
     };
     assert_eq!(shortened, 1);
-    let deadline = int(con, &["PEXPIRETIME", &key]);
+    let deadline = expire_time(con, &key);
     let reply = waiter
         .try_read_reply(Duration::from_secs(5))
         .expect("the probe waiter was answered");

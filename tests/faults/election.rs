@@ -1,5 +1,5 @@
 //! Leader election under faults (issue 24): three candidates campaign for one lock key
-//! (`reliability::election`), five observers follow it with `LOCK.OBSERVE`, and the
+//! (`reliability::leadership`), five observers follow it with `LOCK.OBSERVE`, and the
 //! whole history is judged: fences increase across leaders, no two leaderships certainly
 //! live at once, no older fenced work admitted after newer, every observation a state
 //! the server really had, every observer answered once per change and ending on the last
@@ -17,7 +17,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::failover::kill_primary_and_promote;
-use crate::reliability::election::{
+use crate::reliability::leadership::{
     self, Act, Answer, CandidateSpec, Client, Event, Figures, Shared, CHILD_ENV, KEY, LOG,
 };
 use crate::reliability::report::{assert_none, Summary};
@@ -38,7 +38,7 @@ const FINAL_LEADER: usize = 999;
 #[ignore = "a candidate process, started by the election tests"]
 fn candidate_process() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
-        election::child_main(&spec);
+        leadership::child_main(&spec);
     }
 }
 
@@ -62,7 +62,7 @@ impl Observers {
             let mut client = Client::new(id, target.clone(), Duration::from_secs(3), false);
             let mut sink = history.clone();
             threads.push(thread::spawn(move || {
-                election::run_observer(&mut client, OBSERVE_BLOCK_MS, &mut sink, &seen);
+                leadership::run_observer(&mut client, OBSERVE_BLOCK_MS, &mut sink, &seen);
             }));
         }
         Observers {
@@ -138,7 +138,7 @@ impl Processes {
         let id = self.next_id;
         self.next_id += 1;
         let exe = std::env::current_exe().expect("the test binary");
-        let spec = election::child_spec(self.port, id, 0xe1ec_7000 + id as u64, &self.spec);
+        let spec = leadership::child_spec(self.port, id, 0xe1ec_7000 + id as u64, &self.spec);
         let mut child = testkit::Guarded::spawn(
             Command::new(exe)
                 .args(["election::candidate_process", "--exact", "--ignored"])
@@ -151,7 +151,7 @@ impl Processes {
         .expect("start a candidate process");
         let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take();
-        let reader = thread::spawn(move || election::read_child(stdout));
+        let reader = thread::spawn(move || leadership::read_child(stdout));
         self.running.insert(
             id,
             Process {
@@ -209,7 +209,12 @@ impl Threads {
                 let mut sink = history.clone();
                 let spec = spec.clone();
                 thread::spawn(move || {
-                    election::run_candidate(&mut client, &spec, 0xe1ec_7000 + id as u64, &mut sink);
+                    leadership::run_candidate(
+                        &mut client,
+                        &spec,
+                        0xe1ec_7000 + id as u64,
+                        &mut sink,
+                    );
                 })
             })
             .collect();
@@ -290,21 +295,21 @@ fn conclude(
     let truth = (fence, seen.unwrap_or_default());
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline
-        && !election::final_states(&observers.states(), &truth).is_empty()
+        && !leadership::final_states(&observers.states(), &truth).is_empty()
     {
         thread::sleep(Duration::from_millis(5));
     }
     let last = observers.finish();
     let events = history.snapshot();
-    let mut anomalies = election::check(&events);
-    anomalies.extend(election::final_states(&last, &truth));
+    let mut anomalies = leadership::check(&events);
+    anomalies.extend(leadership::final_states(&last, &truth));
     let log: Vec<String> = cmd("LRANGE")
         .arg(LOG)
         .arg(0)
         .arg(-1)
         .query(&mut con)
         .expect("LRANGE");
-    anomalies.extend(election::log_in_order(&log));
+    anomalies.extend(leadership::log_in_order(&log));
     (events, anomalies)
 }
 
@@ -593,12 +598,12 @@ fn good_history() -> Vec<Event> {
 
 #[test]
 fn an_election_checker_passes_a_clean_history() {
-    let anomalies = election::check(&good_history());
+    let anomalies = leadership::check(&good_history());
     assert!(anomalies.is_empty(), "{anomalies:?}");
     let last = [(9, Some((20, "c2.1".to_string())))];
-    assert!(election::final_states(&last, &(20, "c2.1".into())).is_empty());
+    assert!(leadership::final_states(&last, &(20, "c2.1".into())).is_empty());
     let log = ["10:c1:1".to_string(), "20:c2:1".to_string()];
-    assert!(election::log_in_order(&log).is_empty());
+    assert!(leadership::log_in_order(&log).is_empty());
 }
 
 #[test]
@@ -606,7 +611,7 @@ fn an_election_checker_catches_two_leaders_at_once() {
     let mut history = good_history();
     // A third leader granted inside the second one's 100 ms lease.
     history.push(campaign(3, "c3.1", 50, "c", 30));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies.iter().any(|a| a.contains("holders at once")),
         "{anomalies:?}"
@@ -617,7 +622,7 @@ fn an_election_checker_catches_two_leaders_at_once() {
 fn an_election_checker_catches_a_fence_that_went_down_across_leaders() {
     let mut history = good_history();
     history.push(campaign(3, "c3.1", 300, "c", 15));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies
             .iter()
@@ -631,7 +636,7 @@ fn an_election_checker_catches_stale_observers() {
     // Asked after the second leader's grant was acknowledged, answered the first leader.
     let mut history = good_history();
     history.push(observe(8, (0, ""), 40, (10, Some("c1.1"))));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies
             .iter()
@@ -641,7 +646,7 @@ fn an_election_checker_catches_stale_observers() {
     // "Free" while the second leader certainly held (30..131 ms).
     let mut history = good_history();
     history.push(observe(8, (20, "c2.1"), 40, (0, None)));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies
             .iter()
@@ -656,14 +661,17 @@ fn an_election_checker_catches_stale_observers() {
     };
     history.push(event(2, proclaim, 40, 41, Answer::Int(1)));
     history.push(observe(8, (0, ""), 45, (20, Some("c2.1"))));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies.iter().any(|a| a.contains("after proclaim 1")),
         "{anomalies:?}"
     );
     // An observer that ends on the first leader.
     let last = [(9, Some((10, "c1.1".to_string())))];
-    assert_eq!(election::final_states(&last, &(20, "c2.1".into())).len(), 1);
+    assert_eq!(
+        leadership::final_states(&last, &(20, "c2.1".into())).len(),
+        1
+    );
 }
 
 #[test]
@@ -676,7 +684,7 @@ fn an_election_checker_catches_double_answers_and_unreal_states() {
     // A value nobody campaigned with, and a fence the campaign was not granted.
     history.push(observe(6, (0, ""), 38, (20, Some("c5.1"))));
     history.push(observe(5, (0, ""), 38, (21, Some("c2.1"))));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     for expected in [
         "answered without a change",
         "answered twice with one state",
@@ -694,7 +702,7 @@ fn an_election_checker_catches_double_answers_and_unreal_states() {
 fn an_election_checker_catches_older_work_admitted_after_newer() {
     let mut history = good_history();
     history.push(work(1, 10, 50, Answer::Admitted));
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies
             .iter()
@@ -702,7 +710,7 @@ fn an_election_checker_catches_older_work_admitted_after_newer() {
         "{anomalies:?}"
     );
     let log = ["20:c2:1".to_string(), "10:c1:2".to_string()];
-    assert_eq!(election::log_in_order(&log).len(), 1);
+    assert_eq!(leadership::log_in_order(&log).len(), 1);
 }
 
 #[test]
@@ -729,7 +737,7 @@ fn an_election_checker_catches_an_observer_that_missed_a_long_leader() {
         observe(9, (0, ""), 700, (20, Some("c2.1"))),
         campaign(2, "c2.1", 690, "b", 20),
     ];
-    let anomalies = election::check(&history);
+    let anomalies = leadership::check(&history);
     assert!(
         anomalies.iter().any(|a| a.contains("never saw fence 10")),
         "{anomalies:?}"
@@ -740,9 +748,9 @@ fn an_election_checker_catches_an_observer_that_missed_a_long_leader() {
 fn candidate_events_survive_the_trip_through_a_pipe() {
     let history = good_history();
     for event in &history {
-        let line = election::encode(event);
-        let back = election::decode(&line).expect("decodes");
-        assert_eq!(election::encode(&back), line);
+        let line = leadership::encode(event);
+        let back = leadership::decode(&line).expect("decodes");
+        assert_eq!(leadership::encode(&back), line);
         assert_eq!(back.answer, event.answer);
         assert_eq!(back.act, event.act);
     }

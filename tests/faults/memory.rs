@@ -11,12 +11,6 @@ use crate::reliability::scale::pick;
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-fn used_memory(con: &mut Connection) -> i64 {
-    info_field(con, "memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
-
 /// Acquires and releases `cycles` times over 100 keys, pipelined; a tenth of the
 /// grants are refreshed first, so every write path runs.
 fn churn(con: &mut Connection, cycles: usize) {

@@ -268,12 +268,6 @@ fn open_files_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
-fn used_memory(con: &mut Connection) -> i64 {
-    info_field(con, "memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .expect("used_memory")
-}
-
 fn observers_waiting(con: &mut Connection) -> usize {
     info_field(con, "fencelock", "fencelock_observers")
         .and_then(|v| v.parse().ok())

@@ -1,7 +1,10 @@
 //! ACL key patterns apply to lock keys: a user limited to `~app:*` gets NOPERM on
 //! `lock:*` from every command, and a read-only pattern (`%R~lock:*`) may read a lock
-//! (LOCK.FENCE, LOCK.INFO) but not acquire, refresh, release or apply one.
+//! (LOCK.FENCE, LOCK.INFO) but not acquire, refresh, release or apply one; the
+//! session commands need the permissions of the keyed commands they stand for, for the
+//! keys their session holds or waits for, within one selector.
 
+use testkit::resp::RawClient;
 use testkit::*;
 
 /// Makes user `name` (password `secret`) with `+@all` and these key rules.
@@ -127,4 +130,89 @@ fn a_write_only_key_pattern_may_not_read_a_lock_by_any_command() {
         outcome(&mut writer, &["LOCK.REFRESH", "lock:x", "t", "10000"]),
         "OK"
     );
+}
+
+#[test]
+fn close_needs_permission_for_the_keys_its_session_waits_for() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(&mut con, "other:x", 30_000, &["TOKEN", "owner"]).unwrap();
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&[
+        "LOCK.ACQUIRE",
+        "other:x",
+        "30000",
+        "SESSION",
+        "s",
+        "BLOCK",
+        "0",
+    ]]);
+    wait_for_waiters(&mut con, "other:x", 1);
+    let _: () = cmd("ACL")
+        .arg(&["SETUSER", "locks", "on", "nopass", "+@all", "~lock:*"])
+        .query(&mut con)
+        .unwrap();
+    let mut limited = RawClient::connect(server.port);
+    assert!(limited.call_str(&["AUTH", "locks", "x"]).is_ok());
+    assert_eq!(
+        limited.call_str(&["LOCK.CLOSE", "s"]),
+        testkit::resp::err("NOPERM User locks has no permissions to access the 'other:x' key"),
+        "the wait is on a key the user may not touch"
+    );
+    assert_eq!(waiters(&mut con, "other:x"), 1, "still waiting");
+    assert_eq!(int(&mut con, &["LOCK.CLOSE", "s"]), 0);
+    assert!(
+        waiter.read_reply().is_nil(),
+        "answered nil by the permitted close"
+    );
+}
+
+#[test]
+fn a_session_command_needs_the_keyed_commands_permission_in_one_selector() {
+    let server = Server::start();
+    let mut con = server.connect();
+    acquire(
+        &mut con,
+        "other:b",
+        30_000,
+        &["TOKEN", "tb", "SESSION", "S"],
+    )
+    .unwrap();
+    // The root allows the lock commands on lock:*; a selector allows only GET on other:*.
+    let _: () = cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "sel",
+            "on",
+            "nopass",
+            "-@all",
+            "+lock.acquire",
+            "+lock.release",
+            "+lock.refresh",
+            "+lock.info",
+            "+lock.close",
+            "+lock.keepalive",
+            "+lock.held",
+            "~lock:*",
+            "(+get ~other:*)",
+        ])
+        .query(&mut con)
+        .unwrap();
+    let mut sel = RawClient::connect(server.port);
+    assert!(sel.call_str(&["AUTH", "sel", "x"]).is_ok());
+    let refused =
+        testkit::resp::err("NOPERM User sel has no permissions to access the 'other:b' key");
+    let before = int(&mut con, &["PTTL", "other:b"]);
+    for command in [
+        &["LOCK.KEEPALIVE", "S", "999999"][..],
+        &["LOCK.CLOSE", "S"],
+        &["LOCK.HELD", "S"],
+    ] {
+        assert_eq!(sel.call_str(command), refused, "{command:?}");
+    }
+    assert!(
+        int(&mut con, &["PTTL", "other:b"]) <= before,
+        "not kept alive"
+    );
+    assert!(fence_of(&mut con, "other:b", "tb").is_some());
 }

@@ -141,7 +141,7 @@ fn expiry_hands_off_within_ten_milliseconds_of_the_deadline() {
     for round in 0..5 {
         let key = format!("k{round}");
         acquire(&mut con, &key, 300, &[]).unwrap();
-        let deadline = int(&mut con, &["PEXPIRETIME", &key]);
+        let deadline = expire_time(&mut con, &key);
         let rx = spawn_waiter(&server, &key, 5_000, &["BLOCK", "0"]);
         wait_for_waiters(&mut con, &key, 1);
         let (grant, _) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -457,10 +457,7 @@ fn replica_agrees_after_handoffs() {
     wait_replicated(&mut p);
     assert_eq!(digest(&mut p), digest(&mut r));
     assert_eq!(testkit::fence(&mut p, "k"), testkit::fence(&mut r, "k"));
-    assert_eq!(
-        int(&mut p, &["PEXPIRETIME", "k"]),
-        int(&mut r, &["PEXPIRETIME", "k"])
-    );
+    assert_eq!(expire_time(&mut p, "k"), expire_time(&mut r, "k"));
     let on_replica: Option<i64> = cmd("LOCK.FENCE")
         .arg("k")
         .arg(&holder)

@@ -42,14 +42,6 @@ fn blocked_acquire(
     client
 }
 
-fn hold(con: &mut Connection, key: &str, session: &str, extra: &[&str]) -> String {
-    let mut argv = vec!["SESSION", session];
-    argv.extend_from_slice(extra);
-    acquire(con, key, 60_000, &argv)
-        .unwrap_or_else(|| panic!("{key} for {session}: not granted"))
-        .0
-}
-
 fn error_of(client: &mut RawClient, argv: &[&str]) -> String {
     match client.call_str(argv) {
         Reply::Error(text) => text,
@@ -69,8 +61,8 @@ fn two_sessions_crossing_over_two_accounts_the_second_is_refused_at_once() {
     let mut con = server.connect();
     let mut events =
         keyspace_subscriber(&server, &mut con, &["SUBSCRIBE", "__keyspace@0__:acct:1"]);
-    hold(&mut con, "acct:1", "alice", &[]);
-    hold(&mut con, "acct:2", "bob", &[]);
+    hold_in_session(&mut con, "acct:1", "alice", &[]);
+    hold_in_session(&mut con, "acct:2", "bob", &[]);
     let mut alice = blocked_acquire(&server, &mut con, "acct:2", "alice", &[]);
     let mut bob = RawClient::connect(server.port);
     let asked = [
@@ -106,7 +98,7 @@ fn a_cycle_of_ten_owners_over_ten_keys_is_refused_at_its_last_link() {
     let server = Server::start();
     let mut con = server.connect();
     for i in 0..10 {
-        hold(&mut con, &format!("k{i}"), &format!("s{i}"), &[]);
+        hold_in_session(&mut con, &format!("k{i}"), &format!("s{i}"), &[]);
     }
     let mut blocked = Vec::new();
     for i in 0..9 {
@@ -123,7 +115,7 @@ fn a_cycle_of_ten_owners_over_ten_keys_is_refused_at_its_last_link() {
     let asked = ["LOCK.ACQUIRE", "k0", "60000", "SESSION", "s9", "BLOCK", "0"];
     assert_eq!(error_of(&mut last, &asked), deadlock("k0", "k9"));
     // A chain that does not come back waits: s9's wait for a key held by nobody in it.
-    hold(&mut con, "outside", "x", &[]);
+    hold_in_session(&mut con, "outside", "x", &[]);
     let _chain_end = blocked_acquire(&server, &mut con, "outside", "s9", &[]);
     assert_eq!(deadlocks(&mut con), 1);
 }
@@ -133,8 +125,8 @@ fn cycles_through_shared_holders_and_semaphore_permits_are_refused() {
     let server = Server::start();
     let mut con = server.connect();
     // A reader that waits for a writer that waits for that reader.
-    hold(&mut con, "doc", "reader", &["SHARED"]);
-    hold(&mut con, "index", "writer", &[]);
+    hold_in_session(&mut con, "doc", "reader", &["SHARED"]);
+    hold_in_session(&mut con, "index", "writer", &[]);
     let _reader = blocked_acquire(&server, &mut con, "index", "reader", &[]);
     let mut writer = RawClient::connect(server.port);
     let asked = [
@@ -148,9 +140,9 @@ fn cycles_through_shared_holders_and_semaphore_permits_are_refused() {
     ];
     assert_eq!(error_of(&mut writer, &asked), deadlock("doc", "index"));
     // A full semaphore: its permit holder waits for the asker.
-    hold(&mut con, "pool", "p1", &["LIMIT", "2"]);
-    hold(&mut con, "pool", "p2", &["LIMIT", "2"]);
-    hold(&mut con, "job", "q", &[]);
+    hold_in_session(&mut con, "pool", "p1", &["LIMIT", "2"]);
+    hold_in_session(&mut con, "pool", "p2", &["LIMIT", "2"]);
+    hold_in_session(&mut con, "job", "q", &[]);
     let _p1 = blocked_acquire(&server, &mut con, "job", "p1", &[]);
     let mut q = RawClient::connect(server.port);
     let asked = [
@@ -182,8 +174,8 @@ fn a_shared_reader_does_not_wait_for_readers_queued_with_it() {
     let mut con = server.connect();
     // A writer holds; a reader of session r queues, then r's other key is asked for by
     // a reader queued behind it. Readers are served together: no cycle.
-    hold(&mut con, "doc", "w", &[]);
-    hold(&mut con, "note", "r", &[]);
+    hold_in_session(&mut con, "doc", "w", &[]);
+    hold_in_session(&mut con, "note", "r", &[]);
     let _r = blocked_acquire(&server, &mut con, "doc", "r2", &["SHARED"]);
     let _other = blocked_acquire(&server, &mut con, "note", "r3", &[]);
     let _r3 = blocked_acquire(&server, &mut con, "doc", "r3", &["SHARED"]);
@@ -195,8 +187,8 @@ fn a_wait_for_several_keys_is_checked_and_waited_for() {
     let server = Server::start();
     let mut con = server.connect();
     let mut client = RawClient::connect(server.port);
-    hold(&mut con, "a", "s1", &[]);
-    hold(&mut con, "c", "s2", &[]);
+    hold_in_session(&mut con, "a", "s1", &[]);
+    hold_in_session(&mut con, "c", "s2", &[]);
     // s2 waits for a (held by s1) ...
     let _s2 = blocked_acquire(&server, &mut con, "a", "s2", &[]);
     // ... so s1 may not wait for b and c at once: c is held by s2.
@@ -235,12 +227,12 @@ fn a_wait_for_several_keys_is_checked_and_waited_for() {
         .map(str::as_bytes),
     );
     wait_for_waiters(&mut con, "x", 1);
-    hold(&mut con, "y", "s3", &[]);
+    hold_in_session(&mut con, "y", "s3", &[]);
     let mut s4 = RawClient::connect(server.port);
     let waits_behind = ["LOCK.ACQUIRE", "x", "60000", "SESSION", "s4", "BLOCK", "0"];
     s4.send(&waits_behind.map(str::as_bytes));
     wait_for_waiters(&mut con, "x", 2);
-    hold(&mut con, "z", "s4", &[]);
+    hold_in_session(&mut con, "z", "s4", &[]);
     // s3 asking for z (held by s4, who waits behind s3's wait) closes a cycle.
     let mut s3 = RawClient::connect(server.port);
     let asked = ["LOCK.ACQUIRE", "z", "60000", "SESSION", "s3", "BLOCK", "0"];
@@ -251,7 +243,7 @@ fn a_wait_for_several_keys_is_checked_and_waited_for() {
 fn the_same_session_waiting_for_a_key_it_holds_waits_it_out() {
     let server = Server::start();
     let mut con = server.connect();
-    let token = hold(&mut con, "stock", "worker", &[]);
+    let token = hold_in_session(&mut con, "stock", "worker", &[]);
     let mut second_thread = blocked_acquire(&server, &mut con, "stock", "worker", &[]);
     assert_eq!(
         second_thread.try_read_reply(Duration::from_millis(100)),
@@ -290,8 +282,8 @@ fn with_detection_off_the_cycle_waits_until_a_timeout_breaks_it() {
         .arg("no")
         .exec(&mut con)
         .unwrap();
-    hold(&mut con, "a", "s1", &[]);
-    hold(&mut con, "b", "s2", &[]);
+    hold_in_session(&mut con, "a", "s1", &[]);
+    hold_in_session(&mut con, "b", "s2", &[]);
     let _s1 = blocked_acquire(&server, &mut con, "b", "s1", &[]);
     let mut s2 = RawClient::connect(server.port);
     s2.send(
@@ -319,10 +311,10 @@ fn shared_waits_behind_a_wait_for_several_keys(
 ) -> (Server, String) {
     let server = Server::start();
     let mut con = server.connect();
-    hold(&mut con, "k", "H", &[]);
-    hold(&mut con, "z", "OS", &[]);
+    hold_in_session(&mut con, "k", "H", &[]);
+    hold_in_session(&mut con, "z", "OS", &[]);
     if let Some(owner) = free1_holder {
-        hold(&mut con, "free1", owner, &[]);
+        hold_in_session(&mut con, "free1", owner, &[]);
     }
     let mut om = RawClient::connect(server.port);
     om.send(
@@ -423,7 +415,7 @@ fn a_session_waits_behind_another_sessions_two_waits_for_a_key_it_holds() {
     // holding thread waits for nothing, so this is no cycle. Granted in FIFO order.
     let server = Server::start();
     let mut con = server.connect();
-    let a1 = hold(&mut con, "x", "A", &[]);
+    let a1 = hold_in_session(&mut con, "x", "A", &[]);
     let mut b1 = blocked_acquire(&server, &mut con, "x", "B", &[]);
     let mut b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
     let mut a2 = ask(&server, &A_ASKS_FOR_X).expect("waits");
@@ -453,7 +445,7 @@ fn other_sessions_waits_for_a_key_its_owner_holds_are_waited_out_in_every_mode()
     for (b_mode, a_mode) in cases {
         let server = Server::start();
         let mut con = server.connect();
-        hold(&mut con, "x", "A", &[]);
+        hold_in_session(&mut con, "x", "A", &[]);
         let _b1 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
         let _b2 = blocked_acquire(&server, &mut con, "x", "B", b_mode);
         let mut asked = A_ASKS_FOR_X.to_vec();
@@ -464,7 +456,7 @@ fn other_sessions_waits_for_a_key_its_owner_holds_are_waited_out_in_every_mode()
     // B waits for x and z together (z free), C twice for x.
     let server = Server::start();
     let mut con = server.connect();
-    hold(&mut con, "x", "A", &[]);
+    hold_in_session(&mut con, "x", "A", &[]);
     let _b = b_waits_for_x_and_z(&server);
     let _c1 = blocked_acquire(&server, &mut con, "x", "C", &[]);
     let _c2 = blocked_acquire(&server, &mut con, "x", "C", &[]);
@@ -478,8 +470,8 @@ fn another_sessions_wait_for_a_key_held_elsewhere_by_the_asker_still_closes_a_cy
     // for x does not ask for. A cycle.
     let server = Server::start();
     let mut con = server.connect();
-    hold(&mut con, "x", "A", &[]);
-    hold(&mut con, "z", "A", &[]);
+    hold_in_session(&mut con, "x", "A", &[]);
+    hold_in_session(&mut con, "z", "A", &[]);
     let _b = b_waits_for_x_and_z(&server);
     let _b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
     assert_eq!(ask(&server, &A_ASKS_FOR_X).err(), Some(deadlock("x", "z")));

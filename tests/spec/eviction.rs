@@ -12,25 +12,8 @@ fn set(raw: &mut RawClient, name: &str, value: &str) {
     assert!(raw.call_str(&["CONFIG", "SET", name, value]).is_ok());
 }
 
-fn used_memory(raw: &mut RawClient) -> i64 {
-    let Reply::Bulk(Some(info)) = raw.call_str(&["INFO", "memory"]) else {
-        panic!("INFO memory")
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|line| line.strip_prefix("used_memory:"))
-        .and_then(|value| value.trim().parse().ok())
-        .expect("used_memory")
-}
-
 fn info(raw: &mut RawClient, field: &str) -> String {
-    let Reply::Bulk(Some(info)) = raw.call_str(&["INFO", "fencelock"]) else {
-        panic!("INFO fencelock")
-    };
-    String::from_utf8_lossy(&info)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{field}:")).map(str::to_owned))
-        .unwrap_or_else(|| panic!("{field} missing"))
+    info_field(raw, "fencelock", field).unwrap_or_else(|| panic!("{field} missing"))
 }
 
 /// Every evicting policy can take a lock: `volatile-*` ones because it has an expiry.

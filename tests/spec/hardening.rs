@@ -17,20 +17,6 @@ fn client_id(raw: &mut RawClient) -> i64 {
     }
 }
 
-/// `[token, fence]` out of a grant reply, or `None` for nil.
-fn grant_of(reply: &Reply) -> Option<(String, i64)> {
-    match reply {
-        Reply::Bulk(None) | Reply::Array(None) => None,
-        Reply::Array(Some(items)) => match items.as_slice() {
-            [Reply::Bulk(Some(token)), Reply::Integer(fence)] => {
-                Some((String::from_utf8(token.clone()).unwrap(), *fence))
-            }
-            _ => panic!("not a grant: {reply:?}"),
-        },
-        other => panic!("not a grant: {other:?}"),
-    }
-}
-
 /// The waiter has exactly one reply pending: it arrives, and nothing follows it.
 fn only_reply(waiter: &mut RawClient) -> Reply {
     let reply = waiter
@@ -236,7 +222,7 @@ fn shortening_a_lease_in_any_way_moves_the_handoff_to_the_new_deadline() {
         let mut raw = RawClient::connect(server.port);
         let reply = raw.call_str(&command);
         assert!(!matches!(reply, Reply::Error(_)), "{what}: {reply:?}");
-        let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
+        let deadline = expire_time(&mut con, "k");
         let late = grant_lateness(&mut waiter, deadline);
         assert!(late >= 0, "{what}: handed off {} ms early", -late);
         let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
@@ -288,7 +274,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
     let _: () = cmd("SELECT").arg(0).query(&mut con).unwrap();
     let mut waiter = queued_waiter(&server, &mut con, &["BLOCK", "0"]);
     let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
-    let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
+    let deadline = expire_time(&mut con, "k");
     let late = grant_lateness(&mut waiter, deadline);
     assert!(late >= 0, "swapdb: {} ms early", -late);
 
@@ -306,7 +292,7 @@ fn swapdb_restore_and_move_re_time_the_queue_to_the_lock_now_there() {
         .arg("REPLACE")
         .query(&mut con)
         .unwrap();
-    let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
+    let deadline = expire_time(&mut con, "k");
     let late = grant_lateness(&mut waiter, deadline);
     assert!(late >= 0, "restore: {} ms early", -late);
 
@@ -425,23 +411,18 @@ fn emptied_queues_leave_no_memory_behind() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "k", 100_000_000, &["TOKEN", "h"]).unwrap();
-    let used = |con: &mut Connection| -> i64 {
-        info_field(con, "memory", "used_memory")
-            .and_then(|v| v.parse().ok())
-            .unwrap()
-    };
     let mut waiter = RawClient::connect(server.port);
     let wait: &[&str] = &["LOCK.ACQUIRE", "k", "1000", "BLOCK", "1"];
     // Warm up allocator pools and the client's buffers.
     for _ in 0..200 {
         assert_eq!(waiter.call_str(wait), Reply::Bulk(None));
     }
-    let before = used(&mut con);
+    let before = used_memory(&mut con);
     let waits = 3_000;
     for _ in 0..waits {
         assert_eq!(waiter.call_str(wait), Reply::Bulk(None));
     }
-    let grown = used(&mut con) - before;
+    let grown = used_memory(&mut con) - before;
     assert!(
         grown < 64 * 1024,
         "{grown} bytes kept after {waits} emptied queues"
@@ -495,7 +476,7 @@ fn a_lock_replaced_by_a_value_with_a_ttl_hands_off_when_that_value_expires() {
         let mut raw = RawClient::connect(server.port);
         let reply = raw.call_str(command);
         assert!(!matches!(reply, Reply::Error(_)), "{command:?}: {reply:?}");
-        let deadline = int(&mut con, &["PEXPIRETIME", "k"]);
+        let deadline = expire_time(&mut con, "k");
         let late = grant_lateness(&mut waiter, deadline);
         assert!(
             late >= 0,

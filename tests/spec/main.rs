@@ -5,7 +5,7 @@
 
 mod acl;
 mod acquire_all;
-mod acquire_all_found;
+mod acquire_all_waits;
 mod blocking;
 mod commands;
 mod config;
@@ -17,12 +17,13 @@ mod eviction;
 mod guard;
 mod hardening;
 mod inner_commands;
+mod lock_delay;
 mod mark_moves;
 mod observe;
 mod once;
 mod out_of_memory;
 mod same_token;
+mod session_index;
 mod sessions;
-mod sessions_found;
 mod shared;
 mod watch;

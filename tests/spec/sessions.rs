@@ -38,17 +38,8 @@ fn noperm(user: &str, key: &str) -> String {
     format!("NOPERM User {user} has no permissions to access the '{key}' key")
 }
 
-/// A grant that must happen.
-fn hold(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> (String, i64) {
-    acquire(con, key, ttl, extra).unwrap_or_else(|| panic!("{key} {extra:?}: not granted"))
-}
-
 fn pttl(con: &mut Connection, key: &str) -> i64 {
     int(con, &["PTTL", key])
-}
-
-fn expire_time(con: &mut Connection, key: &str) -> i64 {
-    int(con, &["PEXPIRETIME", key])
 }
 
 fn release(con: &mut Connection, key: &str, token: &str) -> i64 {
@@ -1004,7 +995,7 @@ fn a_lease_that_runs_out_quarantines_its_key_for_the_lock_delay() {
         quarantine_end - now
     );
     assert_eq!(
-        int(&mut con, &["PEXPIRETIME", "lock:k"]),
+        expire_time(&mut con, "lock:k"),
         quarantine_end,
         "the key ends with the quarantine"
     );

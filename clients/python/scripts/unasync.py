@@ -44,6 +44,8 @@ RULES = [
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\basynccontextmanager\b", "contextmanager"),
+    (r"\bAsyncExitStack\b", "ExitStack"),
+    (r"\benter_async_context\b", "enter_context"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bAsyncClient\b", "SyncClient"),
     (r"\bredis\.asyncio\b", "redis"),

@@ -8,6 +8,7 @@ repository), as for the Rust integration tests and the examples."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import shutil
@@ -15,7 +16,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable, Optional
 
 import redis
 
@@ -32,23 +33,64 @@ def module_path() -> str:
     )
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    """The first port of Linux's range for outgoing connections' local ports (a port
+    there can be taken by any connection between our check and the server's bind)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(bus: bool = False) -> int:
+    """A free port below the ephemeral range; with ``bus``, its cluster bus port
+    (+10000) is free and below that range too."""
+    top = _ephemeral_low() - 1 - (10000 if bus else 0)
+    while True:
+        port = random.randint(10000, top)
+        if _bindable(port) and (not bus or _bindable(port + 10000)):
+            return port
 
 
 def free_cluster_port() -> int:
-    """A free port whose cluster bus port (+10000) is free too: at most 55535."""
-    while True:
-        port = random.randint(20000, 55535)
-        try:
-            for candidate in (port, port + 10000):
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", candidate))
-        except OSError:
-            continue
-        return port
+    return free_port(bus=True)
+
+
+# Looked up before any fork: the child only calls it (no loader lock to take there).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: it is killed when the test process
+    dies, however that dies (a killed pytest leaves no server behind)."""
+    pr_set_pdeathsig, sigkill = 1, 9
+    _PRCTL(pr_set_pdeathsig, sigkill, 0, 0, 0)
+
+
+def spawn(
+    argv: list[str], stderr: Optional[IO[bytes]] = None
+) -> subprocess.Popen[bytes]:
+    """Starts a child tied to the test process (see ``_die_with_parent``)."""
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr if stderr is not None else subprocess.DEVNULL,
+        preexec_fn=_die_with_parent,  # a prctl call only: no lock to take after fork
+    )
+
+
+class PortTaken(RuntimeError):
+    """The server could not bind its port (or its cluster bus port)."""
 
 
 class Server:
@@ -57,24 +99,29 @@ class Server:
     def __init__(self, directory: Path, *extra: str, port: int = 0) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self.port = port or free_port()
-        self.log = directory / "server.log"
-        self.process = subprocess.Popen(
-            [
-                server_binary(),
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--dir", str(directory),
-                "--save", "",
-                "--appendonly", "no",
-                "--logfile", str(self.log),
-                "--loadmodule", module_path(),
-                *extra,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self._wait_ready()
+        # A port taken between the pick and the bind: the server exits, pick again.
+        for attempt in range(5):
+            self.port = port or free_port()
+            self.log = directory / "server.log"
+            self.process = spawn(
+                [
+                    server_binary(),
+                    "--port", str(self.port),
+                    "--bind", "127.0.0.1",
+                    "--dir", str(directory),
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--logfile", str(self.log),
+                    "--loadmodule", module_path(),
+                    *extra,
+                ]
+            )  # fmt: skip
+            try:
+                self._wait_ready()
+                return
+            except PortTaken:
+                if port or attempt == 4:
+                    raise
 
     @property
     def url(self) -> str:
@@ -91,7 +138,10 @@ class Server:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log.read_text()}")
+                log = self.log.read_text() if self.log.exists() else ""
+                if "Failed listening on port" in log:
+                    raise PortTaken(log)
+                raise RuntimeError(f"server exited: {log}")
             try:
                 with self.client() as client:
                     client.ping()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import redis
-from servers import free_port, module_path, server_binary, wait_until
+from servers import free_port, module_path, server_binary, spawn, wait_until
 
 # What a server built without TLS logs when asked for a TLS port: Redis >= 7.2 and
 # Valkey ("Missing implement of connection type tls", "Failed finding TLS support"),
@@ -132,9 +132,7 @@ class Node:
     def _start(self, argv: list[str]) -> None:
         self._stderr = self.directory / "stderr.log"
         with self._stderr.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                argv, stdout=subprocess.DEVNULL, stderr=stderr
-            )
+            self.process = spawn(argv, stderr)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

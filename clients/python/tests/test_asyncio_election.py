@@ -1,7 +1,9 @@
-"""Leader election on asyncio (``fencelock.asyncio.Election``): the twins of
-tests/test_election.py, and cancellation — a cancelled campaign leaves no place in the
-queue and no holding, a cancelled ``observe`` no observer — and ``cancel_on_lost``.
-Against a real server."""
+"""Leader election on asyncio (``fencelock.asyncio.Election``): what only tasks do.
+A campaign is a coroutine asyncio's task factories take; cancellation — a cancelled
+campaign leaves no place in the queue and no holding, a cancelled ``observe`` no
+observer — and ``cancel_on_lost``; a sync client refused. What both sides do is
+tests/_async/test_election.py (the sync side generated from it). Against a real
+server."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from redis.backoff import NoBackoff
 import fencelock
 import fencelock.asyncio
 from fencelock import Leader, LockLost, LockNotAcquired
-from fencelock.asyncio import Election, Leadership, Locks
+from fencelock.asyncio import Election, Leadership
 
 
 async def eventually(condition: Any, timeout: float = 5, what: str = "it") -> None:
@@ -63,21 +65,6 @@ def test_campaign_leader_proclaim_resign(url: str) -> None:
             async with election.campaign("c", timeout=0.1):
                 raise AssertionError("busy: the block does not run")
         await second.resign()
-        await client.aclose()
-
-    run(main())
-
-
-def test_async_with_campaign_resigns_on_leaving(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        election = Election(client, "with", ttl=10)
-        async with election.campaign("me") as leadership:
-            assert isinstance(leadership, Leadership)
-            assert await election.leader() == Leader(b"me", leadership.fence)
-            await leadership.ensure_held(check=True)
-        assert leadership.resigned
-        assert await election.leader() is None
         await client.aclose()
 
     run(main())
@@ -197,20 +184,6 @@ def test_a_deleted_leadership_is_lost_and_cancel_on_lost(url: str) -> None:
         task = asyncio.current_task()
         assert task is not None
         assert getattr(task, "cancelling", lambda: 0)() == 0, "withdrawn"
-        await client.aclose()
-
-    run(main())
-
-
-def test_the_election_in_a_managers_session(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        async with Locks(client) as locks:
-            election = Election(client, "session", ttl=10, locks=locks)
-            leadership = await election.campaign("in-session")
-            assert leadership.lease.session is not None
-        assert leadership.lost_reason == LockLost.CLOSED
-        assert await election.leader() is None
         await client.aclose()
 
     run(main())

@@ -1,18 +1,19 @@
-"""A lease knows its own deadline, and every way of losing it is told: the clock with
-the server stopped or restarted without persistence, a refused refresh, guard or
-release; leaving the block after a loss raises ``LockLost``; ``max_hold``,
-``min_hold``, ``cancel_on_lost``; one refresher for all leases of a manager; the
-run-once decorator. Sync and asyncio, against real servers."""
+"""What a lease does its own way on each side, sync and asyncio against real
+servers: one refresher thread or task for all leases of a manager, the run-once
+decorator, upgrades refused within one thread or task, ``ensure_held`` called or
+awaited, ``cancel_on_lost`` and cancellation around a block, a full bounded pool, the
+errors' messages on every redis-py, and the fence checks of ``fencelock.sql``. What
+both sides do alike (deadlines, every way of losing a lease and how ``LockLost`` tells
+it, ``max_hold``, ``min_hold``) is tests/_async/test_leases.py (the sync side generated
+from it)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import redis
@@ -22,246 +23,13 @@ from servers import Server, wait_until
 
 import fencelock
 import fencelock.asyncio
-from fencelock import Lease, LockLost, LockNotAcquired, Locks
+from fencelock import LockLost, LockNotAcquired, Locks
 from fencelock._sync._refresher import thread_name
 
 
 def refresher_threads(client: redis.Redis) -> list[threading.Thread]:
     name = thread_name(client)
     return [t for t in threading.enumerate() if t.name == name]
-
-
-def test_the_deadline_is_the_send_time_plus_the_ttl(r: redis.Redis) -> None:
-    before = time.monotonic()
-    lease = Locks(r).acquire("deadline", ttl=2)
-    after = time.monotonic()
-    assert before + 2 <= lease.deadline <= after + 2
-    assert lease.acquired_at + 2 == lease.deadline
-    assert 1.5 < lease.time_left <= 2
-
-
-def test_a_confirmed_refresh_moves_the_deadline_from_its_send_time(
-    r: redis.Redis,
-) -> None:
-    locks = Locks(r)
-    lease = locks.acquire("moved", ttl=1)
-    time.sleep(0.3)
-    sent = time.monotonic()
-    assert locks.refresh(lease)
-    assert sent + 1 <= lease.deadline <= time.monotonic() + 1
-
-
-def test_a_long_wait_gives_the_lease_a_deadline_from_after_the_grant(
-    r: redis.Redis,
-) -> None:
-    """A grant after a 0.6 s wait with a 0.9 s ttl: counted from the send, the lease
-    would have only 0.3 s left; the manager confirms it with a refresh instead."""
-    locks = Locks(r)
-    holder = locks.acquire("queued", ttl=30)
-    threading.Timer(0.6, locks.release, args=(holder,)).start()
-    lease = locks.acquire("queued", ttl=0.9, wait=5)
-    assert lease.time_left > 0.8
-    lease.ensure_held()
-
-
-def test_ensure_held_checks_the_clock_with_the_server_stopped(
-    own_server: Server,
-) -> None:
-    """SIGSTOP: refreshes hang, yet the lease is reported lost at its deadline and
-    ensure_held raises from then on, without a round trip."""
-    client = own_server.client(socket_timeout=5)
-    reported: list[tuple[Lease, float]] = []
-    locks = Locks(client)
-    with pytest.raises(LockLost):  # noqa: SIM117 (the block must be the one left)
-        with locks.lock(
-            "frozen",
-            ttl=0.6,
-            on_lost=lambda lease: reported.append((lease, time.monotonic())),
-        ) as lease:
-            own_server.process.send_signal(signal.SIGSTOP)
-            try:
-                lease.ensure_held()
-                wait_until(lambda: bool(reported), 3, "on_lost at the deadline")
-                assert reported[0][0] is lease
-                assert reported[0][1] - lease.deadline < 0.3, "reported at the deadline"
-                assert lease.lost.is_set()
-                with pytest.raises(LockLost):
-                    lease.ensure_held()
-            finally:
-                own_server.process.send_signal(signal.SIGCONT)
-
-
-def test_a_restart_without_persistence_is_found_by_the_clock_or_the_server(
-    tmp_path: Path,
-) -> None:
-    first = Server(tmp_path / "a")
-    port = first.port
-    client = redis.Redis(port=port)
-    locks = Locks(client)
-    lease = locks.acquire("restarted", ttl=1.5)
-    first.stop()
-    second = Server(tmp_path / "b", port=port)
-    try:
-        # Another client takes the lock on the empty server at once.
-        other = Locks(redis.Redis(port=port)).acquire("restarted", ttl=30)
-        assert other.fence > lease.fence
-        with pytest.raises(LockLost):
-            lease.ensure_held(check=True)
-        assert lease.lost.is_set()
-        # Without asking, the clock alone ends it no later than the deadline.
-        fresh = locks.acquire("other-key", ttl=0.4)
-        time.sleep(0.45)
-        with pytest.raises(LockLost):
-            fresh.ensure_held()
-    finally:
-        client.close()
-        second.stop()
-
-
-def test_leaving_after_a_loss_raises_lock_lost_after_the_cleanup(
-    r: redis.Redis,
-) -> None:
-    locks = Locks(r)
-    with pytest.raises(LockLost) as raised:  # noqa: SIM117
-        with locks.lock("gone", ttl=30) as lease:
-            r.delete("lock:gone")
-            # The next acquire of someone else must not be freed by our leaving.
-            other = locks.acquire("gone", ttl=30)
-    assert raised.value.lock_name == "lock:gone"
-    assert not lease.released
-    assert r.execute_command("LOCK.FENCE", "lock:gone", other.token) == other.fence
-
-    with locks.lock("gone-ok", ttl=30, lost_ok=True) as lease:
-        r.delete("lock:gone-ok")
-    assert not lease.released and lease.lost.is_set()
-
-
-def test_without_auto_refresh_the_deadline_still_reports(r: redis.Redis) -> None:
-    reported: list[Lease] = []
-    locks = Locks(r)
-    with pytest.raises(LockLost):  # noqa: SIM117
-        with locks.lock(
-            "short", ttl=0.3, auto_refresh=False, on_lost=reported.append
-        ) as lease:
-            assert lease.lost.wait(2)
-            assert time.monotonic() >= lease.deadline
-            wait_until(lambda: reported == [lease], 2, "on_lost")
-
-
-def test_a_refused_guard_and_a_release_that_finds_it_gone_report_the_loss(
-    r: redis.Redis,
-) -> None:
-    reported: list[Lease] = []
-    locks = Locks(r)
-    with locks.lock("guarded", ttl=30, on_lost=reported.append, lost_ok=True) as lease:
-        r.delete("lock:guarded")
-        with pytest.raises(LockLost):
-            lease.guard("SET", "x", 1)
-        assert reported == [lease]
-    assert r.get("x") is None
-
-    lease = locks.acquire("released", ttl=30)
-    lease.on_lost = reported.append
-    r.delete("lock:released")
-    assert not locks.release(lease)
-    assert reported[-1] is lease and lease.lost.is_set()
-
-
-def test_lock_lost_says_a_deleted_lock_was_removed_not_expired(
-    r: redis.Redis,
-) -> None:
-    """After a ``DEL`` the server no longer has the lock while its lease still runs:
-    the error says someone removed it (the release, a refresh, ``guard`` and
-    ``ensure_held(check=True)`` each find it so), never that the lease ran out."""
-    locks = Locks(r)
-    with pytest.raises(LockLost) as left:  # noqa: SIM117
-        with locks.lock("deleted", ttl=30):
-            r.delete("lock:deleted")
-    assert left.value.reason == LockLost.GONE
-    assert "released or deleted by someone else" in str(left.value), left.value
-    assert "deadline" not in str(left.value)
-
-    with locks.lock("refreshed", ttl=0.6, lost_ok=True) as lease:
-        r.delete("lock:refreshed")
-        assert lease.lost.wait(2), "the refresher found it gone"
-        assert lease.lost_reason == LockLost.GONE
-        with pytest.raises(LockLost) as raised:
-            lease.ensure_held()
-    assert raised.value.reason == LockLost.GONE
-
-    for found in ("guard", "check"):
-        lease = locks.acquire(found, ttl=30)
-        r.delete(f"lock:{found}")
-        with pytest.raises(LockLost) as raised:
-            if found == "guard":
-                lease.guard("SET", "x", 1)
-            else:
-                lease.ensure_held(check=True)
-        assert raised.value.reason == LockLost.GONE, found
-        assert "released or deleted by someone else" in str(raised.value)
-
-
-def test_lock_lost_says_a_deadline_passed(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with pytest.raises(LockLost) as raised:  # noqa: SIM117
-        with locks.lock("late", ttl=0.3, auto_refresh=False) as lease:
-            assert lease.lost.wait(2)
-    assert raised.value.reason == LockLost.DEADLINE
-    assert lease.lost_reason == LockLost.DEADLINE
-    assert "deadline passed with no refresh confirmed" in str(raised.value)
-    # A drop-in lock has no deadline to go by: the server's refusal says what it can.
-    lock = r.lock("drop-in", timeout=30, lock_class=fencelock.Lock)
-    assert lock.acquire()
-    r.delete("drop-in")
-    with pytest.raises(LockLost) as refused:
-        lock.guard("SET", "x", 1)
-    assert refused.value.reason == LockLost.NOT_HELD
-    assert "its lease ended, or it was released or deleted" in str(refused.value)
-
-
-def test_asyncio_lock_lost_says_how_it_was_lost(url: str, r: redis.Redis) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        with pytest.raises(LockLost) as removed:
-            async with locks.lock("deleted", ttl=0.6):
-                r.delete("lock:deleted")
-                await asyncio.sleep(0.5)  # the refresher finds it gone
-        assert removed.value.reason == LockLost.GONE
-        assert "released or deleted by someone else" in str(removed.value)
-        with pytest.raises(LockLost) as late:
-            async with locks.lock("late", ttl=0.3, auto_refresh=False):
-                await asyncio.sleep(0.5)
-        assert late.value.reason == LockLost.DEADLINE
-        await client.aclose()
-
-    run(main())
-
-
-def test_max_hold_stops_refreshing(r: redis.Redis) -> None:
-    reported: list[Lease] = []
-    locks = Locks(r)
-    start = time.monotonic()
-    with pytest.raises(LockLost):  # noqa: SIM117
-        with locks.lock(
-            "hung-job", ttl=0.3, max_hold=0.5, on_lost=reported.append
-        ) as lease:
-            assert lease.lost.wait(3)
-            lost_after = time.monotonic() - start
-    # The last refresh goes out before 0.5 s, the lease then runs out by 0.8 s.
-    assert 0.5 <= lost_after < 1.2
-    assert reported == [lease]
-    assert r.exists("lock:hung-job") == 0
-
-
-def test_min_hold_applies_only_when_the_block_succeeded(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with locks.lock("cron-ok", ttl=10, min_hold=5):
-        pass
-    assert 4000 < r.pttl("lock:cron-ok") <= 5000
-    with pytest.raises(RuntimeError), locks.lock("cron-failed", ttl=10, min_hold=5):
-        raise RuntimeError("the job failed: another server may retry it")
-    assert r.exists("lock:cron-failed") == 0
 
 
 def test_one_refresher_thread_for_every_lease_of_a_manager(r: redis.Redis) -> None:
@@ -363,27 +131,6 @@ def test_asyncio_cancel_on_lost_cancels_the_block_and_raises_lock_lost(
     assert time.monotonic() - start < 3
 
 
-def test_asyncio_deadline_with_the_server_stopped(own_server: Server) -> None:
-    async def main() -> None:
-        client = redis.asyncio.Redis(port=own_server.port, socket_timeout=5)
-        locks = fencelock.asyncio.Locks(client)
-        with pytest.raises(LockLost):
-            async with locks.lock("frozen", ttl=0.6) as lease:
-                own_server.process.send_signal(signal.SIGSTOP)
-                try:
-                    await asyncio.wait_for(lease.lost.wait(), 3)
-                    assert time.monotonic() - lease.deadline < 0.3
-                    with pytest.raises(LockLost):
-                        lease.ensure_held()
-                    with pytest.raises(LockLost):
-                        await lease.ensure_held()
-                finally:
-                    own_server.process.send_signal(signal.SIGCONT)
-        await client.aclose()
-
-    run(main())
-
-
 def test_asyncio_ensure_held_works_called_or_awaited(url: str) -> None:
     async def main() -> None:
         client = async_client(url)
@@ -455,19 +202,6 @@ def test_cancelling_around_the_block_leaks_no_lock(url: str) -> None:
     run(main())
 
 
-def test_repr_and_errors_never_show_the_token(r: redis.Redis) -> None:
-    locks = Locks(r)
-    lease = locks.acquire("secret", ttl=30, token="s3cr3t-token-value")
-    assert "s3cr3t" not in repr(lease)
-    lock = r.lock("lock:secret", lock_class=fencelock.Lock, timeout=5, blocking=False)
-    assert not lock.acquire(token="s3cr3t-token-value-2")
-    assert "s3cr3t" not in repr(lock)
-    with pytest.raises(LockNotAcquired) as raised:
-        locks.acquire("secret", ttl=30, token="s3cr3t-other")
-    assert raised.value.lock_name == "lock:secret"
-    assert "s3cr3t" not in str(raised.value)
-
-
 def test_an_upgrade_in_the_same_thread_is_refused_at_once(r: redis.Redis) -> None:
     rw = fencelock.ReadWriteLock(r, "config", timeout=30)
     with rw.read():
@@ -508,13 +242,6 @@ def test_asyncio_upgrade_refused_and_writer_tokens_per_task(url: str) -> None:
         await client.aclose()
 
     run(main())
-
-
-def test_once_refuses_unknown_options_before_taking_any_lock(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with pytest.raises(TypeError):
-        locks.once("job", ttl=30, wait=5)  # type: ignore[call-arg]
-    assert r.exists("lock:job") == 0
 
 
 def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
@@ -658,19 +385,6 @@ def test_an_acquire_that_would_wait_for_its_own_thread_is_refused_at_once(
     rw = fencelock.ReadWriteLock(r, "rw", timeout=30)
     with rw.write(), pytest.raises(fencelock.WrongMode), rw.read():
         pytest.fail("downgraded")
-
-
-def test_a_key_of_another_type_is_busy_for_the_manager_too(r: redis.Redis) -> None:
-    """An old redis-py lock at the key (mid-migration): waited for by polling, as
-    the drop-in does, and LockNotAcquired when it stays."""
-    old = r.lock("lock:report", timeout=30, thread_local=False)
-    assert old.acquire()
-    locks = Locks(r)
-    with pytest.raises(LockNotAcquired):
-        locks.acquire("report", ttl=30, wait=0.3)
-    threading.Timer(0.3, old.release).start()
-    with locks.lock("report", ttl=30, wait=3) as lease:
-        assert lease.fence > 0
 
 
 def test_asyncio_upgrade_through_the_manager_is_refused(url: str) -> None:

@@ -1,9 +1,9 @@
-"""Sessions (``Locks(client, session=True)``, the default): one ``LOCK.KEEPALIVE`` per
-server and interval keeps every lock of a manager's blocks alive, the leases of a
-session are lost together, ``close()`` (and leaving ``with Locks(...)``) releases them
-all with ``LOCK.CLOSE``, ``lock_delay`` quarantines a lock whose holder stopped,
-``session=False`` keeps the refresh per lease; sync and asyncio, against real servers
-(what they executed is read from ``INFO commandstats`` and ``MONITOR``)."""
+"""Sessions (``Locks(client, session=True)``, the default), what each side does its
+own way: a holder process killed or paused (its locks freed within their ttl, or
+quarantined for the lock-delay), ``close()`` releasing every lock while threads wait
+for them, asyncio's ``close``/``aclose`` and cancellation, and Redis Cluster (one
+keepalive per node, a holding moved by a migration). What both sides do alike is
+tests/_async/test_sessions.py (the sync side generated from it)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,16 @@ import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
-import pytest
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from conftest import async_client, run
-from monitor import Monitor
 from servers import Server, wait_until
 
 import fencelock
 import fencelock.asyncio
-from fencelock import Lease, LockLost, LockNotAcquired, Locks, WrongSession
+from fencelock import Lease, LockLost, LockNotAcquired, Locks
 
 
 def calls(client: redis.Redis, command: str) -> int:
@@ -70,168 +68,8 @@ def mode(client: redis.Redis, name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------
-# One heartbeat for many locks
-# ---------------------------------------------------------------------------------
-
-MANY = 200
-TTL = 0.6  # the heartbeat every 0.2 s: a busy machine may stall a process 0.3 s
-
-
-def test_one_keepalive_per_interval_keeps_200_locks(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with contextlib.ExitStack() as stack:
-        leases = [
-            stack.enter_context(locks.lock(f"many:{i}", ttl=TTL)) for i in range(MANY)
-        ]
-        session = leases[0].session
-        assert session is not None and {lease.session for lease in leases} == {session}
-        counts = Counts(r)
-        start = time.monotonic()
-        time.sleep(5 * TTL)
-        elapsed = time.monotonic() - start
-        assert counts["lock.refresh"] == 0, "no lease refreshed on its own"
-        assert counts["lock.held"] == 0
-        sent = counts["lock.keepalive"]
-        assert 5 <= sent <= elapsed / (TTL / 3) + 2, "one keepalive per interval"
-        assert len(held_by(r, session)) == MANY
-        assert not [lease for lease in leases if lease.lost.is_set()]
-        # Each confirmed keepalive moved every deadline.
-        assert min(lease.time_left for lease in leases) > TTL / 3
-    assert r.exists(*(f"lock:many:{i}" for i in range(MANY))) == 0
-    assert held_by(r, session) == []
-
-
-def test_asyncio_one_keepalive_per_interval_keeps_200_locks(url: str) -> None:
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with contextlib.AsyncExitStack() as stack:
-            leases = [
-                await stack.enter_async_context(locks.lock(f"many:{i}", ttl=TTL))
-                for i in range(MANY)
-            ]
-            session = leases[0].session
-            assert session is not None
-            counts = Counts(admin)
-            start = time.monotonic()
-            await asyncio.sleep(5 * TTL)
-            elapsed = time.monotonic() - start
-            assert counts["lock.refresh"] == 0 and counts["lock.held"] == 0
-            assert 5 <= counts["lock.keepalive"] <= elapsed / (TTL / 3) + 2
-            assert len(held_by(admin, session)) == MANY
-            assert not [lease for lease in leases if lease.lost.is_set()]
-        assert held_by(admin, session) == []
-        await client.aclose()
-
-    run(main())
-    admin.close()
-
-
-def test_locks_of_different_ttls_keep_their_own(r: redis.Redis) -> None:
-    """Each keepalive gives a lock its own ttl again: locks of two ttls are two
-    sessions, one keepalive each per interval."""
-    locks = Locks(r)
-    with locks.lock("short", ttl=0.3) as short, locks.lock("long", ttl=30) as long:
-        assert short.session != long.session
-        time.sleep(0.5)
-        assert 100 < r.pttl("lock:short") <= 300
-        assert 29_000 < r.pttl("lock:long") <= 30_000
-        assert not short.lost.is_set() and not long.lost.is_set()
-
-
-def test_a_session_ttl_of_the_manager(r: redis.Redis) -> None:
-    """With ``session_ttl`` one session holds every lock; the first grant is the
-    lock's own ttl, every keepalive gives it ``session_ttl``."""
-    locks = Locks(r, session_ttl=0.6)
-    with locks.lock("a", ttl=30) as a, locks.lock("b", ttl=0.3) as b:
-        assert a.session == b.session
-        assert r.pttl("lock:a") > 29_000
-        time.sleep(0.5)  # the keepalives of b (due after 0.1 s) moved a too
-        assert 300 < r.pttl("lock:a") <= 600 and 300 < r.pttl("lock:b") <= 600
-        assert a.time_left <= 0.6 and not a.lost.is_set() and not b.lost.is_set()
-
-
-# ---------------------------------------------------------------------------------
 # Lost together
 # ---------------------------------------------------------------------------------
-
-
-def test_a_stopped_server_loses_the_session_at_its_deadline(own_server: Server) -> None:
-    client = own_server.client(socket_timeout=5)
-    locks = Locks(client)
-    reported: list[tuple[Lease, float]] = []
-
-    def on_lost(lease: Lease) -> None:
-        reported.append((lease, time.monotonic()))
-
-    with contextlib.ExitStack() as stack:
-        leases = [
-            stack.enter_context(
-                locks.lock(f"s{i}", ttl=0.6, on_lost=on_lost, lost_ok=True)
-            )
-            for i in range(50)
-        ]
-        time.sleep(0.7)  # past the first ttl: the keepalives hold them
-        own_server.process.send_signal(signal.SIGSTOP)
-        try:
-            stopped = time.monotonic()
-            wait_until(lambda: len(reported) == 50, 3, "every lease reported lost")
-        finally:
-            own_server.process.send_signal(signal.SIGCONT)
-        times = [at for _, at in reported]
-        assert max(times) - min(times) < 0.1, "reported together"
-        assert min(times) - stopped <= 0.6 + 0.1, "at the session's deadline"
-        assert {lease.lost_reason for lease in leases} == {LockLost.DEADLINE}
-        with pytest.raises(LockLost):
-            leases[7].ensure_held()
-    client.close()
-
-
-def test_a_keepalive_that_finds_nothing_loses_every_lease(r: redis.Redis) -> None:
-    """Someone deleted every key (a restart without persistence, a failover would do
-    the same): the next keepalive answers 0, and all are lost at once."""
-    locks = Locks(r)
-    reported: list[Lease] = []
-    with contextlib.ExitStack() as stack:
-        leases = [
-            stack.enter_context(
-                locks.lock(f"gone{i}", ttl=0.6, on_lost=reported.append, lost_ok=True)
-            )
-            for i in range(20)
-        ]
-        r.delete(*(lease.key for lease in leases))
-        deleted = time.monotonic()
-        wait_until(lambda: len(reported) == 20, 2, "all reported")
-        assert time.monotonic() - deleted < 0.2 + 0.15, "within one interval"
-        assert {lease.lost_reason for lease in leases} == {LockLost.GONE}
-        # The manager's next locks are in a new session.
-        with locks.lock("after", ttl=0.6) as after:
-            assert after.session not in {lease.session for lease in leases}
-
-
-def test_fewer_than_held_loses_only_the_missing_ones(any_r: redis.Redis) -> None:
-    """A keepalive that kept fewer holdings than the manager holds there: one
-    ``LOCK.HELD`` says which, only those are lost (a DEL of one lock does not end the
-    other nine). With and without ``decode_responses``."""
-    r = any_r
-    locks = Locks(r)
-    with contextlib.ExitStack() as stack:
-        leases = [
-            stack.enter_context(locks.lock(f"part{i}", ttl=0.3, lost_ok=True))
-            for i in range(10)
-        ]
-        counts = Counts(r)
-        r.delete(leases[3].key)
-        assert leases[3].lost.wait(1)
-        assert leases[3].lost_reason == LockLost.GONE
-        time.sleep(0.3)
-        assert counts["lock.held"] == 1
-        kept = [lease for i, lease in enumerate(leases) if i != 3]
-        assert not [lease for lease in kept if lease.lost.is_set()]
-        assert all(holds(r, lease) for lease in kept)
-        assert len(held_by(r, kept[0].session or "")) == 9
 
 
 CHILD = r"""
@@ -435,20 +273,6 @@ def test_close_releases_every_lock_and_the_waiters_get_them(r: redis.Redis) -> N
         assert holds(r, again)
 
 
-def test_leaving_the_managers_with_closes_it(r: redis.Redis) -> None:
-    with Locks(r) as locks:
-        lease = locks.acquire("ctx", ttl=30, session=True)
-        with locks.lock("ctx-block", ttl=30):
-            pass
-        assert holds(r, lease)
-    assert r.exists("lock:ctx") == 0 and lease.released
-    # The block's own exception is not hidden by the close.
-    with pytest.raises(RuntimeError), Locks(r) as locks:
-        locks.acquire("ctx", ttl=30, session=True)
-        raise RuntimeError("job failed")
-    assert r.exists("lock:ctx") == 0
-
-
 def test_asyncio_close_and_async_with(url: str) -> None:
     admin = redis.Redis.from_url(url)
 
@@ -499,220 +323,6 @@ def test_asyncio_a_cancelled_aclose_still_closes(url: str) -> None:
 
     run(main())
     admin.close()
-
-
-# ---------------------------------------------------------------------------------
-# Lock-delay
-# ---------------------------------------------------------------------------------
-
-
-def test_lock_delay_of_the_manager_and_per_lock(server: Server, r: redis.Redis) -> None:
-    monitor = Monitor(server.port)
-    delayed, plain, other = Locks(r, lock_delay=0.5), Locks(r), Locks(r)
-    delayed.acquire("d", ttl=0.1)  # a lease of its own, not refreshed: runs out
-    plain.acquire("p", ttl=0.1, lock_delay=0.4)  # per lock
-    delayed.acquire("z", ttl=0.1, lock_delay=0)  # per lock overrides the manager's
-    plain.acquire("n", ttl=0.1)  # none: the server's default (0)
-    lines = monitor.stop()
-    acquires = [line for line in lines if '"lock.acquire"' in line]
-    assert sum('"lockdelay" "500"' in line for line in acquires) == 1
-    assert sum('"lockdelay" "400"' in line for line in acquires) == 1
-    assert sum('"lockdelay" "0"' in line for line in acquires) == 1
-    assert sum('"lockdelay"' not in line for line in acquires) == 1
-    time.sleep(0.15)
-    for name, left in (("d", 0.5), ("p", 0.4)):
-        info = other.info(name)
-        assert info is not None and info["mode"] == "quarantined", name
-        assert not info["held"] and 0 < (info["ttl_ms"] or 0) <= left * 1000
-        with pytest.raises(LockNotAcquired):
-            other.acquire(name, ttl=1)
-    for name in ("z", "n"):
-        other.acquire(name, ttl=1)
-    start = time.monotonic()
-    other.acquire("d", ttl=1, wait=2)  # queued; served as the quarantine ends
-    assert 0.2 < time.monotonic() - start < 0.5
-    r.delete("lock:p")  # an operator's DEL ends a quarantine
-    other.acquire("p", ttl=1)
-
-
-def test_lock_delay_zero_turns_off_the_servers_default(own_server: Server) -> None:
-    client = own_server.client()
-    client.config_set("fencelock.lock-delay", 400)
-    locks, other = Locks(client), Locks(client)
-    locks.acquire("default", ttl=0.1)
-    locks.acquire("off", ttl=0.1, lock_delay=0)
-    time.sleep(0.15)
-    assert mode(client, "default") == "quarantined"
-    other.acquire("off", ttl=1)
-    with pytest.raises(LockNotAcquired):
-        other.acquire("default", ttl=1)
-    client.close()
-
-
-def test_lock_delay_is_refused_by_a_server_without_it(own_server: Server) -> None:
-    """A user who may not run the session commands sees the server as one without
-    sessions (as an older module): locks keep a lease of their own, refreshed on its
-    own, and ``lock_delay``, which such a server would not understand, is refused
-    before anything is sent."""
-    admin = own_server.client()
-    admin.execute_command(
-        "ACL", "SETUSER", "old", "on", ">pw", "~*", "+@all",
-        "-lock.keepalive", "-lock.close", "-lock.held",
-    )  # fmt: skip
-    client = own_server.client(username="old", password="pw")
-    locks = Locks(client)
-    counts = Counts(admin)
-    with locks.lock("x", ttl=0.3) as lease:
-        time.sleep(0.5)
-        assert lease.session is None and holds(admin, lease)
-    assert counts["lock.refresh"] >= 3 and counts["lock.keepalive"] == 0
-    with pytest.raises(fencelock.LockError, match="lock_delay needs"):
-        locks.acquire("y", ttl=1, lock_delay=1)
-    assert admin.exists("lock:y") == 0
-    client.close()
-    admin.close()
-
-
-# ---------------------------------------------------------------------------------
-# Leases of their own
-# ---------------------------------------------------------------------------------
-
-
-def test_session_false_keeps_the_refresh_per_lease(
-    server: Server, r: redis.Redis
-) -> None:
-    monitor = Monitor(server.port)
-    counts = Counts(r)
-    locks = Locks(r, session=False)
-    assert locks.session is False
-    with contextlib.ExitStack() as stack:
-        leases = [stack.enter_context(locks.lock(f"o{i}", ttl=0.3)) for i in range(5)]
-        time.sleep(0.5)
-        assert all(lease.session is None and holds(r, lease) for lease in leases)
-    lines = monitor.stop()
-    assert counts["lock.keepalive"] == 0 and counts["lock.refresh"] >= 5 * 3
-    assert not [line for line in lines if '"session"' in line]
-
-
-def test_options_that_need_a_lease_of_its_own(r: redis.Redis) -> None:
-    """``session=False``, ``min_hold``, ``max_hold`` and ``auto_refresh=False`` give
-    the lock a lease of its own, in a session manager too; a lease of the session
-    cannot be held with them."""
-    locks = Locks(r)
-    counts = Counts(r)
-    with locks.lock("own", ttl=0.3, session=False) as own:
-        time.sleep(0.25)
-    assert own.session is None and counts["lock.refresh"] >= 1
-    with locks.lock("cron", ttl=10, min_hold=0.5) as cron:
-        pass
-    assert cron.session is None and 0 < r.pttl("lock:cron") <= 500
-    with locks.lock("short", ttl=0.2, auto_refresh=False, lost_ok=True) as short:
-        time.sleep(0.25)
-    assert short.session is None and short.lost_reason == LockLost.DEADLINE
-    with locks.lock("bounded", ttl=10, max_hold=1) as bounded:
-        assert bounded.session is None
-    assert locks.acquire("plain", ttl=10).session is None, "acquire: its own by default"
-    lease = locks.acquire("in-session", ttl=10, session=True)
-    assert lease.session is not None
-    with (
-        pytest.raises(ValueError, match="lease of its own"),
-        locks.holding(lease, min_hold=1),
-    ):
-        pytest.fail("held a session's lease with min_hold")
-    locks.release(lease)
-    assert r.exists("lock:in-session") == 0
-
-
-def test_a_token_held_in_another_session_is_refused(r: redis.Redis) -> None:
-    first, second = Locks(r), Locks(r)
-    lease = first.acquire("shared-token", ttl=30, token="worker-1", session=True)
-    before = r.pttl("lock:shared-token")
-    with pytest.raises(WrongSession) as refused:
-        second.acquire("shared-token", ttl=60, token="worker-1", session=True)
-    assert refused.value.lock_name == "lock:shared-token"
-    assert isinstance(refused.value, fencelock.LockError)
-    assert isinstance(refused.value, redis.ResponseError)
-    assert "worker-1" not in str(refused.value)
-    assert r.pttl("lock:shared-token") <= before, "not renewed"
-    lock = fencelock.Lock(r, "lock:shared-token", timeout=30)
-    with pytest.raises(WrongSession):  # outside any session
-        lock.acquire(blocking=False, token="worker-1")
-    assert holds(r, lease)
-    # The same manager again: the idempotent re-acquire of its own holding.
-    again = first.acquire("shared-token", ttl=30, token="worker-1", session=True)
-    assert again.fence == lease.fence
-
-
-# ---------------------------------------------------------------------------------
-# Constructions
-# ---------------------------------------------------------------------------------
-
-SYNC_CONSTRUCTIONS: dict[str, Callable[[str], redis.Redis]] = {
-    "from_url": lambda url: redis.Redis.from_url(url),
-    "ConnectionPool": lambda url: redis.Redis(
-        connection_pool=redis.ConnectionPool.from_url(url, max_connections=4)
-    ),
-    "BlockingConnectionPool": lambda url: redis.Redis(
-        connection_pool=redis.BlockingConnectionPool.from_url(
-            url, max_connections=2, timeout=5
-        )
-    ),
-}
-ASYNC_CONSTRUCTIONS: dict[str, Callable[[str], redis.asyncio.Redis]] = {
-    "from_url": lambda url: redis.asyncio.Redis.from_url(url),
-    "ConnectionPool": lambda url: redis.asyncio.Redis(
-        connection_pool=redis.asyncio.ConnectionPool.from_url(url, max_connections=4)
-    ),
-    "BlockingConnectionPool": lambda url: redis.asyncio.Redis(
-        connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
-            url, max_connections=2, timeout=5
-        )
-    ),
-}
-
-
-@pytest.mark.parametrize("construction", sorted(SYNC_CONSTRUCTIONS))
-def test_sessions_through_each_construction(
-    construction: str, url: str, r: redis.Redis
-) -> None:
-    client = SYNC_CONSTRUCTIONS[construction](url)
-    counts = Counts(r)
-    with Locks(client) as locks, contextlib.ExitStack() as stack:
-        leases = [stack.enter_context(locks.lock(f"k{i}", ttl=0.3)) for i in range(5)]
-        kept = locks.acquire("kept", ttl=0.3, session=True)
-        time.sleep(0.7)
-        assert not [lease for lease in [*leases, kept] if lease.lost.is_set()]
-        assert holds(r, kept)
-    assert counts["lock.keepalive"] >= 4 and counts["lock.refresh"] == 0
-    assert counts["lock.close"] == 1 and kept.released
-    assert r.exists("lock:kept", *(f"lock:k{i}" for i in range(5))) == 0
-    client.close()
-    client.connection_pool.disconnect()  # a pool given to a client is not its own
-
-
-@pytest.mark.parametrize("construction", sorted(ASYNC_CONSTRUCTIONS))
-def test_asyncio_sessions_through_each_construction(
-    construction: str, url: str, r: redis.Redis
-) -> None:
-    async def main() -> None:
-        client = ASYNC_CONSTRUCTIONS[construction](url)
-        counts = Counts(r)
-        async with fencelock.asyncio.Locks(client) as locks:  # noqa: SIM117
-            async with contextlib.AsyncExitStack() as stack:
-                leases = [
-                    await stack.enter_async_context(locks.lock(f"k{i}", ttl=0.3))
-                    for i in range(5)
-                ]
-                kept = await locks.acquire("kept", ttl=0.3, session=True)
-                await asyncio.sleep(0.7)
-                assert not [lease for lease in [*leases, kept] if lease.lost.is_set()]
-        assert counts["lock.keepalive"] >= 4 and counts["lock.refresh"] == 0
-        assert counts["lock.close"] == 1 and kept.released
-        assert r.exists("lock:kept", *(f"lock:k{i}" for i in range(5))) == 0
-        await client.aclose()
-        await client.connection_pool.disconnect()
-
-    run(main())
 
 
 # ---------------------------------------------------------------------------------
@@ -879,51 +489,3 @@ def test_cluster_asyncio_sessions(cluster: list[Server]) -> None:
     run(main())
     for admin in admins:
         admin.close()
-
-
-def _held_elsewhere(client: redis.Redis, key: str, seconds: float) -> None:
-    """Another holder takes ``key`` for ``seconds`` (then its lease runs out)."""
-    client.execute_command("LOCK.ACQUIRE", key, int(seconds * 1000), "TOKEN", "other")
-
-
-def test_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
-    r: redis.Redis,
-) -> None:
-    locks = Locks(r)
-    _held_elsewhere(r, "lock:long-wait:b", 1.5)
-    with (
-        locks.lock("long-wait:a", ttl=1.0) as a,
-        locks.lock("long-wait:b", ttl=1.0, wait=None) as b,
-    ):
-        # Granted about 1.5 s after it was asked for, with a ttl of 1 s.
-        assert not b.lost.is_set(), b.lost_reason
-        assert b.time_left > 0.5
-        time.sleep(1.5)
-        assert not b.lost.is_set() and not a.lost.is_set()
-        assert holds(r, b) and holds(r, a)
-    locks.close()
-
-
-def test_asyncio_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
-    url: str,
-) -> None:
-    admin = redis.Redis.from_url(url)
-    _held_elsewhere(admin, "lock:long-wait-async:b", 1.5)
-
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with (
-            locks.lock("long-wait-async:a", ttl=1.0) as a,
-            locks.lock("long-wait-async:b", ttl=1.0, wait=None) as b,
-        ):
-            assert not b.lost.is_set(), b.lost_reason
-            assert b.time_left > 0.5
-            await asyncio.sleep(1.5)
-            assert not b.lost.is_set() and not a.lost.is_set()
-            assert holds(admin, b) and holds(admin, a)
-        await locks.aclose()
-        await client.aclose()
-
-    run(main())
-    admin.close()

@@ -1,7 +1,8 @@
 """The lock managers (``fencelock.Locks`` and ``fencelock.asyncio.Locks``) with
-``shared=True`` and ``limit=n``: leases of readers and of semaphore permits, each with
-its own refresher, loss report and ``min_hold``; waiting across modes; ``WrongMode``;
-and the same on a cluster and past the socket timeout."""
+``shared=True`` and ``limit=n``, where each side has its own test: asyncio tasks
+waiting across modes and a cancelled shared wait, waits past the socket timeout, a
+permit confirmed on a replica, and a cluster. What both sides do alike is
+tests/_async/test_shared_locks.py (the sync side generated from it)."""
 
 from __future__ import annotations
 
@@ -16,116 +17,11 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from conftest import async_client, run
-from servers import Server, start_replica, wait_until
+from servers import Server, start_replica
 
 import fencelock
 import fencelock.asyncio
-from fencelock import LockLost, LockNotAcquired, Locks, WrongMode
-
-
-def holds(client: redis.Redis, lease: fencelock.Lease) -> bool:
-    fence = client.execute_command("LOCK.FENCE", lease.key, lease.token)
-    return bool(fence == lease.fence)
-
-
-def test_permits_through_the_manager(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with (
-        locks.lock("api", ttl=30, limit=2) as first,
-        locks.lock("api", ttl=30, limit=2) as second,
-    ):
-        assert (first.mode, first.limit, first.shared) == ("semaphore", 2, True)
-        assert first.fence < second.fence
-        assert holds(r, first) and holds(r, second)
-        with pytest.raises(LockNotAcquired), locks.lock("api", ttl=30, limit=2):
-            pytest.fail("a third permit of two")
-        info = locks.info("api")
-        assert info is not None
-        assert (info["mode"], info["holders"], info["limit"]) == ("semaphore", 2, 2)
-        with pytest.raises(WrongMode) as raised:
-            locks.acquire("api", ttl=30, limit=3)
-        assert (raised.value.mode, raised.value.limit) == ("semaphore", 2)
-        with pytest.raises(WrongMode):
-            locks.acquire("api", ttl=30, shared=True)
-    assert first.released and second.released
-    assert r.exists("lock:api") == 0
-
-
-def test_a_permit_waits_for_a_leaving_holder(r: redis.Redis) -> None:
-    locks = Locks(r)
-    holder = locks.acquire("api", ttl=30, limit=1)
-    threading.Timer(0.2, locks.release, args=(holder,)).start()
-    start = time.monotonic()
-    with locks.lock("api", ttl=30, limit=1, wait=5) as lease:
-        assert 0.15 < time.monotonic() - start < 2
-        assert lease.fence > holder.fence
-
-
-def test_readers_and_a_writer_through_the_manager(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with (
-        locks.lock("cfg", ttl=30, shared=True) as a,
-        locks.lock("cfg", ttl=30, shared=True) as b,
-    ):
-        assert (a.mode, a.limit) == ("shared", None)
-        assert holds(r, a) and holds(r, b)
-        with pytest.raises(LockNotAcquired):
-            locks.acquire("cfg", ttl=30)
-        start = time.monotonic()
-        with pytest.raises(LockNotAcquired):
-            # Another manager waits; this one would be refused (it would wait for
-            # its own block's readers).
-            Locks(r).acquire("cfg", ttl=30, wait=0.2)
-        assert time.monotonic() - start >= 0.2
-    with locks.lock("cfg", ttl=30) as writer:
-        assert writer.mode == "exclusive"
-        with pytest.raises(LockNotAcquired):
-            locks.acquire("cfg", ttl=30, shared=True)
-
-
-def test_every_holder_refreshes_and_is_lost_on_its_own(r: redis.Redis) -> None:
-    locks = Locks(r)
-    reported: list[fencelock.Lease] = []
-    with locks.lock("api", ttl=0.3, limit=3, on_lost=reported.append) as kept:
-        with locks.lock(
-            "api", ttl=0.3, limit=3, on_lost=reported.append, lost_ok=True
-        ) as taken:
-            for _ in range(4):  # twice the ttl
-                time.sleep(0.15)
-                assert holds(r, kept) and holds(r, taken)
-            # Someone releases one holder's permit behind its back.
-            r.execute_command("LOCK.RELEASE", taken.key, taken.token)
-            assert taken.lost.wait(2)
-            with pytest.raises(LockLost):
-                taken.ensure_held()
-            with pytest.raises(LockLost):
-                taken.guard("SET", "x", 1)
-            time.sleep(0.3)
-            assert holds(r, kept) and not kept.lost.is_set()
-            assert kept.guard("SET", "x", 2) == b"OK"
-        wait_until(lambda: reported == [taken], 2, "on_lost")
-    assert kept.released and not taken.released
-    assert r.get("x") == b"2"
-
-
-def test_min_hold_cuts_one_holders_lease(r: redis.Redis) -> None:
-    locks = Locks(r)
-    other = locks.acquire("cron", ttl=30, shared=True)
-    with locks.lock("cron", ttl=10, shared=True, min_hold=0.5) as lease:
-        pass
-    assert not lease.released and holds(r, lease)
-    time.sleep(0.7)
-    assert not holds(r, lease) and holds(r, other)
-    info = locks.info("cron")
-    assert info is not None and info["holders"] == 1
-    locks.release(other)
-
-
-def test_a_limit_is_checked_before_anything_is_sent(r: redis.Redis) -> None:
-    locks = Locks(r)
-    with pytest.raises(ValueError), locks.lock("api", ttl=10, limit=0):
-        pytest.fail("a semaphore of no permits")
-    assert r.exists("lock:api") == 0
+from fencelock import Locks
 
 
 def test_asyncio_manager(url: str) -> None:

@@ -47,11 +47,7 @@ impl Cluster {
     }
 
     pub fn slot(&self, key: &str) -> i64 {
-        cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut self.nodes[0].connect())
-            .expect("CLUSTER KEYSLOT")
+        slot_of(&mut self.nodes[0].connect(), key)
     }
 
     /// The node that owns `slot`, as every node sees it (waits until they agree).

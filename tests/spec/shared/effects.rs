@@ -59,7 +59,7 @@ fn lock_apply_and_lock_drop_add_and_remove_one_holder() {
         "rw",
         &held_info(9_000_000_000_000_003, 60_000, "shared", 1, None, (0, 0)),
     );
-    assert_eq!(int(&mut con, &["PEXPIRETIME", "sem"]).to_string(), deadline);
+    assert_eq!(expire_time(&mut con, "sem").to_string(), deadline);
     assert_eq!(int(&mut con, &["LOCK.DROP", "sem", "t1"]), 1);
     assert_eq!(int(&mut con, &["LOCK.DROP", "sem", "t1"]), 0);
     assert_eq!(holders(&mut con, "sem"), 1);

@@ -173,7 +173,7 @@ fn a_shortened_expiry_of_a_shared_lock_serves_its_waiters_when_it_ends() {
         hold(&mut con, &key, 30_000, mode);
         let mut writer = Waiter::queue(&server, &mut con, &key, 30_000, "writer", &[]);
         assert_eq!(int(&mut con, &["PEXPIRE", &key, "150"]), 1);
-        let deadline = int(&mut con, &["PEXPIRETIME", &key]);
+        let deadline = expire_time(&mut con, &key);
         let (_, fence) = granted(&writer.reply(Duration::from_secs(10)));
         // Served on the server's clock no earlier than the key's end.
         assert!(
@@ -398,14 +398,10 @@ fn a_shared_lock_that_goes_early_leaves_no_timer_behind() {
     };
     round(&mut con, "warm");
     std::thread::sleep(Duration::from_millis(200));
-    let baseline: i64 = info_field(&mut con, "memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let baseline: i64 = used_memory(&mut con);
     round(&mut con, "again");
     std::thread::sleep(Duration::from_millis(200));
-    let after: i64 = info_field(&mut con, "memory", "used_memory")
-        .and_then(|v| v.parse().ok())
-        .unwrap();
+    let after: i64 = used_memory(&mut con);
     assert!(
         after - baseline < 100_000,
         "{} bytes left behind by 5,000 deleted shared locks",

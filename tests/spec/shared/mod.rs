@@ -23,11 +23,6 @@ use testkit::*;
 
 const BAD_LIMIT: &str = "ERR invalid limit";
 
-/// A grant that must happen.
-fn hold(con: &mut Connection, key: &str, ttl: i64, extra: &[&str]) -> (String, i64) {
-    acquire(con, key, ttl, extra).unwrap_or_else(|| panic!("{key} {extra:?}: not granted"))
-}
-
 /// `LOCK.ACQUIRE key ttl extra…` on a raw connection, the reply as sent.
 fn acquire_raw(raw: &mut RawClient, key: &str, ttl: &str, extra: &[&str]) -> Reply {
     let mut argv = vec!["LOCK.ACQUIRE", key, ttl];

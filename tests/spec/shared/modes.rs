@@ -28,7 +28,7 @@ fn mode_mismatches_are_wrongmode_byte_for_byte_and_change_nothing() {
         .map(|key| {
             (
                 lock_info(&mut con, key).unwrap(),
-                int(&mut con, &["PEXPIRETIME", key]),
+                expire_time(&mut con, key),
             )
         })
         .collect();
@@ -100,7 +100,7 @@ fn mode_mismatches_are_wrongmode_byte_for_byte_and_change_nothing() {
         now.remove("ttl-ms");
         then.remove("ttl-ms");
         assert_eq!(now, then, "{key}");
-        assert_eq!(int(&mut con, &["PEXPIRETIME", key]), deadline, "{key}");
+        assert_eq!(expire_time(&mut con, key), deadline, "{key}");
     }
     assert_eq!(fence_of(&mut con, "lock:sem", "o"), None);
     assert_eq!(waiters(&mut con, "lock:sem"), 0);

@@ -58,7 +58,7 @@ fn a_writer_is_granted_when_the_last_readers_own_lease_ends() {
     let mut con = server.connect();
     hold(&mut con, "rw", 100, &["TOKEN", "r1", "SHARED"]);
     hold(&mut con, "rw", 300, &["TOKEN", "r2", "SHARED"]);
-    let deadline = int(&mut con, &["PEXPIRETIME", "rw"]);
+    let deadline = expire_time(&mut con, "rw");
     let mut writer = Waiter::queue(&server, &mut con, "rw", 60_000, "writer", &[]);
     let (token, fence) = writer.granted();
     // On the server's clock (the grant's fence), not when the test read the reply.

@@ -98,7 +98,7 @@ fn a_permit_freed_by_one_holders_expiry_goes_to_the_first_waiter_at_once() {
         let key = format!("sem{round}");
         // The short holder first: while it is the only one, the key's expiry is its lease.
         hold(&mut con, &key, 250, &["TOKEN", "short", "LIMIT", "3"]);
-        let deadline = int(&mut con, &["PEXPIRETIME", &key]);
+        let deadline = expire_time(&mut con, &key);
         hold(&mut con, &key, 60_000, &["TOKEN", "b", "LIMIT", "3"]);
         hold(&mut con, &key, 60_000, &["TOKEN", "c", "LIMIT", "3"]);
         let mut w1 = Waiter::queue(&server, &mut con, &key, 60_000, "w1", &["LIMIT", "3"]);

@@ -4,7 +4,7 @@
 //!   against 4 `LOCK.ACQUIRE`s sent in one write under the same token (each released by
 //!   4 `LOCK.RELEASE`s in one write), pipelined and unpipelined, as scenario 1 measures
 //!   throughput (the load driver, alternating order, a disturbed run run again).
-//! - `contention`: clients in separate processes (`contender`) over overlapping 4-key
+//! - `overlapping_sets`: clients in separate processes (`contender`) over overlapping 4-key
 //!   sets of 16 keys, `LOCK.ACQUIREALL … BLOCK` against a client-side multi-lock that
 //!   takes the keys one by one without `BLOCK` and backs off (jittered, exponential) on a
 //!   refusal, as scenario 3 measures contention.
@@ -14,8 +14,8 @@
 //!   servers of their own (the cost curves' set-up: many clients).
 
 pub mod client;
-mod contention;
 mod cycles;
+mod overlapping_sets;
 mod waits;
 
 use std::io;
@@ -36,8 +36,8 @@ pub fn run(
     eprintln!(
         "  contention over overlapping 4-key sets: ACQUIREALL BLOCK against a client multi-lock"
     );
-    let plan = contention::plan(workload);
-    let contention = contention::run(server, workload, &plan)?;
+    let plan = overlapping_sets::plan(workload);
+    let contention = overlapping_sets::run(server, workload, &plan)?;
     Ok((cycles, plan, contention))
 }
 

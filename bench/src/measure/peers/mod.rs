@@ -8,13 +8,13 @@
 //!
 //! 1. lock cycles on distinct keys (`cycles`): one client one at a time, 50 clients
 //!    one at a time each, 50 clients with 32 cycles in flight each;
-//! 2. contention on one key with 4 and 32 client processes (`contention`);
+//! 2. contention on one key with 4 and 32 client processes (`contended_lock`);
 //! 3. the time from a holder's death to the next grant (`takeover`).
 //!
 //! Every row runs each system once per repetition, in alternating order (ABC, CBA, …).
 //! Everything started here is stopped on the way out, on errors too (drops).
 
-pub mod contention;
+pub mod contended_lock;
 pub mod cycles;
 pub mod etcd;
 pub mod interrupt;
@@ -289,17 +289,17 @@ fn contention_once(
 ) -> io::Result<Sample> {
     let name = format!("peers/contended/{run}");
     let target = match system {
-        System::Etcd => contention::Target::Etcd {
+        System::Etcd => contended_lock::Target::Etcd {
             url: &servers.etcd.url,
             name: &name,
         },
         _ => {
             let redis = servers.redis(system);
             flush(&mut server::connect(redis)?)?;
-            contention::Target::Fencelock { port: redis.port }
+            contended_lock::Target::Fencelock { port: redis.port }
         }
     };
-    contention::run_once(&target, clients, workload.contention_ms)
+    contended_lock::run_once(&target, clients, workload.contention_ms)
 }
 
 fn takeover_row(servers: &Servers, workload: &Workload) -> io::Result<Vec<TakeoverSeries>> {

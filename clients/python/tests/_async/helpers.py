@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable
-from typing import Any, Callable, Optional
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, Callable, Optional, TypeVar
+
+T = TypeVar("T")
 
 # Tasks started by ``later``: kept so that none is collected before it ran.
 _pending: set[asyncio.Task[Any]] = set()
@@ -53,6 +55,28 @@ def spawn(
 async def join(task: asyncio.Task[None], timeout: float) -> None:
     """Waits up to ``timeout`` seconds for what ``spawn`` started."""
     await asyncio.wait({task}, timeout=timeout)
+
+
+async def set_within(event: asyncio.Event, timeout: float) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds (as
+    ``threading.Event.wait``)."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        return False
+    return True
+
+
+async def next_of(items: AsyncIterator[T]) -> T:
+    """The next item of an (asynchronous) iterator: ``next()`` on the threads' side."""
+    return await items.__anext__()
+
+
+def refresher_running(locks: Any) -> bool:
+    """Whether the manager's refresher task runs (it ends a while after its last
+    lease)."""
+    task = locks._refresher._task
+    return task is not None and not task.done()
 
 
 async def until(

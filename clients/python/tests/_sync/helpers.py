@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Iterator
+from typing import Any, Callable, TypeVar
+
+from fencelock._sync._refresher import thread_name
+
+T = TypeVar("T")
 
 
 def sleep(seconds: float) -> None:
@@ -49,6 +54,23 @@ def spawn(target: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
 def join(thread: threading.Thread, timeout: float) -> None:
     """Waits up to ``timeout`` seconds for what ``spawn`` started."""
     thread.join(timeout)
+
+
+def set_within(event: threading.Event, timeout: float) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds."""
+    return event.wait(timeout)
+
+
+def next_of(items: Iterator[T]) -> T:
+    """The next item of an iterator (``__anext__`` on the asyncio side)."""
+    return next(items)
+
+
+def refresher_running(locks: Any) -> bool:
+    """Whether a refresher thread of the manager's client runs (it ends a while
+    after its last lease)."""
+    name = thread_name(locks._refresher.client)
+    return any(thread.name == name for thread in threading.enumerate())
 
 
 def until(condition: Callable[[], bool], timeout: float, message: str) -> None:

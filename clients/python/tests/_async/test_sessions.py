@@ -1,0 +1,448 @@
+"""Sessions (``Locks(client, session=True)``, the default) on both sides: one
+``LOCK.KEEPALIVE`` per server and interval keeps every lock of a manager's blocks
+alive, the leases of a session are lost together, leaving the manager's ``async
+with`` releases its session, ``lock_delay`` quarantines a lock whose holder stopped,
+``session=False`` and the options that need it keep the refresh per lease, a token
+held in another session is refused, and a wait longer than the ttl keeps both the
+grant and the session; through each construction of a client. What the server ran
+is read from ``INFO commandstats`` and ``MONITOR``. What one side does its own way
+(processes killed or paused, threads, cancellation, Redis Cluster) is
+tests/test_sessions.py."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from typing import Any, Callable
+
+import pytest
+import redis.asyncio
+from monitor import Monitor
+from servers import Server
+
+import fencelock.asyncio
+from fencelock.asyncio import Lease, LockLost, LockNotAcquired, Locks, WrongSession
+
+from .helpers import set_within, sleep, until
+
+NAMES = ("lock.keepalive", "lock.refresh", "lock.held", "lock.close")
+
+
+async def calls(client: redis.asyncio.Redis, command: str) -> int:
+    """How many times the server ran ``command`` (``INFO commandstats``)."""
+    stats = (await client.info("commandstats")).get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+async def counted(client: redis.asyncio.Redis) -> dict[str, int]:
+    """The session commands and refreshes the server ran so far."""
+    return {name: await calls(client, name) for name in NAMES}
+
+
+async def since(client: redis.asyncio.Redis, before: dict[str, int]) -> dict[str, int]:
+    """The session commands and refreshes the server ran since ``before``."""
+    now = await counted(client)
+    return {name: now[name] - before[name] for name in NAMES}
+
+
+async def held_by(client: redis.asyncio.Redis, session: str) -> list[Any]:
+    return list(await client.execute_command("LOCK.HELD", session))
+
+
+async def holds(client: redis.asyncio.Redis, lease: Lease) -> bool:
+    return bool(await client.execute_command("LOCK.FENCE", lease.key, lease.token))
+
+
+MANY = 200
+TTL = 0.6  # the heartbeat every 0.2 s: a busy machine may stall a process 0.3 s
+
+
+async def test_one_keepalive_per_interval_keeps_200_locks(
+    r: redis.asyncio.Redis,
+) -> None:
+    locks = Locks(r)
+    async with contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(locks.lock(f"many:{i}", ttl=TTL))
+            for i in range(MANY)
+        ]
+        session = leases[0].session
+        assert session is not None and {lease.session for lease in leases} == {session}
+        before = await counted(r)
+        start = time.monotonic()
+        await sleep(5 * TTL)
+        elapsed = time.monotonic() - start
+        counts = await since(r, before)
+        assert counts["lock.refresh"] == 0, "no lease refreshed on its own"
+        assert counts["lock.held"] == 0
+        sent = counts["lock.keepalive"]
+        assert 5 <= sent <= elapsed / (TTL / 3) + 2, "one keepalive per interval"
+        assert len(await held_by(r, session)) == MANY
+        assert not [lease for lease in leases if lease.lost.is_set()]
+        # Each confirmed keepalive moved every deadline.
+        assert min(lease.time_left for lease in leases) > TTL / 3
+    assert await r.exists(*(f"lock:many:{i}" for i in range(MANY))) == 0
+    assert await held_by(r, session) == []
+
+
+async def test_leaving_the_managers_with_closes_it(r: redis.asyncio.Redis) -> None:
+    async with Locks(r) as locks:
+        lease = await locks.acquire("ctx", ttl=30, session=True)
+        async with locks.lock("ctx-block", ttl=30):
+            pass
+        assert await holds(r, lease)
+    assert await r.exists("lock:ctx") == 0 and lease.released
+    # The block's own exception is not hidden by the close.
+    with pytest.raises(RuntimeError):
+        async with Locks(r) as locks:
+            await locks.acquire("ctx", ttl=30, session=True)
+            raise RuntimeError("job failed")
+    assert await r.exists("lock:ctx") == 0
+
+
+async def _held_elsewhere(
+    client: redis.asyncio.Redis, key: str, seconds: float
+) -> None:
+    """Another holder takes ``key`` for ``seconds`` (then its lease runs out)."""
+    await client.execute_command(
+        "LOCK.ACQUIRE", key, int(seconds * 1000), "TOKEN", "other"
+    )
+
+
+async def test_a_wait_longer_than_the_ttl_keeps_the_grant_and_the_session(
+    r: redis.asyncio.Redis,
+) -> None:
+    locks = Locks(r)
+    await _held_elsewhere(r, "lock:long-wait:b", 1.5)
+    async with (
+        locks.lock("long-wait:a", ttl=1.0) as a,
+        locks.lock("long-wait:b", ttl=1.0, wait=None) as b,
+    ):
+        # Granted about 1.5 s after it was asked for, with a ttl of 1 s.
+        assert not b.lost.is_set(), b.lost_reason
+        assert b.time_left > 0.5
+        await sleep(1.5)
+        assert not b.lost.is_set() and not a.lost.is_set()
+        assert await holds(r, b) and await holds(r, a)
+    await locks.aclose()
+
+
+async def mode(client: redis.asyncio.Redis, name: str) -> Any:
+    info = await fencelock.asyncio.lock_info(client, f"lock:{name}")
+    return None if info is None else info["mode"]
+
+
+async def test_locks_of_different_ttls_keep_their_own(r: redis.asyncio.Redis) -> None:
+    """Each keepalive gives a lock its own ttl again: locks of two ttls are two
+    sessions, one keepalive each per interval."""
+    locks = Locks(r)
+    async with (
+        locks.lock("short", ttl=0.3) as short,
+        locks.lock("long", ttl=30) as long,
+    ):
+        assert short.session != long.session
+        await sleep(0.5)
+        assert 100 < await r.pttl("lock:short") <= 300
+        assert 29_000 < await r.pttl("lock:long") <= 30_000
+        assert not short.lost.is_set() and not long.lost.is_set()
+
+
+async def test_a_session_ttl_of_the_manager(r: redis.asyncio.Redis) -> None:
+    """With ``session_ttl`` one session holds every lock; the first grant is the
+    lock's own ttl, every keepalive gives it ``session_ttl``."""
+    locks = Locks(r, session_ttl=0.6)
+    async with locks.lock("a", ttl=30) as a, locks.lock("b", ttl=0.3) as b:
+        assert a.session == b.session
+        assert await r.pttl("lock:a") > 29_000
+        await sleep(0.5)  # the keepalives of b (due after 0.1 s) moved a too
+        assert 300 < await r.pttl("lock:a") <= 600
+        assert 300 < await r.pttl("lock:b") <= 600
+        assert a.time_left <= 0.6 and not a.lost.is_set() and not b.lost.is_set()
+
+
+async def test_a_stopped_server_loses_the_session_at_its_deadline(
+    own_server: Server,
+) -> None:
+    client = redis.asyncio.Redis(port=own_server.port, socket_timeout=5)
+    locks = Locks(client)
+    reported: list[tuple[Lease, float]] = []
+
+    def on_lost(lease: Lease) -> None:
+        reported.append((lease, time.monotonic()))
+
+    async def all_reported() -> bool:
+        return len(reported) == 50
+
+    async with contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(
+                locks.lock(f"s{i}", ttl=0.6, on_lost=on_lost, lost_ok=True)
+            )
+            for i in range(50)
+        ]
+        await sleep(0.7)  # past the first ttl: the keepalives hold them
+        own_server.process.send_signal(signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            await until(all_reported, 3, "every lease reported lost")
+        finally:
+            own_server.process.send_signal(signal.SIGCONT)
+        times = [at for _, at in reported]
+        assert max(times) - min(times) < 0.1, "reported together"
+        assert min(times) - stopped <= 0.6 + 0.1, "at the session's deadline"
+        assert {lease.lost_reason for lease in leases} == {LockLost.DEADLINE}
+        with pytest.raises(LockLost):
+            leases[7].ensure_held()
+    await client.aclose()
+
+
+async def test_a_keepalive_that_finds_nothing_loses_every_lease(
+    r: redis.asyncio.Redis,
+) -> None:
+    """Someone deleted every key (a restart without persistence, a failover would do
+    the same): the next keepalive answers 0, and all are lost at once."""
+    locks = Locks(r)
+    reported: list[Lease] = []
+
+    async def all_reported() -> bool:
+        return len(reported) == 20
+
+    async with contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(
+                locks.lock(f"gone{i}", ttl=0.6, on_lost=reported.append, lost_ok=True)
+            )
+            for i in range(20)
+        ]
+        await r.delete(*(lease.key for lease in leases))
+        deleted = time.monotonic()
+        await until(all_reported, 2, "all reported")
+        assert time.monotonic() - deleted < 0.2 + 0.15, "within one interval"
+        assert {lease.lost_reason for lease in leases} == {LockLost.GONE}
+        # The manager's next locks are in a new session.
+        async with locks.lock("after", ttl=0.6) as after:
+            assert after.session not in {lease.session for lease in leases}
+
+
+async def test_fewer_than_held_loses_only_the_missing_ones(
+    any_r: redis.asyncio.Redis,
+) -> None:
+    """A keepalive that kept fewer holdings than the manager holds there: one
+    ``LOCK.HELD`` says which, only those are lost (a DEL of one lock does not end the
+    other nine). With and without ``decode_responses``."""
+    r = any_r
+    locks = Locks(r)
+    async with contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(
+                locks.lock(f"part{i}", ttl=0.3, lost_ok=True)
+            )
+            for i in range(10)
+        ]
+        before = await counted(r)
+        await r.delete(leases[3].key)
+        assert await set_within(leases[3].lost, 1)
+        assert leases[3].lost_reason == LockLost.GONE
+        await sleep(0.3)
+        assert (await since(r, before))["lock.held"] == 1
+        kept = [lease for i, lease in enumerate(leases) if i != 3]
+        assert not [lease for lease in kept if lease.lost.is_set()]
+        assert all([await holds(r, lease) for lease in kept])
+        assert len(await held_by(r, kept[0].session or "")) == 9
+
+
+# ---------------------------------------------------------------------------------
+# Lock-delay
+# ---------------------------------------------------------------------------------
+
+
+async def test_lock_delay_of_the_manager_and_per_lock(
+    server: Server, r: redis.asyncio.Redis
+) -> None:
+    monitor = Monitor(server.port)
+    delayed, plain, other = Locks(r, lock_delay=0.5), Locks(r), Locks(r)
+    await delayed.acquire("d", ttl=0.1)  # a lease of its own, not refreshed
+    await plain.acquire("p", ttl=0.1, lock_delay=0.4)  # per lock
+    await delayed.acquire("z", ttl=0.1, lock_delay=0)  # overrides the manager's
+    await plain.acquire("n", ttl=0.1)  # none: the server's default (0)
+    lines = monitor.stop()
+    acquires = [line for line in lines if '"lock.acquire"' in line]
+    assert sum('"lockdelay" "500"' in line for line in acquires) == 1
+    assert sum('"lockdelay" "400"' in line for line in acquires) == 1
+    assert sum('"lockdelay" "0"' in line for line in acquires) == 1
+    assert sum('"lockdelay"' not in line for line in acquires) == 1
+    await sleep(0.15)
+    for name, left in (("d", 0.5), ("p", 0.4)):
+        info = await other.info(name)
+        assert info is not None and info["mode"] == "quarantined", name
+        assert not info["held"] and 0 < (info["ttl_ms"] or 0) <= left * 1000
+        with pytest.raises(LockNotAcquired):
+            await other.acquire(name, ttl=1)
+    for name in ("z", "n"):
+        await other.acquire(name, ttl=1)
+    start = time.monotonic()
+    await other.acquire("d", ttl=1, wait=2)  # queued; served as the quarantine ends
+    assert 0.2 < time.monotonic() - start < 0.5
+    await r.delete("lock:p")  # an operator's DEL ends a quarantine
+    await other.acquire("p", ttl=1)
+
+
+async def test_lock_delay_zero_turns_off_the_servers_default(
+    own_server: Server,
+) -> None:
+    client = redis.asyncio.Redis(port=own_server.port)
+    await client.config_set("fencelock.lock-delay", 400)
+    locks, other = Locks(client), Locks(client)
+    await locks.acquire("default", ttl=0.1)
+    await locks.acquire("off", ttl=0.1, lock_delay=0)
+    await sleep(0.15)
+    assert await mode(client, "default") == "quarantined"
+    await other.acquire("off", ttl=1)
+    with pytest.raises(LockNotAcquired):
+        await other.acquire("default", ttl=1)
+    await client.aclose()
+
+
+async def test_lock_delay_is_refused_by_a_server_without_it(
+    own_server: Server,
+) -> None:
+    """A user who may not run the session commands sees the server as one without
+    sessions (as an older module): locks keep a lease of their own, refreshed on its
+    own, and ``lock_delay``, which such a server would not understand, is refused
+    before anything is sent."""
+    admin = redis.asyncio.Redis(port=own_server.port)
+    await admin.execute_command(
+        "ACL", "SETUSER", "old", "on", ">pw", "~*", "+@all",
+        "-lock.keepalive", "-lock.close", "-lock.held",
+    )  # fmt: skip
+    client = redis.asyncio.Redis(port=own_server.port, username="old", password="pw")
+    locks = Locks(client)
+    before = await counted(admin)
+    async with locks.lock("x", ttl=0.3) as lease:
+        await sleep(0.5)
+        assert lease.session is None and await holds(admin, lease)
+    counts = await since(admin, before)
+    assert counts["lock.refresh"] >= 3 and counts["lock.keepalive"] == 0
+    with pytest.raises(fencelock.LockError, match="lock_delay needs"):
+        await locks.acquire("y", ttl=1, lock_delay=1)
+    assert await admin.exists("lock:y") == 0
+    await client.aclose()
+    await admin.aclose()
+
+
+# ---------------------------------------------------------------------------------
+# Leases of their own
+# ---------------------------------------------------------------------------------
+
+
+async def test_session_false_keeps_the_refresh_per_lease(
+    server: Server, r: redis.asyncio.Redis
+) -> None:
+    monitor = Monitor(server.port)
+    before = await counted(r)
+    locks = Locks(r, session=False)
+    assert locks.session is False
+    async with contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(locks.lock(f"o{i}", ttl=0.3))
+            for i in range(5)
+        ]
+        await sleep(0.5)
+        assert all(lease.session is None for lease in leases)
+        assert all([await holds(r, lease) for lease in leases])
+    lines = monitor.stop()
+    counts = await since(r, before)
+    assert counts["lock.keepalive"] == 0 and counts["lock.refresh"] >= 5 * 3
+    assert not [line for line in lines if '"session"' in line]
+
+
+async def test_options_that_need_a_lease_of_its_own(r: redis.asyncio.Redis) -> None:
+    """``session=False``, ``min_hold``, ``max_hold`` and ``auto_refresh=False`` give
+    the lock a lease of its own, in a session manager too; a lease of the session
+    cannot be held with them."""
+    locks = Locks(r)
+    before = await counted(r)
+    async with locks.lock("own", ttl=0.3, session=False) as own:
+        await sleep(0.25)
+    assert own.session is None and (await since(r, before))["lock.refresh"] >= 1
+    async with locks.lock("cron", ttl=10, min_hold=0.5) as cron:
+        pass
+    assert cron.session is None and 0 < await r.pttl("lock:cron") <= 500
+    async with locks.lock("short", ttl=0.2, auto_refresh=False, lost_ok=True) as short:
+        await sleep(0.25)
+    assert short.session is None and short.lost_reason == LockLost.DEADLINE
+    async with locks.lock("bounded", ttl=10, max_hold=1) as bounded:
+        assert bounded.session is None
+    plain = await locks.acquire("plain", ttl=10)
+    assert plain.session is None, "acquire: its own by default"
+    lease = await locks.acquire("in-session", ttl=10, session=True)
+    assert lease.session is not None
+    with pytest.raises(ValueError, match="lease of its own"):
+        async with locks.holding(lease, min_hold=1):
+            pytest.fail("held a session's lease with min_hold")
+    await locks.release(lease)
+    assert await r.exists("lock:in-session") == 0
+
+
+async def test_a_token_held_in_another_session_is_refused(
+    r: redis.asyncio.Redis,
+) -> None:
+    first, second = Locks(r), Locks(r)
+    lease = await first.acquire("shared-token", ttl=30, token="worker-1", session=True)
+    before = await r.pttl("lock:shared-token")
+    with pytest.raises(WrongSession) as refused:
+        await second.acquire("shared-token", ttl=60, token="worker-1", session=True)
+    assert refused.value.lock_name == "lock:shared-token"
+    assert isinstance(refused.value, fencelock.LockError)
+    assert isinstance(refused.value, redis.ResponseError)
+    assert "worker-1" not in str(refused.value)
+    assert await r.pttl("lock:shared-token") <= before, "not renewed"
+    lock = fencelock.asyncio.Lock(r, "lock:shared-token", timeout=30)
+    with pytest.raises(WrongSession):  # outside any session
+        await lock.acquire(blocking=False, token="worker-1")
+    assert await holds(r, lease)
+    # The same manager again: the idempotent re-acquire of its own holding.
+    again = await first.acquire("shared-token", ttl=30, token="worker-1", session=True)
+    assert again.fence == lease.fence
+
+
+# ---------------------------------------------------------------------------------
+# Constructions
+# ---------------------------------------------------------------------------------
+
+CONSTRUCTIONS: dict[str, Callable[[str], redis.asyncio.Redis]] = {
+    "from_url": lambda url: redis.asyncio.Redis.from_url(url),
+    "ConnectionPool": lambda url: redis.asyncio.Redis(
+        connection_pool=redis.asyncio.ConnectionPool.from_url(url, max_connections=4)
+    ),
+    "BlockingConnectionPool": lambda url: redis.asyncio.Redis(
+        connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=2, timeout=5
+        )
+    ),
+}
+
+
+@pytest.mark.parametrize("construction", sorted(CONSTRUCTIONS))
+async def test_sessions_through_each_construction(
+    construction: str, server: Server, r: redis.asyncio.Redis
+) -> None:
+    client = CONSTRUCTIONS[construction](server.url)
+    before = await counted(r)
+    async with Locks(client) as locks, contextlib.AsyncExitStack() as stack:
+        leases = [
+            await stack.enter_async_context(locks.lock(f"k{i}", ttl=0.3))
+            for i in range(5)
+        ]
+        kept = await locks.acquire("kept", ttl=0.3, session=True)
+        await sleep(0.7)
+        assert not [lease for lease in [*leases, kept] if lease.lost.is_set()]
+        assert await holds(r, kept)
+    counts = await since(r, before)
+    assert counts["lock.keepalive"] >= 4 and counts["lock.refresh"] == 0
+    assert counts["lock.close"] == 1 and kept.released
+    assert await r.exists("lock:kept", *(f"lock:k{i}" for i in range(5))) == 0
+    await client.aclose()
+    # A pool given to a client is not its own.
+    await client.connection_pool.disconnect()

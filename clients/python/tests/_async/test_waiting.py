@@ -1,0 +1,215 @@
+"""Waiting is the server's: waiters are served in arrival order with one
+``LOCK.ACQUIRE`` each (no polling, seen by ``MONITOR``), a wait longer than the
+client's socket timeout still ends in a grant, and a grant whose reply is lost is not
+orphaned by redis-py's automatic re-send. Each for the drop-in ``Lock`` and for the
+manager's leases."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, Optional
+
+import pytest
+import redis.asyncio
+import redis.asyncio.retry
+from monitor import Monitor
+from proxy import Proxy
+from redis.backoff import NoBackoff
+from servers import Server
+
+import fencelock.asyncio
+
+from .helpers import join, later, sleep, spawn, until
+
+
+async def waiters(client: redis.asyncio.Redis, key: str) -> int:
+    info = await fencelock.asyncio.lock_info(client, key)
+    return 0 if info is None else info["waiters"]
+
+
+async def until_queued(client: redis.asyncio.Redis, key: str, count: int) -> None:
+    async def queued() -> bool:
+        return await waiters(client, key) == count
+
+    await until(queued, 5, "queued")
+
+
+async def test_waiters_are_served_fifo_with_one_acquire_each(
+    server: Server, r: redis.asyncio.Redis
+) -> None:
+    holder = r.lock(
+        "queue", timeout=30, lock_class=fencelock.asyncio.Lock, thread_local=False
+    )
+    assert await holder.acquire(blocking=False)
+    monitor = Monitor(server.port)
+    order: list[int] = []
+
+    async def wait_and_hold(position: int) -> None:
+        # redis-py 8's default client (5 s socket timeout), no blocking_timeout.
+        client = redis.asyncio.Redis(port=server.port)
+        lock = client.lock("queue", timeout=30, lock_class=fencelock.asyncio.Lock)
+        assert await lock.acquire()
+        order.append(position)
+        await sleep(0.05)
+        await lock.release()
+        await client.aclose()
+
+    started = []
+    for position in range(4):
+        started.append(spawn(lambda p=position: wait_and_hold(p)))
+        # Queued before the next one starts: arrival order is known.
+        await until_queued(r, "queue", position + 1)
+    await sleep(0.3)  # pollers would show up now
+    await holder.release()
+    for task, outcome in started:
+        await join(task, 10)
+        assert "error" not in outcome, outcome
+    lines = monitor.stop()
+    assert order == [0, 1, 2, 3]
+    assert monitor.count(lines, "LOCK.ACQUIRE") == 4, "one per waiter"
+
+
+async def test_waiters_of_a_manager_are_served_fifo_with_one_acquire_each(
+    server: Server, r: redis.asyncio.Redis
+) -> None:
+    monitor = Monitor(server.port)
+    locks = fencelock.asyncio.Locks(r)
+    order: list[int] = []
+    holder = await locks.acquire("queue", ttl=30)
+
+    async def wait_and_hold(position: int) -> None:
+        async with locks.lock("queue", ttl=30, wait=10):
+            order.append(position)
+            await sleep(0.05)
+
+    started = []
+    for position in range(4):
+        started.append(spawn(lambda p=position: wait_and_hold(p)))
+        await until_queued(r, "lock:queue", position + 1)
+    await sleep(0.3)
+    await locks.release(holder)
+    for task, outcome in started:
+        await join(task, 10)
+        assert "error" not in outcome, outcome
+    lines = monitor.stop()
+    assert order == [0, 1, 2, 3]
+    assert monitor.count(lines, "LOCK.ACQUIRE") == 5, "holder + one per waiter"
+
+
+@pytest.mark.parametrize("blocking_timeout", [None, 3])
+async def test_a_wait_longer_than_the_socket_timeout_ends_in_a_grant(
+    server: Server, r: redis.asyncio.Redis, blocking_timeout: Optional[float]
+) -> None:
+    client = redis.asyncio.Redis(port=server.port, socket_timeout=0.3)
+    holder = client.lock("long", timeout=10, lock_class=fencelock.asyncio.Lock)
+    assert await holder.acquire(blocking=False)
+    later(1.0, r.delete, "long")
+    waiter = client.lock(
+        "long",
+        timeout=10,
+        blocking_timeout=blocking_timeout,
+        lock_class=fencelock.asyncio.Lock,
+    )
+    start = time.monotonic()
+    assert await waiter.acquire()
+    assert 0.9 < time.monotonic() - start < 2.5
+    assert await waiter.owned()
+    await waiter.release()
+    await client.aclose()
+
+
+async def test_a_managers_wait_longer_than_the_socket_timeout_ends_in_a_grant(
+    server: Server,
+) -> None:
+    client = redis.asyncio.Redis(port=server.port, socket_timeout=0.3)
+    locks = fencelock.asyncio.Locks(client)
+    holder = await locks.acquire("long", ttl=10)
+    later(1.0, locks.release, holder)
+    start = time.monotonic()
+    lease = await locks.acquire("long", ttl=10, wait=5)
+    assert 0.9 < time.monotonic() - start < 2.5
+    assert lease.fence > holder.fence
+    await locks.release(lease)
+    await client.aclose()
+
+
+@pytest.fixture
+def proxy(server: Server, r: Any) -> Iterator[Proxy]:
+    started = Proxy(server.port)
+    yield started
+    started.close()
+
+
+def retrying_client(proxy: Proxy, **kwargs: Any) -> redis.asyncio.Redis:
+    # retry_on_error too: redis-py < 6 re-sends only the errors listed there.
+    return redis.asyncio.Redis(
+        port=proxy.port,
+        retry=redis.asyncio.retry.Retry(NoBackoff(), 2),
+        retry_on_error=[redis.ConnectionError],
+        **kwargs,
+    )
+
+
+async def test_without_a_token_a_lost_reply_orphans_the_grant(
+    proxy: Proxy, r: redis.asyncio.Redis
+) -> None:
+    """The trap itself: a server-generated token whose reply was lost; redis-py
+    re-sends, the server answers busy, and nobody knows the holder's token."""
+    client = retrying_client(proxy)
+    proxy.cut_reply_to(b"LOCK.ACQUIRE")
+    assert await client.execute_command("LOCK.ACQUIRE", "orphan", 10000) is None
+    assert proxy.cuts == 1
+    assert await r.exists("orphan") == 1, "held by a token nobody has"
+    await client.aclose()
+
+
+async def test_a_lost_grant_reply_is_the_same_grant_on_retry(
+    proxy: Proxy, r: redis.asyncio.Redis
+) -> None:
+    client = retrying_client(proxy)
+    lock = client.lock("foo", timeout=10, lock_class=fencelock.asyncio.Lock)
+    proxy.cut_reply_to(b"LOCK.ACQUIRE")
+    assert await lock.acquire(blocking=False)
+    assert proxy.cuts == 1
+    assert await r.execute_command("LOCK.FENCE", "foo", lock.local.token) == lock.fence
+    await lock.release()
+    assert await r.exists("foo") == 0
+    await client.aclose()
+
+
+async def test_a_lost_grant_reply_after_a_long_wait_is_the_same_grant(
+    proxy: Proxy, r: redis.asyncio.Redis
+) -> None:
+    """The same on the connection that carries a long wait."""
+    holder = r.lock(
+        "foo", timeout=10, lock_class=fencelock.asyncio.Lock, thread_local=False
+    )
+    assert await holder.acquire(blocking=False)
+    client = retrying_client(proxy, socket_timeout=0.3)
+    lock = client.lock(
+        "foo", timeout=10, blocking_timeout=3, lock_class=fencelock.asyncio.Lock
+    )
+    later(0.5, holder.release)
+    proxy.cut_reply_to(b"LOCK.ACQUIRE")
+    assert await lock.acquire()
+    assert proxy.cuts == 1
+    assert await r.execute_command("LOCK.FENCE", "foo", lock.local.token) == lock.fence
+    await lock.release()
+    assert await r.exists("foo") == 0
+    await client.aclose()
+
+
+async def test_a_managers_lost_grant_reply_is_the_same_grant(
+    proxy: Proxy, r: redis.asyncio.Redis
+) -> None:
+    client = retrying_client(proxy)
+    locks = fencelock.asyncio.Locks(client)
+    proxy.cut_reply_to(b"LOCK.ACQUIRE")
+    async with locks.lock("foo", ttl=10) as lease:
+        assert proxy.cuts == 1
+        fence = await r.execute_command("LOCK.FENCE", lease.key, lease.token)
+        assert fence == lease.fence
+    assert lease.released
+    await client.aclose()
+    assert await r.exists("lock:foo") == 0

@@ -1,0 +1,312 @@
+# Generated from tests/_async/test_leases.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""A lease knows its own deadline, and every way of losing it is told, on both
+sides: the clock with the server stopped or restarted without persistence, a refused
+refresh, guard or release; leaving the block after a loss raises ``LockLost`` (saying
+how it was lost); ``max_hold``, ``min_hold``; no token in a repr or an error; a key of
+another type waited for. Against real servers. What one side does its own way (one
+refresher thread or task, ``once``, upgrades in one thread or task,
+``cancel_on_lost``, cancellation) is tests/test_leases.py."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from servers import Server
+
+import fencelock
+from fencelock import Lease, LockLost, LockNotAcquired, Locks
+
+from .helpers import later, set_within, sleep, until
+
+
+def test_the_deadline_is_the_send_time_plus_the_ttl(
+    r: redis.Redis,
+) -> None:
+    before = time.monotonic()
+    lease = Locks(r).acquire("deadline", ttl=2)
+    after = time.monotonic()
+    assert before + 2 <= lease.deadline <= after + 2
+    assert lease.acquired_at + 2 == lease.deadline
+    assert 1.5 < lease.time_left <= 2
+
+
+def test_a_confirmed_refresh_moves_the_deadline_from_its_send_time(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    lease = locks.acquire("moved", ttl=1)
+    sleep(0.3)
+    sent = time.monotonic()
+    assert locks.refresh(lease)
+    assert sent + 1 <= lease.deadline <= time.monotonic() + 1
+
+
+def test_a_long_wait_gives_the_lease_a_deadline_from_after_the_grant(
+    r: redis.Redis,
+) -> None:
+    """A grant after a 0.6 s wait with a 0.9 s ttl: counted from the send, the lease
+    would have only 0.3 s left; the manager confirms it with a refresh instead."""
+    locks = Locks(r)
+    holder = locks.acquire("queued", ttl=30)
+    later(0.6, locks.release, holder)
+    lease = locks.acquire("queued", ttl=0.9, wait=5)
+    assert lease.time_left > 0.8
+    lease.ensure_held()
+
+
+def test_ensure_held_checks_the_clock_with_the_server_stopped(
+    own_server: Server,
+) -> None:
+    """SIGSTOP: refreshes hang, yet the lease is reported lost at its deadline and
+    ensure_held raises from then on, without a round trip."""
+    client = redis.Redis(port=own_server.port, socket_timeout=5)
+    reported: list[tuple[Lease, float]] = []
+    locks = Locks(client)
+
+    def was_reported() -> bool:
+        return bool(reported)
+
+    try:
+        with pytest.raises(LockLost):
+            with locks.lock(
+                "frozen",
+                ttl=0.6,
+                on_lost=lambda lease: reported.append((lease, time.monotonic())),
+            ) as lease:
+                own_server.process.send_signal(signal.SIGSTOP)
+                try:
+                    lease.ensure_held()
+                    until(was_reported, 3, "on_lost at the deadline")
+                    assert reported[0][0] is lease
+                    assert reported[0][1] - lease.deadline < 0.3, "at the deadline"
+                    assert lease.lost.is_set()
+                    assert time.monotonic() - lease.deadline < 0.3
+                    with pytest.raises(LockLost):
+                        lease.ensure_held()
+                    with pytest.raises(LockLost):
+                        lease.ensure_held()
+                finally:
+                    own_server.process.send_signal(signal.SIGCONT)
+    finally:
+        client.close()
+
+
+def test_a_restart_without_persistence_is_found_by_the_clock_or_the_server(
+    tmp_path: Path,
+) -> None:
+    first = Server(tmp_path / "a")
+    port = first.port
+    client = redis.Redis(port=port)
+    locks = Locks(client)
+    lease = locks.acquire("restarted", ttl=1.5)
+    first.stop()
+    second = Server(tmp_path / "b", port=port)
+    other_client = redis.Redis(port=port)
+    try:
+        # Another client takes the lock on the empty server at once.
+        other = Locks(other_client).acquire("restarted", ttl=30)
+        assert other.fence > lease.fence
+        with pytest.raises(LockLost):
+            lease.ensure_held(check=True)
+        assert lease.lost.is_set()
+        # Without asking, the clock alone ends it no later than the deadline.
+        fresh = locks.acquire("other-key", ttl=0.4)
+        sleep(0.45)
+        with pytest.raises(LockLost):
+            fresh.ensure_held()
+    finally:
+        client.close()
+        other_client.close()
+        second.stop()
+
+
+def test_leaving_after_a_loss_raises_lock_lost_after_the_cleanup(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    with pytest.raises(LockLost) as raised:
+        with locks.lock("gone", ttl=30) as lease:
+            r.delete("lock:gone")
+            # The next acquire of someone else must not be freed by our leaving.
+            other = locks.acquire("gone", ttl=30)
+    assert raised.value.lock_name == "lock:gone"
+    assert not lease.released
+    fence = r.execute_command("LOCK.FENCE", "lock:gone", other.token)
+    assert fence == other.fence
+
+    with locks.lock("gone-ok", ttl=30, lost_ok=True) as lease:
+        r.delete("lock:gone-ok")
+    assert not lease.released and lease.lost.is_set()
+
+
+def test_without_auto_refresh_the_deadline_still_reports(
+    r: redis.Redis,
+) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+
+    def was_reported() -> bool:
+        return reported == [lease]
+
+    with pytest.raises(LockLost):
+        with locks.lock(
+            "short", ttl=0.3, auto_refresh=False, on_lost=reported.append
+        ) as lease:
+            assert set_within(lease.lost, 2)
+            assert time.monotonic() >= lease.deadline
+            until(was_reported, 2, "on_lost")
+
+
+def test_a_refused_guard_and_a_release_that_finds_it_gone_report_the_loss(
+    r: redis.Redis,
+) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+    with locks.lock("guarded", ttl=30, on_lost=reported.append, lost_ok=True) as lease:
+        r.delete("lock:guarded")
+        with pytest.raises(LockLost):
+            lease.guard("SET", "x", 1)
+        assert reported == [lease]
+    assert r.get("x") is None
+
+    lease = locks.acquire("released", ttl=30)
+    lease.on_lost = reported.append
+    r.delete("lock:released")
+    assert not locks.release(lease)
+    assert reported[-1] is lease and lease.lost.is_set()
+
+
+def test_lock_lost_says_a_deleted_lock_was_removed_not_expired(
+    r: redis.Redis,
+) -> None:
+    """After a ``DEL`` the server no longer has the lock while its lease still runs:
+    the error says someone removed it (the release, a refresh, ``guard`` and
+    ``ensure_held(check=True)`` each find it so), never that the lease ran out."""
+    locks = Locks(r)
+    with pytest.raises(LockLost) as left:
+        with locks.lock("deleted", ttl=30):
+            r.delete("lock:deleted")
+    assert left.value.reason == LockLost.GONE
+    assert "released or deleted by someone else" in str(left.value), left.value
+    assert "deadline" not in str(left.value)
+
+    with locks.lock("refreshed", ttl=0.6, lost_ok=True) as lease:
+        r.delete("lock:refreshed")
+        assert set_within(lease.lost, 2), "the refresher found it gone"
+        assert lease.lost_reason == LockLost.GONE
+        with pytest.raises(LockLost) as raised:
+            lease.ensure_held()
+    assert raised.value.reason == LockLost.GONE
+
+    # Found gone by the refresher while the block waits: the same on leaving.
+    with pytest.raises(LockLost) as removed:
+        with locks.lock("deleted", ttl=0.6):
+            r.delete("lock:deleted")
+            sleep(0.5)  # the refresher finds it gone
+    assert removed.value.reason == LockLost.GONE
+    assert "released or deleted by someone else" in str(removed.value)
+
+    for found in ("guard", "check"):
+        lease = locks.acquire(found, ttl=30)
+        r.delete(f"lock:{found}")
+        with pytest.raises(LockLost) as raised:
+            if found == "guard":
+                lease.guard("SET", "x", 1)
+            else:
+                lease.ensure_held(check=True)
+        assert raised.value.reason == LockLost.GONE, found
+        assert "released or deleted by someone else" in str(raised.value)
+
+
+def test_lock_lost_says_a_deadline_passed(r: redis.Redis) -> None:
+    locks = Locks(r)
+    with pytest.raises(LockLost) as raised:
+        with locks.lock("late", ttl=0.3, auto_refresh=False) as lease:
+            assert set_within(lease.lost, 2)
+    assert raised.value.reason == LockLost.DEADLINE
+    assert lease.lost_reason == LockLost.DEADLINE
+    assert "deadline passed with no refresh confirmed" in str(raised.value)
+    # Left after the deadline without waiting for the report: the same.
+    with pytest.raises(LockLost) as late:
+        with locks.lock("late", ttl=0.3, auto_refresh=False):
+            sleep(0.5)
+    assert late.value.reason == LockLost.DEADLINE
+    # A drop-in lock has no deadline to go by: the server's refusal says what it can.
+    lock = r.lock("drop-in", timeout=30, lock_class=fencelock.Lock)
+    assert lock.acquire()
+    r.delete("drop-in")
+    with pytest.raises(LockLost) as refused:
+        lock.guard("SET", "x", 1)
+    assert refused.value.reason == LockLost.NOT_HELD
+    assert "its lease ended, or it was released or deleted" in str(refused.value)
+
+
+def test_max_hold_stops_refreshing(r: redis.Redis) -> None:
+    reported: list[Lease] = []
+    locks = Locks(r)
+    start = time.monotonic()
+    with pytest.raises(LockLost):
+        with locks.lock(
+            "hung-job", ttl=0.3, max_hold=0.5, on_lost=reported.append
+        ) as lease:
+            assert set_within(lease.lost, 3)
+            lost_after = time.monotonic() - start
+    # The last refresh goes out before 0.5 s, the lease then runs out by 0.8 s.
+    assert 0.5 <= lost_after < 1.2
+    assert reported == [lease]
+    assert r.exists("lock:hung-job") == 0
+
+
+def test_min_hold_applies_only_when_the_block_succeeded(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    with locks.lock("cron-ok", ttl=10, min_hold=5):
+        pass
+    assert 4000 < r.pttl("lock:cron-ok") <= 5000
+    with pytest.raises(RuntimeError):
+        with locks.lock("cron-failed", ttl=10, min_hold=5):
+            raise RuntimeError("the job failed: another server may retry it")
+    assert r.exists("lock:cron-failed") == 0
+
+
+def test_repr_and_errors_never_show_the_token(r: redis.Redis) -> None:
+    locks = Locks(r)
+    lease = locks.acquire("secret", ttl=30, token="s3cr3t-token-value")
+    assert "s3cr3t" not in repr(lease)
+    lock = r.lock("lock:secret", lock_class=fencelock.Lock, timeout=5, blocking=False)
+    assert not lock.acquire(token="s3cr3t-token-value-2")
+    assert "s3cr3t" not in repr(lock)
+    with pytest.raises(LockNotAcquired) as raised:
+        locks.acquire("secret", ttl=30, token="s3cr3t-other")
+    assert raised.value.lock_name == "lock:secret"
+    assert "s3cr3t" not in str(raised.value)
+
+
+def test_once_refuses_unknown_options_before_taking_any_lock(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    with pytest.raises(TypeError):
+        locks.once("job", ttl=30, wait=5)  # type: ignore[call-arg]
+    assert r.exists("lock:job") == 0
+
+
+def test_a_key_of_another_type_is_busy_for_the_manager_too(
+    r: redis.Redis,
+) -> None:
+    """An old redis-py lock at the key (mid-migration): waited for by polling, as
+    the drop-in does, and LockNotAcquired when it stays."""
+    old = r.lock("lock:report", timeout=30, thread_local=False)
+    assert old.acquire()
+    locks = Locks(r)
+    with pytest.raises(LockNotAcquired):
+        locks.acquire("report", ttl=30, wait=0.3)
+    later(0.3, old.release)
+    with locks.lock("report", ttl=30, wait=3) as lease:
+        assert lease.fence > 0

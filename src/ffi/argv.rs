@@ -1,0 +1,50 @@
+//! Command entry points. Each hands its handler Redis's own argv as borrowed strings
+//! (redis-module's generic wrapper copies every argument into a retained string and
+//! frees it afterwards, which shows on a hot path), runs it inside the guard and sends
+//! the reply.
+
+use std::ffi::c_int;
+use std::mem::ManuallyDrop;
+
+use redis_module::{raw, Context, RedisResult, RedisString};
+use smallvec::SmallVec;
+
+use super::panic_guard;
+
+/// A command: its name (for the guard's report) and its handler over borrowed
+/// arguments (argv[0] is the command name).
+pub trait Command {
+    const NAME: &'static str;
+    fn run(ctx: &Context, args: &[RedisString]) -> RedisResult;
+}
+
+/// The entry point Redis calls for `C`.
+///
+/// # Safety
+/// Called by Redis with a live context and `argc` live argument strings.
+pub unsafe extern "C" fn entry<C: Command>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let count = usize::try_from(argc).unwrap_or(0);
+    let raw_args: &[*mut raw::RedisModuleString] = if argv.is_null() || count == 0 {
+        &[]
+    } else {
+        // SAFETY: Redis passes `argc` argument pointers that live for the call.
+        unsafe { std::slice::from_raw_parts(argv, count) }
+    };
+    // Views without a reference of their own: never freed, as Redis owns the strings.
+    // Up to eight live on the stack: no allocation for the commands' usual argv.
+    let views: SmallVec<[ManuallyDrop<RedisString>; 8]> = raw_args
+        .iter()
+        .map(|&arg| ManuallyDrop::new(RedisString::from_redis_module_string(ctx, arg)))
+        .collect();
+    // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`.
+    let args = unsafe {
+        &*(views.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
+    };
+    let result = panic_guard::command(C::NAME, || C::run(&context, args));
+    context.reply(result) as c_int
+}

@@ -1,0 +1,69 @@
+//! `INFO fencelock`: counters since start and the current gauges (section
+//! `fencelock_stats`, fields prefixed `fencelock_`).
+
+use std::ffi::CStr;
+
+use crate::blocking;
+use crate::ffi::server;
+use crate::keyspace::sessions;
+use crate::node_fence;
+use crate::observing;
+use crate::stats;
+
+pub const SECTION: &CStr = c"stats";
+
+/// The section's fields now.
+pub fn fields() -> Vec<(&'static CStr, i64)> {
+    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    vec![
+        (c"acquired", as_i64(stats::ACQUIRED.get())),
+        (c"contended", as_i64(stats::CONTENDED.get())),
+        (c"released", as_i64(stats::RELEASED.get())),
+        (c"refreshed", as_i64(stats::REFRESHED.get())),
+        (c"expired", as_i64(stats::EXPIRED.get())),
+        (c"evicted", as_i64(stats::EVICTED.get())),
+        (c"evicted_marks", as_i64(stats::EVICTED_MARKS.get())),
+        (c"handoffs", as_i64(stats::HANDOFFS.get())),
+        (c"handoff_looks", as_i64(stats::HANDOFF_LOOKS.get())),
+        (c"block_timeouts", as_i64(stats::BLOCK_TIMEOUTS.get())),
+        (c"guarded", as_i64(stats::GUARDED.get())),
+        (c"guard_refused", as_i64(stats::GUARD_REFUSED.get())),
+        (c"fenced", as_i64(stats::FENCED.get())),
+        (c"fenced_stale", as_i64(stats::FENCED_STALE.get())),
+        (c"keepalives", as_i64(stats::KEEPALIVES.get())),
+        (c"kept_alive", as_i64(stats::KEPT_ALIVE.get())),
+        (c"closes", as_i64(stats::CLOSES.get())),
+        (c"deadlocks", as_i64(stats::DEADLOCKS.get())),
+        (c"proclaims", as_i64(stats::PROCLAIMS.get())),
+        (c"observed", as_i64(stats::OBSERVED.get())),
+        (c"once_runs", as_i64(stats::ONCE_RUNS.get())),
+        (c"once_retries", as_i64(stats::ONCE_RETRIES.get())),
+        (c"once_replays", as_i64(stats::ONCE_REPLAYS.get())),
+        (c"once_done", as_i64(stats::ONCE_DONE.get())),
+        (
+            c"once_fingerprint_refused",
+            as_i64(stats::ONCE_FINGERPRINT_REFUSED.get()),
+        ),
+        (
+            c"waiters",
+            i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),
+        ),
+        (
+            c"observers",
+            i64::try_from(observing::total()).unwrap_or(i64::MAX),
+        ),
+        (c"held_locks", stats::LIVE_LOCKS.get()),
+        // Sessions the index knows keys of (some may have just lost their last holding).
+        (
+            c"sessions",
+            i64::try_from(sessions::count()).unwrap_or(i64::MAX),
+        ),
+        // The highest fence issued here or seen (loaded, replicated): a replica shows
+        // how far the primary's grants reached it, which is what a promotion keeps.
+        (c"fence_clock", as_i64(node_fence::last())),
+        // A missing fence mark admits no fence below this (0 until a mark is evicted).
+        (c"mark_floor", as_i64(node_fence::mark_floor())),
+        // 1: maxmemory is set with a policy that may evict locks or fence marks.
+        (c"eviction_possible", i64::from(server::eviction_possible())),
+    ]
+}
