@@ -448,3 +448,40 @@ fn done_is_announced_as_a_keyspace_event() {
         Some(&Reply::Bulk(Some(b"lock.done".to_vec())))
     );
 }
+
+#[test]
+fn acl_key_patterns_apply_to_claims_and_results() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let _: () = cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">secret")
+        .arg("~once:*")
+        .arg("%R~seen:*")
+        .arg("+@all")
+        .query(&mut admin)
+        .unwrap();
+    let mut con = server.connect();
+    let _: () = cmd("AUTH")
+        .arg("app")
+        .arg("secret")
+        .query(&mut con)
+        .unwrap();
+    let Claim::Run { token, .. } = claim(&mut con, "once:1", 10_000, 60_000, &[]) else {
+        panic!("runs");
+    };
+    assert_eq!(done(&mut con, "once:1", &token, "r"), 1);
+    for args in [
+        &["LOCK.ONCE", "other:1", "10000", "KEEP", "1000"][..],
+        &["LOCK.ONCE", "seen:1", "10000", "KEEP", "1000"],
+        &["LOCK.DONE", "other:1", "t", "r"],
+        &["LOCK.DONE", "seen:1", "t", "r"],
+    ] {
+        assert!(
+            error_of(&mut con, args).starts_with("NOPERM"),
+            "{args:?}: a claim and a result need write access to the key"
+        );
+    }
+}
