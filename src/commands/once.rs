@@ -26,7 +26,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server::{self, selected_db};
 use crate::ffi::server_clock as clock;
-use crate::keyspace::effects;
+use crate::keyspace::effects::{self, Change};
 use crate::keyspace::once::{self, NewRun};
 use crate::node_fence;
 use crate::stats;
@@ -139,8 +139,8 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
                 keep_ms,
                 fingerprint: request.fingerprint,
             };
-            let change = once::run(ctx, &mut key, &new)?;
-            blocking::after(ctx, &mut key, change);
+            once::run(ctx, &mut key, &new)?;
+            blocking::after(ctx, &mut key, Change::Granted(Mode::Exclusive));
             reply::grant(ctx, token, fence);
             Ok(RedisValue::NoReply)
         }

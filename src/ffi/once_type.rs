@@ -9,7 +9,7 @@
 //! buffer). The key's expiry is the lease (running) or the end of the keep time (done).
 //!
 //! `LOCK.RECORD key RUNNING token fence KEEP ms [PXAT deadline] [FINGERPRINT fp]
-//! [SESSION s]` and `LOCK.RECORD key DONE fence result KEEP ms [PXAT until]
+//! [SESSION s] [VALUE v]` and `LOCK.RECORD key DONE fence result KEEP ms [PXAT until]
 //! [FINGERPRINT fp]`: without `PXAT` in an AOF rewrite (Redis appends the key's
 //! `PEXPIREAT`).
 
@@ -115,6 +115,10 @@ pub fn record_args(key: &[u8], record: &OnceRecord, deadline_ms: Option<i64>) ->
     if let Some(session) = record.running_holding().and_then(|h| h.session()) {
         args.push(b"SESSION".to_vec());
         args.push(session.into_owned());
+    }
+    if let Some(value) = record.running_holding().and_then(|h| h.value()) {
+        args.push(b"VALUE".to_vec());
+        args.push(value.to_vec());
     }
     args
 }

@@ -7,13 +7,11 @@
 
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Extras, Holding};
-use fencelock_core::mode::Mode;
 use fencelock_core::once::OnceRecord;
 use fencelock_core::token::Generated;
 use fencelock_core::value::LockValue;
 use redis_module::Context;
 
-use super::effects::Change;
 use super::{lock_events as events, propagation, sessions};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::once_type::record_args;
@@ -37,7 +35,7 @@ pub struct NewRun<'a> {
 /// Makes the caller the running holder of a free `key`: an exclusive holding with the
 /// claim's keep time and fingerprint, until `deadline_ms`. Propagated as `LOCK.RECORD
 /// key RUNNING …`.
-pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<Change, CommandError> {
+pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<(), CommandError> {
     let extras = Extras {
         session: new.session,
         ..Extras::default()
@@ -61,7 +59,7 @@ pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<Change, Com
     events::notify(ctx, events::ACQUIRED, name);
     stats::ACQUIRED.bump();
     stats::ONCE_RUNS.bump();
-    Ok(Change::Granted(Mode::Exclusive))
+    Ok(())
 }
 
 /// The running claim of `key` (whose holder the caller checked) becomes a done record
@@ -110,7 +108,7 @@ pub fn apply_record(
     key: &mut LockKey,
     record: Box<OnceRecord>,
     deadline_ms: Option<i64>,
-) -> Result<Change, CommandError> {
+) -> Result<(), CommandError> {
     let session = record
         .running_holding()
         .and_then(Holding::session)
@@ -130,7 +128,19 @@ pub fn apply_record(
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }
-    Ok(Change::Applied(Mode::Exclusive))
+    Ok(())
+}
+
+/// The running claim of `key` changed in place (its holder's value, `LOCK.PROCLAIM`):
+/// propagated whole as its `LOCK.RECORD` with the lease's end, as a holding's change is
+/// as its `LOCK.APPLY`. `false` when `key` holds no running claim.
+pub fn propagate_running(ctx: &Context, key: &LockKey, lease_end_ms: Option<i64>) -> bool {
+    let Some(record) = key.once().filter(|record| !record.is_done()) else {
+        return false;
+    };
+    let args = record_args(key.name().as_slice(), record, lease_end_ms);
+    propagate(ctx, &args);
+    true
 }
 
 /// `key` is about to change what observers see of it.

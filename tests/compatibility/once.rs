@@ -42,10 +42,12 @@ fn replay(fence: i64, result: &str) -> Value {
     ])
 }
 
-/// One key running (`running`, token `t1`) and one done (`done`, result `r`): their
+/// One key running (`running`, token `t1`, value `addr`) and one done (`done`, result `r`): their
 /// fences.
 fn one_of_each(con: &mut Connection) -> (i64, i64) {
     let running = run(con, "running", "t1", "fp1");
+    // A value proclaimed on a run stays part of the run (a leader doing a job once).
+    assert_eq!(int(con, &["LOCK.PROCLAIM", "running", "t1", "addr"]), 1);
     let done = run(con, "done", "t2", "fp2");
     assert_eq!(int(con, &["LOCK.DONE", "done", "t2", "r"]), 1);
     (running, done)
@@ -55,6 +57,15 @@ fn one_of_each(con: &mut Connection) -> (i64, i64) {
 /// fingerprint kept), the done one replayed (its fingerprint kept).
 fn assert_kept(con: &mut Connection, (running, done): (i64, i64), context: &str) {
     assert_eq!(fence_of(con, "running", "t1"), Some(running), "{context}");
+    let info = lock_info(con, "running").unwrap();
+    assert_eq!(
+        info.get("state"),
+        Some(&Value::SimpleString("running".into()))
+    );
+    assert_eq!(
+        info.get("value"),
+        Some(&Value::BulkString(b"addr".to_vec()))
+    );
     assert_eq!(
         claim(con, "running", 1_000, 1_000, &[]),
         Value::Nil,
