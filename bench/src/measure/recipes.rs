@@ -57,6 +57,9 @@ pub const HELD_PER_CONN: u64 = 1_000;
 /// Keyspace the cycles' random keys come from: large enough that two cycles in flight
 /// rarely pick the same key (a collision is counted as busy and retried).
 pub const KEYSPACE: u64 = 10_000_000;
+/// The result a run-once replay and a cached-result `GET` return: a small JSON answer,
+/// as an API's response body would be.
+pub const RESULT: &[u8] = br#"{"order":17,"status":"paid","amount":4200}"#;
 /// Keys each four-key cycle takes.
 pub const CYCLE_KEYS: u64 = 4;
 /// `CYCLE_KEYS` as `LOCK.ACQUIREALL`'s numkeys.
@@ -101,6 +104,12 @@ pub enum Command {
     LockFence,
     /// `GET key` on a held key.
     Get,
+    /// `LOCK.ONCE key ttl KEEP keep` on a key whose run is done: a duplicate answered
+    /// `[nil, fence, result]` (run once's replay).
+    OnceReplay,
+    /// `GET key` on a key holding a result as long as the replayed one: the cached
+    /// result a hand-rolled idempotency record reads.
+    GetResult,
     /// fencelock's lock cycle: `LOCK.ACQUIRE`, `LOCK.RELEASE` with the granted token.
     FencelockCycle,
     /// The Lua pattern's cycle: `SET NX PX`, `INCR fence:key`, `EVALSHA` release.
@@ -140,6 +149,10 @@ pub enum Command {
     HoldWithFencelock,
     /// Set-up: `SET key token PX ttl`.
     HoldWithSet,
+    /// Set-up: `LOCK.RECORD key DONE 1 result KEEP keep`, a done run-once record.
+    DoneWithRecord,
+    /// Set-up: `SET key result PX keep`, a cached result.
+    ResultWithSet,
     /// Set-up: `FLOOR.ACQUIRE key ttl`, each granted token kept (`records_tokens`).
     HoldWithFloor,
 }
@@ -162,6 +175,8 @@ impl Command {
             | Command::SetIfEq
             | Command::LockFence
             | Command::Get
+            | Command::OnceReplay
+            | Command::GetResult
             | Command::LockGuard
             | Command::LuaGuard
             | Command::LockFenced
@@ -195,6 +210,8 @@ impl Command {
             | Command::Get
             | Command::LuaGuard
             | Command::LuaProclaim => Some(Setup::Held(Command::HoldWithSet)),
+            Command::OnceReplay => Some(Setup::Held(Command::DoneWithRecord)),
+            Command::GetResult => Some(Setup::Held(Command::ResultWithSet)),
             _ => None,
         }
     }
@@ -449,7 +466,21 @@ impl Recipe {
                     b"v",
                 ],
             ),
-            (Command::Get, _) => encode(out, &[b"GET", key]),
+            (Command::Get | Command::GetResult, _) => encode(out, &[b"GET", key]),
+            (Command::OnceReplay, _) => encode(out, &[b"LOCK.ONCE", key, TTL, b"KEEP", LONG_TTL]),
+            (Command::DoneWithRecord, _) => encode(
+                out,
+                &[
+                    b"LOCK.RECORD",
+                    key,
+                    b"DONE",
+                    b"1",
+                    RESULT,
+                    b"KEEP",
+                    LONG_TTL,
+                ],
+            ),
+            (Command::ResultWithSet, _) => encode(out, &[b"SET", key, RESULT, b"PX", LONG_TTL]),
             (Command::HoldWithFencelock, _) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, LONG_TTL, b"TOKEN", token])
             }
@@ -513,6 +544,15 @@ impl Recipe {
             (Command::Ping, _) => matches!(&reply, Reply::Status(s) if s == "PONG"),
             (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
             (Command::Get, _) => reply.bulk().is_some(),
+            (Command::GetResult, _) => reply.bulk() == Some(RESULT),
+            // `[nil, fence, result]`.
+            (Command::OnceReplay, _) => match &reply {
+                Reply::Array(Some(items)) => matches!(items.as_slice(),
+                    [Reply::Bulk(None), fence, Reply::Bulk(Some(result))]
+                        if fence.integer() == Some(1) && result.as_slice() == RESULT),
+                _ => false,
+            },
+            (Command::DoneWithRecord | Command::ResultWithSet, _) => reply.is_ok(),
             // Guarded and fenced writes answer the inner SET's OK.
             (
                 Command::LockGuard | Command::LuaGuard | Command::LockFenced | Command::LuaFenced,

@@ -32,7 +32,7 @@ pub struct Group {
     pub variants: &'static [(&'static str, Command)],
 }
 
-const GROUPS: [Group; 8] = [
+const GROUPS: [Group; 9] = [
     Group {
         id: "acquire",
         title: "acquire on fresh keys",
@@ -72,6 +72,15 @@ const GROUPS: [Group; 8] = [
         title: "read the fence",
         unit: "reads/s",
         variants: &[("LOCK.FENCE", Command::LockFence), ("GET", Command::Get)],
+    },
+    Group {
+        id: "replay",
+        title: "a duplicate's replay of a stored result",
+        unit: "replies/s",
+        variants: &[
+            ("LOCK.ONCE (done)", Command::OnceReplay),
+            ("GET cached result", Command::GetResult),
+        ],
     },
     Group {
         id: "guard",
