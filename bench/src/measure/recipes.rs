@@ -110,6 +110,12 @@ pub enum Command {
     /// `GET key` on a key holding a result as long as the replayed one: the cached
     /// result a hand-rolled idempotency record reads.
     GetResult,
+    /// Run once's whole cycle on a random key: `LOCK.ONCE key ttl KEEP ttl` (the run),
+    /// `LOCK.DONE key token result`, then a duplicate's `LOCK.ONCE` (the replay).
+    OnceCycle,
+    /// The Powertools-style recipe's cycle: `SET key INPROGRESS NX PX ttl`, `SET key
+    /// result XX PX ttl`, then a duplicate's `GET key`.
+    SetNxSetGetCycle,
     /// fencelock's lock cycle: `LOCK.ACQUIRE`, `LOCK.RELEASE` with the granted token.
     FencelockCycle,
     /// The Lua pattern's cycle: `SET NX PX`, `INCR fence:key`, `EVALSHA` release.
@@ -185,9 +191,11 @@ impl Command {
             | Command::LuaProclaim
             | Command::AcquireAllCycle
             | Command::PipelinedAcquireCycle => Keys::Cycle(HELD_PER_CONN),
-            Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
-                Keys::Random(KEYSPACE)
-            }
+            Command::FencelockCycle
+            | Command::LuaCycle
+            | Command::NativeCycle
+            | Command::OnceCycle
+            | Command::SetNxSetGetCycle => Keys::Random(KEYSPACE),
             Command::SemaphoreCycle | Command::LuaSemaphoreCycle => Keys::Random(SEMAPHORES),
             _ => Keys::Fresh,
         }
@@ -228,7 +236,10 @@ impl Command {
             | Command::FencelockCycle
             | Command::SemaphoreCycle
             | Command::LuaSemaphoreCycle => 2,
-            Command::LuaCycle | Command::NativeCycle => 3,
+            Command::LuaCycle
+            | Command::NativeCycle
+            | Command::OnceCycle
+            | Command::SetNxSetGetCycle => 3,
             Command::AcquireAllCycle => 1 + CYCLE_KEYS,
             Command::PipelinedAcquireCycle => 2 * CYCLE_KEYS,
             _ => 1,
@@ -250,6 +261,16 @@ impl Command {
             (Command::AcquireAllCycle | Command::PipelinedAcquireCycle, _) => CYCLE_KEYS as usize,
             _ => 1,
         }
+    }
+}
+
+/// `[nil, fence, result]` with the benchmark's result: a run-once replay.
+fn is_replay(reply: &Reply) -> bool {
+    match reply {
+        Reply::Array(Some(items)) => matches!(items.as_slice(),
+            [Reply::Bulk(None), fence, Reply::Bulk(Some(result))]
+                if fence.integer().is_some_and(|fence| fence > 0) && result.as_slice() == RESULT),
+        _ => false,
     }
 }
 
@@ -468,6 +489,15 @@ impl Recipe {
             ),
             (Command::Get | Command::GetResult, _) => encode(out, &[b"GET", key]),
             (Command::OnceReplay, _) => encode(out, &[b"LOCK.ONCE", key, TTL, b"KEEP", LONG_TTL]),
+            (Command::OnceCycle, 1) => encode(out, &[b"LOCK.DONE", key, &op.token, RESULT]),
+            (Command::OnceCycle, _) => encode(out, &[b"LOCK.ONCE", key, TTL, b"KEEP", TTL]),
+            (Command::SetNxSetGetCycle, 0) => {
+                encode(out, &[b"SET", key, b"INPROGRESS", b"NX", b"PX", TTL])
+            }
+            (Command::SetNxSetGetCycle, 1) => {
+                encode(out, &[b"SET", key, RESULT, b"XX", b"PX", TTL])
+            }
+            (Command::SetNxSetGetCycle, _) => encode(out, &[b"GET", key]),
             (Command::DoneWithRecord, _) => encode(
                 out,
                 &[
@@ -518,6 +548,23 @@ impl Recipe {
                 | Command::SemaphoreCycle,
                 0,
             ) if reply.is_nil() => return Outcome::Busy,
+            // A random key whose earlier cycle's result is still kept: a retry.
+            (Command::OnceCycle | Command::SetNxSetGetCycle, 0)
+                if reply.is_nil()
+                    || matches!(&reply, Reply::Array(Some(items)) if items.len() == 3) =>
+            {
+                return Outcome::Busy
+            }
+            (Command::OnceCycle, 0) => match reply.grant() {
+                Some((token, _fence)) => {
+                    op.token = token.to_vec();
+                    true
+                }
+                None => false,
+            },
+            (Command::OnceCycle, 2) => is_replay(&reply),
+            (Command::SetNxSetGetCycle, 2) => reply.bulk() == Some(RESULT),
+            (Command::SetNxSetGetCycle, _) => reply.is_ok(),
             // The semaphore script answers 0 when every permit is taken.
             (Command::LuaSemaphoreCycle, 0) if reply.integer() == Some(0) => return Outcome::Busy,
             (Command::FencelockCycle | Command::SemaphoreCycle | Command::HoldWithFloor, 0) => {
@@ -545,13 +592,7 @@ impl Recipe {
             (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
             (Command::Get, _) => reply.bulk().is_some(),
             (Command::GetResult, _) => reply.bulk() == Some(RESULT),
-            // `[nil, fence, result]`.
-            (Command::OnceReplay, _) => match &reply {
-                Reply::Array(Some(items)) => matches!(items.as_slice(),
-                    [Reply::Bulk(None), fence, Reply::Bulk(Some(result))]
-                        if fence.integer() == Some(1) && result.as_slice() == RESULT),
-                _ => false,
-            },
+            (Command::OnceReplay, _) => is_replay(&reply),
             (Command::DoneWithRecord | Command::ResultWithSet, _) => reply.is_ok(),
             // Guarded and fenced writes answer the inner SET's OK.
             (

@@ -32,7 +32,7 @@ pub struct Group {
     pub variants: &'static [(&'static str, Command)],
 }
 
-const GROUPS: [Group; 9] = [
+const GROUPS: [Group; 10] = [
     Group {
         id: "acquire",
         title: "acquire on fresh keys",
@@ -80,6 +80,18 @@ const GROUPS: [Group; 9] = [
         variants: &[
             ("LOCK.ONCE (done)", Command::OnceReplay),
             ("GET cached result", Command::GetResult),
+        ],
+    },
+    Group {
+        id: "once-cycle",
+        title: "run once: claim + store the result + a duplicate's read, random keys",
+        unit: "cycles/s",
+        variants: &[
+            ("LOCK.ONCE + LOCK.DONE + LOCK.ONCE", Command::OnceCycle),
+            (
+                "SET NX + SET + GET (Powertools-style)",
+                Command::SetNxSetGetCycle,
+            ),
         ],
     },
     Group {
