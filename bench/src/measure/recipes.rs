@@ -33,6 +33,13 @@
 //! number), so every proclaim changes the value, and the script's owner check compares
 //! the one the visit before wrote (the set-up's, the token, on the first visit).
 //!
+//! Run once: a duplicate's replay, `LOCK.ONCE key ttl KEEP keep` on keys a set-up
+//! `LOCK.RECORD … DONE` left done, against a `GET` of keys a set-up `SET` gave the same
+//! result (`RESULT`); and the whole cycle on random keys — `LOCK.ONCE` (the run, its
+//! token kept), `LOCK.DONE key token result`, a duplicate's `LOCK.ONCE` (the replay),
+//! against the Powertools-style recipe `SET key INPROGRESS NX PX ttl`, `SET key result XX
+//! PX ttl`, `GET key`. A random key an earlier cycle left (kept, or running) is a retry.
+//!
 //! The four-key cycles (`LOCK.ACQUIREALL`'s scenario, `acquireall`) take four keys of
 //! the connection's own under its client token and give them back: `LOCK.ACQUIREALL 4
 //! k1 k2 k3 k4 ttl TOKEN t`, or four `LOCK.ACQUIRE ki ttl TOKEN t` sent in one write;

@@ -1,5 +1,6 @@
 //! Scenarios 1 and 2: per-command throughput, the lock cycle and the semaphore cycle,
-//! fencelock against the Lua pattern (the ZSET recipe for the semaphore), where the
+//! fencelock against the Lua pattern (the ZSET recipe for the semaphore; for run once,
+//! a `GET` of a cached result and the `SET NX` + `SET` + `GET` idempotency recipe), where the
 //! server has them its native owner checks, and for acquire, release and refresh the
 //! floor module (`bench/floor`: the same key work and nothing else), pipelined and
 //! unpipelined. Every comparison runs its variants back to back within each
