@@ -30,6 +30,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 
 from . import sql
 from ._election import Leader
+from ._once import Once
 from ._sync.election import Election, Leadership
 from ._sync.guarded import fenced
 from ._sync.info import lock_info
@@ -40,6 +41,7 @@ from ._sync.multi import ManagedMultiLock, MultiLock
 from ._sync.shared import ReadWriteLock, Semaphore
 from .errors import (
     Deadlock,
+    FingerprintMismatch,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -56,6 +58,7 @@ __version__ = "0.3.0"
 __all__ = [
     "Deadlock",
     "Election",
+    "FingerprintMismatch",
     "Leader",
     "Leadership",
     "Lease",
@@ -70,6 +73,7 @@ __all__ = [
     "ModuleNotLoaded",
     "MultiLock",
     "NotReplicated",
+    "Once",
     "ReadWriteLock",
     "Semaphore",
     "ServerUnavailable",

@@ -15,8 +15,10 @@ from .._async.locks import Locks
 from .._async.multi import ManagedMultiLock, MultiLock
 from .._async.shared import ReadWriteLock, Semaphore
 from .._election import Leader
+from .._once import Once
 from ..errors import (
     Deadlock,
+    FingerprintMismatch,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -31,6 +33,7 @@ from ..info import LockInfo
 __all__ = [
     "Deadlock",
     "Election",
+    "FingerprintMismatch",
     "Leader",
     "Leadership",
     "Lease",
@@ -43,6 +46,7 @@ __all__ = [
     "ModuleNotLoaded",
     "MultiLock",
     "NotReplicated",
+    "Once",
     "ReadWriteLock",
     "Semaphore",
     "ServerUnavailable",
