@@ -25,14 +25,13 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 import uvicorn
-from fencelock import StaleFence
-from fencelock.asyncio import Locks, fenced
-
 from celery_report import TASK, make_app
 from checkout import checkout
 from fastapi_checkout import create_app
 from fastapi_idempotent import create_app as create_idempotent_app
 from fastapi_idempotent import payment_keys
+from fencelock import StaleFence
+from fencelock.asyncio import Locks, fenced
 from payment_api import call_limited
 from stock_update import AfterRead, Inventory, adjust_redis_stock, adjust_stock
 

@@ -13,6 +13,9 @@
   (``LOCK.ACQUIREALL``), shaped like ``Lock``; ``Locks.lock_all`` does the same with
   the manager's leases (``ManagedMultiLock``). ``fencelock.Deadlock`` is raised when
   the server refuses a wait that would close a cycle.
+- ``Locks.once_result`` / ``@Locks.idempotent``: run an operation once and answer
+  every duplicate with its stored result (``LOCK.ONCE``, ``LOCK.DONE``); ``Once`` is
+  what the block gets, ``FingerprintMismatch`` a claim with another fingerprint.
 - ``fencelock.Election``: leader election on one lock, shaped like etcd's:
   ``campaign(value)`` waits and leads (a ``Leadership`` with its fence,
   ``proclaim``, ``resign``), ``leader()`` and ``observe()`` say who leads.

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+import redis.exceptions
 
 from fencelock.asyncio import (
     FingerprintMismatch,
@@ -265,4 +266,19 @@ async def test_the_idempotent_decorator(r: redis.asyncio.Redis) -> None:
     with pytest.raises(ValueError):
         await charge("o-2", -1)  # not stored: it ran again
     assert charges == [("o-1", 30), ("o-2", -1), ("o-2", -1)]
+    await locks.aclose()
+
+
+async def test_a_result_over_the_servers_limit_gives_the_run_up(
+    r: redis.asyncio.Redis,
+) -> None:
+    locks = Locks(r)
+    await r.config_set("fencelock.max-result-length", 8)
+    try:
+        with pytest.raises(redis.exceptions.ResponseError, match="maximum allowed"):
+            async with locks.once_result("big", keep=60) as too_big:
+                too_big.set("x" * 20)
+    finally:
+        await r.config_set("fencelock.max-result-length", 65536)
+    assert await r.exists("lock:big") == 0, "given up, not left running"
     await locks.aclose()

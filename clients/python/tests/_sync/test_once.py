@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.exceptions
 
 from fencelock import (
     FingerprintMismatch,
@@ -265,4 +266,19 @@ def test_the_idempotent_decorator(r: redis.Redis) -> None:
     with pytest.raises(ValueError):
         charge("o-2", -1)  # not stored: it ran again
     assert charges == [("o-1", 30), ("o-2", -1), ("o-2", -1)]
+    locks.close()
+
+
+def test_a_result_over_the_servers_limit_gives_the_run_up(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    r.config_set("fencelock.max-result-length", 8)
+    try:
+        with pytest.raises(redis.exceptions.ResponseError, match="maximum allowed"):
+            with locks.once_result("big", keep=60) as too_big:
+                too_big.set("x" * 20)
+    finally:
+        r.config_set("fencelock.max-result-length", 65536)
+    assert r.exists("lock:big") == 0, "given up, not left running"
     locks.close()

@@ -1,8 +1,9 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
 clients), ``MultiLock`` (several locks at once), ``Semaphore`` and ``ReadWriteLock``,
 ``Locks`` (the lock manager with one refresher task, loss reports, ``once``,
-``lock_all``), ``Election`` (leader election), ``lock_info`` and ``fenced``; leases
-and locks have ``guard``. The same names as ``fencelock``, awaited."""
+``once_result``, ``idempotent``, ``lock_all``), ``Election`` (leader election),
+``lock_info`` and ``fenced``; leases and locks have ``guard``. The same names as
+``fencelock``, awaited."""
 
 from __future__ import annotations
 
