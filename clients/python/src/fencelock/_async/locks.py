@@ -601,7 +601,7 @@ class Locks:
             )
             if claimed is None:
                 raise LockNotAcquired(key, f"run {key!r} is running elsewhere")
-            if claimed.result is not None:
+            if not claimed.granted:
                 replay = Once(key, claimed.fence, serializer, stored=claimed.result)
             else:
                 grant = _acquire.Grant(claimed.fence, sent, time.monotonic())
@@ -611,7 +611,7 @@ class Locks:
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
-        if claimed.result is not None:
+        if not claimed.granted:
             yield replay
             return
         try:
@@ -652,7 +652,11 @@ class Locks:
                 )
             )
         except (ConnectionError, TimeoutError) as error:
-            # Stored or not, unknown: the run's lease runs out at its ttl if not.
+            # Stored or not, unknown. If not, the run must end rather than be kept
+            # alive by its session: released before the session's next keepalive
+            # there (a release of a done record changes nothing); a lease of its
+            # own runs out at its ttl.
+            self._release_later(lease)
             raise ServerUnavailable(
                 lease.key, describe(self.client, lease.key), error
             ) from error
