@@ -34,6 +34,10 @@ gives that lock a lease of its own, refreshed on its own as without sessions.
 ``lock_delay`` (seconds, on the manager or per lock) keeps a lock whose lease ran out
 taken by nobody that long (``LOCKDELAY``).
 
+``once_result(name, keep=...)`` runs an operation once and answers every duplicate
+with its stored result (``LOCK.ONCE``, ``LOCK.DONE``); ``idempotent`` is its
+decorator.
+
 ``lock_all(names, ttl)`` takes several locks in one step, all or none
 (``LOCK.ACQUIREALL``): a ``ManagedMultiLock`` whose holdings are leases of the
 manager, kept alive by its session (or each refreshed on its own without one).
