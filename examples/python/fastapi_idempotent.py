@@ -19,6 +19,11 @@ tag keeps the run, the mark and the record in one slot on Redis Cluster.
     python fastapi_idempotent.py --url redis://127.0.0.1:6379/0 --port 8000
     curl -X POST 127.0.0.1:8000/checkout -H 'Idempotency-Key: 8e03978e' \\
         -H 'content-type: application/json' -d '{"cart_id": "c-1", "amount_cents": 1999}'
+
+Several worker processes (each makes its own app and manager):
+
+    FENCELOCK_URL=redis://127.0.0.1:6379/0 uvicorn --factory \\
+        fastapi_idempotent:app_from_environment --workers 4 --port 8000
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -152,8 +158,16 @@ def create_app(url: str, charge: Charge | None = None, *, ttl: float = 10.0) -> 
     return app
 
 
+def app_from_environment() -> FastAPI:
+    """The app for a server that starts several worker processes (uvicorn
+    ``--workers``, gunicorn): each worker makes its own, for the URL in
+    ``FENCELOCK_URL``."""
+    url = os.environ.get("FENCELOCK_URL", "redis://127.0.0.1:6379/0")
+    return create_app(url, provider(0.2))
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
