@@ -246,6 +246,18 @@ pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
 /// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
 /// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
 /// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
+/// A key that holds a done record it did not get from `LOCK.DONE` (`RESTORE`,
+/// `RENAME`, `SWAPDB`, `LOCK.RECORD` put it there): its waiting duplicates are answered
+/// with the result, as `LOCK.DONE` answers them; plain acquires go on waiting.
+fn answer_done_record(ctx: &Context, key: &LockKey) {
+    let Some(record) = key.once().filter(|record| record.is_done()) else {
+        return;
+    };
+    let (fence, fingerprint) = (record.fence(), record.fingerprint().map(<[u8]>::to_vec));
+    let result = record.result().unwrap_or_default().to_vec();
+    answer_done(ctx, key, fence, fingerprint.as_deref(), &result);
+}
+
 pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     if !anyone_waiting() {
         return false;
@@ -263,6 +275,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         key_changed(ctx, id.0, &id.1);
         return false;
     }
+    answer_done_record(ctx, key);
     let max_holders = config::limits().max_holders;
     let mut handed = false;
     while let Some((ticket, mode, keys, token)) = with_registry(|r| {

@@ -485,3 +485,45 @@ fn acl_key_patterns_apply_to_claims_and_results() {
         );
     }
 }
+
+/// A waiting duplicate whose key becomes a done record by another way than
+/// `LOCK.DONE` (`RESTORE … REPLACE`, `RENAME` onto it) is answered with that record's
+/// result at once, as a claim sent then would be, not left to its timeout.
+#[test]
+fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let Claim::Run { token, fence } = claim(&mut con, "src", 10_000, 60_000, &[]) else {
+        panic!("the first claim runs");
+    };
+    assert_eq!(done(&mut con, "src", &token, "restored"), 1);
+    let dump: Vec<u8> = cmd("DUMP").arg("src").query(&mut con).unwrap();
+    for (step, moved) in [("restore", false), ("rename", true)] {
+        let _: Value = cmd("DEL").arg("k").query(&mut con).unwrap();
+        assert!(matches!(
+            claim(&mut con, "k", 60_000, 60_000, &[]),
+            Claim::Run { .. }
+        ));
+        let mut waiter = server.connect();
+        let waiting =
+            std::thread::spawn(move || claim(&mut waiter, "k", 10_000, 60_000, &["BLOCK", "8000"]));
+        wait_for_waiters(&mut con, "k", 1);
+        if moved {
+            let _: () = cmd("RENAME").arg("src").arg("k").query(&mut con).unwrap();
+        } else {
+            let _: () = cmd("RESTORE")
+                .arg("k")
+                .arg(60_000)
+                .arg(&dump)
+                .arg("REPLACE")
+                .query(&mut con)
+                .unwrap();
+        }
+        let expected = Claim::Replay {
+            fence,
+            result: "restored".into(),
+        };
+        assert_eq!(waiting.join().unwrap(), expected, "{step}");
+        assert_eq!(waiters(&mut con, "k"), 0, "{step}");
+    }
+}
