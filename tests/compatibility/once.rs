@@ -9,22 +9,10 @@ use testkit::*;
 
 use crate::cluster::{key_per_node, Cluster, SlotMove};
 
-/// `LOCK.ONCE key ttl KEEP keep extra…`'s raw reply.
-fn claim(con: &mut Connection, key: &str, ttl: i64, keep: i64, extra: &[&str]) -> Value {
-    cmd("LOCK.ONCE")
-        .arg(key)
-        .arg(ttl)
-        .arg("KEEP")
-        .arg(keep)
-        .arg(extra)
-        .query(con)
-        .unwrap()
-}
-
 /// A claim that runs: its fence.
 fn run(con: &mut Connection, key: &str, token: &str, fingerprint: &str) -> i64 {
     let extra = ["TOKEN", token, "FINGERPRINT", fingerprint, "SESSION", "w"];
-    match claim(con, key, 60_000, 120_000, &extra) {
+    match once_claim(con, key, 60_000, 120_000, &extra) {
         Value::Array(items) => match items.as_slice() {
             [_, Value::Int(fence)] => *fence,
             other => panic!("not a run: {other:?}"),
@@ -67,7 +55,7 @@ fn assert_kept(con: &mut Connection, (running, done): (i64, i64), context: &str)
         Some(&Value::BulkString(b"addr".to_vec()))
     );
     assert_eq!(
-        claim(con, "running", 1_000, 1_000, &[]),
+        once_claim(con, "running", 1_000, 1_000, &[]),
         Value::Nil,
         "{context}: still running"
     );
@@ -82,12 +70,12 @@ fn assert_kept(con: &mut Connection, (running, done): (i64, i64), context: &str)
         .unwrap_err();
     assert_eq!(refused.code(), Some("FINGERPRINT"), "{context}");
     assert_eq!(
-        claim(con, "done", 1_000, 1_000, &[]),
+        once_claim(con, "done", 1_000, 1_000, &[]),
         replay(done, "r"),
         "{context}"
     );
     assert_eq!(
-        claim(con, "done", 1_000, 1_000, &["FINGERPRINT", "fp2"]),
+        once_claim(con, "done", 1_000, 1_000, &["FINGERPRINT", "fp2"]),
         replay(done, "r"),
         "{context}"
     );
@@ -136,7 +124,7 @@ fn aof_round_trip(preamble: &str) {
     let mut con = server.connect();
     assert_eq!(digest(&mut con), before, "preamble {preamble}");
     assert_eq!(
-        claim(&mut con, "late", 1_000, 1_000, &[]),
+        once_claim(&mut con, "late", 1_000, 1_000, &[]),
         replay(late, "tail")
     );
     assert_kept(&mut con, fences, &format!("AOF, preamble {preamble}"));
@@ -209,7 +197,7 @@ fn dump_and_restore_carry_both_records_whole() {
     }
     assert_eq!(fence_of(&mut con, "running-copy", "t1"), Some(running));
     assert_eq!(
-        claim(&mut con, "done-copy", 1_000, 1_000, &[]),
+        once_claim(&mut con, "done-copy", 1_000, 1_000, &[]),
         replay(done, "r")
     );
     assert_eq!(int(&mut con, &["LOCK.DONE", "running-copy", "t1", "x"]), 1);
@@ -258,7 +246,7 @@ fn migrate_moves_a_running_claim_and_a_done_record_whole() {
     assert_eq!(fence_of(&mut to, &key, "t1"), Some(fence));
     assert_eq!(int(&mut to, &["LOCK.DONE", &key, "t1", "moved"]), 1);
     assert_eq!(
-        claim(&mut to, &key, 1_000, 1_000, &[]),
+        once_claim(&mut to, &key, 1_000, 1_000, &[]),
         replay(fence, "moved")
     );
 }

@@ -18,15 +18,7 @@ enum Claim {
 }
 
 fn claim(con: &mut Connection, key: &str, ttl: i64, keep: i64, extra: &[&str]) -> Claim {
-    let reply: Value = cmd("LOCK.ONCE")
-        .arg(key)
-        .arg(ttl)
-        .arg("KEEP")
-        .arg(keep)
-        .arg(extra)
-        .query(con)
-        .unwrap();
-    as_claim(reply)
+    as_claim(once_claim(con, key, ttl, keep, extra))
 }
 
 fn as_claim(reply: Value) -> Claim {
