@@ -42,3 +42,26 @@ pub fn used_memory(con: &mut impl InfoSource) -> i64 {
         .and_then(|v| v.parse().ok())
         .expect("used_memory")
 }
+
+/// `used_memory` less what the normal clients' own buffers and structs take (the sum of
+/// `tot-mem` in `CLIENT LIST TYPE normal`): the memory a blocked client costs beyond its
+/// connection. Redis frees an idle client's query buffer on its cron a few seconds after
+/// its last command, so `used_memory` alone counts a waiter's 16 KB buffer or not by how
+/// long the machine took between the command and the reading.
+pub fn memory_beyond_clients(con: &mut Connection) -> i64 {
+    let list: String = cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(con)
+        .expect("CLIENT LIST");
+    let clients: i64 = list
+        .lines()
+        .filter_map(|line| {
+            line.split(' ')
+                .find_map(|field| field.strip_prefix("tot-mem="))
+                .and_then(|v| v.parse::<i64>().ok())
+        })
+        .sum();
+    used_memory(con) - clients
+}

@@ -31,7 +31,7 @@ pub mod resp;
 pub mod sentinel;
 pub mod server;
 
-pub use info::{info_field, used_memory, InfoSource};
+pub use info::{info_field, memory_beyond_clients, used_memory, InfoSource};
 pub use locks::*;
 pub use migration::{has_atomic_migration, migration_end, owner_seen_by, slot_of, start_migration};
 pub use paths::{floor_module_path, module_path, server_binary};
