@@ -294,6 +294,11 @@ mod tests {
         // Once on the way there, once on the way back.
         assert!(round_trip(&mut stream).unwrap() >= Duration::from_millis(200));
         proxy.heal();
-        assert!(round_trip(&mut stream).unwrap() < Duration::from_millis(100));
+        // The best of five: a busy machine can stall one round trip, hardly five.
+        let healed = (0..5)
+            .map(|_| round_trip(&mut stream).unwrap())
+            .min()
+            .unwrap();
+        assert!(healed < Duration::from_millis(100), "{healed:?}");
     }
 }

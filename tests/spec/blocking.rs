@@ -305,7 +305,6 @@ fn block_does_not_block_inside_multi_or_scripts() {
     let server = Server::start();
     let mut con = server.connect();
     acquire(&mut con, "k", 60_000, &[]).unwrap();
-    let started = Instant::now();
     let (in_multi,): (Option<(String, i64)>,) = redis::pipe()
         .atomic()
         .cmd("LOCK.ACQUIRE")
@@ -329,8 +328,9 @@ fn block_does_not_block_inside_multi_or_scripts() {
         .arg("free")
         .query(&mut con)
         .unwrap();
+    // Each `BLOCK 0` above would wait forever had it waited: that it answered is the
+    // proof it did not (no wall-clock bound a busy machine could break).
     assert_eq!(free.len(), 2, "granted at once when free");
-    assert!(started.elapsed() < Duration::from_secs(1));
 }
 
 #[test]

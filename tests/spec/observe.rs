@@ -247,10 +247,10 @@ fn observers_wake_on_every_kind_of_change() {
     // Expiry, without anything touching the key.
     let short = grant(&mut c, "e", &[]);
     c.call_str(&["PEXPIRE", "e", "100"]);
+    // Nothing touches `e` again: that the observer is answered at all shows the lease's
+    // end woke it.
     let mut o = observer(&server, "e", (short, ""));
-    let started = Instant::now();
     assert_eq!(o.read_reply(), state(0, None));
-    assert!(started.elapsed() < Duration::from_millis(1000));
     // The end of a lease kept in its lock-delay.
     let d = c.call_str(&[
         "LOCK.ACQUIRE",

@@ -4,7 +4,7 @@
 //! behind one that stops waiting (timeout, `CLIENT UNBLOCK`, disconnect) are granted at
 //! once if they fit.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use testkit::resp::{err, RawClient, Reply};
 use testkit::*;
@@ -20,7 +20,6 @@ fn block_does_not_block_shared_acquires_inside_multi_or_scripts() {
     let mut con = server.connect();
     hold(&mut con, "rw", 60_000, &["TOKEN", "x"]);
     hold(&mut con, "sem", 60_000, &["TOKEN", "s", "LIMIT", "1"]);
-    let started = Instant::now();
     let (rw, sem, free): (Grant, Grant, Grant) = redis::pipe()
         .atomic()
         .cmd("LOCK.ACQUIRE")
@@ -53,8 +52,9 @@ fn block_does_not_block_shared_acquires_inside_multi_or_scripts() {
         .arg("rw")
         .query(&mut con)
         .unwrap();
+    // Each `BLOCK 0` above would wait forever had it waited: that it answered is the
+    // proof it did not (no wall-clock bound a busy machine could break).
     assert_eq!(script, None);
-    assert!(started.elapsed() < Duration::from_secs(1));
     assert_eq!(waiters(&mut con, "rw"), 0);
     assert_eq!(waiters(&mut con, "sem"), 0);
 }
