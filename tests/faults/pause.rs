@@ -171,7 +171,9 @@ fn server_paused_past_leases_under_load() {
 fn after_a_server_pause_waiters_are_handed_off_and_late_refreshes_fail() {
     let server = Server::start();
     let mut holder = server.connect();
-    let (token, first_fence) = acquire(&mut holder, "k", 200, &[]).unwrap();
+    // A long lease while the waiters line up (a busy machine can take longer than
+    // 200 ms to connect 20 clients), then 200 ms from just before the pause.
+    let (token, first_fence) = acquire(&mut holder, "k", 60_000, &[]).unwrap();
     let waiters = 20;
     let (tx, rx) = mpsc::channel();
     for _ in 0..waiters {
@@ -186,10 +188,11 @@ fn after_a_server_pause_waiters_are_handed_off_and_late_refreshes_fail() {
             tx.send((grant, at)).unwrap();
         });
     }
-    eventually(Duration::from_secs(5), "waiters queued", || {
+    eventually(Duration::from_secs(30), "waiters queued", || {
         info_field(&mut holder, "fencelock", "fencelock_waiters").as_deref() == Some("20")
     });
     let mut late = server.connect();
+    assert_eq!(int(&mut holder, &["LOCK.REFRESH", "k", &token, "200"]), 1);
     server.pause();
     // Sent while the server is frozen, answered after: by then the lease is long over.
     let late_refresh =
