@@ -18,6 +18,7 @@ instead of waiting, are tests/test_bounded_pools.py."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from servers import Server
 
 import fencelock
 
-from .helpers import join, sleep, spawn, until
+from .helpers import drop_in, join, sleep, spawn, until
 
 WAYS = ["drop-in", "locks"]
 WORKERS = 6
@@ -85,12 +86,7 @@ def a_lock(
 ) -> Any:
     """The lock ``name`` taken the trial's way: wait up to ``wait``, a 10 s lease."""
     if way == "drop-in":
-        return client.lock(
-            name,
-            timeout=10,
-            blocking_timeout=wait,
-            lock_class=fencelock.Lock,
-        )
+        return drop_in(client, name, timeout=10, blocking_timeout=wait)
     return locks.lock(name, ttl=10, wait=wait)
 
 
@@ -98,7 +94,7 @@ def queue_in_order(r: redis.Redis, key: str, count: int, start: Any) -> list[Any
     """Starts waiter 0, 1, …, each once the one before is queued (arrival order)."""
     started = []
     for position in range(count):
-        started.append(spawn(lambda p=position: start(p)))
+        started.append(spawn(functools.partial(start, position)))
 
         def queued(p: int = position) -> bool:
             return waiters(r, key) == p + 1
@@ -130,7 +126,7 @@ def test_six_waiters_through_a_blocking_pool_of_two(
             holders.failures.append(error)
 
     start = time.monotonic()
-    started = [spawn(lambda n=n: worker(n)) for n in range(WORKERS)]
+    started = [spawn(functools.partial(worker, n)) for n in range(WORKERS)]
     for task, _ in started:
         join(task, POOL_TIMEOUT + 15)
     took = time.monotonic() - start

@@ -18,10 +18,9 @@ import pytest
 import redis
 from servers import Server
 
-import fencelock
 from fencelock import Lease, LockLost, LockNotAcquired, Locks
 
-from .helpers import later, set_within, sleep, until
+from .helpers import drop_in, later, set_within, sleep, until
 
 
 def test_the_deadline_is_the_send_time_plus_the_ttl(
@@ -237,7 +236,7 @@ def test_lock_lost_says_a_deadline_passed(r: redis.Redis) -> None:
             sleep(0.5)
     assert late.value.reason == LockLost.DEADLINE
     # A drop-in lock has no deadline to go by: the server's refusal says what it can.
-    lock = r.lock("drop-in", timeout=30, lock_class=fencelock.Lock)
+    lock = drop_in(r, "drop-in", timeout=30)
     assert lock.acquire()
     r.delete("drop-in")
     with pytest.raises(LockLost) as refused:
@@ -279,7 +278,7 @@ def test_repr_and_errors_never_show_the_token(r: redis.Redis) -> None:
     locks = Locks(r)
     lease = locks.acquire("secret", ttl=30, token="s3cr3t-token-value")
     assert "s3cr3t" not in repr(lease)
-    lock = r.lock("lock:secret", lock_class=fencelock.Lock, timeout=5, blocking=False)
+    lock = drop_in(r, "lock:secret", timeout=5, blocking=False)
     assert not lock.acquire(token="s3cr3t-token-value-2")
     assert "s3cr3t" not in repr(lock)
     with pytest.raises(LockNotAcquired) as raised:
