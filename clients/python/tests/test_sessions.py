@@ -1,9 +1,10 @@
 """Sessions (``Locks(client, session=True)``, the default), what each side does its
-own way: a holder process killed or paused (its locks freed within their ttl, or
-quarantined for the lock-delay), ``close()`` releasing every lock while threads wait
-for them, asyncio's ``close``/``aclose`` and cancellation, and Redis Cluster (one
-keepalive per node, a holding moved by a migration). What both sides do alike is
-tests/_async/test_sessions.py (the sync side generated from it)."""
+own way, written by hand: a holder process killed or paused (its locks freed within
+their ttl, or quarantined for the lock-delay: a child process and its signals);
+``close()`` releasing every lock while threads wait for them on each other's events;
+asyncio's ``close``/``aclose`` and cancellation. What both sides do alike, Redis
+Cluster included, is tests/_async/test_sessions.py (the sync side generated from
+it)."""
 
 from __future__ import annotations
 
@@ -392,100 +393,3 @@ def test_asyncio_a_cancelled_waiter_of_a_session_leaves_nothing(url: str) -> Non
 
     run(main())
     admin.close()
-
-
-# ---------------------------------------------------------------------------------
-# Cluster: one keepalive per node, and a holding moved by a migration
-# ---------------------------------------------------------------------------------
-
-
-def node_for(cluster: list[Server], client: Any, key: str) -> Server:
-    node = client.get_node_from_key(key)
-    return next(server for server in cluster if server.port == node.port)
-
-
-def node_id(server: Server) -> str:
-    with server.client(decode_responses=True) as client:
-        return str(client.execute_command("CLUSTER", "MYID"))
-
-
-def move_slot(cluster: list[Server], key: str, source: Server, target: Server) -> None:
-    """A live slot migration of ``key``'s slot (with ``key``) from source to target."""
-    with source.client() as src, target.client() as dst:
-        slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
-        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(source))
-        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(target))
-        src.execute_command(
-            "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key
-        )
-        for node in cluster:
-            with node.client() as each:
-                each.execute_command(
-                    "CLUSTER", "SETSLOT", slot, "NODE", node_id(target)
-                )
-
-
-def test_cluster_one_keepalive_per_node_and_a_migrated_holding(
-    cluster: list[Server],
-) -> None:
-    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
-    locks = Locks(client, prefix="")
-    names = [f"spread{i}" for i in range(30)]
-    by_node = {server.port: 0 for server in cluster}
-    for name in names:
-        by_node[node_for(cluster, client, name).port] += 1
-    assert all(by_node.values()), "the keys are on every node"
-    admins = {server.port: server.client() for server in cluster}
-    moving = "{moving}"
-    source = node_for(cluster, client, moving)
-    target = next(server for server in cluster if server is not source)
-    try:
-        with contextlib.ExitStack() as stack:
-            leases = [stack.enter_context(locks.lock(n, ttl=0.3)) for n in names]
-            moved = stack.enter_context(locks.lock(moving, ttl=0.3))
-            counts = {port: Counts(admin) for port, admin in admins.items()}
-            time.sleep(0.6)
-            for port, count in counts.items():
-                assert 3 <= count["lock.keepalive"] <= 0.6 / 0.1 + 2, port
-                assert count["lock.refresh"] == 0
-            move_slot(cluster, moving, source, target)
-            time.sleep(0.9)  # three ttls on the new node
-            assert not moved.lost.is_set()
-            assert not [lease for lease in leases if lease.lost.is_set()]
-            on_target = held_by(admins[target.port], moved.session or "")
-            assert moving.encode() in [entry[0] for entry in on_target]
-            assert 0 < admins[target.port].pttl(moving) <= 300
-        assert held_by(admins[target.port], moved.session or "") == []
-    finally:
-        move_slot(cluster, moving, target, source)
-        for admin in admins.values():
-            admin.close()
-        client.close()
-
-
-def test_cluster_asyncio_sessions(cluster: list[Server]) -> None:
-    admins = [server.client() for server in cluster]
-
-    async def main() -> None:
-        client = redis.asyncio.cluster.RedisCluster(
-            host="127.0.0.1", port=cluster[0].port
-        )
-        counts = [Counts(admin) for admin in admins]
-        async with fencelock.asyncio.Locks(client) as locks:
-            async with contextlib.AsyncExitStack() as stack:
-                leases = [
-                    await stack.enter_async_context(locks.lock(f"a{i}", ttl=0.3))
-                    for i in range(20)
-                ]
-                await asyncio.sleep(0.6)
-                assert not [lease for lease in leases if lease.lost.is_set()]
-            kept = await locks.acquire("{x}", ttl=0.3, session=True)
-        assert kept.released
-        assert sum(count["lock.keepalive"] for count in counts) >= 3 * 3
-        assert sum(count["lock.refresh"] for count in counts) == 0
-        assert sum(count["lock.close"] for count in counts) >= 1
-        await client.aclose()
-
-    run(main())
-    for admin in admins:
-        admin.close()

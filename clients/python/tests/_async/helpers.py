@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import Any, Callable, Optional, TypeVar, cast
@@ -30,6 +31,13 @@ def drop_in(client: Any, name: str, **kwargs: Any) -> fencelock.asyncio.Lock:
         name, lock_class=fencelock.asyncio.Lock, **kwargs
     )
     return lock
+
+
+async def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Runs the blocking ``call(*args)`` in a thread of its own, so that the loop's
+    tasks (the refresher's among them) go on meanwhile."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, functools.partial(call, *args))
 
 
 def later(seconds: float, call: Callable[..., Awaitable[Any]], *args: Any) -> None:

@@ -31,6 +31,12 @@ def drop_in(client: Any, name: str, **kwargs: Any) -> fencelock.Lock:
 _timers: list[threading.Timer] = []
 
 
+def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Runs the blocking ``call(*args)``: the refresher has a thread of its own
+    already (the asyncio side runs it in a thread, beside the loop)."""
+    return call(*args)
+
+
 def later(seconds: float, call: Callable[..., Any], *args: Any) -> None:
     """Calls ``call(*args)`` in ``seconds``, in a thread beside the caller's."""
     timer = threading.Timer(seconds, call, args=args)
