@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -44,7 +45,7 @@ def candidates(own_server: Server) -> Iterator[dict[str, subprocess.Popen[bytes]
 
 
 def rows(r: redis.Redis, key: str) -> list[list[str]]:
-    return [entry.decode().split() for entry in r.lrange(key, 0, -1)]
+    return [cast(bytes, entry).decode().split() for entry in r.lrange(key, 0, -1)]
 
 
 def leader_now(r: redis.Redis) -> tuple[str, int]:

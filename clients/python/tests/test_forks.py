@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Callable
+from typing import Callable, cast
 
 import pytest
 import redis
@@ -156,7 +156,7 @@ def test_three_forked_workers_charge_each_order_once(r: redis.Redis) -> None:
 
     pids = [forked(worker(2 * turn)) for turn in range(3)]
     assert [exit_code(pid) for pid in pids] == [0, 0, 0]
-    charges = sorted(one.decode() for one in r.lrange("charges", 0, -1))
+    charges = sorted(cast(bytes, one).decode() for one in r.lrange("charges", 0, -1))
     assert charges == orders
 
 

@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -63,7 +64,9 @@ def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[None
 
 def charged_once(r: redis.Redis) -> None:
     assert r.get("started") == b"1", "the start-up step ran once, in the parent"
-    charges = [entry.decode().split() for entry in r.lrange("charges", 0, -1)]
+    charges = [
+        cast(bytes, entry).decode().split() for entry in r.lrange("charges", 0, -1)
+    ]
     assert sorted(order for order, _, _ in charges) == ORDERS, charges
 
 

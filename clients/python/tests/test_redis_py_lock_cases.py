@@ -37,8 +37,8 @@ def kind(request: pytest.FixtureRequest) -> Any:
     return request.param
 
 
-def get_lock(r: redis.Redis, kind: Any, *args: Any, **kwargs: Any) -> Any:
-    return r.lock(*args, lock_class=kind, **kwargs)
+def get_lock(r: redis.Redis, kind: Any, name: str, **kwargs: Any) -> Any:
+    return r.lock(name, lock_class=kind, **kwargs)
 
 
 def test_lock_and_release(r: redis.Redis, kind: Any) -> None:

@@ -280,7 +280,7 @@ def test_asyncio_close_and_async_with(url: str) -> None:
     async def main() -> None:
         client = async_client(url)
         async with fencelock.asyncio.Locks(client) as locks:
-            reported: list[Lease] = []
+            reported: list[fencelock.asyncio.Lease] = []
             outcome: list[BaseException] = []
 
             async def block() -> None:
