@@ -1,5 +1,6 @@
-# Generated from tests/_async/test_replicas_cluster.py by scripts/unasync.py: edit that
-# file and run `make python-unasync`, never this one.
+# Generated from tests/_async/test_replicas_and_cluster.py
+# by scripts/unasync.py: edit that file and run `make python-unasync`,
+# never this one.
 """``wait_replicas`` on a primary with one replica, and the locks on Redis Cluster
 (three masters) through redis-py's cluster client: the drop-in lock and the manager on
 keys of every master, a wait handed over and a wait longer than the socket timeout, a
