@@ -1,10 +1,12 @@
 """Three candidate processes (tests/election_candidate.py) run a small scheduler on
 ``fencelock.Election``; the leader is killed (``kill -9``), then the next one paused
-past its lease (``SIGSTOP``) and let go on (``SIGCONT``). At most one leader is valid
-at any time, by the fences: every leader's work goes through ``fencelock.fenced`` on
-one mark, so the paused leader's late write is refused; the fences of successive
-leaders increase; no leader was granted before the lease of the one before it ended,
-by the one clock every process of the machine shares (monotonic)."""
+past its lease (``SIGSTOP``) and let go on (``SIGCONT``). At most one leader is
+valid at any time, by the fences: every leader's work goes through
+``fencelock.fenced`` on one mark, so the paused leader's late write is refused; the
+fences of successive leaders increase; no leader was granted before the lease of the
+one before it ended, by the one clock every process of the machine shares
+(monotonic). Written by hand, not generated from tests/_async: candidate processes
+killed and paused, one process model."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """A lock manager used before ``os.fork()`` (gunicorn ``--preload``, Celery prefork,
-``multiprocessing`` with fork): each child starts clean, with its own session and its
-own refresher, and the parent's leases stay the parent's. Work longer than the ttl
-is done under locks that the children keep alive; a sibling's ``close()`` touches
-nobody else's locks; the child of an asyncio manager used before the fork is refused
-at once."""
+``multiprocessing`` with fork): each child starts clean, with its own session and
+its own refresher, and the parent's leases stay the parent's. Work longer than the
+ttl is done under locks that the children keep alive; a sibling's ``close()``
+touches nobody else's locks; the child of an asyncio manager used before the fork is
+refused at once. Written by hand, not generated from tests/_async: forks are the
+threads' side's process model (the asyncio case is only a refusal)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ prefork worker (tests/process_checkout.py); ``multiprocessing`` with fork and
 forkserver is in tests/test_forks.py. Each order, submitted twice at once, is
 charged once, although a charge takes longer than the lock's ttl. And gevent: a
 greenlet that computes past the ttl without yielding starves the refresher, and the
-loss is reported (tests/gevent_holder.py)."""
+loss is reported (tests/gevent_holder.py). Written by hand, not generated from
+tests/_async: process models and gevent are the sync side's."""
 
 from __future__ import annotations
 
