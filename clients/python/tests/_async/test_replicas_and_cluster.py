@@ -96,8 +96,10 @@ async def test_cluster_drop_in_lock_and_info(cluster: list[Server]) -> None:
         await lock.release()
         assert not await lock.locked()
     locks = fencelock.asyncio.Locks(client, prefix="")
-    async with locks.lock("{order42}:lock", ttl=0.3) as lease:
-        await sleep(0.5)
+    # Held past its ttl, so only refreshes keep it: a 1 s ttl, since a 0.3 s lease was
+    # seen lost once on a machine loaded 6 times over (its refresh came too late).
+    async with locks.lock("{order42}:lock", ttl=1) as lease:
+        await sleep(1.5)
         info = await locks.info("{order42}:lock")
         assert info is not None
         assert (info["held"], info["fence"], info["waiters"]) == (True, lease.fence, 0)

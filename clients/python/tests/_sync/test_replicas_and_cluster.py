@@ -97,8 +97,10 @@ def test_cluster_drop_in_lock_and_info(cluster: list[Server]) -> None:
         lock.release()
         assert not lock.locked()
     locks = fencelock.Locks(client, prefix="")
-    with locks.lock("{order42}:lock", ttl=0.3) as lease:
-        sleep(0.5)
+    # Held past its ttl, so only refreshes keep it: a 1 s ttl, since a 0.3 s lease was
+    # seen lost once on a machine loaded 6 times over (its refresh came too late).
+    with locks.lock("{order42}:lock", ttl=1) as lease:
+        sleep(1.5)
         info = locks.info("{order42}:lock")
         assert info is not None
         assert (info["held"], info["fence"], info["waiters"]) == (True, lease.fence, 0)
