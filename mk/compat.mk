@@ -12,11 +12,13 @@
 #   make python        the Python client (clients/python): lint (ruff), type check (mypy),
 #                      sdist and wheel into target/python/, and the wheel installed into a
 #                      fresh virtualenv as a check that it stands alone
-#   make python-lint   ruff check, ruff format --check and mypy for the client and examples,
-#                      and a check that the generated sync modules match their asyncio
-#                      sources (clients/python/scripts/unasync.py --check)
+#   make python-lint   ruff check and ruff format --check for the client and examples, mypy
+#                      (strict) for the client's package and its tests, and a check that
+#                      the generated sync modules and tests match their asyncio sources
+#                      (clients/python/scripts/unasync.py --check)
 #   make python-unasync rewrite the generated sync modules (clients/python/src/fencelock/_sync)
-#                      from their asyncio sources (_async/) after editing those
+#                      and tests (clients/python/tests/_sync) from their asyncio sources
+#                      (_async/) after editing those
 #   make test-python   the client's pytest suite (with redis-py 8, then with redis-py 5:
 #                      PYTHON_TESTS_REDIS5, default all of it) and the Python examples
 #                      against redis-server (Debian's, or FENCELOCK_REDIS_SERVER)
@@ -62,13 +64,13 @@ test-python: build venv venv-redis5 python-lint ## the Python client's tests (re
 	cd $(PYTHON_CLIENT) && PYTHONDONTWRITEBYTECODE=1 $(abspath $(VENV_REDIS5))/bin/python -m pytest -q -p no:cacheprovider $(PYTHON_TESTS_REDIS5)
 	$(PYTEST) examples/python
 
-python-lint: venv ## ruff, mypy and the generated sync modules' check
+python-lint: venv ## ruff, mypy (package and tests) and the generated sync modules' and tests' check
 	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py --check
 	$(VENV)/bin/ruff check --no-cache $(PYTHON_CLIENT) examples/python
 	$(VENV)/bin/ruff format --check --no-cache $(PYTHON_CLIENT) examples/python
-	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/mypy --cache-dir $(abspath target/mypy-cache) src
+	cd $(PYTHON_CLIENT) && $(abspath $(VENV))/bin/mypy --cache-dir $(abspath target/mypy-cache) src tests
 
-python-unasync: venv ## regenerate the sync modules (_sync/) from their asyncio sources
+python-unasync: venv ## regenerate the sync modules and tests (_sync/) from their asyncio sources
 	$(VENV)/bin/python $(PYTHON_CLIENT)/scripts/unasync.py
 
 # The wheel is also installed on its own into a throwaway virtualenv: what

@@ -16,10 +16,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import redis
-from servers import free_port, module_path, server_binary, spawn, wait_until
+from servers import (
+    Server,
+    free_port,
+    module_path,
+    server_binary,
+    spawn,
+    wait_until,
+)
 
 # What a server built without TLS logs when asked for a TLS port: Redis >= 7.2 and
 # Valkey ("Missing implement of connection type tls", "Failed finding TLS support"),
@@ -242,7 +249,7 @@ class Sentinel(Node):
         return False
 
 
-def start_replica(directory: Path, primary: Node) -> Node:
+def start_replica(directory: Path, primary: Union[Node, Server]) -> Node:
     replica = Node(directory, "--replicaof", "127.0.0.1", str(primary.port))
 
     def linked() -> bool:

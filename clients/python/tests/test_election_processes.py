@@ -1,10 +1,12 @@
 """Three candidate processes (tests/election_candidate.py) run a small scheduler on
 ``fencelock.Election``; the leader is killed (``kill -9``), then the next one paused
-past its lease (``SIGSTOP``) and let go on (``SIGCONT``). At most one leader is valid
-at any time, by the fences: every leader's work goes through ``fencelock.fenced`` on
-one mark, so the paused leader's late write is refused; the fences of successive
-leaders increase; no leader was granted before the lease of the one before it ended,
-by the one clock every process of the machine shares (monotonic)."""
+past its lease (``SIGSTOP``) and let go on (``SIGCONT``). At most one leader is
+valid at any time, by the fences: every leader's work goes through
+``fencelock.fenced`` on one mark, so the paused leader's late write is refused; the
+fences of successive leaders increase; no leader was granted before the lease of the
+one before it ended, by the one clock every process of the machine shares
+(monotonic). Written by hand, not generated from tests/_async: candidate processes
+killed and paused, one process model."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -44,7 +47,7 @@ def candidates(own_server: Server) -> Iterator[dict[str, subprocess.Popen[bytes]
 
 
 def rows(r: redis.Redis, key: str) -> list[list[str]]:
-    return [entry.decode().split() for entry in r.lrange(key, 0, -1)]
+    return [cast(bytes, entry).decode().split() for entry in r.lrange(key, 0, -1)]
 
 
 def leader_now(r: redis.Redis) -> tuple[str, int]:

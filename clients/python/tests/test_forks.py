@@ -1,9 +1,10 @@
 """A lock manager used before ``os.fork()`` (gunicorn ``--preload``, Celery prefork,
-``multiprocessing`` with fork): each child starts clean, with its own session and its
-own refresher, and the parent's leases stay the parent's. Work longer than the ttl
-is done under locks that the children keep alive; a sibling's ``close()`` touches
-nobody else's locks; the child of an asyncio manager used before the fork is refused
-at once."""
+``multiprocessing`` with fork): each child starts clean, with its own session and
+its own refresher, and the parent's leases stay the parent's. Work longer than the
+ttl is done under locks that the children keep alive; a sibling's ``close()``
+touches nobody else's locks; the child of an asyncio manager used before the fork is
+refused at once. Written by hand, not generated from tests/_async: forks are the
+threads' side's process model (the asyncio case is only a refusal)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Callable
+from typing import Callable, cast
 
 import pytest
 import redis
@@ -156,7 +157,7 @@ def test_three_forked_workers_charge_each_order_once(r: redis.Redis) -> None:
 
     pids = [forked(worker(2 * turn)) for turn in range(3)]
     assert [exit_code(pid) for pid in pids] == [0, 0, 0]
-    charges = sorted(one.decode() for one in r.lrange("charges", 0, -1))
+    charges = sorted(cast(bytes, one).decode() for one in r.lrange("charges", 0, -1))
     assert charges == orders
 
 

@@ -1,7 +1,8 @@
-"""gunicorn ``--preload --worker-class gevent`` and Celery's gevent pool fork first
-and monkey-patch in the child: a lock manager used by the parent before the fork must
-work in the patched child (its refresher's lock and condition made anew there, of the
-patched kind), and leave nothing held behind it (tests/gevent_fork.py)."""
+"""gunicorn ``--preload --worker-class gevent`` and Celery's gevent pool fork first and
+monkey-patch in the child: a lock manager used by the parent before the fork must
+work in the patched child (its refresher's lock and condition made anew there, of
+the patched kind), and leave nothing held behind it (tests/gevent_fork.py). Written
+by hand, not generated from tests/_async: gevent is the sync side's."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 under the ttl with ``gevent.sleep(0.001)`` between them keep the lock, held three
 times its ttl (tests/gevent_yielding.py). ``gevent.sleep(0)`` would not: it runs the
 greenlets that are ready, and gevent runs up to 50 of those before its loop looks at
-timers again, so the refresher, waiting for its timer, is not run."""
+timers again, so the refresher, waiting for its timer, is not run. Written by hand,
+not generated from tests/_async: gevent is the sync side's."""
 
 from __future__ import annotations
 

@@ -1,15 +1,16 @@
-"""What a lease does its own way on each side, sync and asyncio against real
-servers: one refresher thread or task for all leases of a manager, the run-once
-decorator, upgrades refused within one thread or task, ``ensure_held`` called or
-awaited, ``cancel_on_lost`` and cancellation around a block, a full bounded pool, the
-errors' messages on every redis-py, and the fence checks of ``fencelock.sql``. What
-both sides do alike (deadlines, every way of losing a lease and how ``LockLost`` tells
-it, ``max_hold``, ``min_hold``) is tests/_async/test_leases.py (the sync side generated
+"""What a lease does the threads' way, written by hand rather than generated from
+tests/_async/test_leases.py because what is checked is the threads' own: one refresher
+thread for all leases of a manager (counted among the threads by name), and the
+run-once decorator with callers in threads meeting on ``threading.Event``s. The
+asyncio side's own is tests/test_asyncio_leases.py. Neither side's: the errors'
+messages on every redis-py and the fence checks of ``fencelock.sql`` (no server, no
+client). What both sides do alike (deadlines, every way of losing a lease and how
+``LockLost`` tells it, ``max_hold``, ``min_hold``, upgrades refused within one thread
+or task, a full bounded pool) is tests/_async/test_leases.py (the sync side generated
 from it)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
@@ -18,12 +19,11 @@ import time
 import pytest
 import redis
 import redis.asyncio
-from conftest import async_client, run
-from servers import Server, wait_until
+from servers import wait_until
 
 import fencelock
 import fencelock.asyncio
-from fencelock import LockLost, LockNotAcquired, Locks
+from fencelock import Locks
 from fencelock._sync._refresher import thread_name
 
 
@@ -77,173 +77,6 @@ def test_once_runs_the_job_on_one_caller_and_skips_the_others(
     assert report.__name__ == "report"
 
 
-def test_asyncio_once(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        ran: list[str] = []
-
-        @locks.once("nightly", ttl=10)
-        async def job(name: str) -> str:
-            ran.append(name)
-            await asyncio.sleep(0.2)
-            return name
-
-        results = await asyncio.gather(job("a"), job("b"), job("c"))
-        assert sorted(map(str, results)) == ["None", "None", ran[0]]
-        assert len(ran) == 1
-        await client.aclose()
-
-    run(main())
-
-
-def test_asyncio_cancel_on_lost_cancels_the_block_and_raises_lock_lost(
-    url: str,
-) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        reached_end = False
-        with pytest.raises(LockLost):
-            async with locks.lock("cancel-me", ttl=0.3, cancel_on_lost=True):
-                await client.delete("lock:cancel-me")
-                await asyncio.sleep(5)
-                reached_end = True
-        assert not reached_end
-        task = asyncio.current_task()
-        assert task is not None
-        cancelling = getattr(task, "cancelling", lambda: 0)
-        assert cancelling() == 0, "our own cancellation is withdrawn"
-        # The task goes on normally afterwards.
-        await asyncio.sleep(0.01)
-
-        # With lost_ok the block is cut short quietly.
-        async with locks.lock(
-            "cancel-ok", ttl=0.3, cancel_on_lost=True, lost_ok=True
-        ) as lease:
-            await client.delete("lock:cancel-ok")
-            await asyncio.sleep(5)
-        assert lease.lost.is_set()
-        await client.aclose()
-
-    start = time.monotonic()
-    run(main())
-    assert time.monotonic() - start < 3
-
-
-def test_asyncio_ensure_held_works_called_or_awaited(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with locks.lock("checked", ttl=10, lost_ok=True) as lease:
-            lease.ensure_held()
-            await lease.ensure_held()
-            await lease.ensure_held(check=True)
-            await client.delete("lock:checked")
-            lease.ensure_held()  # the clock still says held
-            with pytest.raises(LockLost):
-                await lease.ensure_held(check=True)
-            with pytest.raises(LockLost):
-                lease.ensure_held()
-        await client.aclose()
-
-    run(main())
-
-
-def test_asyncio_one_refresher_task_for_many_leases(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with contextlib.AsyncExitStack() as stack:
-            leases = [
-                await stack.enter_async_context(locks.lock(f"m:{i}", ttl=0.3))
-                for i in range(50)
-            ]
-            before = len(asyncio.all_tasks())
-            await asyncio.sleep(0.7)
-            for lease in leases:
-                fence = await client.execute_command(
-                    "LOCK.FENCE", lease.key, lease.token
-                )
-                assert fence == lease.fence and not lease.lost.is_set()
-            # One scheduler task (plus the batches in flight on a busy machine: 7 was
-            # seen), not one per lease (50).
-            assert before <= 10
-        await client.aclose()
-
-    run(main())
-
-
-def test_cancelling_around_the_block_leaks_no_lock(url: str) -> None:
-    """``wait_for`` cancelling at every point of acquire, block and leaving: after
-    100 runs nothing is held."""
-
-    async def main() -> None:
-        client = async_client(url, socket_timeout=5)
-        locks = fencelock.asyncio.Locks(client)
-        holder = await locks.acquire("raced", ttl=30)
-
-        async def use() -> None:
-            async with locks.lock("raced", ttl=5, wait=1):
-                await asyncio.sleep(0.001)
-
-        async def release_soon() -> None:
-            await asyncio.sleep(0.05)
-            await locks.release(holder)
-
-        await release_soon()
-        for attempt in range(100):
-            with contextlib.suppress(asyncio.TimeoutError, LockNotAcquired):
-                await asyncio.wait_for(use(), timeout=0.0005 * (attempt % 20))
-        await asyncio.sleep(0.2)  # shielded releases still in flight
-        assert await client.exists("lock:raced") == 0
-        await client.aclose()
-
-    run(main())
-
-
-def test_an_upgrade_in_the_same_thread_is_refused_at_once(r: redis.Redis) -> None:
-    rw = fencelock.ReadWriteLock(r, "config", timeout=30)
-    with rw.read():
-        start = time.monotonic()
-        with pytest.raises(fencelock.WrongMode) as raised, rw.write():
-            pytest.fail("upgraded")
-        assert time.monotonic() - start < 0.5
-        assert raised.value.mode == "shared"
-    # Another thread's reader is waited for, as always.
-    with rw.write():
-        pass
-
-
-def test_asyncio_upgrade_refused_and_writer_tokens_per_task(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        rw = fencelock.asyncio.ReadWriteLock(client, "cfg", timeout=30)
-        async with rw.read():
-            with pytest.raises(fencelock.WrongMode):
-                async with rw.write():
-                    pytest.fail("upgraded")
-
-        order: list[str] = []
-
-        async def writer(name: str) -> None:
-            async with rw.write():
-                order.append(f"{name} in")
-                await asyncio.sleep(0.1)
-                order.append(f"{name} out")
-
-        await asyncio.gather(writer("a"), writer("b"))
-        # Each task held the write lock with its own token, one after the other.
-        assert order in (
-            ["a in", "a out", "b in", "b out"],
-            ["b in", "b out", "a in", "a out"],
-        )
-        assert await client.exists("cfg") == 0
-        await client.aclose()
-
-    run(main())
-
-
 def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
     import sqlite3
 
@@ -265,47 +98,6 @@ def test_sql_claim_orders_fences_and_lets_a_lease_claim_again() -> None:
         fencelock.sql.claim(db, "other", 2, table="fences; DROP TABLE x")
 
 
-def test_a_full_bounded_pool_does_not_starve_the_refresher(
-    server: Server, r: redis.Redis
-) -> None:
-    """A pool of two, both connections taken for seconds: a waiter in the queue on
-    one (the pool had room for it), a long command of the application's own on the
-    other. The lease already held is still refreshed: the refresher has a connection
-    of its own."""
-    pool = redis.BlockingConnectionPool(port=server.port, max_connections=2, timeout=5)
-    client = redis.Redis(connection_pool=pool)
-    locks = Locks(client)
-    blocker = Locks(r).acquire("b", ttl=30)
-
-    def wait_for_b() -> None:
-        with contextlib.suppress(LockNotAcquired):  # b stays held: it waits 4 s
-            locks.acquire("b", ttl=5, wait=4)
-
-    def long_command() -> None:
-        client.blpop(["never"], timeout=4)
-
-    def blocked(command: str) -> int:
-        return sum(1 for entry in r.client_list() if entry.get("cmd") == command)
-
-    waiter = threading.Thread(target=wait_for_b, daemon=True)
-    other = threading.Thread(target=long_command, daemon=True)
-    with locks.lock("a", ttl=1) as lease:
-        waiter.start()
-        wait_until(
-            lambda: r.execute_command("LOCK.INFO", "lock:b")[7] == 1, 5, "the waiter"
-        )
-        other.start()
-        wait_until(lambda: blocked("blpop") == 1, 5, "the long command")
-        time.sleep(2.5)  # more than twice the ttl
-        lease.ensure_held(check=False)
-        assert not lease.lost.is_set()
-        assert r.execute_command("LOCK.FENCE", "lock:a", lease.token) == lease.fence
-    Locks(r).release(blocker)
-    for thread in (waiter, other):
-        thread.join(10)
-    client.close()
-
-
 def test_every_error_reads_as_its_message_on_every_redis_py() -> None:
     errors = [
         fencelock.ModuleNotLoaded("LOCK.ACQUIRE", "127.0.0.1:6379"),
@@ -319,81 +111,3 @@ def test_every_error_reads_as_its_message_on_every_redis_py() -> None:
     for error in errors:
         assert str(error) == error.args[0] and " " in str(error), repr(error)
     assert "loadmodule" in str(errors[0])
-
-
-def test_waiters_filling_the_pool_cannot_keep_holders_from_releasing(
-    server: Server,
-) -> None:
-    """30 tasks queue for one lock through a pool of 5: the waiters hold all pooled
-    connections but the one they leave free (those that find no room try now and
-    then), yet each holder leaves at once, on the manager's own connection, so every
-    task gets its turn (none waits for a lease to run out)."""
-
-    async def main() -> None:
-        pool = redis.asyncio.BlockingConnectionPool(
-            port=server.port, max_connections=5, timeout=5
-        )
-        client = redis.asyncio.Redis(connection_pool=pool)
-        locks = fencelock.asyncio.Locks(client)
-        done: list[int] = []
-
-        async def worker(n: int) -> None:
-            # A waiter that finds the pool full waits for a pooled connection first.
-            async with locks.lock("one", ttl=10, wait=30):
-                done.append(n)
-
-        start = time.monotonic()
-        await asyncio.gather(*(worker(n) for n in range(30)))
-        assert sorted(done) == list(range(30))
-        assert time.monotonic() - start < 8, "no holder waited for its lease to end"
-        await client.aclose()
-
-    run(main())
-
-
-def test_an_acquire_that_would_wait_for_its_own_thread_is_refused_at_once(
-    r: redis.Redis,
-) -> None:
-    locks = Locks(r)
-    start = time.monotonic()
-    with locks.lock("cfg", ttl=30, shared=True):
-        with pytest.raises(fencelock.WrongMode) as raised:
-            locks.acquire("cfg", ttl=30, wait=None)  # an upgrade: would wait forever
-        assert raised.value.mode == "shared" and "s3" not in str(raised.value)
-        with locks.lock("cfg", ttl=30, shared=True):  # readers together: fine
-            pass
-    with locks.lock("cfg", ttl=30):
-        with pytest.raises(fencelock.WrongMode):
-            locks.acquire("cfg", ttl=30, shared=True, wait=10)  # a downgrade
-        with pytest.raises(fencelock.WrongMode):
-            locks.acquire("cfg", ttl=30, wait=10)  # itself again
-    assert time.monotonic() - start < 1
-    # Another thread still just waits its turn.
-    with locks.lock("cfg", ttl=30):
-        outcome: list[str] = []
-
-        def other_thread() -> None:
-            try:
-                locks.acquire("cfg", ttl=30, wait=0.2)
-            except LockNotAcquired:
-                outcome.append("waited, busy")
-
-        other = threading.Thread(target=other_thread)
-        other.start()
-        other.join(5)
-        assert outcome == ["waited, busy"]
-    rw = fencelock.ReadWriteLock(r, "rw", timeout=30)
-    with rw.write(), pytest.raises(fencelock.WrongMode), rw.read():
-        pytest.fail("downgraded")
-
-
-def test_asyncio_upgrade_through_the_manager_is_refused(url: str) -> None:
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        async with locks.lock("cfg", ttl=30, shared=True):
-            with pytest.raises(fencelock.WrongMode):
-                await locks.acquire("cfg", ttl=30, wait=None)
-        await client.aclose()
-
-    run(main())

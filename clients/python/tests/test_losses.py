@@ -1,6 +1,8 @@
 """``LockLost`` and ``LockNotAcquired`` survive pickling (as a multiprocessing pool or
-Celery sends a job's exception back). Every loss being ``LockLost`` on both sides is
-tests/_async/test_losses.py (the sync side generated from it)."""
+Celery sends a job's exception back). Neither side's (the errors are one set of
+classes for both, no server is asked), so written once by hand. Every loss being
+``LockLost`` on both sides is tests/_async/test_losses.py (the sync side generated
+from it)."""
 
 from __future__ import annotations
 

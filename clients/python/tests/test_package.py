@@ -1,5 +1,6 @@
 """The package as published: its version is the module crate's, it ships ``py.typed``,
-and its public names are where the README says."""
+and its public names are where the README says. Neither side's (no server, no
+client), so written once by hand."""
 
 from __future__ import annotations
 

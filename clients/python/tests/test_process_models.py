@@ -6,7 +6,8 @@ prefork worker (tests/process_checkout.py); ``multiprocessing`` with fork and
 forkserver is in tests/test_forks.py. Each order, submitted twice at once, is
 charged once, although a charge takes longer than the lock's ttl. And gevent: a
 greenlet that computes past the ttl without yielding starves the refresher, and the
-loss is reported (tests/gevent_holder.py)."""
+loss is reported (tests/gevent_holder.py). Written by hand, not generated from
+tests/_async: process models and gevent are the sync side's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -63,7 +65,9 @@ def running(command: list[str], env: dict[str, str], log: Path) -> Iterator[None
 
 def charged_once(r: redis.Redis) -> None:
     assert r.get("started") == b"1", "the start-up step ran once, in the parent"
-    charges = [entry.decode().split() for entry in r.lrange("charges", 0, -1)]
+    charges = [
+        cast(bytes, entry).decode().split() for entry in r.lrange("charges", 0, -1)
+    ]
     assert sorted(order for order, _, _ in charges) == ORDERS, charges
 
 

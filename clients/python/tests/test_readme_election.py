@@ -1,7 +1,8 @@
 """The README's leader election example, run as a reader would paste it (only the
 server URL changed to the test server's): nobody leads, then it does, proclaims, and
 resigns on leaving the block; ``observe`` skips the proclaimed state that came and
-went before it was asked again."""
+went before it was asked again. Written by hand: the README's text is what runs, as
+it is."""
 
 from __future__ import annotations
 

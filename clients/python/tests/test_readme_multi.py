@@ -1,6 +1,7 @@
 """The README's "Many locks at once" example, run as a reader would paste it (only the
-server URL changed to the test server's): three locks in one ``LOCK.ACQUIREALL``, the
-drop-in ``MultiLock``, and the deadlock between two managers refused at once."""
+server URL changed to the test server's): three locks in one ``LOCK.ACQUIREALL``,
+the drop-in ``MultiLock``, and the deadlock between two managers refused at once.
+Written by hand: the README's text is what runs, as it is."""
 
 from __future__ import annotations
 

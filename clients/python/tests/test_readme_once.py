@@ -1,6 +1,7 @@
 """The README's Run once example, run as a reader would paste it (only the server URL
 changed to the test server's): the decorated charge runs once and its duplicate gets
-the stored result; the ``once_result`` block runs and stores its result."""
+the stored result; the ``once_result`` block runs and stores its result. Written by
+hand: the README's text is what runs, as it is."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The README's Sessions example, run as a reader would paste it (only the server URL
 changed to the test server's): it holds its 64 locks in one session, and leaving the
-manager's ``with`` releases them with one ``LOCK.CLOSE``."""
+manager's ``with`` releases them with one ``LOCK.CLOSE``. Written by hand: the
+README's text is what runs, as it is."""
 
 from __future__ import annotations
 

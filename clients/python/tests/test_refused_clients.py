@@ -6,6 +6,7 @@ side, written by hand: what they check is the difference between the sides."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import redis
@@ -27,12 +28,15 @@ def test_the_sync_functions_refuse_an_asyncio_client(r: redis.Redis, url: str) -
         client = redis.asyncio.Redis.from_url(url)
         with pytest.raises(TypeError, match=r"use fencelock\.asyncio\.fenced "):
             fenced(client, "mark:ledger", 49, "SET", "ledger", 0)
+        # The other side's client on purpose: typed Any, as a caller without a type
+        # checker passes it.
+        wrong: Any = client
         made = [
-            ("lock_info", lambda: fencelock.lock_info(client, "k")),
-            ("Lock", lambda: client.lock("k", timeout=5, lock_class=fencelock.Lock)),
-            ("Locks", lambda: fencelock.Locks(client)),
-            ("Semaphore", lambda: fencelock.Semaphore(client, "k", 2, timeout=5)),
-            ("ReadWriteLock", lambda: fencelock.ReadWriteLock(client, "k", timeout=5)),
+            ("lock_info", lambda: fencelock.lock_info(wrong, "k")),
+            ("Lock", lambda: wrong.lock("k", timeout=5, lock_class=fencelock.Lock)),
+            ("Locks", lambda: fencelock.Locks(wrong)),
+            ("Semaphore", lambda: fencelock.Semaphore(wrong, "k", 2, timeout=5)),
+            ("ReadWriteLock", lambda: fencelock.ReadWriteLock(wrong, "k", timeout=5)),
         ]
         for name, make in made:
             with pytest.raises(TypeError) as refused:
@@ -51,10 +55,11 @@ def test_the_asyncio_functions_refuse_a_sync_client(r: redis.Redis) -> None:
         asyncio.run(fencelock.asyncio.fenced(r, "mark:ledger", 1, "SET", "ledger", 0))
     with pytest.raises(TypeError, match=r"use fencelock\.lock_info$"):
         asyncio.run(fencelock.asyncio.lock_info(r, "k"))
+    wrong: Any = r  # the other side's client on purpose, as above
     for name, make in [
-        ("Lock", lambda: r.lock("k", timeout=5, lock_class=fencelock.asyncio.Lock)),
-        ("Locks", lambda: fencelock.asyncio.Locks(r)),
-        ("Semaphore", lambda: fencelock.asyncio.Semaphore(r, "k", 2, timeout=5)),
+        ("Lock", lambda: wrong.lock("k", timeout=5, lock_class=fencelock.asyncio.Lock)),
+        ("Locks", lambda: fencelock.asyncio.Locks(wrong)),
+        ("Semaphore", lambda: fencelock.asyncio.Semaphore(wrong, "k", 2, timeout=5)),
     ]:
         with pytest.raises(TypeError) as refused:
             make()

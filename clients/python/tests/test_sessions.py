@@ -1,8 +1,9 @@
-"""Sessions (``Locks(client, session=True)``, the default), what each side does its
-own way: a holder process killed or paused (its locks freed within their ttl, or
-quarantined for the lock-delay), ``close()`` releasing every lock while threads wait
-for them, asyncio's ``close``/``aclose`` and cancellation, and Redis Cluster (one
-keepalive per node, a holding moved by a migration). What both sides do alike is
+"""Sessions (``Locks(client, session=True)``, the default), what the threads' side
+does its own way, written by hand: a holder process killed or paused (its locks freed
+within their ttl, or quarantined for the lock-delay: a child process and its
+signals), and ``close()`` releasing every lock while threads wait for them on each
+other's events. The asyncio side's own (``close``/``aclose``, cancellation) is
+tests/test_asyncio_sessions.py; what both sides do alike, Redis Cluster included, is
 tests/_async/test_sessions.py (the sync side generated from it)."""
 
 from __future__ import annotations
@@ -21,35 +22,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from conftest import async_client, run
+from conftest import async_client
 from servers import Server, wait_until
+from session_counts import Counts
 
 import fencelock
 import fencelock.asyncio
 from fencelock import Lease, LockLost, LockNotAcquired, Locks
-
-
-def calls(client: redis.Redis, command: str) -> int:
-    """How many times the server ran ``command`` (``INFO commandstats``)."""
-    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
-    return int(stats.get("calls", 0))
-
-
-class Counts:
-    """The session commands and refreshes a server ran since this was made."""
-
-    NAMES = ("lock.keepalive", "lock.refresh", "lock.held", "lock.close")
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-        self.before = {name: calls(client, name) for name in self.NAMES}
-
-    def __getitem__(self, name: str) -> int:
-        return calls(self.client, name) - self.before[name]
-
-
-def held_by(client: redis.Redis, session: str) -> list[Any]:
-    return list(client.execute_command("LOCK.HELD", session))
 
 
 def holds(client: redis.Redis, lease: Lease) -> bool:
@@ -271,221 +250,3 @@ def test_close_releases_every_lock_and_the_waiters_get_them(r: redis.Redis) -> N
     with locks.lock("again", ttl=30) as again:
         assert again.session is not None and again.session != acquired[0].session
         assert holds(r, again)
-
-
-def test_asyncio_close_and_async_with(url: str) -> None:
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url)
-        async with fencelock.asyncio.Locks(client) as locks:
-            reported: list[Lease] = []
-            outcome: list[BaseException] = []
-
-            async def block() -> None:
-                try:
-                    async with locks.lock("ac", ttl=30, on_lost=reported.append):
-                        await asyncio.sleep(5)
-                except BaseException as error:
-                    outcome.append(error)
-
-            task = asyncio.ensure_future(block())
-            await asyncio.sleep(0.1)
-            assert admin.exists("lock:ac") == 1
-            await locks.close()  # the alias of aclose
-            assert admin.exists("lock:ac") == 0
-            assert len(reported) == 1
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            lease = await locks.acquire("ac2", ttl=30, session=True)
-        assert admin.exists("lock:ac2") == 0 and lease.released
-        await client.aclose()
-
-    run(main())
-    admin.close()
-
-
-def test_asyncio_a_cancelled_aclose_still_closes(url: str) -> None:
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url)
-        locks = fencelock.asyncio.Locks(client)
-        leases = [await locks.acquire(f"k{i}", ttl=30, session=True) for i in range(5)]
-        closing = asyncio.ensure_future(locks.aclose())
-        await asyncio.sleep(0)
-        closing.cancel()
-        await asyncio.gather(closing, return_exceptions=True)
-        await asyncio.sleep(0.1)
-        assert all(lease.released for lease in leases)
-        assert admin.exists(*(lease.key for lease in leases)) == 0
-        await client.aclose()
-
-    run(main())
-    admin.close()
-
-
-# ---------------------------------------------------------------------------------
-# asyncio cancellation
-# ---------------------------------------------------------------------------------
-
-
-def test_asyncio_cancellation_leaves_no_holding_and_no_heartbeat(url: str) -> None:
-    """Tasks cancelled at random moments of their acquire (waiting in the queue, or
-    just granted) and of their block: afterwards the session holds nothing on the
-    server, nothing is watched, and no keepalive is sent any more."""
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url, socket_timeout=5)
-        locks = fencelock.asyncio.Locks(client)
-        other = fencelock.asyncio.Locks(client)
-        sessions = set()
-        for attempt in range(30):
-            busy = await other.acquire(f"busy{attempt}", ttl=0.05)
-
-            async def work(attempt: int = attempt) -> None:
-                async with locks.lock(f"free{attempt}", ttl=0.03) as lease:
-                    sessions.add(lease.session)
-                    async with locks.lock(f"busy{attempt}", ttl=0.03, wait=5):
-                        await asyncio.sleep(10)
-
-            task = asyncio.ensure_future(work())
-            await asyncio.sleep(0.005 * (attempt % 12))
-            task.cancel()
-            done, _ = await asyncio.wait({task}, timeout=1)
-            assert done, f"run {attempt} hung after its cancellation"
-            await other.release(busy)
-        await asyncio.sleep(0.05)
-        assert all(held_by(admin, name) == [] for name in sessions if name)
-        assert len(locks._refresher._schedule) == 0
-        counts = Counts(admin)
-        await asyncio.sleep(0.2)
-        assert counts["lock.keepalive"] == 0, "no heartbeat left"
-        await client.aclose()
-
-    run(main())
-    admin.close()
-
-
-def test_asyncio_a_cancelled_waiter_of_a_session_leaves_nothing(url: str) -> None:
-    admin = redis.Redis.from_url(url)
-
-    async def main() -> None:
-        client = async_client(url)
-        holder = fencelock.asyncio.Locks(client)
-        locks = fencelock.asyncio.Locks(client)
-        busy = await holder.acquire("queued", ttl=30)
-        waiter = asyncio.ensure_future(
-            locks.acquire("queued", ttl=30, wait=5, session=True)
-        )
-        await asyncio.sleep(0.1)
-        info = fencelock.lock_info(admin, "lock:queued")
-        assert info is not None and info["waiters"] == 1
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
-        await holder.release(busy)
-        await asyncio.sleep(0.05)
-        assert admin.exists("lock:queued") == 0, "granted to nobody"
-        assert len(locks._refresher._schedule) == 0
-        await client.aclose()
-
-    run(main())
-    admin.close()
-
-
-# ---------------------------------------------------------------------------------
-# Cluster: one keepalive per node, and a holding moved by a migration
-# ---------------------------------------------------------------------------------
-
-
-def node_for(cluster: list[Server], client: Any, key: str) -> Server:
-    node = client.get_node_from_key(key)
-    return next(server for server in cluster if server.port == node.port)
-
-
-def node_id(server: Server) -> str:
-    with server.client(decode_responses=True) as client:
-        return str(client.execute_command("CLUSTER", "MYID"))
-
-
-def move_slot(cluster: list[Server], key: str, source: Server, target: Server) -> None:
-    """A live slot migration of ``key``'s slot (with ``key``) from source to target."""
-    with source.client() as src, target.client() as dst:
-        slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
-        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(source))
-        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(target))
-        src.execute_command(
-            "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key
-        )
-        for node in cluster:
-            with node.client() as each:
-                each.execute_command(
-                    "CLUSTER", "SETSLOT", slot, "NODE", node_id(target)
-                )
-
-
-def test_cluster_one_keepalive_per_node_and_a_migrated_holding(
-    cluster: list[Server],
-) -> None:
-    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
-    locks = Locks(client, prefix="")
-    names = [f"spread{i}" for i in range(30)]
-    by_node = {server.port: 0 for server in cluster}
-    for name in names:
-        by_node[node_for(cluster, client, name).port] += 1
-    assert all(by_node.values()), "the keys are on every node"
-    admins = {server.port: server.client() for server in cluster}
-    moving = "{moving}"
-    source = node_for(cluster, client, moving)
-    target = next(server for server in cluster if server is not source)
-    try:
-        with contextlib.ExitStack() as stack:
-            leases = [stack.enter_context(locks.lock(n, ttl=0.3)) for n in names]
-            moved = stack.enter_context(locks.lock(moving, ttl=0.3))
-            counts = {port: Counts(admin) for port, admin in admins.items()}
-            time.sleep(0.6)
-            for port, count in counts.items():
-                assert 3 <= count["lock.keepalive"] <= 0.6 / 0.1 + 2, port
-                assert count["lock.refresh"] == 0
-            move_slot(cluster, moving, source, target)
-            time.sleep(0.9)  # three ttls on the new node
-            assert not moved.lost.is_set()
-            assert not [lease for lease in leases if lease.lost.is_set()]
-            on_target = held_by(admins[target.port], moved.session or "")
-            assert moving.encode() in [entry[0] for entry in on_target]
-            assert 0 < admins[target.port].pttl(moving) <= 300
-        assert held_by(admins[target.port], moved.session or "") == []
-    finally:
-        move_slot(cluster, moving, target, source)
-        for admin in admins.values():
-            admin.close()
-        client.close()
-
-
-def test_cluster_asyncio_sessions(cluster: list[Server]) -> None:
-    admins = [server.client() for server in cluster]
-
-    async def main() -> None:
-        client = redis.asyncio.cluster.RedisCluster(
-            host="127.0.0.1", port=cluster[0].port
-        )
-        counts = [Counts(admin) for admin in admins]
-        async with fencelock.asyncio.Locks(client) as locks:
-            async with contextlib.AsyncExitStack() as stack:
-                leases = [
-                    await stack.enter_async_context(locks.lock(f"a{i}", ttl=0.3))
-                    for i in range(20)
-                ]
-                await asyncio.sleep(0.6)
-                assert not [lease for lease in leases if lease.lost.is_set()]
-            kept = await locks.acquire("{x}", ttl=0.3, session=True)
-        assert kept.released
-        assert sum(count["lock.keepalive"] for count in counts) >= 3 * 3
-        assert sum(count["lock.refresh"] for count in counts) == 0
-        assert sum(count["lock.close"] for count in counts) >= 1
-        await client.aclose()
-
-    run(main())
-    for admin in admins:
-        admin.close()

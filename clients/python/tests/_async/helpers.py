@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from typing import Any, Callable, Optional, TypeVar, cast
+
+import fencelock.asyncio
 
 T = TypeVar("T")
 
@@ -19,6 +22,22 @@ _pending: set[asyncio.Task[Any]] = set()
 
 async def sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+def drop_in(client: Any, name: str, **kwargs: Any) -> fencelock.asyncio.Lock:
+    """``client.lock(name, lock_class=fencelock.asyncio.Lock, **kwargs)``, typed as
+    the drop-in it returns: redis-py's asyncio annotations name its own ``Lock``."""
+    lock: fencelock.asyncio.Lock = client.lock(
+        name, lock_class=fencelock.asyncio.Lock, **kwargs
+    )
+    return lock
+
+
+async def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Runs the blocking ``call(*args)`` in a thread of its own, so that the loop's
+    tasks (the refresher's among them) go on meanwhile."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(None, functools.partial(call, *args))
 
 
 def later(seconds: float, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
@@ -70,6 +89,12 @@ async def set_within(event: asyncio.Event, timeout: float) -> bool:
 async def next_of(items: AsyncIterator[T]) -> T:
     """The next item of an (asynchronous) iterator: ``next()`` on the threads' side."""
     return await items.__anext__()
+
+
+async def close_iterator(items: AsyncIterator[Any]) -> None:
+    """Closes what ``observe()`` returned (an async generator, annotated as the
+    iterator it is to its users)."""
+    await cast(AsyncGenerator[Any, None], items).aclose()
 
 
 def refresher_running(locks: Any) -> bool:

@@ -8,6 +8,7 @@ tests/test_asyncio_election.py."""
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -31,7 +32,7 @@ from fencelock.asyncio import (
     Locks,
 )
 
-from .helpers import join, next_of, set_within, sleep, spawn, until
+from .helpers import close_iterator, join, next_of, set_within, sleep, spawn, until
 
 SERVICE = "election-service"
 
@@ -62,7 +63,9 @@ async def waiting_observers(client: redis.asyncio.Redis, count: int = 1) -> None
 
 
 async def waiters(client: redis.asyncio.Redis, key: str) -> int:
-    return (await fencelock.asyncio.lock_info(client, key) or {})["waiters"]
+    info = await fencelock.asyncio.lock_info(client, key)
+    assert info is not None, f"no lock at {key}"
+    return info["waiters"]
 
 
 async def result_of(task: Any, outcome: dict[str, Any], timeout: float) -> Any:
@@ -81,7 +84,7 @@ async def test_nobody_leads_a_free_election(any_r: redis.asyncio.Redis) -> None:
     assert await election.leader() is None
     states = election.observe()
     assert await next_of(states) is None, "the current state at once"
-    await states.aclose()
+    await close_iterator(states)
 
 
 async def test_one_leader_among_candidates_the_next_one_on_resign(
@@ -101,7 +104,7 @@ async def test_one_leader_among_candidates_the_next_one_on_resign(
         led.append(await election.campaign(value))
 
     waiting = [
-        spawn(lambda e=e, v=v: lead(e, v))
+        spawn(functools.partial(lead, e, v))
         for e, v in ((elections[1], "b"), (elections[2], "c"))
     ]
 
@@ -118,6 +121,7 @@ async def test_one_leader_among_candidates_the_next_one_on_resign(
     await until(lambda: leading(1), 5, "the next candidate leads")
     second = led[0]
     assert second.fence > first.fence
+    assert isinstance(second.value, str)
     assert await elections[2].leader() == Leader(second.value.encode(), second.fence)
     assert await waiters(r, "lock:one") == 1, "one waits on"
     await second.resign()
@@ -151,7 +155,7 @@ async def test_a_leader_that_stops_is_replaced_after_its_lease(
         assert now is not None and now.fence == leadership.fence
         assert now.value in ("new", b"new")
     assert await next_of(states) is None, "resigned on leaving"
-    await states.aclose()
+    await close_iterator(states)
 
 
 async def test_a_campaign_block_resigns_on_leaving(r: redis.asyncio.Redis) -> None:
@@ -211,7 +215,7 @@ async def test_proclaim_is_seen_by_leader_and_observers(
     assert not coming[1], "no answer yet"
     await leadership.resign()
     assert await result_of(*coming, 5) is None
-    await states.aclose()
+    await close_iterator(states)
     with pytest.raises(LockLost):
         await leadership.proclaim("after")
 
@@ -228,7 +232,7 @@ async def test_observe_skips_what_came_and_went_never_the_latest(
     assert await next_of(states) == Leader(b"d", last.fence), "the latest, at once"
     await last.resign()
     assert await next_of(states) is None
-    await states.aclose()
+    await close_iterator(states)
 
 
 async def test_fences_increase_across_leaders(r: redis.asyncio.Redis) -> None:
@@ -347,7 +351,7 @@ async def test_observe_through_a_reload_and_a_killed_connection(
         await r.execute_command("CLIENT", "KILL", "TYPE", "normal")
         await leadership.resign()
         assert await result_of(*coming, 5) is None
-        await states.aclose()
+        await close_iterator(states)
     finally:
         await watcher.aclose()
         await r.aclose()
@@ -385,7 +389,7 @@ async def test_observe_through_a_restart(tmp_path: Path, persistence: bool) -> N
             assert await result_of(*coming, 10) == Leader(b"after", leadership.fence)
         else:
             assert await result_of(*coming, 10) is None, "gone with the data"
-        await states.aclose()
+        await close_iterator(states)
         await leadership.resign()
     finally:
         await watcher.aclose()
@@ -441,7 +445,7 @@ async def test_observe_through_a_sentinel_failover(tmp_path: Path) -> None:
             await result_of(*spawn(until_successor), 30)
             assert seen[-1] == Leader(b"new-master", successor.fence)
             assert successor.fence > leadership.fence
-            await states.aclose()
+            await close_iterator(states)
             assert await successor.resign()
             assert await leadership.resign() is False, "ended on the new master by hand"
         finally:
@@ -466,7 +470,7 @@ async def test_observe_on_a_replica_follows_the_primary(tmp_path: Path) -> None:
         assert await next_of(states) == Leader(b"still primary", leadership.fence)
         await leadership.resign()
         assert await next_of(states) is None
-        await states.aclose()
+        await close_iterator(states)
     finally:
         await client.aclose()
         await on_replica.aclose()
@@ -490,7 +494,7 @@ async def test_an_election_on_a_cluster(cluster: list[Server]) -> None:
                 )
             assert await next_of(states[n]) is None
         for s in states:
-            await s.aclose()
+            await close_iterator(s)
         other = Election(client, "elsewhere", ttl=10)
         async with other.campaign("x") as leadership:
             assert await other.leader() == Leader(b"x", leadership.fence)
@@ -520,7 +524,7 @@ async def test_observe_waits_quietly_through_its_block_timeouts(
         await leadership.proclaim("changed")
         assert await result_of(*coming, 5) == Leader(b"changed", leadership.fence)
         await leadership.resign()
-        await states.aclose()
+        await close_iterator(states)
     finally:
         await r.aclose()
         server.stop()

@@ -14,7 +14,7 @@ from servers import Server
 
 import fencelock.asyncio
 
-from .helpers import set_within
+from .helpers import drop_in, set_within
 
 TTL = 0.3
 
@@ -84,7 +84,7 @@ async def test_a_release_answered_0_on_leaving_is_a_loss(
 async def test_the_dropin_release_after_a_loss_is_lock_lost(
     r: redis.asyncio.Redis,
 ) -> None:
-    lock = r.lock("dropin", timeout=5, lock_class=fencelock.asyncio.Lock)
+    lock = drop_in(r, "dropin", timeout=5)
     assert await lock.acquire()
     await r.delete("dropin")
     with pytest.raises(fencelock.asyncio.LockLost) as raised:

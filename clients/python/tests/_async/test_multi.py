@@ -247,7 +247,7 @@ async def test_the_names_are_checked_before_anything_is_sent(
     with pytest.raises(TypeError, match="list of names"):
         MultiLock(r, "ab")
     with pytest.raises(TypeError, match="list of names"):
-        Locks(r).lock_all("ab", ttl=1)  # type: ignore[arg-type]
+        Locks(r).lock_all("ab", ttl=1)
 
 
 # ---------------------------------------------------------------------------------
@@ -532,7 +532,8 @@ async def test_cluster_routes_by_the_first_key(cluster: list[Server]) -> None:
     assert await multi.owned()
     assert acquireall_stats(cluster) == (ran + 1, refused), "no redirect"
     node = client.get_node_from_key(names[0])
-    on_node = redis.asyncio.Redis(host=node.host, port=node.port)
+    assert node is not None
+    on_node = redis.asyncio.Redis(host=node.host, port=int(node.port))
     token = multi.local.token
     assert [await fence_of(on_node, name, token) for name in names] == multi.fences
     await multi.release()

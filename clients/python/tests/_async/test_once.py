@@ -140,7 +140,7 @@ async def test_a_run_killed_mid_work_is_run_once_more(
     finally:
         runner.kill()
         runner.wait()
-    answers = [outcome.get("result") for _, outcome in started]
+    answers: list[Any] = [outcome.get("result") for _, outcome in started]
     assert None not in answers, [outcome for _, outcome in started]
     assert len(runs) == 1 and runs[0] > int(crashed)
     assert sorted(replayed for replayed, _, _ in answers) == [False] + [True] * 4

@@ -68,7 +68,7 @@ async def test_three_permits_then_busy(any_r: redis.asyncio.Redis) -> None:
         True,
         False,
     ]
-    fences = [p.fence for p in permits[:3]]
+    fences: list[Any] = [p.fence for p in permits[:3]]
     assert fences == sorted(fences) and len(set(fences)) == 3
     assert all([await p.owned() for p in permits[:3]]) and not await permits[3].owned()
     assert await any_r.type("sem") in (b"fencelock", "fencelock")
@@ -388,17 +388,17 @@ async def test_a_queued_waiter_in_the_wrong_mode_gets_wrongmode(
     first = Waiter(Semaphore(r, "k", 2, timeout=10), order, "sem2")
     first.start()
 
-    async def queued() -> bool:
+    async def one_queued() -> bool:
         return await waiters(r, "k") == 1
 
-    await until(queued, 5, "queued")
+    await until(one_queued, 5, "queued")
     second = Waiter(Semaphore(r, "k", 3, timeout=10), order, "sem3")
     second.start()
 
-    async def queued() -> bool:
+    async def two_queued() -> bool:
         return await waiters(r, "k") == 2
 
-    await until(queued, 5, "queued")
+    await until(two_queued, 5, "queued")
     await writer.release()
     assert await first.granted(5) and first.result is True
     assert await second.granted(5)

@@ -1,18 +1,31 @@
 """The lock manager with ``shared=True`` and ``limit=n``, on both sides: leases of
 readers and of semaphore permits, each with its own refresher, loss report and
 ``min_hold``; waiting for a leaving holder; ``WrongMode``; a limit checked before
-anything is sent. Tasks waiting across modes, cancellation, a cluster, replicas and
-waits past the socket timeout are tests/test_shared_locks.py."""
+anything is sent; waits past the socket timeout, a permit confirmed on a replica,
+semaphores and read-write locks on Redis Cluster. Tasks waiting across modes and a
+cancelled shared wait are tests/test_shared_locks.py."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import redis.asyncio
+import redis.asyncio.cluster
+from servers import Server, start_replica
 
 import fencelock.asyncio
-from fencelock.asyncio import LockLost, LockNotAcquired, Locks, WrongMode
+from fencelock.asyncio import (
+    Lock,
+    LockLost,
+    LockNotAcquired,
+    Locks,
+    ReadWriteLock,
+    Semaphore,
+    WrongMode,
+    lock_info,
+)
 
 from .helpers import later, set_within, sleep, until
 
@@ -132,3 +145,87 @@ async def test_a_limit_is_checked_before_anything_is_sent(
         async with locks.lock("api", ttl=10, limit=0):
             pytest.fail("a semaphore of no permits")
     assert await r.exists("lock:api") == 0
+
+
+async def test_shared_waits_longer_than_the_socket_timeout(
+    server: Server, r: redis.asyncio.Redis
+) -> None:
+    """On the pinned connection too, the acquire carries its mode: shared, or a
+    permit of a semaphore."""
+    client = redis.asyncio.Redis(port=server.port, socket_timeout=0.3)
+    locks = Locks(client)
+    writer = await locks.acquire("cfg", ttl=10)
+    later(0.6, locks.release, writer)
+    start = time.monotonic()
+    reader = await locks.acquire("cfg", ttl=10, shared=True, wait=3)
+    assert 0.5 < time.monotonic() - start < 2.5
+    info = await locks.info("cfg")
+    assert info is not None and info["mode"] == "shared"
+    await locks.release(reader)
+    holder = await locks.acquire("api", ttl=10, limit=1)
+    later(0.6, locks.release, holder)
+    permit = await locks.acquire("api", ttl=10, limit=1, wait=3)
+    assert permit.mode == "semaphore" and permit.fence > holder.fence
+    await locks.release(permit)
+    await locks.aclose()
+    await client.aclose()
+
+
+async def test_wait_replicas_confirms_a_permit_on_the_replica(tmp_path: Path) -> None:
+    primary = Server(tmp_path / "primary", "--repl-diskless-sync-delay", "0")
+    replica = start_replica(tmp_path / "replica", primary)
+    try:
+        client = redis.asyncio.Redis(port=primary.port)
+        on_replica = redis.asyncio.Redis(port=replica.port)
+        locks = Locks(client)
+        async with locks.lock("api", ttl=30, limit=2, wait_replicas=1) as first:
+            second = await locks.acquire("api", ttl=30, limit=2, wait_replicas=1)
+            info = await lock_info(on_replica, "lock:api")
+            assert info is not None, "acknowledged: the replica has both grants now"
+            assert (info["mode"], info["holders"], info["limit"]) == ("semaphore", 2, 2)
+            fence = await on_replica.execute_command(
+                "LOCK.FENCE", "lock:api", first.token
+            )
+            assert fence == first.fence
+            await locks.release(second)
+        reader = Lock(client, "rw", timeout=30, shared=True, wait_replicas=1)
+        assert await reader.acquire()
+        info = await lock_info(on_replica, "rw")
+        assert info is not None and info["mode"] == "shared"
+        await reader.release()
+        await locks.aclose()
+        await client.aclose()
+        await on_replica.aclose()
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+async def test_cluster(cluster: list[Server]) -> None:
+    client = redis.asyncio.cluster.RedisCluster(
+        host="127.0.0.1", port=cluster[0].port, socket_timeout=0.3
+    )
+    for key in ("sem:a", "sem:b", "sem:c"):
+        permits = [Semaphore(client, key, 2, timeout=10) for _ in range(3)]
+        assert [await p.acquire(blocking=False) for p in permits] == [
+            True,
+            True,
+            False,
+        ]
+        assert await permits[2].locked()
+        for p in permits[:2]:
+            await p.release()
+        rw = ReadWriteLock(client, key, timeout=10)
+        async with rw.read():
+            other = ReadWriteLock(client, key, timeout=10)
+            assert not await other.write().acquire(blocking=False)
+    locks = Locks(client)
+    holder = await locks.acquire("{api}", ttl=10, limit=1)
+    later(0.6, locks.release, holder)
+    permit = await locks.acquire("{api}", ttl=10, limit=1, wait=3)
+    assert permit.mode == "semaphore"
+    async with Semaphore(client, "sem:a", 3, timeout=10) as sem:
+        assert await sem.owned()
+    await locks.release(permit)
+    await locks.aclose()
+    await client.aclose()

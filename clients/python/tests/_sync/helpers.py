@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any, Callable, TypeVar
+from collections.abc import Generator, Iterator
+from typing import Any, Callable, TypeVar, cast
 
+import fencelock
 from fencelock._sync._refresher import thread_name
 
 T = TypeVar("T")
@@ -18,9 +19,22 @@ def sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def drop_in(client: Any, name: str, **kwargs: Any) -> fencelock.Lock:
+    """``client.lock(name, lock_class=fencelock.Lock, **kwargs)``, typed as the
+    drop-in it returns (redis-py's sync client is not annotated)."""
+    lock: fencelock.Lock = client.lock(name, lock_class=fencelock.Lock, **kwargs)
+    return lock
+
+
 # Timers started by ``later``, joined when the test's body ends (``conftest.py``), so
 # that none calls the test's client after its fixture closed it.
 _timers: list[threading.Timer] = []
+
+
+def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Runs the blocking ``call(*args)``: the refresher has a thread of its own
+    already (the asyncio side runs it in a thread, beside the loop)."""
+    return call(*args)
 
 
 def later(seconds: float, call: Callable[..., Any], *args: Any) -> None:
@@ -64,6 +78,12 @@ def set_within(event: threading.Event, timeout: float) -> bool:
 def next_of(items: Iterator[T]) -> T:
     """The next item of an iterator (``__anext__`` on the asyncio side)."""
     return next(items)
+
+
+def close_iterator(items: Iterator[Any]) -> None:
+    """Closes what ``observe()`` returned (a generator, annotated as the iterator it
+    is to its users)."""
+    cast(Generator[Any, None, None], items).close()
 
 
 def refresher_running(locks: Any) -> bool:

@@ -11,13 +11,17 @@ holder waits for the waiters and they for it until the pool's timeout.
 - 2 checkouts through a pool of one connection: both finish at once.
 - Where the pool has room, waits are still the server's FIFO queue, one
   ``LOCK.ACQUIRE`` each (the drop-in, ``Locks``).
-
-The last connection tried instead of waited for, and a ``ConnectionPool`` that raises
-instead of waiting, are tests/test_bounded_pools.py."""
+- The waiter that would take the pool's last connection tries every ``sleep``
+  seconds instead of waiting in the server's queue, each try on a connection
+  borrowed for one round trip, and still ends within its ``blocking_timeout``.
+- A ``ConnectionPool(max_connections=n)``, which raises instead of waiting: the
+  waiters leave the holder a connection there too, and an acquire that finds it
+  exhausted raises ``ServerUnavailable`` at once, blaming the pool, not the server."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +34,7 @@ from servers import Server
 
 import fencelock
 
-from .helpers import join, sleep, spawn, until
+from .helpers import drop_in, join, sleep, spawn, until
 
 WAYS = ["drop-in", "locks"]
 WORKERS = 6
@@ -85,12 +89,7 @@ def a_lock(
 ) -> Any:
     """The lock ``name`` taken the trial's way: wait up to ``wait``, a 10 s lease."""
     if way == "drop-in":
-        return client.lock(
-            name,
-            timeout=10,
-            blocking_timeout=wait,
-            lock_class=fencelock.Lock,
-        )
+        return drop_in(client, name, timeout=10, blocking_timeout=wait)
     return locks.lock(name, ttl=10, wait=wait)
 
 
@@ -98,7 +97,7 @@ def queue_in_order(r: redis.Redis, key: str, count: int, start: Any) -> list[Any
     """Starts waiter 0, 1, …, each once the one before is queued (arrival order)."""
     started = []
     for position in range(count):
-        started.append(spawn(lambda p=position: start(p)))
+        started.append(spawn(functools.partial(start, position)))
 
         def queued(p: int = position) -> bool:
             return waiters(r, key) == p + 1
@@ -130,7 +129,7 @@ def test_six_waiters_through_a_blocking_pool_of_two(
             holders.failures.append(error)
 
     start = time.monotonic()
-    started = [spawn(lambda n=n: worker(n)) for n in range(WORKERS)]
+    started = [spawn(functools.partial(worker, n)) for n in range(WORKERS)]
     for task, _ in started:
         join(task, POOL_TIMEOUT + 15)
     took = time.monotonic() - start
@@ -219,3 +218,130 @@ def test_a_bounded_pool_with_room_keeps_the_fifo_queue(
     pool.disconnect()
     assert order == [0, 1, 2, 3]
     assert monitor.count(lines, "LOCK.ACQUIRE") == 5, "the holder's, one per waiter"
+
+
+def plain_acquires(lines: list[str]) -> list[str]:
+    """The ``LOCK.ACQUIRE`` lines of MONITOR that did not wait (no ``BLOCK``)."""
+    return [
+        line for line in lines if '"lock.acquire"' in line and '"block"' not in line
+    ]
+
+
+def test_the_waiter_that_would_take_the_last_connection_tries_instead(
+    server: Server, r: redis.Redis
+) -> None:
+    """Pool of 2, the lock held elsewhere: the first waiter takes a connection and
+    waits in the queue (one was left), the second would take the last one, so it tries
+    every ``sleep`` seconds, each try a round trip; it still gives up on time."""
+    pool = redis.BlockingConnectionPool(
+        port=server.port, max_connections=2, timeout=POOL_TIMEOUT
+    )
+    client = redis.Redis(connection_pool=pool)
+    holder = drop_in(r, "last", timeout=30, thread_local=False)
+    assert holder.acquire(blocking=False)
+    first, first_outcome = spawn(
+        drop_in(client, "last", timeout=30, blocking_timeout=10).acquire
+    )
+
+    def first_queued() -> bool:
+        return waiters(r, "last") == 1
+
+    until(first_queued, 5, "the first waiter queued")
+    monitor = Monitor(server.port)
+    second = drop_in(client, "last", timeout=30, blocking_timeout=1, sleep=0.2)
+    start = time.monotonic()
+    assert not second.acquire()
+    waited = time.monotonic() - start
+    lines = monitor.stop()
+    assert 0.9 < waited < 1.6, f"{waited:.2f} s for a 1 s blocking_timeout"
+    assert 4 <= len(plain_acquires(lines)) <= 7, lines
+    assert blocked_waits(r) == 1, "only the first waits in the queue"
+    # Meanwhile the pool served anyone else at once.
+    assert client.ping()
+    holder.release()
+    join(first, 5)
+    assert first_outcome == {"result": True}
+    client.close()
+    pool.disconnect()
+
+
+def test_a_non_blocking_pool_keeps_a_connection_for_the_holder(
+    server: Server, r: redis.Redis
+) -> None:
+    """``ConnectionPool(max_connections=2)`` raises "Too many connections" instead of
+    waiting for one: the holder and two waiters share it; the second waiter gives the
+    last connection back after each try, so the holder's commands and its release get
+    it, and both waiters get the lock in turn."""
+    pool = redis.ConnectionPool(port=server.port, max_connections=2)
+    client = redis.Redis(connection_pool=pool)
+    holder = drop_in(client, "nb", timeout=30)
+    assert holder.acquire(blocking=False)
+    got: list[str] = []
+
+    def waiter(name: str, sleep: float) -> None:
+        lock = drop_in(client, "nb", timeout=30, blocking_timeout=10, sleep=sleep)
+        with lock:
+            got.append(name)
+
+    monitor = Monitor(server.port)
+    first, first_outcome = spawn(functools.partial(waiter, "first", 0.1))
+
+    def first_queued() -> bool:
+        return waiters(r, "nb") == 1
+
+    until(first_queued, 5, "the first waiter queued")
+    # The second tries every 2 s: right after a try, the last connection is free
+    # for that long, so what the holder does next cannot meet a try in flight.
+    second, second_outcome = spawn(functools.partial(waiter, "second", 2.0))
+
+    def second_tried() -> bool:
+        return len(plain_acquires(monitor.lines())) >= 1
+
+    until(second_tried, 5, "the second's try")
+    sleep(0.05)
+    assert client.incr("work") == 1
+    holder.release()
+    join(first, 5)
+    join(second, 5)
+    monitor.stop()
+    client.close()
+    pool.disconnect()
+    failures = [o["error"] for o in (first_outcome, second_outcome) if "error" in o]
+    assert not failures, failures
+    assert got == ["first", "second"]
+
+
+def test_a_pool_with_no_connection_to_give_is_not_blamed_on_the_server(
+    server: Server, r: redis.Redis
+) -> None:
+    """A ``ConnectionPool(max_connections=1)`` whose one connection is busy (a long
+    command of the application's own): an acquire raises at once, as any command of
+    that pool would, as ``ServerUnavailable`` (a ``ConnectionError``) whose message
+    puts it on the pool, not on the server, which was never asked."""
+    pool = redis.ConnectionPool(port=server.port, max_connections=1)
+    client = redis.Redis(connection_pool=pool)
+    other, _ = spawn(functools.partial(client.blpop, ["never"], 2))
+
+    def long_command_running() -> bool:
+        return any(entry.get("cmd") == "blpop" for entry in r.client_list())
+
+    until(long_command_running, 5, "the long command")
+    attempts = {
+        "drop-in": lambda: drop_in(
+            client, "k", timeout=5, blocking_timeout=1
+        ).acquire(),
+        "locks": lambda: fencelock.Locks(client).acquire("k", ttl=5, wait=1),
+    }
+    for way, attempt in attempts.items():
+        start = time.monotonic()
+        with pytest.raises(fencelock.ServerUnavailable) as raised:
+            attempt()
+        assert time.monotonic() - start < 0.5, way
+        assert isinstance(raised.value, redis.ConnectionError)
+        text = str(raised.value)
+        assert "connection pool had no connection" in text, text
+        assert "no answer from" not in text, text
+    join(other, 5)
+    client.close()
+    pool.disconnect()
+    assert r.exists("k") == 0

@@ -10,6 +10,7 @@ tests/test_asyncio_election.py."""
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -33,7 +34,7 @@ from fencelock import (
     Locks,
 )
 
-from .helpers import join, next_of, set_within, sleep, spawn, until
+from .helpers import close_iterator, join, next_of, set_within, sleep, spawn, until
 
 SERVICE = "election-service"
 
@@ -64,7 +65,9 @@ def waiting_observers(client: redis.Redis, count: int = 1) -> None:
 
 
 def waiters(client: redis.Redis, key: str) -> int:
-    return (fencelock.lock_info(client, key) or {})["waiters"]
+    info = fencelock.lock_info(client, key)
+    assert info is not None, f"no lock at {key}"
+    return info["waiters"]
 
 
 def result_of(task: Any, outcome: dict[str, Any], timeout: float) -> Any:
@@ -83,7 +86,7 @@ def test_nobody_leads_a_free_election(any_r: redis.Redis) -> None:
     assert election.leader() is None
     states = election.observe()
     assert next_of(states) is None, "the current state at once"
-    states.close()
+    close_iterator(states)
 
 
 def test_one_leader_among_candidates_the_next_one_on_resign(
@@ -103,7 +106,7 @@ def test_one_leader_among_candidates_the_next_one_on_resign(
         led.append(election.campaign(value))
 
     waiting = [
-        spawn(lambda e=e, v=v: lead(e, v))
+        spawn(functools.partial(lead, e, v))
         for e, v in ((elections[1], "b"), (elections[2], "c"))
     ]
 
@@ -120,6 +123,7 @@ def test_one_leader_among_candidates_the_next_one_on_resign(
     until(lambda: leading(1), 5, "the next candidate leads")
     second = led[0]
     assert second.fence > first.fence
+    assert isinstance(second.value, str)
     assert elections[2].leader() == Leader(second.value.encode(), second.fence)
     assert waiters(r, "lock:one") == 1, "one waits on"
     second.resign()
@@ -153,7 +157,7 @@ def test_a_leader_that_stops_is_replaced_after_its_lease(
         assert now is not None and now.fence == leadership.fence
         assert now.value in ("new", b"new")
     assert next_of(states) is None, "resigned on leaving"
-    states.close()
+    close_iterator(states)
 
 
 def test_a_campaign_block_resigns_on_leaving(r: redis.Redis) -> None:
@@ -211,7 +215,7 @@ def test_proclaim_is_seen_by_leader_and_observers(
     assert not coming[1], "no answer yet"
     leadership.resign()
     assert result_of(*coming, 5) is None
-    states.close()
+    close_iterator(states)
     with pytest.raises(LockLost):
         leadership.proclaim("after")
 
@@ -228,7 +232,7 @@ def test_observe_skips_what_came_and_went_never_the_latest(
     assert next_of(states) == Leader(b"d", last.fence), "the latest, at once"
     last.resign()
     assert next_of(states) is None
-    states.close()
+    close_iterator(states)
 
 
 def test_fences_increase_across_leaders(r: redis.Redis) -> None:
@@ -347,7 +351,7 @@ def test_observe_through_a_reload_and_a_killed_connection(
         r.execute_command("CLIENT", "KILL", "TYPE", "normal")
         leadership.resign()
         assert result_of(*coming, 5) is None
-        states.close()
+        close_iterator(states)
     finally:
         watcher.close()
         r.close()
@@ -385,7 +389,7 @@ def test_observe_through_a_restart(tmp_path: Path, persistence: bool) -> None:
             assert result_of(*coming, 10) == Leader(b"after", leadership.fence)
         else:
             assert result_of(*coming, 10) is None, "gone with the data"
-        states.close()
+        close_iterator(states)
         leadership.resign()
     finally:
         watcher.close()
@@ -435,7 +439,7 @@ def test_observe_through_a_sentinel_failover(tmp_path: Path) -> None:
             result_of(*spawn(until_successor), 30)
             assert seen[-1] == Leader(b"new-master", successor.fence)
             assert successor.fence > leadership.fence
-            states.close()
+            close_iterator(states)
             assert successor.resign()
             assert leadership.resign() is False, "ended on the new master by hand"
         finally:
@@ -460,7 +464,7 @@ def test_observe_on_a_replica_follows_the_primary(tmp_path: Path) -> None:
         assert next_of(states) == Leader(b"still primary", leadership.fence)
         leadership.resign()
         assert next_of(states) is None
-        states.close()
+        close_iterator(states)
     finally:
         client.close()
         on_replica.close()
@@ -484,7 +488,7 @@ def test_an_election_on_a_cluster(cluster: list[Server]) -> None:
                 )
             assert next_of(states[n]) is None
         for s in states:
-            s.close()
+            close_iterator(s)
         other = Election(client, "elsewhere", ttl=10)
         with other.campaign("x") as leadership:
             assert other.leader() == Leader(b"x", leadership.fence)
@@ -514,7 +518,7 @@ def test_observe_waits_quietly_through_its_block_timeouts(
         leadership.proclaim("changed")
         assert result_of(*coming, 5) == Leader(b"changed", leadership.fence)
         leadership.resign()
-        states.close()
+        close_iterator(states)
     finally:
         r.close()
         server.stop()

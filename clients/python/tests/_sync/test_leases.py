@@ -4,12 +4,14 @@
 sides: the clock with the server stopped or restarted without persistence, a refused
 refresh, guard or release; leaving the block after a loss raises ``LockLost`` (saying
 how it was lost); ``max_hold``, ``min_hold``; no token in a repr or an error; a key of
-another type waited for. Against real servers. What one side does its own way (one
-refresher thread or task, ``once``, upgrades in one thread or task,
-``cancel_on_lost``, cancellation) is tests/test_leases.py."""
+another type waited for; upgrades refused within one thread or task; a full bounded
+pool. Against real servers. What one side does its own way (one refresher thread or
+task, ``once``, ``cancel_on_lost``, cancellation) is tests/test_leases.py."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import signal
 import time
 from pathlib import Path
@@ -18,10 +20,16 @@ import pytest
 import redis
 from servers import Server
 
-import fencelock
-from fencelock import Lease, LockLost, LockNotAcquired, Locks
+from fencelock import (
+    Lease,
+    LockLost,
+    LockNotAcquired,
+    Locks,
+    ReadWriteLock,
+    WrongMode,
+)
 
-from .helpers import later, set_within, sleep, until
+from .helpers import drop_in, join, later, set_within, sleep, spawn, until
 
 
 def test_the_deadline_is_the_send_time_plus_the_ttl(
@@ -237,7 +245,7 @@ def test_lock_lost_says_a_deadline_passed(r: redis.Redis) -> None:
             sleep(0.5)
     assert late.value.reason == LockLost.DEADLINE
     # A drop-in lock has no deadline to go by: the server's refusal says what it can.
-    lock = r.lock("drop-in", timeout=30, lock_class=fencelock.Lock)
+    lock = drop_in(r, "drop-in", timeout=30)
     assert lock.acquire()
     r.delete("drop-in")
     with pytest.raises(LockLost) as refused:
@@ -279,7 +287,7 @@ def test_repr_and_errors_never_show_the_token(r: redis.Redis) -> None:
     locks = Locks(r)
     lease = locks.acquire("secret", ttl=30, token="s3cr3t-token-value")
     assert "s3cr3t" not in repr(lease)
-    lock = r.lock("lock:secret", lock_class=fencelock.Lock, timeout=5, blocking=False)
+    lock = drop_in(r, "lock:secret", timeout=5, blocking=False)
     assert not lock.acquire(token="s3cr3t-token-value-2")
     assert "s3cr3t" not in repr(lock)
     with pytest.raises(LockNotAcquired) as raised:
@@ -310,3 +318,127 @@ def test_a_key_of_another_type_is_busy_for_the_manager_too(
     later(0.3, old.release)
     with locks.lock("report", ttl=30, wait=3) as lease:
         assert lease.fence > 0
+
+
+def test_an_upgrade_in_the_same_thread_is_refused_at_once(
+    r: redis.Redis,
+) -> None:
+    """Within one thread (or task) a read lock is not upgraded: refused at once, not
+    waited for forever."""
+    rw = ReadWriteLock(r, "config", timeout=30)
+    with rw.read():
+        start = time.monotonic()
+        with pytest.raises(WrongMode) as raised:
+            with rw.write():
+                pytest.fail("upgraded")
+        assert time.monotonic() - start < 0.5
+        assert raised.value.mode == "shared"
+    # Another thread's reader is waited for, as always.
+    with rw.write():
+        pass
+
+
+def test_an_acquire_that_would_wait_for_its_own_thread_is_refused_at_once(
+    r: redis.Redis,
+) -> None:
+    locks = Locks(r)
+    start = time.monotonic()
+    with locks.lock("cfg", ttl=30, shared=True):
+        with pytest.raises(WrongMode) as raised:
+            # An upgrade: would wait forever.
+            locks.acquire("cfg", ttl=30, wait=None)
+        assert raised.value.mode == "shared" and "s3" not in str(raised.value)
+        with locks.lock("cfg", ttl=30, shared=True):  # readers together: fine
+            pass
+    with locks.lock("cfg", ttl=30):
+        with pytest.raises(WrongMode):
+            locks.acquire("cfg", ttl=30, shared=True, wait=10)  # a downgrade
+        with pytest.raises(WrongMode):
+            locks.acquire("cfg", ttl=30, wait=10)  # itself again
+    assert time.monotonic() - start < 1
+    # Another thread (or task) still just waits its turn.
+    with locks.lock("cfg", ttl=30):
+        outcome: list[str] = []
+
+        def other_waiter() -> None:
+            try:
+                locks.acquire("cfg", ttl=30, wait=0.2)
+            except LockNotAcquired:
+                outcome.append("waited, busy")
+
+        other, _ = spawn(other_waiter)
+        join(other, 5)
+        assert outcome == ["waited, busy"]
+    rw = ReadWriteLock(r, "rw", timeout=30)
+    with rw.write():
+        with pytest.raises(WrongMode):
+            with rw.read():
+                pytest.fail("downgraded")
+
+
+def test_a_full_bounded_pool_does_not_starve_the_refresher(
+    server: Server, r: redis.Redis
+) -> None:
+    """A pool of two, both connections taken for seconds: a waiter in the queue on
+    one (the pool had room for it), a long command of the application's own on the
+    other. The lease already held is still refreshed: the refresher has a connection
+    of its own."""
+    pool = redis.BlockingConnectionPool(port=server.port, max_connections=2, timeout=5)
+    client = redis.Redis(connection_pool=pool)
+    locks = Locks(client)
+    blocker = Locks(r).acquire("b", ttl=30)
+
+    def wait_for_b() -> None:
+        with contextlib.suppress(LockNotAcquired):  # b stays held: it waits 4 s
+            locks.acquire("b", ttl=5, wait=4)
+
+    def long_command() -> None:
+        client.blpop(["never"], timeout=4)
+
+    def waiting() -> bool:
+        return bool((r.execute_command("LOCK.INFO", "lock:b"))[7] == 1)
+
+    def long_command_running() -> bool:
+        entries = r.client_list()
+        return sum(1 for entry in entries if entry.get("cmd") == "blpop") == 1
+
+    with locks.lock("a", ttl=1) as lease:
+        waiter, _ = spawn(wait_for_b)
+        until(waiting, 5, "the waiter")
+        other, _ = spawn(long_command)
+        until(long_command_running, 5, "the long command")
+        sleep(2.5)  # more than twice the ttl
+        lease.ensure_held(check=False)
+        assert not lease.lost.is_set()
+        fence = r.execute_command("LOCK.FENCE", "lock:a", lease.token)
+        assert fence == lease.fence
+    Locks(r).release(blocker)
+    for started in (waiter, other):
+        join(started, 10)
+    client.close()
+
+
+def test_waiters_filling_the_pool_cannot_keep_holders_from_releasing(
+    server: Server,
+) -> None:
+    """30 waiters (tasks, or threads) queue for one lock through a pool of 5: the
+    waiters hold all pooled connections but the one they leave free (those that find
+    no room try now and then), yet each holder leaves at once, on the manager's own
+    connection, so every waiter gets its turn (none waits for a lease to run out)."""
+    pool = redis.BlockingConnectionPool(port=server.port, max_connections=5, timeout=5)
+    client = redis.Redis(connection_pool=pool)
+    locks = Locks(client)
+    done: list[int] = []
+
+    def worker(n: int) -> None:
+        # A waiter that finds the pool full waits for a pooled connection first.
+        with locks.lock("one", ttl=10, wait=30):
+            done.append(n)
+
+    start = time.monotonic()
+    workers = [spawn(functools.partial(worker, n)) for n in range(30)]
+    for started, _ in workers:
+        join(started, 30)
+    assert sorted(done) == list(range(30)), [outcome for _, outcome in workers]
+    assert time.monotonic() - start < 8, "no holder waited for its lease to end"
+    client.close()

@@ -16,7 +16,7 @@ from servers import Server
 
 import fencelock
 
-from .helpers import set_within
+from .helpers import drop_in, set_within
 
 TTL = 0.3
 
@@ -82,7 +82,7 @@ def test_a_release_answered_0_on_leaving_is_a_loss(
 def test_the_dropin_release_after_a_loss_is_lock_lost(
     r: redis.Redis,
 ) -> None:
-    lock = r.lock("dropin", timeout=5, lock_class=fencelock.Lock)
+    lock = drop_in(r, "dropin", timeout=5)
     assert lock.acquire()
     r.delete("dropin")
     with pytest.raises(fencelock.LockLost) as raised:

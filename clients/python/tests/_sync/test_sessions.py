@@ -8,8 +8,10 @@ with`` releases its session, ``lock_delay`` quarantines a lock whose holder stop
 held in another session is refused, and a wait longer than the ttl keeps both the
 grant and the session; through each construction of a client. What the server ran
 is read from ``INFO commandstats`` and ``MONITOR``. What one side does its own way
-(processes killed or paused, threads, cancellation, Redis Cluster) is
-tests/test_sessions.py."""
+(processes killed or paused, threads or tasks waiting on each other around
+``close()``, cancellation) is tests/test_sessions.py. On Redis Cluster: one
+keepalive per node, a holding moved by a live slot migration, the sessions closed on
+every node."""
 
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ from typing import Any, Callable
 
 import pytest
 import redis
+import redis.cluster
 from monitor import Monitor
 from servers import Server
 
 import fencelock
 from fencelock import Lease, LockLost, LockNotAcquired, Locks, WrongSession
 
-from .helpers import set_within, sleep, until
+from .helpers import in_thread, set_within, sleep, until
 
 NAMES = ("lock.keepalive", "lock.refresh", "lock.held", "lock.close")
 
@@ -433,3 +436,98 @@ def test_sessions_through_each_construction(
     client.close()
     # A pool given to a client is not its own.
     client.connection_pool.disconnect()
+
+
+# ---------------------------------------------------------------------------------
+# Cluster: one keepalive per node, a holding moved by a migration, the sessions closed
+# ---------------------------------------------------------------------------------
+
+
+def node_for(cluster: list[Server], client: Any, key: str) -> Server:
+    node = client.get_node_from_key(key)
+    return next(server for server in cluster if server.port == node.port)
+
+
+def node_id(server: Server) -> str:
+    with server.client(decode_responses=True) as client:
+        return str(client.execute_command("CLUSTER", "MYID"))
+
+
+def move_slot(cluster: list[Server], key: str, source: Server, target: Server) -> None:
+    """A live slot migration of ``key``'s slot (with ``key``) from source to target."""
+    with source.client() as src, target.client() as dst:
+        slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", node_id(source))
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", node_id(target))
+        src.execute_command(
+            "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key
+        )
+        for node in cluster:
+            with node.client() as each:
+                each.execute_command(
+                    "CLUSTER", "SETSLOT", slot, "NODE", node_id(target)
+                )
+
+
+def test_cluster_one_keepalive_per_node_and_a_migrated_holding(
+    cluster: list[Server],
+) -> None:
+    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    client.ping()  # the asyncio client learns the slots on its first command
+    locks = Locks(client, prefix="")
+    names = [f"spread{i}" for i in range(30)]
+    by_node = {server.port: 0 for server in cluster}
+    for name in names:
+        by_node[node_for(cluster, client, name).port] += 1
+    assert all(by_node.values()), "the keys are on every node"
+    admins = {server.port: redis.Redis(port=server.port) for server in cluster}
+    moving = "{moving}"
+    source = node_for(cluster, client, moving)
+    target = next(server for server in cluster if server is not source)
+    try:
+        with contextlib.ExitStack() as stack:
+            leases = [stack.enter_context(locks.lock(n, ttl=0.3)) for n in names]
+            moved = stack.enter_context(locks.lock(moving, ttl=0.3))
+            before = {port: counted(admin) for port, admin in admins.items()}
+            sleep(0.6)
+            for port, admin in admins.items():
+                count = since(admin, before[port])
+                assert 3 <= count["lock.keepalive"] <= 0.6 / 0.1 + 2, port
+                assert count["lock.refresh"] == 0
+            # In a thread of its own: the refresher goes on meanwhile.
+            in_thread(move_slot, cluster, moving, source, target)
+            sleep(0.9)  # three ttls on the new node
+            assert not moved.lost.is_set()
+            assert not [lease for lease in leases if lease.lost.is_set()]
+            on_target = held_by(admins[target.port], moved.session or "")
+            assert moving.encode() in [entry[0] for entry in on_target]
+            assert 0 < admins[target.port].pttl(moving) <= 300
+        assert held_by(admins[target.port], moved.session or "") == []
+    finally:
+        in_thread(move_slot, cluster, moving, target, source)
+        for admin in admins.values():
+            admin.close()
+        client.close()
+
+
+def test_cluster_sessions(cluster: list[Server]) -> None:
+    """Leaving the manager's block closes its session on every node."""
+    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    admins = [redis.Redis(port=server.port) for server in cluster]
+    before = [counted(admin) for admin in admins]
+    with Locks(client) as locks:
+        with contextlib.ExitStack() as stack:
+            leases = [
+                stack.enter_context(locks.lock(f"a{i}", ttl=0.3)) for i in range(20)
+            ]
+            sleep(0.6)
+            assert not [lease for lease in leases if lease.lost.is_set()]
+        kept = locks.acquire("{x}", ttl=0.3, session=True)
+    assert kept.released
+    counts = [since(admin, was) for admin, was in zip(admins, before)]
+    assert sum(count["lock.keepalive"] for count in counts) >= 3 * 3
+    assert sum(count["lock.refresh"] for count in counts) == 0
+    assert sum(count["lock.close"] for count in counts) >= 1
+    for admin in admins:
+        admin.close()
+    client.close()

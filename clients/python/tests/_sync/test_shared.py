@@ -68,7 +68,7 @@ def test_three_permits_then_busy(any_r: redis.Redis) -> None:
         True,
         False,
     ]
-    fences = [p.fence for p in permits[:3]]
+    fences: list[Any] = [p.fence for p in permits[:3]]
     assert fences == sorted(fences) and len(set(fences)) == 3
     assert all([p.owned() for p in permits[:3]]) and not permits[3].owned()
     assert any_r.type("sem") in (b"fencelock", "fencelock")
@@ -386,17 +386,17 @@ def test_a_queued_waiter_in_the_wrong_mode_gets_wrongmode(
     first = Waiter(Semaphore(r, "k", 2, timeout=10), order, "sem2")
     first.start()
 
-    def queued() -> bool:
+    def one_queued() -> bool:
         return waiters(r, "k") == 1
 
-    until(queued, 5, "queued")
+    until(one_queued, 5, "queued")
     second = Waiter(Semaphore(r, "k", 3, timeout=10), order, "sem3")
     second.start()
 
-    def queued() -> bool:
+    def two_queued() -> bool:
         return waiters(r, "k") == 2
 
-    until(queued, 5, "queued")
+    until(two_queued, 5, "queued")
     writer.release()
     assert first.granted(5) and first.result is True
     assert second.granted(5)

@@ -8,6 +8,7 @@ manager's leases."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 from typing import Any, Optional
@@ -22,7 +23,7 @@ from servers import Server
 
 import fencelock
 
-from .helpers import join, later, sleep, spawn, until
+from .helpers import drop_in, join, later, sleep, spawn, until
 
 
 def waiters(client: redis.Redis, key: str) -> int:
@@ -40,7 +41,7 @@ def until_queued(client: redis.Redis, key: str, count: int) -> None:
 def test_waiters_are_served_fifo_with_one_acquire_each(
     server: Server, r: redis.Redis
 ) -> None:
-    holder = r.lock("queue", timeout=30, lock_class=fencelock.Lock, thread_local=False)
+    holder = drop_in(r, "queue", timeout=30, thread_local=False)
     assert holder.acquire(blocking=False)
     monitor = Monitor(server.port)
     order: list[int] = []
@@ -48,7 +49,7 @@ def test_waiters_are_served_fifo_with_one_acquire_each(
     def wait_and_hold(position: int) -> None:
         # redis-py 8's default client (5 s socket timeout), no blocking_timeout.
         client = redis.Redis(port=server.port)
-        lock = client.lock("queue", timeout=30, lock_class=fencelock.Lock)
+        lock = drop_in(client, "queue", timeout=30)
         assert lock.acquire()
         order.append(position)
         sleep(0.05)
@@ -57,7 +58,7 @@ def test_waiters_are_served_fifo_with_one_acquire_each(
 
     started = []
     for position in range(4):
-        started.append(spawn(lambda p=position: wait_and_hold(p)))
+        started.append(spawn(functools.partial(wait_and_hold, position)))
         # Queued before the next one starts: arrival order is known.
         until_queued(r, "queue", position + 1)
     sleep(0.3)  # pollers would show up now
@@ -85,7 +86,7 @@ def test_waiters_of_a_manager_are_served_fifo_with_one_acquire_each(
 
     started = []
     for position in range(4):
-        started.append(spawn(lambda p=position: wait_and_hold(p)))
+        started.append(spawn(functools.partial(wait_and_hold, position)))
         until_queued(r, "lock:queue", position + 1)
     sleep(0.3)
     locks.release(holder)
@@ -102,15 +103,10 @@ def test_a_wait_longer_than_the_socket_timeout_ends_in_a_grant(
     server: Server, r: redis.Redis, blocking_timeout: Optional[float]
 ) -> None:
     client = redis.Redis(port=server.port, socket_timeout=0.3)
-    holder = client.lock("long", timeout=10, lock_class=fencelock.Lock)
+    holder = drop_in(client, "long", timeout=10)
     assert holder.acquire(blocking=False)
     later(1.0, r.delete, "long")
-    waiter = client.lock(
-        "long",
-        timeout=10,
-        blocking_timeout=blocking_timeout,
-        lock_class=fencelock.Lock,
-    )
+    waiter = drop_in(client, "long", timeout=10, blocking_timeout=blocking_timeout)
     start = time.monotonic()
     assert waiter.acquire()
     assert 0.9 < time.monotonic() - start < 2.5
@@ -168,7 +164,7 @@ def test_a_lost_grant_reply_is_the_same_grant_on_retry(
     proxy: Proxy, r: redis.Redis
 ) -> None:
     client = retrying_client(proxy)
-    lock = client.lock("foo", timeout=10, lock_class=fencelock.Lock)
+    lock = drop_in(client, "foo", timeout=10)
     proxy.cut_reply_to(b"LOCK.ACQUIRE")
     assert lock.acquire(blocking=False)
     assert proxy.cuts == 1
@@ -182,10 +178,10 @@ def test_a_lost_grant_reply_after_a_long_wait_is_the_same_grant(
     proxy: Proxy, r: redis.Redis
 ) -> None:
     """The same on the connection that carries a long wait."""
-    holder = r.lock("foo", timeout=10, lock_class=fencelock.Lock, thread_local=False)
+    holder = drop_in(r, "foo", timeout=10, thread_local=False)
     assert holder.acquire(blocking=False)
     client = retrying_client(proxy, socket_timeout=0.3)
-    lock = client.lock("foo", timeout=10, blocking_timeout=3, lock_class=fencelock.Lock)
+    lock = drop_in(client, "foo", timeout=10, blocking_timeout=3)
     later(0.5, holder.release)
     proxy.cut_reply_to(b"LOCK.ACQUIRE")
     assert lock.acquire()

@@ -1,10 +1,13 @@
+# Generated from tests/_async/test_replicas_and_cluster.py
+# by scripts/unasync.py: edit that file and run `make python-unasync`,
+# never this one.
 """``wait_replicas`` on a primary with one replica, and the locks on Redis Cluster
-(three masters) through redis-py's sync and asyncio cluster clients."""
+(three masters) through redis-py's cluster client: the drop-in lock and the manager on
+keys of every master, a wait handed over and a wait longer than the socket timeout, a
+lease kept by its refresher, and run once with its result."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,13 +15,12 @@ from typing import Any
 
 import pytest
 import redis
-import redis.asyncio.cluster
 import redis.cluster
-from conftest import run
 from servers import Server, start_replica
 
 import fencelock
-import fencelock.asyncio
+
+from .helpers import drop_in, join, later, sleep, spawn
 
 
 @pytest.fixture
@@ -34,22 +36,27 @@ def test_wait_replicas_confirms_the_grant_on_the_replica(
     primary_and_replica: tuple[Server, Server],
 ) -> None:
     primary, replica = primary_and_replica
-    client, on_replica = primary.client(), replica.client()
+    client = redis.Redis(port=primary.port)
+    on_replica = redis.Redis(port=replica.port)
     locks = fencelock.Locks(client)
     with locks.lock("order", ttl=30, wait_replicas=1) as lease:
         # Acknowledged: the replica has the grant now, not eventually.
-        assert on_replica.execute_command("LOCK.FENCE", "lock:order") == lease.fence
+        fence = on_replica.execute_command("LOCK.FENCE", "lock:order")
+        assert fence == lease.fence
     lock = fencelock.Lock(client, "drop-in", timeout=30, wait_replicas=1)
     assert lock.acquire()
     assert on_replica.execute_command("LOCK.FENCE", "drop-in") == lock.fence
     lock.release()
+    locks.close()
+    client.close()
+    on_replica.close()
 
 
 def test_a_grant_not_replicated_in_time_is_released(
     primary_and_replica: tuple[Server, Server],
 ) -> None:
     primary, _ = primary_and_replica
-    client = primary.client()
+    client = redis.Redis(port=primary.port)
     locks = fencelock.Locks(client)
     start = time.monotonic()
     with pytest.raises(fencelock.NotReplicated) as raised:
@@ -58,52 +65,75 @@ def test_a_grant_not_replicated_in_time_is_released(
     # The one replica acknowledges within 0.2 s unless the machine is very busy.
     assert raised.value.wanted == 2 and raised.value.acknowledged in (0, 1)
     assert client.exists("lock:order") == 0
-
-    async def main() -> None:
-        async_client = redis.asyncio.Redis(port=primary.port)
-        with pytest.raises(fencelock.NotReplicated):
-            await fencelock.asyncio.Locks(async_client).acquire(
-                "order", ttl=30, wait_replicas=2, wait_replicas_timeout=0.2
-            )
-        await async_client.aclose()
-
-    run(main())
-    assert client.exists("lock:order") == 0
+    locks.close()
+    client.close()
 
 
 # Keys whose slots are on different masters (hash slots 0-5460, 5461-10922, ...).
 CLUSTER_KEYS = ["lock:a", "lock:b", "lock:c", "lock:{order42}", "report"]
 
 
-def test_cluster_sync(cluster: list[Server]) -> None:
-    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
-    slots_nodes = {client.get_node_from_key(key).name for key in CLUSTER_KEYS}
-    assert len(slots_nodes) > 1, "the keys are spread over several nodes"
+def cluster_client(cluster: list[Server], **kwargs: Any) -> Any:
+    return redis.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port, **kwargs)
+
+
+def nodes_of(client: Any, keys: list[str]) -> set[str]:
+    """The names of the masters that own ``keys``."""
+    client.ping()  # the asyncio client learns the slots on its first command
+    nodes = [client.get_node_from_key(key) for key in keys]
+    assert None not in nodes
+    return {node.name for node in nodes}
+
+
+def test_cluster_drop_in_lock_and_info(cluster: list[Server]) -> None:
+    client = cluster_client(cluster)
+    assert len(nodes_of(client, CLUSTER_KEYS)) > 1, "keys on several nodes"
     for key in CLUSTER_KEYS:
-        lock = client.lock(key, timeout=10, lock_class=fencelock.Lock)
+        lock = drop_in(client, key, timeout=10)
         assert lock.acquire(blocking=False)
         assert lock.owned()
         assert lock.extend(5)
-        assert not client.lock(key, lock_class=fencelock.Lock).acquire(blocking=False)
+        assert not drop_in(client, key).acquire(blocking=False)
         lock.release()
         assert not lock.locked()
     locks = fencelock.Locks(client, prefix="")
-    with locks.lock("{order42}:lock", ttl=0.3) as lease:
-        time.sleep(0.5)
+    # Held past its ttl, so only refreshes keep it: a 1 s ttl, since a 0.3 s lease was
+    # seen lost once on a machine loaded 6 times over (its refresh came too late).
+    with locks.lock("{order42}:lock", ttl=1) as lease:
+        sleep(1.5)
         info = locks.info("{order42}:lock")
         assert info is not None
         assert (info["held"], info["fence"], info["waiters"]) == (True, lease.fence, 0)
+    locks.close()
+    client.close()
+
+
+def test_cluster_handoff_and_refresh(cluster: list[Server]) -> None:
+    client = cluster_client(cluster, socket_timeout=0.3)
+    for key in CLUSTER_KEYS:
+        lock = drop_in(client, key, timeout=10)
+        assert lock.acquire(blocking=False)
+        assert lock.owned()
+        lock.release()
+    locks = fencelock.Locks(client)
+    holder = locks.acquire("c", ttl=10)
+    later(0.6, locks.release, holder)
+    lease = locks.acquire("c", ttl=10, wait=3)
+    assert lease.fence > holder.fence
+    with locks.lock("a", ttl=0.3) as held:
+        sleep(0.5)
+        assert not held.lost.is_set()
+    locks.release(lease)
+    locks.close()
     client.close()
 
 
 def test_cluster_once_result(cluster: list[Server]) -> None:
-    client = redis.cluster.RedisCluster(
-        host="127.0.0.1", port=cluster[0].port, socket_timeout=0.3
-    )
+    client = cluster_client(cluster, socket_timeout=0.3)
     locks = fencelock.Locks(client, prefix="")
     # Keys of their own: a done record stays for its keep time.
     keys = [f"{key}.once" for key in CLUSTER_KEYS]
-    assert len({client.get_node_from_key(key).name for key in keys}) > 1
+    assert len(nodes_of(client, keys)) > 1
     for key in keys:
         waited: dict[str, Any] = {}
 
@@ -113,11 +143,10 @@ def test_cluster_once_result(cluster: list[Server]) -> None:
 
         with locks.once_result(key, ttl=10, keep=30) as run:
             assert run.lease is not None
-            waiter = threading.Thread(target=duplicate)
-            waiter.start()
-            time.sleep(0.5)  # longer than the socket timeout: the wait reads on
+            waiter, _ = spawn(duplicate)
+            sleep(0.5)  # longer than the socket timeout: the wait reads on
             run.set({"key": key})
-        waiter.join(5)
+        join(waiter, 5)
         assert waited == {"replayed": True, "result": {"key": key}}
         with locks.once_result(key, ttl=10, keep=30) as replay:
             assert replay.replayed and replay.fence == run.fence
@@ -126,52 +155,17 @@ def test_cluster_once_result(cluster: list[Server]) -> None:
     client.close()
 
 
-def test_cluster_wait_longer_than_the_socket_timeout(cluster: list[Server]) -> None:
-    client = redis.cluster.RedisCluster(
-        host="127.0.0.1", port=cluster[0].port, socket_timeout=0.3
-    )
+def test_cluster_wait_longer_than_the_socket_timeout(
+    cluster: list[Server],
+) -> None:
+    client = cluster_client(cluster, socket_timeout=0.3)
     for key in CLUSTER_KEYS[:3]:
-        holder = client.lock(
-            key, timeout=10, lock_class=fencelock.Lock, thread_local=False
-        )
+        holder = drop_in(client, key, timeout=10, thread_local=False)
         assert holder.acquire(blocking=False)
-        releaser = threading.Timer(0.6, holder.release)
-        releaser.start()
-        waiter = client.lock(
-            key, timeout=10, blocking_timeout=3, lock_class=fencelock.Lock
-        )
+        later(0.6, holder.release)
+        waiter = drop_in(client, key, timeout=10, blocking_timeout=3)
         start = time.monotonic()
         assert waiter.acquire()
         assert 0.5 < time.monotonic() - start < 2.5
-        releaser.join()
         waiter.release()
     client.close()
-
-
-def test_cluster_asyncio(cluster: list[Server]) -> None:
-    async def main() -> None:
-        client = redis.asyncio.cluster.RedisCluster(
-            host="127.0.0.1", port=cluster[0].port, socket_timeout=0.3
-        )
-        for key in CLUSTER_KEYS:
-            lock = client.lock(key, timeout=10, lock_class=fencelock.asyncio.Lock)
-            assert await lock.acquire(blocking=False)
-            assert await lock.owned()
-            await lock.release()
-        locks = fencelock.asyncio.Locks(client)
-        holder = await locks.acquire("c", ttl=10)
-
-        async def release_later() -> None:
-            await asyncio.sleep(0.6)
-            await locks.release(holder)
-
-        _, lease = await asyncio.gather(
-            release_later(), locks.acquire("c", ttl=10, wait=3)
-        )
-        assert lease.fence > holder.fence
-        async with locks.lock("a", ttl=0.3) as held:
-            await asyncio.sleep(0.5)
-            assert not held.lost.is_set()
-        await client.aclose()
-
-    run(main())

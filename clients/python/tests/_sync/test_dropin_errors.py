@@ -1,25 +1,26 @@
-"""The drop-in locks (``Lock``, ``MultiLock``, sync and asyncio) against a server
-that went away: every call raises a redis-py ``LockError`` (the guide: ``except
-LockError`` catches them all), ``ServerUnavailable``, which is also the redis-py
-``ConnectionError`` that code written for redis-py's lock catches; never a bare
-``ConnectionError``. The client is ``from_url`` (no retries): each call fails at
-once."""
+# Generated from tests/_async/test_dropin_errors.py by scripts/unasync.py: edit that
+# file and run `make python-unasync`, never this one.
+"""The drop-in locks (``Lock``, ``MultiLock``) against a server that went away: every
+call raises a redis-py ``LockError`` (the guide: ``except LockError`` catches them
+all), ``ServerUnavailable``, which is also the redis-py ``ConnectionError`` that code
+written for redis-py's lock catches; never a bare ``ConnectionError``. The client is
+``from_url`` (no retries): each call fails at once."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 import redis
-import redis.asyncio
-from conftest import run
+import redis.exceptions
 from redis.exceptions import LockError
 from servers import Server
 
 import fencelock
-import fencelock.asyncio
+
+from .helpers import drop_in
 
 CALLS = [
     "acquire",
@@ -62,12 +63,8 @@ def call(lock: Any, what: str) -> Callable[[], Any]:
 
 def make(kind: str, client: Any, name: str) -> Any:
     if kind == "lock":
-        return client.lock(name, timeout=30, lock_class=fencelock.Lock)
-    if kind == "asyncio lock":
-        return client.lock(name, timeout=30, lock_class=fencelock.asyncio.Lock)
-    if kind == "multi":
-        return fencelock.MultiLock(client, [name, name + "-2"], timeout=30)
-    return fencelock.asyncio.MultiLock(client, [name, name + "-2"], timeout=30)
+        return drop_in(client, name, timeout=30)
+    return fencelock.MultiLock(client, [name, name + "-2"], timeout=30)
 
 
 def check(error: BaseException) -> None:
@@ -103,45 +100,8 @@ def test_leaving_a_drop_in_block_whose_server_went_away_raises_a_lock_error(
     gone: Server, kind: str
 ) -> None:
     client = redis.Redis.from_url(gone.url)
-    with pytest.raises(Exception) as raised, make(kind, client, "block"):
-        gone.stop()
+    with pytest.raises(Exception) as raised:
+        with make(kind, client, "block"):
+            gone.stop()
     check(raised.value)
     client.close()
-
-
-@pytest.mark.parametrize("what", CALLS)
-@pytest.mark.parametrize("kind", ["asyncio lock", "asyncio multi"])
-def test_asyncio_a_drop_in_call_to_a_server_gone_raises_a_lock_error(
-    gone: Server, kind: str, what: str
-) -> None:
-    async def body() -> None:
-        client = redis.asyncio.Redis.from_url(gone.url)
-        lock = make(kind, client, "gone")
-        assert await lock.acquire()
-        gone.stop()
-        with pytest.raises(Exception) as raised:
-            if what == "with":
-                async with lock:
-                    pass
-            else:
-                outcome: Awaitable[Any] = call(lock, what)()
-                await outcome
-        check(raised.value)
-        await client.aclose()
-
-    run(body())
-
-
-@pytest.mark.parametrize("kind", ["asyncio lock", "asyncio multi"])
-def test_asyncio_leaving_a_drop_in_block_whose_server_went_away_raises_a_lock_error(
-    gone: Server, kind: str
-) -> None:
-    async def body() -> None:
-        client = redis.asyncio.Redis.from_url(gone.url)
-        with pytest.raises(Exception) as raised:
-            async with make(kind, client, "block"):
-                gone.stop()
-        check(raised.value)
-        await client.aclose()
-
-    run(body())

@@ -1,0 +1,299 @@
+# Generated from tests/_async/test_redis_py_lock_cases.py
+# by scripts/unasync.py: edit that file and run `make python-unasync`,
+# never this one.
+"""redis-py's own lock tests (its tests/test_lock.py and tests/test_asyncio/
+test_lock.py), case by case, run against redis-py's ``Lock`` and the drop-in
+``fencelock.Lock`` alike (``redis.lock.Lock`` and ``fencelock.Lock`` on the
+sync side): every case the drop-in shares passes for both, and each case where they
+differ asserts each one's behaviour, so the list of differences in the guide ("How the
+drop-in differs from redis-py's Lock") stays true:
+
+- the key is the module's type: ``GET`` of it answers ``WRONGTYPE`` (use
+  ``lock.owned()``, ``lock.locked()`` or ``LOCK.INFO``);
+- waiting is on the server: a ``blocking_timeout`` is waited in full whatever
+  ``sleep`` says, where redis-py gives up as soon as its next poll would come too
+  late, and a release during the wait hands the lock on.
+
+A ``release()`` from a thread that has no token is tests/test_redis_py_lock_cases.py
+(threads only)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.lock
+from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+from servers import Server
+
+import fencelock
+
+from .helpers import later
+
+IDS = ["redis-py", "fencelock"]
+
+
+@pytest.fixture(params=[redis.lock.Lock, fencelock.Lock], ids=IDS)
+def kind(request: pytest.FixtureRequest) -> Any:
+    return request.param
+
+
+def get_lock(r: Any, kind: Any, name: str, **kwargs: Any) -> Any:
+    return r.lock(name, lock_class=kind, **kwargs)
+
+
+def test_lock_and_release(r: redis.Redis, kind: Any) -> None:
+    lock = get_lock(r, kind, "foo")
+    assert lock.acquire(blocking=False)
+    assert r.ttl("foo") == -1
+    lock.release()
+    assert r.get("foo") is None
+
+
+@pytest.mark.parametrize("thread_local", [True, False])
+def test_lock_token(r: redis.Redis, kind: Any, thread_local: bool) -> None:
+    lock = get_lock(r, kind, "foo", thread_local=thread_local)
+    assert lock.acquire(blocking=False, token="test")
+    assert lock.local.token == b"test"
+    assert r.ttl("foo") == -1
+    lock.release()
+    assert r.exists("foo") == 0
+    assert lock.local.token is None
+
+
+def test_locked(r: redis.Redis, kind: Any) -> None:
+    lock = get_lock(r, kind, "foo")
+    assert lock.locked() is False
+    lock.acquire(blocking=False)
+    assert lock.locked() is True
+    lock.release()
+    assert lock.locked() is False
+
+
+@pytest.mark.parametrize("decoded", [False, True])
+def test_owned(server: Server, r: redis.Redis, kind: Any, decoded: bool) -> None:
+    client = redis.Redis(port=server.port, decode_responses=decoded)
+    lock = get_lock(client, kind, "foo")
+    assert lock.owned() is False
+    lock.acquire(blocking=False)
+    assert lock.owned() is True
+    lock.release()
+    assert lock.owned() is False
+    lock2 = get_lock(client, kind, "foo")
+    lock2.acquire(blocking=False)
+    assert lock.owned() is False
+    assert lock2.owned() is True
+    lock2.release()
+    assert lock2.owned() is False
+    client.close()
+
+
+def test_competing_locks(r: redis.Redis, kind: Any) -> None:
+    lock1 = get_lock(r, kind, "foo")
+    lock2 = get_lock(r, kind, "foo")
+    assert lock1.acquire(blocking=False)
+    assert not lock2.acquire(blocking=False)
+    lock1.release()
+    assert lock2.acquire(blocking=False)
+    assert not lock1.acquire(blocking=False)
+    lock2.release()
+
+
+@pytest.mark.parametrize("timeout", [10, 9.5])
+def test_timeout(r: redis.Redis, kind: Any, timeout: float) -> None:
+    lock = get_lock(r, kind, "foo", timeout=timeout)
+    assert lock.acquire(blocking=False)
+    assert 8000 < r.pttl("foo") <= timeout * 1000
+    lock.release()
+
+
+def test_context_manager(r: redis.Redis, kind: Any) -> None:
+    with get_lock(r, kind, "foo", blocking_timeout=0.2) as lock:
+        assert lock.owned()
+    assert r.exists("foo") == 0
+
+
+def test_context_manager_raises_when_locked_not_acquired(
+    r: redis.Redis, kind: Any
+) -> None:
+    r.set("foo", "bar")
+    with pytest.raises(LockError) as raised:
+        with get_lock(r, kind, "foo", blocking_timeout=0.1):
+            pass
+    # redis-py's asyncio lock raises it unnamed (its sync lock names it).
+    name = "foo"
+    assert raised.value.lock_name == name
+
+
+def test_releasing_unlocked_lock_raises_error(r: redis.Redis, kind: Any) -> None:
+    with pytest.raises(LockError):
+        get_lock(r, kind, "foo").release()
+
+
+def test_releasing_lock_no_longer_owned_raises_error(r: redis.Redis, kind: Any) -> None:
+    lock = get_lock(r, kind, "foo")
+    lock.acquire(blocking=False)
+    r.set("foo", "a")
+    with pytest.raises(LockNotOwnedError, match="no longer owned"):
+        lock.release()
+    assert lock.local.token is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "replace", "low", "high"),
+    [(10, False, 16000, 20000), (10.0, False, 16000, 20000), (10, True, 8000, 10000)],
+)
+def test_extend(
+    r: redis.Redis,
+    kind: Any,
+    extra: float,
+    replace: bool,
+    low: int,
+    high: int,
+) -> None:
+    lock = get_lock(r, kind, "foo", timeout=10)
+    assert lock.acquire(blocking=False)
+    assert lock.extend(extra, replace_ttl=replace)
+    assert low < r.pttl("foo") <= high
+    lock.release()
+
+
+def test_extend_and_reacquire_errors(r: redis.Redis, kind: Any) -> None:
+    unlocked = get_lock(r, kind, "foo", timeout=10)
+    with pytest.raises(LockError):
+        unlocked.extend(10)
+    with pytest.raises(LockError):
+        unlocked.reacquire()
+    forever = get_lock(r, kind, "foo")
+    assert forever.acquire(blocking=False)
+    with pytest.raises(LockError):
+        forever.extend(10)
+    with pytest.raises(LockError):
+        forever.reacquire()
+    forever.release()
+
+
+def test_extend_and_reacquire_no_longer_owned(r: redis.Redis, kind: Any) -> None:
+    lock = get_lock(r, kind, "foo", timeout=10)
+    assert lock.acquire(blocking=False)
+    r.set("foo", "a")
+    with pytest.raises(LockNotOwnedError):
+        lock.extend(10)
+    with pytest.raises(LockNotOwnedError):
+        lock.reacquire()
+
+
+def test_reacquire(r: redis.Redis, kind: Any) -> None:
+    lock = get_lock(r, kind, "foo", timeout=10)
+    assert lock.acquire(blocking=False)
+    assert r.pexpire("foo", 5000)
+    assert r.pttl("foo") <= 5000
+    assert lock.reacquire()
+    assert 8000 < r.pttl("foo") <= 10000
+    lock.release()
+
+
+def test_context_manager_no_longer_owned(r: redis.Redis, kind: Any) -> None:
+    with pytest.raises(LockNotOwnedError):
+        with get_lock(r, kind, "foo", timeout=10, blocking=False):
+            r.set("foo", "a")
+
+
+def test_blocking_timeout_returns_false(r: redis.Redis, kind: Any) -> None:
+    holder = get_lock(r, kind, "foo")
+    assert holder.acquire(blocking=False)
+    waiter = get_lock(r, kind, "foo", sleep=0.05, blocking_timeout=0.2)
+    assert not waiter.acquire()
+    holder.release()
+
+
+def test_the_shared_cases_in_one_run(r: redis.Redis, kind: Any) -> None:
+    """redis-py's asyncio file's cases the two share, one after the other on one
+    lock."""
+    lock = get_lock(r, kind, "foo", timeout=10)
+    assert lock.locked() is False
+    assert lock.acquire(blocking=False, token="test")
+    assert lock.local.token == b"test"
+    assert lock.owned() and lock.locked()
+    assert not get_lock(r, kind, "foo").acquire(blocking=False)
+    assert lock.extend(10)
+    assert 16000 < r.pttl("foo") <= 20000
+    assert lock.reacquire()
+    lock.release()
+    assert r.exists("foo") == 0
+    with pytest.raises(LockError):
+        lock.release()
+    assert lock.acquire(blocking=False)
+    r.set("foo", "a")
+    with pytest.raises(LockNotOwnedError):
+        lock.release()
+
+
+# -- where they differ ---------------------------------------------------------------
+
+
+def test_difference_get_of_the_key(r: redis.Redis, kind: Any) -> None:
+    """redis-py's key is a string holding the token; the drop-in's is the module's
+    type, which ``GET`` refuses."""
+    lock = get_lock(r, kind, "foo")
+    assert lock.acquire(blocking=False, token="test")
+    if kind is redis.lock.Lock:
+        assert r.get("foo") == b"test"
+    else:
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            r.get("foo")
+        info = fencelock.lock_info(r, "foo")
+        assert info is not None and info["mode"] == "exclusive"
+    assert lock.owned() and lock.locked()
+    lock.release()
+
+
+def test_difference_sleep_longer_than_blocking_timeout(
+    r: redis.Redis, kind: Any
+) -> None:
+    """``sleep=60, blocking_timeout=1``: redis-py gives up at once (its next poll
+    would come after the timeout); the drop-in waits in the server's queue for the
+    whole second, and would have been granted the lock had it been released."""
+    holder = get_lock(r, kind, "foo")
+    assert holder.acquire(blocking=False)
+    start = time.monotonic()
+    waiter = get_lock(r, kind, "foo", sleep=60, blocking_timeout=1)
+    assert not waiter.acquire()
+    waited = time.monotonic() - start
+    if kind is redis.lock.Lock:
+        assert waited < 1
+    else:
+        assert waited >= 1
+    holder.release()
+
+
+def test_difference_get_and_sleep_in_one_run(r: redis.Redis, kind: Any) -> None:
+    """The two differences above, one after the other on one held lock."""
+    holder = get_lock(r, kind, "foo")
+    assert holder.acquire(blocking=False, token="test")
+    if kind is redis.lock.Lock:
+        assert r.get("foo") == b"test"
+    else:
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            r.get("foo")
+    start = time.monotonic()
+    waiter = get_lock(r, kind, "foo", sleep=60, blocking_timeout=1)
+    assert not waiter.acquire()
+    waited = time.monotonic() - start
+    assert (waited >= 1) is (kind is fencelock.Lock)
+    holder.release()
+
+
+def test_difference_a_release_during_the_wait(r: redis.Redis, kind: Any) -> None:
+    """A release while ``sleep=60, blocking_timeout=5`` waits: the drop-in is granted
+    the lock (the server hands it on); redis-py had given up before."""
+    holder = get_lock(r, kind, "foo", thread_local=False)
+    assert holder.acquire(blocking=False)
+    later(0.2, holder.release)
+    waiter = get_lock(r, kind, "foo", sleep=60, blocking_timeout=5)
+    got = waiter.acquire()
+    assert got is (kind is fencelock.Lock)
+    if got:
+        waiter.release()
