@@ -166,3 +166,36 @@ def test_asyncio_writer_tokens_per_task(url: str) -> None:
         await client.aclose()
 
     run(main())
+
+
+def test_the_refresher_task_lingers_from_its_last_lease_not_its_first(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acquire-release cycles faster than the task wakes keep one refresher task
+    (and its connection) for as long as they go on: the linger counts from when the
+    last lease left. The task used to count from when it first saw none, and ended
+    mid-run once the cycles outlasted the linger."""
+    from fencelock._async import _refresher
+
+    monkeypatch.setattr(_refresher, "LINGER", 0.3)
+
+    async def main() -> None:
+        client = async_client(url)
+        locks = fencelock.asyncio.Locks(client)
+        async with locks.lock("linger", ttl=10):
+            pass
+        first = locks._refresher._task
+        assert first is not None
+        ended = time.monotonic() + 1.0
+        while time.monotonic() < ended:
+            async with locks.lock("linger", ttl=10):
+                pass
+            await asyncio.sleep(0.02)
+        assert locks._refresher._task is first, "one task through the cycles"
+        assert not first.done()
+        await asyncio.sleep(0.6)
+        assert first.done(), "ended once nothing was left for the linger"
+        await locks.aclose()
+        await client.aclose()
+
+    run(main())

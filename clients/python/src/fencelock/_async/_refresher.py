@@ -74,6 +74,9 @@ class Refresher:
         self._busy: dict[int, set[asyncio.Task[None]]] = defaultdict(set)
         # When the waiting task will look next (monotonic), None: not waiting.
         self._planned: Optional[float] = None
+        # When the last lease left (monotonic): the linger counts from there, also
+        # when leases came and went while the task slept.
+        self._emptied_at = 0.0
         # Per server: the refresher's own connection, and who uses it now.
         self._connections: dict[Any, tuple[Any, asyncio.Lock]] = {}
 
@@ -87,6 +90,7 @@ class Refresher:
         self._wake = None
         self._busy = defaultdict(set)
         self._planned = None
+        self._emptied_at = 0.0
         self._connections = {}
 
     def add(self, lease: Lease, refresh: bool) -> None:
@@ -119,8 +123,10 @@ class Refresher:
         self._schedule.remove(lease)
         if lease.session is not None and self.sessions is not None:
             self.sessions.leave(lease)
-        if not len(self._schedule) and self._wake is not None:
-            self._wake.set()  # the linger starts now
+        if not len(self._schedule):
+            self._emptied_at = time.monotonic()
+            if self._wake is not None:
+                self._wake.set()  # the linger starts now
 
     def stop_if_idle(self) -> None:
         """Ends the task now, rather than after the linger, if nothing is watched
@@ -145,7 +151,9 @@ class Refresher:
         while True:
             now = time.monotonic()
             if not len(self._schedule):
-                idle_since = now if idle_since is None else idle_since
+                if idle_since is None:
+                    idle_since = now
+                idle_since = max(idle_since, self._emptied_at)
                 if self._stop or now - idle_since >= LINGER:
                     return
                 await self._sleep_until(wake, idle_since + LINGER)
