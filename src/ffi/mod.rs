@@ -45,6 +45,7 @@ pub mod blocked;
 pub mod call;
 pub mod command_table;
 pub mod config;
+pub mod context_flags;
 pub mod data_type;
 pub mod events;
 pub mod filter;
