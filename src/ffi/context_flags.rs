@@ -10,9 +10,9 @@
 //! events) and on any other context (a keyspace notification's, a nested command's),
 //! the flags are read afresh.
 
-use std::cell::Cell;
 use std::ffi::c_int;
 use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering::Relaxed};
 
 use redis_module::{raw, Context};
 
@@ -23,21 +23,16 @@ pub struct Flags(pub(super) c_int);
 impl Flags {
     /// The flags of `ctx`: kept ones if a command runs on `ctx`, else read now.
     pub fn of(ctx: &Context) -> Flags {
-        SCOPE.with(|scope| {
-            let kept = scope.get();
-            if kept.ctx != ctx.ctx {
-                return Flags(read(ctx.ctx));
-            }
-            if let Some(flags) = kept.flags {
-                return Flags(flags);
-            }
-            let flags = read(ctx.ctx);
-            scope.set(Scope {
-                flags: Some(flags),
-                ..kept
-            });
-            Flags(flags)
-        })
+        if SCOPE_CTX.load(Relaxed) != ctx.ctx {
+            return Flags(read(ctx.ctx));
+        }
+        let kept = SCOPE_FLAGS.load(Relaxed);
+        if kept != UNREAD {
+            return Flags(kept);
+        }
+        let flags = read(ctx.ctx);
+        SCOPE_FLAGS.store(flags, Relaxed);
+        Flags(flags)
     }
 
     fn any(self, mask: u32) -> bool {
@@ -96,30 +91,27 @@ impl Flags {
     }
 }
 
-/// The command running now: its context, and its flags once read.
-#[derive(Clone, Copy)]
-struct Scope {
-    ctx: *mut raw::RedisModuleCtx,
-    flags: Option<c_int>,
-}
+// The command running now: its context (null: none) and its flags once read. Plain
+// statics rather than a thread-local, whose every access in a shared object goes
+// through `__tls_get_addr`: commands run on Redis's main thread only, and a context
+// of another thread never matches the one kept here.
+static SCOPE_CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(ptr::null_mut());
+static SCOPE_FLAGS: AtomicI32 = AtomicI32::new(UNREAD);
 
-thread_local! {
-    // Commands run on Redis's main thread; a null context is "no command running".
-    static SCOPE: Cell<Scope> = const {
-        Cell::new(Scope {
-            ctx: ptr::null_mut(),
-            flags: None,
-        })
-    };
-}
+/// No flag read yet (the flags are bits below the sign bit).
+const UNREAD: c_int = -1;
 
 /// Runs the command `body` on `ctx` with its flags kept for the command, then restores
 /// the scope of the command around it, if any (a command called from a guard's inner
 /// command through `RM_Call`). `body` must not unwind (the panic guard runs inside).
 pub fn command_scope<R>(ctx: *mut raw::RedisModuleCtx, body: impl FnOnce() -> R) -> R {
-    let outer = SCOPE.with(|scope| scope.replace(Scope { ctx, flags: None }));
+    let outer = (
+        SCOPE_CTX.swap(ctx, Relaxed),
+        SCOPE_FLAGS.swap(UNREAD, Relaxed),
+    );
     let result = body();
-    SCOPE.with(|scope| scope.set(outer));
+    SCOPE_CTX.store(outer.0, Relaxed);
+    SCOPE_FLAGS.store(outer.1, Relaxed);
     result
 }
 
