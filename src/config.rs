@@ -34,6 +34,13 @@ pub static MAX_VALUE_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_VALUE_LENGTH
 pub const DEFAULT_MAX_VALUE_LENGTH: i64 = 1024;
 /// Largest `fencelock.max-value-length`: what a holding can store.
 pub const MAX_VALUE_LENGTH_LIMIT: i64 = fencelock_core::holding::MAX_VALUE_BYTES as i64;
+/// `fencelock.max-result-length`: the longest result `LOCK.DONE` stores.
+pub static MAX_RESULT_LENGTH: AtomicI64 = AtomicI64::new(DEFAULT_MAX_RESULT_LENGTH);
+/// Default `fencelock.max-result-length`: an HTTP response body of a typical API call.
+pub const DEFAULT_MAX_RESULT_LENGTH: i64 = 64 * 1024;
+/// Largest `fencelock.max-result-length`: results live in memory until their keep
+/// time ends, on every replica too.
+pub const MAX_RESULT_LENGTH_LIMIT: i64 = 16 * 1024 * 1024;
 /// `fencelock.deadlock-detection`: whether a wait that would close a cycle is refused.
 pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
 
@@ -44,6 +51,11 @@ pub fn max_keys() -> usize {
 
 pub fn max_value_length() -> usize {
     usize::try_from(MAX_VALUE_LENGTH.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// `fencelock.max-result-length` now.
+pub fn max_result_length() -> usize {
+    usize::try_from(MAX_RESULT_LENGTH.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
 /// Whether waits are checked for deadlocks now.

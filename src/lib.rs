@@ -44,8 +44,8 @@ use fencelock_core::limits::{MAX_HOLDERS_LIMIT, MAX_TOKEN_LENGTH_LIMIT, MAX_WAIT
 use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
-    acquire, acquire_all, apply, clock, close, drop, fence, fenced, guard, held, info, keepalive,
-    mark, observe, proclaim, refresh, release,
+    acquire, acquire_all, apply, clock, close, done, drop, fence, fenced, guard, held, info,
+    keepalive, mark, observe, once, proclaim, record, refresh, release,
 };
 use crate::config::{Setting, Switch};
 use crate::ffi::argv::entry;
@@ -59,7 +59,7 @@ use crate::ffi::mark_type::MARK_TYPE;
 /// key spec says so, and Redis refuses keys of several slots). `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 17] = [
+const COMMANDS: [CommandSpec; 20] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -84,6 +84,30 @@ const COMMANDS: [CommandSpec; 17] = [
         complexity: c"O(N) in the keys; a wait also checks for deadlocks, O(the waits it reaches)",
         arity: -4,
         keys: Keys::Numkeys(RW.with(ACCESS).with(UPDATE)),
+    },
+    CommandSpec {
+        name: "lock.once",
+        entry: Some(entry::<once::Once>),
+        flags: c"write blocking",
+        categories: "write blocking",
+        replication_form: false,
+        summary: "Claims the one run of a key: [token, fence] to run it, [nil, fence, result] once it is done, nil (or a FIFO wait) while it runs.",
+        since: c"0.4.0",
+        complexity: c"O(1) (plus the length of the result replayed)",
+        arity: -5,
+        keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+    },
+    CommandSpec {
+        name: "lock.done",
+        entry: Some(entry::<done::Done>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        replication_form: false,
+        summary: "Stores the result of the run held by token for its keep time, answering every waiting duplicate.",
+        since: c"0.4.0",
+        complexity: c"O(1) plus O(k) for k duplicates waiting (and the length of the result)",
+        arity: 4,
+        keys: Keys::One(RW.with(UPDATE)),
     },
     CommandSpec {
         name: "lock.refresh",
@@ -167,6 +191,18 @@ const COMMANDS: [CommandSpec; 17] = [
         since: c"0.1.0",
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: -4,
+        keys: Keys::One(OW.with(UPDATE)),
+    },
+    CommandSpec {
+        name: "lock.record",
+        entry: Some(entry::<record::Record>),
+        flags: c"write deny-oom fast",
+        categories: "write fast",
+        replication_form: true,
+        summary: "Writes an explicit run-once record (the replicated form of a run granted or a result stored).",
+        since: c"0.4.0",
+        complexity: c"O(1) (plus the length of the result)",
+        arity: -7,
         keys: Keys::One(OW.with(UPDATE)),
     },
     CommandSpec {
@@ -271,7 +307,7 @@ const COMMANDS: [CommandSpec; 17] = [
 ];
 
 /// The configs, `fencelock.<name>`.
-const CONFIGS: [Setting; 7] = [
+const CONFIGS: [Setting; 8] = [
     Setting {
         name: "max-ttl",
         value: &config::MAX_TTL_MS,
@@ -321,6 +357,13 @@ const CONFIGS: [Setting; 7] = [
         default: config::DEFAULT_MAX_VALUE_LENGTH,
         min: 0,
         max: config::MAX_VALUE_LENGTH_LIMIT,
+    },
+    Setting {
+        name: "max-result-length",
+        value: &config::MAX_RESULT_LENGTH,
+        default: config::DEFAULT_MAX_RESULT_LENGTH,
+        min: 0,
+        max: config::MAX_RESULT_LENGTH_LIMIT,
     },
 ];
 

@@ -63,6 +63,17 @@ pub static DEADLOCKS: Counter = Counter::new();
 pub static PROCLAIMS: Counter = Counter::new();
 /// Blocked `LOCK.OBSERVE` calls answered because the lock's state changed.
 pub static OBSERVED: Counter = Counter::new();
+/// Runs granted by `LOCK.ONCE` (a claim that found nobody running or done).
+pub static ONCE_RUNS: Counter = Counter::new();
+/// Of those, runs granted to a waiting duplicate after the run before it ended without
+/// `LOCK.DONE` (a retry after a failed attempt).
+pub static ONCE_RETRIES: Counter = Counter::new();
+/// Duplicates answered with a stored result (at once, or when `LOCK.DONE` ended their wait).
+pub static ONCE_REPLAYS: Counter = Counter::new();
+/// Results stored by `LOCK.DONE`.
+pub static ONCE_DONE: Counter = Counter::new();
+/// Claims refused because the key was claimed with another fingerprint.
+pub static ONCE_FINGERPRINT_REFUSED: Counter = Counter::new();
 
 /// Lock values currently in the keyspace (held locks, counting leases Redis has not
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which

@@ -53,6 +53,12 @@ pub enum CommandError {
     ValueTooLong,
     /// `VALUE` asked with `SHARED` or `LIMIT`.
     ValueNotExclusive,
+    /// A run-once claim whose fingerprint differs from the key's.
+    Fingerprint,
+    /// A `FINGERPRINT` empty or longer than `fencelock.max-token-length`.
+    InvalidFingerprint,
+    /// A `LOCK.DONE` result longer than `fencelock.max-result-length`.
+    ResultTooLong,
 }
 
 impl CommandError {
@@ -109,6 +115,13 @@ impl CommandError {
             }
             CommandError::ValueNotExclusive => {
                 "WRONGMODE only an exclusive holding carries a value".into()
+            }
+            CommandError::Fingerprint => {
+                "FINGERPRINT this key was claimed with another fingerprint".into()
+            }
+            CommandError::InvalidFingerprint => "ERR invalid fingerprint".into(),
+            CommandError::ResultTooLong => {
+                "ERR result exceeds maximum allowed size (fencelock.max-result-length)".into()
             }
         }
     }
@@ -189,6 +202,10 @@ mod tests {
         assert_eq!(
             CommandError::NumkeysTooMany(64).message(),
             "ERR numkeys should be at most 64"
+        );
+        assert_eq!(
+            CommandError::Fingerprint.message(),
+            "FINGERPRINT this key was claimed with another fingerprint"
         );
         assert_eq!(
             no_permission(b"alice", b"lock:x"),

@@ -68,15 +68,18 @@ const BLOCKING: [&str; 12] = [
 
 /// Commands a guard or a fence check may not run, beyond what Redis refuses in script
 /// mode: themselves (a guard inside a guard proves nothing more), and any command that
-/// waits (a guard is one atomic step; it cannot wait): a `LOCK.ACQUIRE … BLOCK`, a
-/// blocking list, sorted-set or `WAIT` command, `XREAD`/`XREADGROUP` with `BLOCK`, and
-/// the vector-set commands that may wait for a thread.
+/// waits (a guard is one atomic step; it cannot wait): a `LOCK.ACQUIRE … BLOCK` or
+/// `LOCK.ONCE … BLOCK`, a blocking list, sorted-set or `WAIT` command,
+/// `XREAD`/`XREADGROUP` with `BLOCK`, and the vector-set commands that may wait for a
+/// thread.
 pub fn allowed_inside(command: &[u8], args: &[&[u8]]) -> Result<(), CommandError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
     let waits = if is("lock.acquire") {
         acquire_waits(args.get(2..))
     } else if is("lock.acquireall") {
         acquire_all_waits(args)
+    } else if is("lock.once") {
+        once_waits(args.get(2..))
     } else if is("xread") || is("xreadgroup") {
         stream_read_waits(is("xreadgroup"), args)
     } else if is("vsim") || is("vadd") {
@@ -129,6 +132,16 @@ fn acquire_waits(options: Option<&[&[u8]]>) -> bool {
     let options = options.unwrap_or_default();
     let names = ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY"];
     match parse_options_and_flags(options, names, ["SHARED"]) {
+        Ok(([_, block, ..], _)) => block.is_some(),
+        Err(_) => false,
+    }
+}
+
+/// Whether a run-once claim's options ask to wait, read as `acquire_waits`.
+fn once_waits(options: Option<&[&[u8]]>) -> bool {
+    let options = options.unwrap_or_default();
+    let names = ["KEEP", "BLOCK", "TOKEN", "SESSION", "FINGERPRINT"];
+    match parse_options_and_flags(options, names, []) {
         Ok(([_, block, ..], _)) => block.is_some(),
         Err(_) => false,
     }
@@ -252,6 +265,16 @@ mod tests {
     fn guards_do_not_nest_or_wait() {
         assert!(allowed_inside(b"SET", &[b"k", b"v"]).is_ok());
         assert!(allowed_inside(b"lock.acquire", &[b"k", b"100"]).is_ok());
+        assert!(allowed_inside(b"lock.once", &[b"k", b"100", b"KEEP", b"5"]).is_ok());
+        assert_eq!(
+            allowed_inside(b"LOCK.ONCE", &[b"k", b"100", b"KEEP", b"5", b"BLOCK", b"0"]),
+            Err(CommandError::NotAllowedInside)
+        );
+        assert!(allowed_inside(
+            b"lock.once",
+            &[b"k", b"1", b"TOKEN", b"BLOCK", b"KEEP", b"5"]
+        )
+        .is_ok());
         assert_eq!(
             allowed_inside(b"LOCK.ACQUIRE", &[b"k", b"100", b"block", b"0"]),
             Err(CommandError::NotAllowedInside)

@@ -20,6 +20,7 @@
 //! - `slot`: Redis Cluster's hash slot of a key;
 //! - `capacity`: tables give back their room once mostly empty;
 //! - `session_index`: which keys may hold a session's holdings (checked on use);
+//! - `once`: run once, a lock that remembers its outcome (`LOCK.ONCE`, `LOCK.DONE`);
 //! - `observe`: what `LOCK.OBSERVE` reports of a lock, and when an observer hears;
 //! - holdings read back from RDB payloads are validated in `holding`;
 //! - `shared` keeps a small set's holders in a list (`shared/list.rs`) and a large one's
@@ -43,6 +44,7 @@ pub mod limits;
 pub mod lock;
 pub mod mode;
 pub mod observe;
+pub mod once;
 pub mod owner;
 pub mod session_index;
 pub mod shared;

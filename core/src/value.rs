@@ -4,11 +4,14 @@
 //!
 //! The two are told apart by the first eight bytes behind the pointer: a holding starts
 //! with its fence, which is never 0 (`Holding::pack` refuses it), and a shared set starts
-//! with a tag that is always 0. This file and `holding` are the only `unsafe` in the
+//! with a tag that is always 0. A run-once record (`once`) starts with `ONCE_TAG`, above
+//! every fence; it reads as its running holding's exclusive lock, or, done, as a
+//! quarantine. This file and `holding` are the only `unsafe` in the
 //! core; every function below states what its pointer must be.
 
 use crate::holding::Holding;
 use crate::mode::Mode;
+use crate::once::{OnceRecord, ONCE_TAG};
 use crate::shared::{SharedHolders, SHARED_TAG};
 
 /// An owned lock value, before it is handed to Redis.
@@ -16,6 +19,7 @@ use crate::shared::{SharedHolders, SHARED_TAG};
 pub enum LockValue {
     Exclusive(Box<Holding>),
     Shared(Box<SharedHolders>),
+    Once(Box<OnceRecord>),
 }
 
 /// A borrowed lock value.
@@ -35,6 +39,7 @@ impl LockValue {
         match self {
             LockValue::Exclusive(holding) => Holding::into_raw(holding),
             LockValue::Shared(set) => Box::into_raw(set).cast::<u8>(),
+            LockValue::Once(record) => Box::into_raw(record).cast::<u8>(),
         }
     }
 
@@ -45,7 +50,9 @@ impl LockValue {
     pub unsafe fn from_raw<'a>(ptr: *const u8) -> LockRef<'a> {
         // SAFETY: the caller's contract; both layouts are at least eight bytes long.
         unsafe {
-            if Self::is_shared(ptr) {
+            if Self::is_once(ptr) {
+                (*ptr.cast::<OnceRecord>()).as_lock()
+            } else if Self::is_shared(ptr) {
                 LockRef::Shared(&*ptr.cast::<SharedHolders>())
             } else {
                 LockRef::Exclusive(Holding::from_raw(ptr))
@@ -71,7 +78,30 @@ impl LockValue {
     /// As `shared_mut`.
     pub unsafe fn exclusive_mut<'a>(ptr: *mut u8) -> Option<&'a mut Holding> {
         // SAFETY: the caller's contract.
-        unsafe { (!Self::is_shared(ptr)).then(|| Holding::from_raw_mut(ptr)) }
+        unsafe {
+            if let Some(record) = Self::once_mut(ptr) {
+                return record.running_holding_mut();
+            }
+            (!Self::is_shared(ptr)).then(|| Holding::from_raw_mut(ptr))
+        }
+    }
+
+    /// The run-once record behind a pointer made by `into_raw`; `None` for a lock.
+    ///
+    /// # Safety
+    /// As `from_raw`.
+    pub unsafe fn once<'a>(ptr: *const u8) -> Option<&'a OnceRecord> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::is_once(ptr).then(|| &*ptr.cast::<OnceRecord>()) }
+    }
+
+    /// The run-once record behind a pointer made by `into_raw`, to change it in place.
+    ///
+    /// # Safety
+    /// As `shared_mut`.
+    pub unsafe fn once_mut<'a>(ptr: *mut u8) -> Option<&'a mut OnceRecord> {
+        // SAFETY: the caller's contract.
+        unsafe { Self::is_once(ptr).then(|| &mut *ptr.cast::<OnceRecord>()) }
     }
 
     /// Frees a value made by `into_raw`.
@@ -81,7 +111,9 @@ impl LockValue {
     pub unsafe fn free_raw(ptr: *mut u8) {
         // SAFETY: the caller's contract.
         unsafe {
-            if Self::is_shared(ptr) {
+            if Self::is_once(ptr) {
+                drop(Box::from_raw(ptr.cast::<OnceRecord>()));
+            } else if Self::is_shared(ptr) {
                 drop(Box::from_raw(ptr.cast::<SharedHolders>()));
             } else {
                 Holding::free_raw(ptr);
@@ -94,6 +126,12 @@ impl LockValue {
     unsafe fn is_shared(ptr: *const u8) -> bool {
         // SAFETY: both layouts start with eight readable bytes.
         unsafe { std::ptr::read_unaligned(ptr.cast::<u64>()) == SHARED_TAG }
+    }
+
+    /// Whether the first eight bytes are the run-once tag.
+    unsafe fn is_once(ptr: *const u8) -> bool {
+        // SAFETY: every layout starts with eight readable bytes.
+        unsafe { std::ptr::read_unaligned(ptr.cast::<u64>()) == ONCE_TAG }
     }
 }
 
@@ -185,6 +223,32 @@ mod tests {
             assert_eq!(LockValue::from_raw(shared).live_holders(150), 1);
             LockValue::free_raw(exclusive);
             LockValue::free_raw(shared);
+        }
+    }
+
+    #[test]
+    fn a_run_once_record_rides_the_same_pointer() {
+        use crate::once::OnceRecord;
+        let running = OnceRecord::running(Holding::pack(b"t", 5).unwrap(), 1_000, Some(b"fp"));
+        let running = LockValue::Once(running).into_raw();
+        let done = LockValue::Once(OnceRecord::done(6, 1_000, None, b"r").unwrap()).into_raw();
+        // SAFETY: both pointers come from `into_raw` and are freed once below.
+        unsafe {
+            assert_eq!(LockValue::from_raw(running).fence_of(b"t", 0), Some(5));
+            assert_eq!(
+                LockValue::once(running).unwrap().fingerprint(),
+                Some(&b"fp"[..])
+            );
+            LockValue::exclusive_mut(running).unwrap().set_lease_end(9);
+            assert!(LockValue::shared_mut(running).is_none());
+            assert!(LockValue::from_raw(done).is_quarantined());
+            assert!(LockValue::exclusive_mut(done).is_none());
+            assert_eq!(LockValue::once(done).unwrap().result(), Some(&b"r"[..]));
+            let plain = LockValue::Exclusive(Holding::pack(b"p", 7).unwrap()).into_raw();
+            assert!(LockValue::once(plain).is_none());
+            LockValue::free_raw(plain);
+            LockValue::free_raw(running);
+            LockValue::free_raw(done);
         }
     }
 

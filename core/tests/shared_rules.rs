@@ -48,7 +48,7 @@ impl Model {
     /// ended shared holders are dropped, an empty set is no key.
     fn settle(&mut self, now: i64) {
         let expired = match &mut self.value {
-            Some((LockValue::Exclusive(_), deadline)) => now > *deadline,
+            Some((LockValue::Exclusive(_) | LockValue::Once(_), deadline)) => now > *deadline,
             Some((LockValue::Shared(set), _)) => {
                 set.take_ended(now);
                 set.is_empty()
@@ -64,6 +64,7 @@ impl Model {
         self.value.as_ref().map(|(value, _)| match value {
             LockValue::Exclusive(holding) => LockRef::Exclusive(holding),
             LockValue::Shared(set) => LockRef::Shared(set),
+            LockValue::Once(record) => record.as_lock(),
         })
     }
 
@@ -87,7 +88,9 @@ impl Model {
             Some((LockValue::Shared(set), _)) => {
                 set.set_deadline(token, deadline);
             }
-            Some((LockValue::Exclusive(_), key_deadline)) => *key_deadline = deadline,
+            Some((LockValue::Exclusive(_) | LockValue::Once(_), key_deadline)) => {
+                *key_deadline = deadline
+            }
             None => {}
         }
     }
@@ -101,6 +104,9 @@ impl Model {
                 set.is_empty()
             }
             Some((LockValue::Exclusive(held), _)) => held.is_token(token),
+            Some((LockValue::Once(record), _)) => record
+                .running_holding()
+                .is_some_and(|held| held.is_token(token)),
             None => false,
         };
         if gone {

@@ -54,6 +54,9 @@ pub(super) enum Delivery {
     Moved,
     /// Its turn came, but the holders' mode refuses it: this error reply (`WRONGMODE`).
     Refused(String),
+    /// A run-once duplicate: the run it waited for stored its result (`LOCK.DONE`),
+    /// answered `[nil, fence, result]`.
+    Replayed { fence: u64, result: Vec<u8> },
 }
 
 /// A blocked `LOCK.ACQUIRE`.
@@ -107,6 +110,9 @@ impl Waiting for LockWaiting {
             }
             Some(Delivery::Refused(error)) => {
                 ctx.reply(Err(RedisError::String(error.clone())));
+            }
+            Some(Delivery::Replayed { fence, result }) => {
+                reply::replay(ctx, *fence, result);
             }
             None => {
                 ctx.reply(Ok(RedisValue::Null));

@@ -29,6 +29,7 @@ mod callbacks;
 mod deadlocks;
 mod holder_leases;
 mod multi_key_turn;
+mod once_waits;
 mod timers;
 
 use std::cell::RefCell;
@@ -61,6 +62,7 @@ pub use holder_leases::{
     follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
     stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
 };
+pub use once_waits::{answer_done, OnceWanted};
 use timers::lease_changed;
 pub use timers::{key_announced, key_changed, settle_all_queues, settle_changed};
 
@@ -81,6 +83,9 @@ pub struct Wanted {
     /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
     /// `[token, [fences]]`.
     pub all_keys: bool,
+    /// Asked by `LOCK.ONCE`: its grant is a run, and `LOCK.DONE` answers it with the
+    /// result.
+    pub once: Option<OnceWanted>,
 }
 
 impl Wanted {
@@ -241,6 +246,18 @@ pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
 /// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
 /// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
 /// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
+/// A key that holds a done record it did not get from `LOCK.DONE` (`RESTORE`,
+/// `RENAME`, `SWAPDB`, `LOCK.RECORD` put it there): its waiting duplicates are answered
+/// with the result, as `LOCK.DONE` answers them; plain acquires go on waiting.
+fn answer_done_record(ctx: &Context, key: &LockKey) {
+    let Some(record) = key.once().filter(|record| record.is_done()) else {
+        return;
+    };
+    let (fence, fingerprint) = (record.fence(), record.fingerprint().map(<[u8]>::to_vec));
+    let result = record.result().unwrap_or_default().to_vec();
+    answer_done(ctx, key, fence, fingerprint.as_deref(), &result);
+}
+
 pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     if !anyone_waiting() {
         return false;
@@ -258,6 +275,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         key_changed(ctx, id.0, &id.1);
         return false;
     }
+    answer_done_record(ctx, key);
     let max_holders = config::limits().max_holders;
     let mut handed = false;
     while let Some((ticket, mode, keys, token)) = with_registry(|r| {
@@ -331,19 +349,23 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         blocked::unblock::<LockWaiting>(client, None);
         return false;
     };
-    let new = effects::NewHolder {
-        token: &token,
-        fence,
-        deadline_ms: lock::waiter_deadline(
-            server_clock::now_ms(),
-            ttl_ms,
-            config::limits().max_ttl_ms,
-        ),
-        mode,
-        generated: generated.as_ref(),
-        extras: wanted.extras(),
+    let deadline_ms =
+        lock::waiter_deadline(server_clock::now_ms(), ttl_ms, config::limits().max_ttl_ms);
+    let granted = match &wanted.once {
+        Some(once) => once_waits::run(ctx, key, once, &wanted, (&token, generated.as_ref()), fence),
+        None => {
+            let new = effects::NewHolder {
+                token: &token,
+                fence,
+                deadline_ms,
+                mode,
+                generated: generated.as_ref(),
+                extras: wanted.extras(),
+            };
+            effects::grant(ctx, key, &new).map(|_| ())
+        }
     };
-    if effects::grant(ctx, key, &new).is_err() {
+    if granted.is_err() {
         // The key could not take the grant: the waiter is answered nil rather than left
         // blocked on a lock it does not hold.
         blocked::unblock::<LockWaiting>(client, None);

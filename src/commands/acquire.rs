@@ -185,6 +185,7 @@ pub(super) fn wanted(asked: &Asked, all_keys: bool) -> blocking::Wanted {
         session: asked.session.map(<[u8]>::to_vec),
         lock_delay_ms: asked.lock_delay_ms,
         value: asked.value.map(<[u8]>::to_vec),
+        once: None,
     }
 }
 

@@ -5,7 +5,10 @@
 //! belong to a session, `value` the exclusive holder's public value (nil when no holding
 //! is exclusive). A lock whose leases ran out and that is kept for their
 //! lock-delay shows `held` 0, `mode` `quarantined` and the time left as `ttl-ms`.
-//! Never shows a token or a session's name. Read-only.
+//! A run-once key (`LOCK.ONCE`) adds `state` (`running` or `done`), `keep-ms` (the keep
+//! time a result will have, or, done, what is left of it) and `result-size`; a done one
+//! shows `held` 0, `mode` `done` and the run's fence. Never shows a token, a session's
+//! name or a result. Read-only.
 
 use fencelock_core::error::CommandError;
 use fencelock_core::mode::Mode;
@@ -64,8 +67,11 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
     if lock.is_none() && !quarantined && waiters == 0 {
         return Ok(RedisValue::Null);
     }
+    let once = key.once();
+    let done = once.filter(|record| record.is_done());
     let fence = lock
         .and_then(|held| held.visible_fence(now_ms))
+        .or(done.map(|record| record.fence()))
         .map_or(RedisValue::Null, |fence| {
             RedisValue::Integer(i64::try_from(fence).unwrap_or(i64::MAX))
         });
@@ -81,6 +87,7 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         (false, _) => RedisValue::Null,
     };
     let mode = match lock {
+        _ if done.is_some() => RedisValue::SimpleStringStatic("done"),
         _ if quarantined => RedisValue::SimpleStringStatic("quarantined"),
         Some(held) => RedisValue::SimpleStringStatic(held.mode().name()),
         None => RedisValue::Null,
@@ -118,5 +125,18 @@ fn info(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError>
         _ => RedisValue::Null,
     };
     fields.push(field("value", value));
+    if let Some(record) = once {
+        let (state, keep_left) = match done {
+            Some(_) => ("done", key.remaining_ms().unwrap_or(-1)),
+            None => (
+                "running",
+                i64::try_from(record.keep_ms()).unwrap_or(i64::MAX),
+            ),
+        };
+        fields.push(field("state", RedisValue::SimpleStringStatic(state)));
+        fields.push(field("keep-ms", RedisValue::Integer(keep_left)));
+        let size = record.result().map_or(0, <[u8]>::len);
+        fields.push(field("result-size", integer(size)));
+    }
     Ok(RedisValue::Array(fields.into_iter().flatten().collect()))
 }

@@ -69,6 +69,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_Replicate,
         RedisModule_ReplicateVerbatim,
         RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithNull,
         RedisModule_ReplyWithLongLong,
         RedisModule_ReplyWithStringBuffer,
         RedisModule_SaveStringBuffer,

@@ -1,7 +1,8 @@
 //! The `fencelock` module data type: how a held lock is saved, loaded, rewritten into
 //! the AOF, digested, measured and freed, plus the fence clock's RDB aux field.
 //!
-//! RDB layout, encver 3: a kind (unsigned: 0 exclusive, 1 shared), then for an exclusive
+//! RDB layout, encver 3: a kind (unsigned: 0 exclusive, 1 shared, 2 a run-once record,
+//! laid out in `once_type`), then for an exclusive
 //! lock its holding; for shared holders the limit (unsigned, 0 for plain `SHARED`), the
 //! number of holders, and per holder its holding and deadline (Unix ms, signed). A
 //! holding is its token (string buffer), fence (unsigned), session (string buffer,
@@ -25,11 +26,13 @@ use std::sync::OnceLock;
 
 use fencelock_core::holding::{Extras, Holding};
 use fencelock_core::mode::Mode;
+use fencelock_core::once::OnceRecord;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
 use super::apply_form::ApplyForm;
+use super::once_type;
 use super::string_bytes::bytes_of;
 use super::{node_state_form, panic_guard};
 use crate::node_fence;
@@ -45,7 +48,7 @@ const BEFORE_SESSIONS_VERSION: i32 = 1;
 const EXCLUSIVE_ONLY_VERSION: i32 = 0;
 /// What a holding carries in an RDB of each encver from 1 on.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Carries {
+pub(super) enum Carries {
     TokenAndFence,
     SessionAndDelay,
     Value,
@@ -54,6 +57,7 @@ enum Carries {
 /// The kinds of value in encver 1 and later.
 const KIND_EXCLUSIVE: u64 = 0;
 const KIND_SHARED: u64 = 1;
+const KIND_ONCE: u64 = 2;
 
 /// A data type's callbacks, none set: each type fills in the ones it has.
 pub(super) const NO_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
@@ -157,7 +161,7 @@ fn io_failed(rdb: *mut raw::RedisModuleIO) -> bool {
     unsafe { api!(RedisModule_IsIOError)(rdb) != 0 }
 }
 
-fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
+pub(super) fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
     let mut len: usize = 0;
     // SAFETY: Redis returns a buffer of `len` bytes that we copy and then free.
     unsafe {
@@ -171,7 +175,7 @@ fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
     }
 }
 
-fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
+pub(super) fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
     // SAFETY: reads from the IO handle Redis passed in; checked for IO errors below.
     let value = unsafe { api!(RedisModule_LoadUnsigned)(rdb) };
     (!io_failed(rdb)).then_some(value)
@@ -203,6 +207,7 @@ fn has_session(value: &LockValue) -> bool {
     match value {
         LockValue::Exclusive(holding) => holding.has_session(),
         LockValue::Shared(set) => set.all().any(|holder| holder.holding().has_session()),
+        LockValue::Once(record) => record.running_holding().is_some_and(Holding::has_session),
     }
 }
 
@@ -212,13 +217,14 @@ fn load_value(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<LockValu
     match load_unsigned(rdb)? {
         KIND_EXCLUSIVE => load_holding(rdb, carries).map(LockValue::Exclusive),
         KIND_SHARED => load_shared(rdb, carries).map(LockValue::Shared),
+        KIND_ONCE if carries == Carries::Value => once_type::load(rdb).map(LockValue::Once),
         _ => None,
     }
 }
 
 /// One holding (token, fence, and what else it `carries`) read from an RDB (or
 /// `RESTORE` payload), validated.
-fn load_holding(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<Holding>> {
+pub(super) fn load_holding(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<Holding>> {
     let token = load_buffer(rdb).filter(|_| !io_failed(rdb))?;
     let fence = load_unsigned(rdb)?;
     let (session, lock_delay_ms) = if carries >= Carries::SessionAndDelay {
@@ -285,12 +291,31 @@ unsafe fn lock<'a>(value: *const c_void) -> Option<LockRef<'a>> {
     (!value.is_null()).then(|| unsafe { LockValue::from_raw(value.cast()) })
 }
 
+/// The run-once record behind a value pointer, if it is one.
+///
+/// # Safety
+/// As `lock`.
+unsafe fn once<'a>(value: *const c_void) -> Option<&'a OnceRecord> {
+    // SAFETY: as `lock`.
+    (!value.is_null())
+        .then(|| unsafe { LockValue::once(value.cast()) })
+        .flatten()
+}
+
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
     // SAFETY: Redis passes a value of this type.
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
+    // SAFETY: as above.
+    let record = unsafe { once(value) };
     panic_guard::callback("RDB save", (), || match lock {
+        _ if record.is_some() => {
+            save_unsigned(rdb, KIND_ONCE);
+            if let Some(record) = record {
+                once_type::save(rdb, record);
+            }
+        }
         LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
             save_unsigned(rdb, KIND_EXCLUSIVE);
             save_holding(rdb, holding);
@@ -308,12 +333,12 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
     });
 }
 
-fn save_unsigned(rdb: *mut raw::RedisModuleIO, value: u64) {
+pub(super) fn save_unsigned(rdb: *mut raw::RedisModuleIO, value: u64) {
     // SAFETY: the IO handle Redis passed in.
     unsafe { api!(RedisModule_SaveUnsigned)(rdb, value) };
 }
 
-fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
+pub(super) fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
     save_buffer(rdb, &holding.token());
     save_unsigned(rdb, holding.fence());
     save_buffer(rdb, holding.session().as_deref().unwrap_or_default());
@@ -325,7 +350,7 @@ fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
     save_buffer(rdb, holding.value().unwrap_or_default());
 }
 
-fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
+pub(super) fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
     // SAFETY: the IO handle Redis passed in and a buffer with its length.
     unsafe { api!(RedisModule_SaveStringBuffer)(rdb, bytes.as_ptr().cast(), bytes.len()) };
 }
@@ -344,9 +369,19 @@ unsafe extern "C" fn aof_rewrite(
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
+    // SAFETY: as above.
+    let record = unsafe { once(value) };
     panic_guard::callback("AOF rewrite", (), || {
         // Without the RDB preamble nothing else carries the node's state.
         node_state_form::rewrite_once(aof);
+        if let Some(record) = record {
+            // SAFETY: the key string Redis passed to the rewrite lives for the call.
+            let name = unsafe { bytes_of(key) };
+            let args = once_type::record_args(name, record, None);
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            emit_argv(aof, c"LOCK.RECORD", &args);
+            return;
+        }
         // Whatever a `LOCK.APPLY` with a deadline made of the key's expiry, `PERSIST`
         // undoes it, and Redis appends the key's real one only if it has one.
         let spelled_deadline = match lock {
@@ -438,6 +473,10 @@ fn emit_argv(aof: *mut raw::RedisModuleIO, command: &std::ffi::CStr, args: &[&[u
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     // SAFETY: Redis passes a value of this type.
+    if let Some(record) = unsafe { once(value) } {
+        return record.allocated_bytes();
+    }
+    // SAFETY: as above.
     unsafe { lock(value) }.map_or(0, LockRef::allocated_bytes)
 }
 
@@ -446,8 +485,15 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     let Some(lock) = (unsafe { lock(value) }) else {
         return;
     };
+    // SAFETY: as above.
+    let record = unsafe { once(value) };
     panic_guard::callback("DEBUG DIGEST", (), || {
         match lock {
+            _ if record.is_some() => {
+                if let Some(record) = record {
+                    once_type::digest(md, record);
+                }
+            }
             LockRef::Exclusive(holding) | LockRef::Quarantined(holding) => {
                 digest_holding(md, holding)
             }
@@ -464,7 +510,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     });
 }
 
-fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
+pub(super) fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
     digest_buffer(md, &holding.token());
     digest_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
     // Only what a holding has, so a lock without either digests as it always did.
@@ -485,14 +531,14 @@ fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
     }
 }
 
-fn digest_buffer(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
+pub(super) fn digest_buffer(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
     // SAFETY: the digest Redis passed in and a buffer with its length.
     unsafe {
         api!(RedisModule_DigestAddStringBuffer)(md, bytes.as_ptr().cast_mut().cast(), bytes.len());
     }
 }
 
-fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
+pub(super) fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
     // SAFETY: the digest Redis passed in.
     unsafe { api!(RedisModule_DigestAddLongLong)(md, number) };
 }

@@ -7,6 +7,7 @@ use std::ffi::c_void;
 
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::Holding;
+use fencelock_core::once::OnceRecord;
 use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{raw, Context, RedisString};
@@ -79,6 +80,13 @@ impl<'a> LockKey<'a> {
             Ok(Some(LockRef::Shared(_))) => super::server_clock::command_ms(),
             _ => 0,
         }
+    }
+
+    /// The run-once record at the key (`LOCK.ONCE`), if it holds one.
+    pub fn once(&self) -> Option<&OnceRecord> {
+        let value = self.value_ptr().ok().flatten()?;
+        // SAFETY: a value of our type, live while the key is open and unchanged.
+        unsafe { LockValue::once(value.cast::<u8>()) }
     }
 
     /// The exclusive holding, to change it in place (`None` when the lock is free, held
@@ -205,8 +213,28 @@ impl<'a> LockKey<'a> {
         if self.key.is_null() || self.exclusive_mut().is_none() {
             return false;
         }
+        if let Some(value) = self.value_ptr().ok().flatten() {
+            // SAFETY: a value of our type; `&mut self` keeps every other borrow out.
+            if let Some(record) = unsafe { LockValue::once_mut(value.cast::<u8>()) } {
+                // A running claim stays one: its holding changes inside the record.
+                let replaced = record.replace_running(holding);
+                if replaced {
+                    self.key.note_changed();
+                }
+                return replaced;
+            }
+        }
+        self.replace_value(LockValue::Exclusive(holding))
+    }
+
+    /// Replaces the key's lock value with `value`, the key (and its expiry) staying as
+    /// it is: no unlink, no new key. `false` (and `value` dropped) when Redis refused.
+    pub fn replace_value(&mut self, value: LockValue) -> bool {
+        if self.key.is_null() {
+            return false;
+        }
         self.value.set(None);
-        let new = LockValue::Exclusive(holding).into_raw();
+        let new = value.into_raw();
         let mut old: *mut c_void = std::ptr::null_mut();
         // SAFETY: the key is open for writing and holds a value of our type; Redis
         // hands the old value back to us and keeps the new one.

@@ -57,6 +57,7 @@ pub mod mark_key;
 pub mod mark_type;
 pub mod node_state_form;
 pub mod notify;
+pub mod once_type;
 pub mod open_key;
 pub mod panic_guard;
 pub mod post_jobs;

@@ -24,6 +24,20 @@ pub fn grant_all(ctx: &Context, token: &[u8], fences: &[u64]) {
     }
 }
 
+/// `[nil, fence, result]`: a run-once duplicate answered with the stored result.
+pub fn replay(ctx: &Context, fence: u64, result: &[u8]) {
+    // SAFETY: a three-element array, its elements written right after, on a live context.
+    unsafe {
+        api!(RedisModule_ReplyWithArray)(ctx.ctx, 3 as c_long);
+        api!(RedisModule_ReplyWithNull)(ctx.ctx);
+    }
+    fence_element(ctx, fence);
+    // SAFETY: the third element, a buffer with its length, on a live context.
+    unsafe {
+        api!(RedisModule_ReplyWithStringBuffer)(ctx.ctx, result.as_ptr().cast(), result.len());
+    }
+}
+
 /// Opens the two-element reply and writes the token; the caller writes the second.
 fn token_then(ctx: &Context, token: &[u8]) {
     // SAFETY: a two-element array, its first element here and its second written by

@@ -36,6 +36,14 @@ pub fn fields() -> Vec<(&'static CStr, i64)> {
         (c"deadlocks", as_i64(stats::DEADLOCKS.get())),
         (c"proclaims", as_i64(stats::PROCLAIMS.get())),
         (c"observed", as_i64(stats::OBSERVED.get())),
+        (c"once_runs", as_i64(stats::ONCE_RUNS.get())),
+        (c"once_retries", as_i64(stats::ONCE_RETRIES.get())),
+        (c"once_replays", as_i64(stats::ONCE_REPLAYS.get())),
+        (c"once_done", as_i64(stats::ONCE_DONE.get())),
+        (
+            c"once_fingerprint_refused",
+            as_i64(stats::ONCE_FINGERPRINT_REFUSED.get()),
+        ),
         (
             c"waiters",
             i64::try_from(blocking::total_waiters()).unwrap_or(i64::MAX),

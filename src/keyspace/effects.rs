@@ -302,6 +302,8 @@ pub fn proclaim(ctx: &Context, key: &mut LockKey, value: &[u8]) -> Result<bool, 
     }
     let name = key.name();
     match lease_end {
+        // A running run-once claim is propagated whole, as what it is.
+        _ if super::once::propagate_running(ctx, key, lease_end) => {}
         Some(end) => carried.propagate(ctx, name, &token, end, Mode::Exclusive),
         None => propagate(ctx, || {
             replicate::permanent_grant(ctx, name, &token, carried.fence, carried.extras())

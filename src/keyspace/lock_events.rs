@@ -16,6 +16,8 @@ pub const EVICTED: &CStr = c"lock.evicted";
 pub const HANDOFF: &CStr = c"lock.handoff";
 /// An exclusive holder's public value changed (`LOCK.PROCLAIM`).
 pub const PROCLAIMED: &CStr = c"lock.proclaimed";
+/// A run-once claim stored its result (`LOCK.DONE`).
+pub const DONE: &CStr = c"lock.done";
 /// A wait for the key was refused: it would have closed a cycle of waits.
 pub const DEADLOCK: &CStr = c"lock.deadlock";
 /// A fence mark rose (`LOCK.FENCED` admitted a higher fence).

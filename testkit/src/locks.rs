@@ -243,3 +243,15 @@ pub fn keepalive(con: &mut Connection, session: &str, ttl: i64) -> i64 {
         .query(con)
         .expect("LOCK.KEEPALIVE")
 }
+
+/// `LOCK.ONCE key ttl KEEP keep extra…`'s raw reply.
+pub fn once_claim(con: &mut Connection, key: &str, ttl: i64, keep: i64, extra: &[&str]) -> Value {
+    cmd("LOCK.ONCE")
+        .arg(key)
+        .arg(ttl)
+        .arg("KEEP")
+        .arg(keep)
+        .arg(extra)
+        .query(con)
+        .unwrap()
+}

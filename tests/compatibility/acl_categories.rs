@@ -8,11 +8,11 @@
 
 use testkit::*;
 
-const WRITE_COMMANDS: [&str; 3] = ["lock.refresh", "lock.release", "lock.proclaim"];
+const WRITE_COMMANDS: [&str; 4] = ["lock.refresh", "lock.release", "lock.proclaim", "lock.done"];
 /// The replicated forms of a grant, a shared holder's leaving and an admission:
 /// `@write`, but outside `@fencelock`, so that `+@fencelock` gives an application user
 /// only what applications call.
-const REPLICATION_FORMS: [&str; 3] = ["lock.apply", "lock.drop", "lock.mark"];
+const REPLICATION_FORMS: [&str; 4] = ["lock.apply", "lock.drop", "lock.mark", "lock.record"];
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
@@ -20,7 +20,7 @@ const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
 const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
 const SESSION_READS: [&str; 1] = ["lock.held"];
 /// May wait for the lock (`BLOCK`): `@blocking`, so not `@fast` (as `BLPOP`).
-const BLOCKING_WRITES: [&str; 2] = ["lock.acquire", "lock.acquireall"];
+const BLOCKING_WRITES: [&str; 3] = ["lock.acquire", "lock.acquireall", "lock.once"];
 /// Waits for a change (`@blocking`), so not `@fast` (as `XREAD`).
 const BLOCKING_READS: [&str; 1] = ["lock.observe"];
 

@@ -364,3 +364,67 @@ fn cluster_replica(cluster: &Cluster, primary: usize) -> Server {
     });
     replica
 }
+
+/// Run-once records move whole (as their `LOCK.RECORD` AOF form): a running claim with
+/// its holder, fingerprint and session, a done record with its result.
+#[test]
+fn a_migrated_slot_brings_run_once_records_whole() {
+    let Some(Setting {
+        cluster,
+        slot,
+        source,
+        target,
+    }) = setting("a_migrated_slot_brings_run_once_records_whole")
+    else {
+        return;
+    };
+    let mut from = cluster.nodes[source].connect();
+    let claim = |con: &mut Connection, name: &str, extra: &[&str]| -> Value {
+        cmd("LOCK.ONCE")
+            .arg(key(name))
+            .arg(60_000)
+            .arg("KEEP")
+            .arg(60_000)
+            .arg(extra)
+            .query(con)
+            .expect("LOCK.ONCE")
+    };
+    let extra = ["TOKEN", "t1", "FINGERPRINT", "fp", "SESSION", "s-once"];
+    let Value::Array(running) = claim(&mut from, "running", &extra) else {
+        panic!("runs");
+    };
+    let Value::Array(done) = claim(&mut from, "done", &["TOKEN", "t2"]) else {
+        panic!("runs");
+    };
+    assert_eq!(int(&mut from, &["LOCK.DONE", &key("done"), "t2", "r"]), 1);
+    migrate(&cluster, source, target, slot);
+    let mut to = cluster.nodes[target].connect();
+    assert_eq!(
+        fence_of(&mut to, &key("running"), "t1"),
+        Some(redis::from_redis_value(running[1].clone()).unwrap())
+    );
+    assert_eq!(claim(&mut to, "running", &[]), Value::Nil, "still running");
+    let refused = cmd("LOCK.ONCE")
+        .arg(key("running"))
+        .arg(1_000)
+        .arg("KEEP")
+        .arg(1_000)
+        .arg("FINGERPRINT")
+        .arg("other")
+        .query::<Value>(&mut to)
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("FINGERPRINT"));
+    assert_eq!(
+        keepalive(&mut to, "s-once", 60_000),
+        1,
+        "the session holds it there"
+    );
+    assert_eq!(
+        claim(&mut to, "done", &[]),
+        Value::Array(vec![
+            Value::Nil,
+            done[1].clone(),
+            Value::BulkString(b"r".to_vec())
+        ])
+    );
+}

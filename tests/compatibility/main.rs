@@ -10,6 +10,7 @@ mod atomic_migration;
 mod cluster;
 mod guard;
 mod observe;
+mod once;
 mod persistence;
 mod redlock;
 mod replication;

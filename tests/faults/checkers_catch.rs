@@ -574,3 +574,118 @@ fn session_durability_catches_a_missing_holding_and_an_unexplained_one() {
     let judged = durability::session_holdings(&released, 1_000 * MS, &back);
     assert_eq!(judged.losses.len(), 1, "{:?}", judged.losses);
 }
+
+mod once {
+    //! The run-once checks, each shown the anomaly it exists to catch.
+
+    use crate::reliability::once_history::*;
+
+    const MS: i64 = 1_000;
+
+    fn run(client: usize, fence: i64, from_ms: i64, to_ms: i64, end: RunEnd) -> Run {
+        Run {
+            client,
+            key: "k".into(),
+            fence,
+            claimed_us: from_ms * MS,
+            granted_us: to_ms * MS,
+            ttl_ms: 300,
+            end,
+        }
+    }
+
+    fn stored(at_ms: i64, result: &str) -> RunEnd {
+        RunEnd::Stored {
+            sent_us: at_ms * MS,
+            result: result.into(),
+        }
+    }
+
+    fn replay(fence: i64, result: &str) -> Replay {
+        Replay {
+            client: 9,
+            key: "k".into(),
+            fence,
+            result: result.into(),
+            answered_us: 5_000 * MS,
+        }
+    }
+
+    #[test]
+    fn a_second_successful_run_within_the_keep_time_is_caught() {
+        let mut history = OnceHistory {
+            runs: vec![
+                run(1, 10, 0, 1, stored(50, "a")),
+                run(2, 20, 100, 101, stored(150, "b")),
+            ],
+            replays: vec![],
+        };
+        assert_eq!(one_success_per_keep(&history, 60_000).len(), 1);
+        assert!(
+            one_success_per_keep(&history, 50).is_empty(),
+            "after its keep"
+        );
+        history.runs.pop();
+        assert!(all_anomalies(&history, 60_000).is_empty());
+    }
+
+    #[test]
+    fn a_duplicate_answered_another_result_or_fence_is_caught() {
+        let mut history = OnceHistory {
+            runs: vec![run(1, 10, 0, 1, stored(50, "a"))],
+            replays: vec![replay(10, "a")],
+        };
+        assert!(replays_match_their_run(&history).is_empty());
+        history.replays = vec![replay(10, "b"), replay(11, "a")];
+        assert_eq!(replays_match_their_run(&history).len(), 2);
+        history.replays = vec![Replay {
+            answered_us: 40 * MS,
+            ..replay(10, "a")
+        }];
+        assert_eq!(
+            replays_match_their_run(&history).len(),
+            1,
+            "answered before the result was stored"
+        );
+        history.runs = vec![run(1, 10, 0, 1, RunEnd::Refused)];
+        history.replays = vec![replay(10, "a")];
+        assert_eq!(
+            replays_match_their_run(&history).len(),
+            1,
+            "a run that stored nothing"
+        );
+    }
+
+    #[test]
+    fn two_runs_at_once_or_out_of_fence_order_are_caught() {
+        let released = RunEnd::Released { sent_us: 100 * MS };
+        let mut history = OnceHistory {
+            runs: vec![
+                run(1, 10, 0, 1, released.clone()),
+                run(2, 20, 50, 101, stored(150, "b")),
+            ],
+            replays: vec![],
+        };
+        assert!(runs_in_order_one_at_a_time(&history).is_empty());
+        history.runs[1].granted_us = 60 * MS;
+        assert_eq!(
+            runs_in_order_one_at_a_time(&history).len(),
+            1,
+            "granted before the release was sent"
+        );
+        history.runs[0].end = RunEnd::Unknown { result: None };
+        history.runs[1].granted_us = 200 * MS;
+        assert_eq!(
+            runs_in_order_one_at_a_time(&history).len(),
+            1,
+            "granted before a crashed run's lease can have ended"
+        );
+        history.runs[1].granted_us = 400 * MS;
+        history.runs[1].fence = 5;
+        assert_eq!(
+            runs_in_order_one_at_a_time(&history).len(),
+            1,
+            "a later run under a lower fence"
+        );
+    }
+}

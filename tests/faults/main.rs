@@ -15,6 +15,7 @@ mod guarded;
 mod input;
 mod memory;
 mod observers;
+mod once;
 mod panics;
 mod partition;
 mod pause;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 8] = [
+const DEFAULTS: [(&str, &str); 9] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
@@ -20,6 +20,7 @@ const DEFAULTS: [(&str, &str); 8] = [
     ("fencelock.max-keys", "64"),
     ("fencelock.deadlock-detection", "yes"),
     ("fencelock.max-value-length", "1024"),
+    ("fencelock.max-result-length", "65536"),
 ];
 
 fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {

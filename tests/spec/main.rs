@@ -20,6 +20,7 @@ mod inner_commands;
 mod lock_delay;
 mod mark_moves;
 mod observe;
+mod once;
 mod out_of_memory;
 mod same_token;
 mod session_index;

@@ -33,6 +33,13 @@
 //! number), so every proclaim changes the value, and the script's owner check compares
 //! the one the visit before wrote (the set-up's, the token, on the first visit).
 //!
+//! Run once: a duplicate's replay, `LOCK.ONCE key ttl KEEP keep` on keys a set-up
+//! `LOCK.RECORD … DONE` left done, against a `GET` of keys a set-up `SET` gave the same
+//! result (`RESULT`); and the whole cycle on random keys — `LOCK.ONCE` (the run, its
+//! token kept), `LOCK.DONE key token result`, a duplicate's `LOCK.ONCE` (the replay),
+//! against the Powertools-style recipe `SET key INPROGRESS NX PX ttl`, `SET key result XX
+//! PX ttl`, `GET key`. A random key an earlier cycle left (kept, or running) is a retry.
+//!
 //! The four-key cycles (`LOCK.ACQUIREALL`'s scenario, `acquireall`) take four keys of
 //! the connection's own under its client token and give them back: `LOCK.ACQUIREALL 4
 //! k1 k2 k3 k4 ttl TOKEN t`, or four `LOCK.ACQUIRE ki ttl TOKEN t` sent in one write;
@@ -57,6 +64,9 @@ pub const HELD_PER_CONN: u64 = 1_000;
 /// Keyspace the cycles' random keys come from: large enough that two cycles in flight
 /// rarely pick the same key (a collision is counted as busy and retried).
 pub const KEYSPACE: u64 = 10_000_000;
+/// The result a run-once replay and a cached-result `GET` return: a small JSON answer,
+/// as an API's response body would be.
+pub const RESULT: &[u8] = br#"{"order":17,"status":"paid","amount":4200}"#;
 /// Keys each four-key cycle takes.
 pub const CYCLE_KEYS: u64 = 4;
 /// `CYCLE_KEYS` as `LOCK.ACQUIREALL`'s numkeys.
@@ -101,6 +111,18 @@ pub enum Command {
     LockFence,
     /// `GET key` on a held key.
     Get,
+    /// `LOCK.ONCE key ttl KEEP keep` on a key whose run is done: a duplicate answered
+    /// `[nil, fence, result]` (run once's replay).
+    OnceReplay,
+    /// `GET key` on a key holding a result as long as the replayed one: the cached
+    /// result a hand-rolled idempotency record reads.
+    GetResult,
+    /// Run once's whole cycle on a random key: `LOCK.ONCE key ttl KEEP ttl` (the run),
+    /// `LOCK.DONE key token result`, then a duplicate's `LOCK.ONCE` (the replay).
+    OnceCycle,
+    /// The Powertools-style recipe's cycle: `SET key INPROGRESS NX PX ttl`, `SET key
+    /// result XX PX ttl`, then a duplicate's `GET key`.
+    SetNxSetGetCycle,
     /// fencelock's lock cycle: `LOCK.ACQUIRE`, `LOCK.RELEASE` with the granted token.
     FencelockCycle,
     /// The Lua pattern's cycle: `SET NX PX`, `INCR fence:key`, `EVALSHA` release.
@@ -140,6 +162,10 @@ pub enum Command {
     HoldWithFencelock,
     /// Set-up: `SET key token PX ttl`.
     HoldWithSet,
+    /// Set-up: `LOCK.RECORD key DONE 1 result KEEP keep`, a done run-once record.
+    DoneWithRecord,
+    /// Set-up: `SET key result PX keep`, a cached result.
+    ResultWithSet,
     /// Set-up: `FLOOR.ACQUIRE key ttl`, each granted token kept (`records_tokens`).
     HoldWithFloor,
 }
@@ -162,6 +188,8 @@ impl Command {
             | Command::SetIfEq
             | Command::LockFence
             | Command::Get
+            | Command::OnceReplay
+            | Command::GetResult
             | Command::LockGuard
             | Command::LuaGuard
             | Command::LockFenced
@@ -170,9 +198,11 @@ impl Command {
             | Command::LuaProclaim
             | Command::AcquireAllCycle
             | Command::PipelinedAcquireCycle => Keys::Cycle(HELD_PER_CONN),
-            Command::FencelockCycle | Command::LuaCycle | Command::NativeCycle => {
-                Keys::Random(KEYSPACE)
-            }
+            Command::FencelockCycle
+            | Command::LuaCycle
+            | Command::NativeCycle
+            | Command::OnceCycle
+            | Command::SetNxSetGetCycle => Keys::Random(KEYSPACE),
             Command::SemaphoreCycle | Command::LuaSemaphoreCycle => Keys::Random(SEMAPHORES),
             _ => Keys::Fresh,
         }
@@ -195,6 +225,8 @@ impl Command {
             | Command::Get
             | Command::LuaGuard
             | Command::LuaProclaim => Some(Setup::Held(Command::HoldWithSet)),
+            Command::OnceReplay => Some(Setup::Held(Command::DoneWithRecord)),
+            Command::GetResult => Some(Setup::Held(Command::ResultWithSet)),
             _ => None,
         }
     }
@@ -211,7 +243,10 @@ impl Command {
             | Command::FencelockCycle
             | Command::SemaphoreCycle
             | Command::LuaSemaphoreCycle => 2,
-            Command::LuaCycle | Command::NativeCycle => 3,
+            Command::LuaCycle
+            | Command::NativeCycle
+            | Command::OnceCycle
+            | Command::SetNxSetGetCycle => 3,
             Command::AcquireAllCycle => 1 + CYCLE_KEYS,
             Command::PipelinedAcquireCycle => 2 * CYCLE_KEYS,
             _ => 1,
@@ -233,6 +268,16 @@ impl Command {
             (Command::AcquireAllCycle | Command::PipelinedAcquireCycle, _) => CYCLE_KEYS as usize,
             _ => 1,
         }
+    }
+}
+
+/// `[nil, fence, result]` with the benchmark's result: a run-once replay.
+fn is_replay(reply: &Reply) -> bool {
+    match reply {
+        Reply::Array(Some(items)) => matches!(items.as_slice(),
+            [Reply::Bulk(None), fence, Reply::Bulk(Some(result))]
+                if fence.integer().is_some_and(|fence| fence > 0) && result.as_slice() == RESULT),
+        _ => false,
     }
 }
 
@@ -449,7 +494,30 @@ impl Recipe {
                     b"v",
                 ],
             ),
-            (Command::Get, _) => encode(out, &[b"GET", key]),
+            (Command::Get | Command::GetResult, _) => encode(out, &[b"GET", key]),
+            (Command::OnceReplay, _) => encode(out, &[b"LOCK.ONCE", key, TTL, b"KEEP", LONG_TTL]),
+            (Command::OnceCycle, 1) => encode(out, &[b"LOCK.DONE", key, &op.token, RESULT]),
+            (Command::OnceCycle, _) => encode(out, &[b"LOCK.ONCE", key, TTL, b"KEEP", TTL]),
+            (Command::SetNxSetGetCycle, 0) => {
+                encode(out, &[b"SET", key, b"INPROGRESS", b"NX", b"PX", TTL])
+            }
+            (Command::SetNxSetGetCycle, 1) => {
+                encode(out, &[b"SET", key, RESULT, b"XX", b"PX", TTL])
+            }
+            (Command::SetNxSetGetCycle, _) => encode(out, &[b"GET", key]),
+            (Command::DoneWithRecord, _) => encode(
+                out,
+                &[
+                    b"LOCK.RECORD",
+                    key,
+                    b"DONE",
+                    b"1",
+                    RESULT,
+                    b"KEEP",
+                    LONG_TTL,
+                ],
+            ),
+            (Command::ResultWithSet, _) => encode(out, &[b"SET", key, RESULT, b"PX", LONG_TTL]),
             (Command::HoldWithFencelock, _) => {
                 encode(out, &[b"LOCK.ACQUIRE", key, LONG_TTL, b"TOKEN", token])
             }
@@ -487,6 +555,23 @@ impl Recipe {
                 | Command::SemaphoreCycle,
                 0,
             ) if reply.is_nil() => return Outcome::Busy,
+            // A random key whose earlier cycle's result is still kept: a retry.
+            (Command::OnceCycle | Command::SetNxSetGetCycle, 0)
+                if reply.is_nil()
+                    || matches!(&reply, Reply::Array(Some(items)) if items.len() == 3) =>
+            {
+                return Outcome::Busy
+            }
+            (Command::OnceCycle, 0) => match reply.grant() {
+                Some((token, _fence)) => {
+                    op.token = token.to_vec();
+                    true
+                }
+                None => false,
+            },
+            (Command::OnceCycle, 2) => is_replay(&reply),
+            (Command::SetNxSetGetCycle, 2) => reply.bulk() == Some(RESULT),
+            (Command::SetNxSetGetCycle, _) => reply.is_ok(),
             // The semaphore script answers 0 when every permit is taken.
             (Command::LuaSemaphoreCycle, 0) if reply.integer() == Some(0) => return Outcome::Busy,
             (Command::FencelockCycle | Command::SemaphoreCycle | Command::HoldWithFloor, 0) => {
@@ -513,6 +598,9 @@ impl Recipe {
             (Command::Ping, _) => matches!(&reply, Reply::Status(s) if s == "PONG"),
             (Command::LockFence, _) => reply.integer().is_some_and(|fence| fence > 0),
             (Command::Get, _) => reply.bulk().is_some(),
+            (Command::GetResult, _) => reply.bulk() == Some(RESULT),
+            (Command::OnceReplay, _) => is_replay(&reply),
+            (Command::DoneWithRecord | Command::ResultWithSet, _) => reply.is_ok(),
             // Guarded and fenced writes answer the inner SET's OK.
             (
                 Command::LockGuard | Command::LuaGuard | Command::LockFenced | Command::LuaFenced,

@@ -1,5 +1,6 @@
 //! Scenarios 1 and 2: per-command throughput, the lock cycle and the semaphore cycle,
-//! fencelock against the Lua pattern (the ZSET recipe for the semaphore), where the
+//! fencelock against the Lua pattern (the ZSET recipe for the semaphore; for run once,
+//! a `GET` of a cached result and the `SET NX` + `SET` + `GET` idempotency recipe), where the
 //! server has them its native owner checks, and for acquire, release and refresh the
 //! floor module (`bench/floor`: the same key work and nothing else), pipelined and
 //! unpipelined. Every comparison runs its variants back to back within each
@@ -32,7 +33,7 @@ pub struct Group {
     pub variants: &'static [(&'static str, Command)],
 }
 
-const GROUPS: [Group; 8] = [
+const GROUPS: [Group; 10] = [
     Group {
         id: "acquire",
         title: "acquire on fresh keys",
@@ -72,6 +73,27 @@ const GROUPS: [Group; 8] = [
         title: "read the fence",
         unit: "reads/s",
         variants: &[("LOCK.FENCE", Command::LockFence), ("GET", Command::Get)],
+    },
+    Group {
+        id: "replay",
+        title: "a duplicate's replay of a stored result",
+        unit: "replies/s",
+        variants: &[
+            ("LOCK.ONCE (done)", Command::OnceReplay),
+            ("GET cached result", Command::GetResult),
+        ],
+    },
+    Group {
+        id: "once-cycle",
+        title: "run once: claim + store the result + a duplicate's read, random keys",
+        unit: "cycles/s",
+        variants: &[
+            ("LOCK.ONCE + LOCK.DONE + LOCK.ONCE", Command::OnceCycle),
+            (
+                "SET NX + SET + GET (Powertools-style)",
+                Command::SetNxSetGetCycle,
+            ),
+        ],
     },
     Group {
         id: "guard",

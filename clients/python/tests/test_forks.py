@@ -228,3 +228,49 @@ def test_an_election_used_before_the_fork_leads_in_the_child(r: redis.Redis) -> 
     pid = forked(child)
     assert r.blpop(["leading"], timeout=10) is not None
     held_by_the_child_throughout(r, pid, "lock:leader")
+
+
+def test_forked_workers_run_an_operation_once_and_a_forked_run_stays_the_parents(
+    r: redis.Redis,
+) -> None:
+    locks = fencelock.Locks(r)
+    used_in_parent(locks)
+
+    @locks.idempotent(key=lambda order: f"pay-{order}", keep=60, ttl=TTL)
+    def pay(order: int) -> dict[str, int]:
+        r.rpush("charged", order)
+        time.sleep(3 * TTL)  # kept alive by the child's own session meanwhile
+        return {"order": order}
+
+    def worker() -> None:
+        r.rpush("answers", str(pay(7)))
+
+    pids = [forked(worker) for _ in range(3)]
+    assert [exit_code(pid) for pid in pids] == [0, 0, 0]
+    assert r.lrange("charged", 0, -1) == [b"7"]
+    assert r.lrange("answers", 0, -1) == [b"{'order': 7}"] * 3
+
+    parent = os.getpid()
+
+    def run_report() -> int:
+        with locks.once_result("report", ttl=TTL, keep=60) as once:
+            pid = os.fork()
+            # The child leaves its copy of the block too: it must store nothing.
+            once.set("built" if pid else "the child's copy")
+            if pid:
+                assert exit_code(pid) == 0
+                time.sleep(2 * TTL)  # still the parent's run, kept alive
+        return pid
+
+    try:
+        pid = run_report()
+    except BaseException:
+        if os.getpid() != parent:
+            traceback.print_exc()
+            os._exit(1)
+        raise
+    if pid == 0:
+        os._exit(0)
+    with locks.once_result("report", keep=60) as replay:
+        assert replay.replayed and replay.result == "built"
+    locks.close()

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -92,6 +93,36 @@ def test_cluster_sync(cluster: list[Server]) -> None:
         info = locks.info("{order42}:lock")
         assert info is not None
         assert (info["held"], info["fence"], info["waiters"]) == (True, lease.fence, 0)
+    client.close()
+
+
+def test_cluster_once_result(cluster: list[Server]) -> None:
+    client = redis.cluster.RedisCluster(
+        host="127.0.0.1", port=cluster[0].port, socket_timeout=0.3
+    )
+    locks = fencelock.Locks(client, prefix="")
+    # Keys of their own: a done record stays for its keep time.
+    keys = [f"{key}.once" for key in CLUSTER_KEYS]
+    assert len({client.get_node_from_key(key).name for key in keys}) > 1
+    for key in keys:
+        waited: dict[str, Any] = {}
+
+        def duplicate(key: str = key, waited: dict[str, Any] = waited) -> None:
+            with locks.once_result(key, ttl=10, keep=30, wait=3) as once:
+                waited["replayed"], waited["result"] = once.replayed, once.result
+
+        with locks.once_result(key, ttl=10, keep=30) as run:
+            assert run.lease is not None
+            waiter = threading.Thread(target=duplicate)
+            waiter.start()
+            time.sleep(0.5)  # longer than the socket timeout: the wait reads on
+            run.set({"key": key})
+        waiter.join(5)
+        assert waited == {"replayed": True, "result": {"key": key}}
+        with locks.once_result(key, ttl=10, keep=30) as replay:
+            assert replay.replayed and replay.fence == run.fence
+        client.delete(key)
+    locks.close()
     client.close()
 
 

@@ -47,6 +47,9 @@ def test_lock_info_of_a_module_without_shared_holders() -> None:
         "waiters_shared": 0,
         "in_session": 0,
         "value": None,
+        "state": None,
+        "keep_ms": None,
+        "result_size": None,
     }
 
 

@@ -1,5 +1,7 @@
 """The examples against a real server: a cron job runs once across three processes, a
-double-clicked checkout charges once (in code and behind a FastAPI endpoint), a stock
+double-clicked checkout charges once (in code and behind a FastAPI endpoint), a FastAPI
+checkout honouring ``Idempotency-Key`` answers every submit alike and charges once even
+when the process charging is killed, a stock
 read-modify-write keeps every acknowledged sale when a worker stalls past its lease, no
 more than N calls reach the payment API at once, and a Celery task queued three times
 builds its report once on real workers. Each script also runs from the command line."""
@@ -26,8 +28,10 @@ import uvicorn
 from celery_report import TASK, make_app
 from checkout import checkout
 from fastapi_checkout import create_app
+from fastapi_idempotent import create_app as create_idempotent_app
+from fastapi_idempotent import payment_keys
 from fencelock import StaleFence
-from fencelock.asyncio import Locks
+from fencelock.asyncio import Locks, fenced
 from payment_api import call_limited
 from stock_update import AfterRead, Inventory, adjust_redis_stock, adjust_stock
 
@@ -519,6 +523,159 @@ def test_the_fastapi_app_serves_from_the_command_line(server_url, tmp_path):
     assert response.status_code == 200
     assert response.json()["status"] == "charged"
     assert "charging order 7: 2.50" in out
+
+
+# -- fastapi_idempotent.py ------------------------------------------------------------
+
+
+def test_a_hundred_orders_submitted_three_times_at_once_are_charged_once(server_url):
+    async def scenario(base: str) -> list[list[httpx.Response]]:
+        limits = httpx.Limits(max_connections=300)
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
+
+            async def submit(order: int) -> httpx.Response:
+                return await http.post(
+                    "/checkout",
+                    json={"cart_id": f"cart-{order}", "amount_cents": 100 + order},
+                    headers={"Idempotency-Key": f"key-{order}"},
+                )
+
+            answers = await asyncio.gather(
+                *(submit(order) for order in range(100) for _ in range(3))
+            )
+        return [list(answers[i : i + 3]) for i in range(0, 300, 3)]
+
+    with serving(create_idempotent_app(server_url)) as base:
+        per_order = asyncio.run(scenario(base))
+
+    client = redis.Redis.from_url(server_url)
+    order_ids = set()
+    for order, submits in enumerate(per_order):
+        assert [r.status_code for r in submits] == [201] * 3, submits[0].text
+        bodies = [r.json() for r in submits]
+        assert bodies[0] == bodies[1] == bodies[2]
+        assert bodies[0]["amount_cents"] == 100 + order
+        replayed = sorted(r.headers.get("idempotent-replayed", "") for r in submits)
+        assert replayed == ["", "true", "true"], "one ran, two were answered"
+        _, _, captures = payment_keys(f"key-{order}")
+        assert client.lrange(captures, 0, -1) == [
+            f"{bodies[0]['fence']}:{100 + order}".encode()
+        ], "charged once"
+        order_ids.add(bodies[0]["order_id"])
+    assert len(order_ids) == 100
+    client.close()
+
+
+def test_the_same_key_with_another_cart_or_no_key_is_refused(server_url):
+    async def scenario(base: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=base, timeout=20) as http:
+            cart = {"cart_id": "c-9", "amount_cents": 900}
+            key = {"Idempotency-Key": "k-9"}
+            first = await http.post("/checkout", json=cart, headers=key)
+            changed = await http.post(
+                "/checkout", json={**cart, "amount_cents": 1}, headers=key
+            )
+            unkeyed = await http.post("/checkout", json=cart)
+            again = await http.post("/checkout", json=cart, headers=key)
+        return [first, changed, unkeyed, again]
+
+    with serving(create_idempotent_app(server_url)) as base:
+        first, changed, unkeyed, again = asyncio.run(scenario(base))
+    assert (first.status_code, changed.status_code, unkeyed.status_code) == (
+        201,
+        422,
+        400,
+    )
+    assert again.status_code == 201 and again.json() == first.json()
+
+
+def start_app(server_url: str, port: int, *args: str, cwd: Path) -> Any:
+    """``fastapi_idempotent.py`` serving on ``port``, once it answers."""
+    app = run_script(
+        "fastapi_idempotent.py",
+        *("--url", server_url, "--port", str(port), "--ttl", "1", *args),
+        cwd=cwd,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        assert app.poll() is None, app.communicate()[1]
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/docs", timeout=5)
+            return app
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the app did not start"
+            time.sleep(0.05)
+
+
+def test_a_charge_killed_midway_is_charged_again_once_under_a_higher_fence(
+    server_url, tmp_path
+):
+    cart = {"cart_id": "c-5", "amount_cents": 500}
+    key = {"Idempotency-Key": "k-5"}
+    first_port = free_port()
+    first = start_app(server_url, first_port, "--charge-seconds", "60", cwd=tmp_path)
+    submitted = threading.Thread(
+        target=_post_quietly,
+        args=(f"http://127.0.0.1:{first_port}/checkout", cart, key),
+        daemon=True,
+    )
+    try:
+        submitted.start()
+        assert first.stdout is not None
+        # uvicorn's access log shares stdout: the provider's line is the one.
+        line = first.stdout.readline()
+        while line and not line.startswith("charging "):
+            line = first.stdout.readline()
+        assert line.startswith("charging k-5 fence "), line
+        crashed = int(line.split()[3].rstrip(":"))
+        first.kill()  # SIGKILL, mid-charge: authorized, never captured
+        first.wait()
+        second_port = free_port()
+        second = start_app(server_url, second_port, cwd=tmp_path)
+    finally:
+        first.kill()
+        first.communicate()
+    try:
+        base = f"http://127.0.0.1:{second_port}"
+
+        async def resubmit() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                return await asyncio.gather(
+                    *(http.post("/checkout", json=cart, headers=key) for _ in range(3))
+                )
+
+        answers = asyncio.run(resubmit())
+    finally:
+        second.terminate()
+        second.communicate(timeout=10)
+    submitted.join(5)
+    assert [r.status_code for r in answers] == [201] * 3
+    body = answers[0].json()
+    assert all(r.json() == body for r in answers)
+    assert body["fence"] > crashed, "the retry runs under a higher fence"
+    client = redis.Redis.from_url(server_url)
+    mark, record, captures = payment_keys("k-5")
+    assert client.lrange(captures, 0, -1) == [f"{body['fence']}:500".encode()]
+    assert int(client.hget(record, "fence")) == body["fence"]
+
+    async def late_capture() -> None:
+        # The killed request, had it only stalled, finishing its charge now.
+        stalled = aioredis.Redis.from_url(server_url)
+        try:
+            await fenced(stalled, mark, crashed, "RPUSH", captures, f"{crashed}:500")
+        finally:
+            await stalled.aclose()
+
+    with pytest.raises(StaleFence):
+        asyncio.run(late_capture())
+    assert client.llen(captures) == 1
+    client.close()
+
+
+def _post_quietly(url: str, cart: dict[str, Any], headers: dict[str, str]) -> None:
+    """A submit whose server is killed before it answers."""
+    with contextlib.suppress(httpx.TransportError):
+        httpx.post(url, json=cart, headers=headers, timeout=90)
 
 
 # -- celery_report.py -----------------------------------------------------------------

@@ -8,7 +8,8 @@
 //! proves they believed, and what the server can have done with their holdings:
 //! `belief`. The partition scenario: its machines and links (`topology`), its
 //! resource on a real server (`ledger`) and one run (`partitioned`). A cluster whose
-//! slots move by atomic slot migration: `slot_moves`.
+//! slots move by atomic slot migration: `slot_moves`. Run-once claims have a history
+//! and checks of their own (`once_history`).
 
 pub mod belief;
 pub mod checker;
@@ -19,6 +20,7 @@ pub mod history;
 pub mod holding;
 pub mod leadership;
 pub mod ledger;
+pub mod once_history;
 pub mod partitioned;
 pub mod report;
 pub mod resource;

@@ -13,6 +13,9 @@
   (``LOCK.ACQUIREALL``), shaped like ``Lock``; ``Locks.lock_all`` does the same with
   the manager's leases (``ManagedMultiLock``). ``fencelock.Deadlock`` is raised when
   the server refuses a wait that would close a cycle.
+- ``Locks.once_result`` / ``@Locks.idempotent``: run an operation once and answer
+  every duplicate with its stored result (``LOCK.ONCE``, ``LOCK.DONE``); ``Once`` is
+  what the block gets, ``FingerprintMismatch`` a claim with another fingerprint.
 - ``fencelock.Election``: leader election on one lock, shaped like etcd's:
   ``campaign(value)`` waits and leads (a ``Leadership`` with its fence,
   ``proclaim``, ``resign``), ``leader()`` and ``observe()`` say who leads.
@@ -30,6 +33,7 @@ from redis.exceptions import LockError, LockNotOwnedError
 
 from . import sql
 from ._election import Leader
+from ._once import Once
 from ._sync.election import Election, Leadership
 from ._sync.guarded import fenced
 from ._sync.info import lock_info
@@ -40,6 +44,7 @@ from ._sync.multi import ManagedMultiLock, MultiLock
 from ._sync.shared import ReadWriteLock, Semaphore
 from .errors import (
     Deadlock,
+    FingerprintMismatch,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -56,6 +61,7 @@ __version__ = "0.3.0"
 __all__ = [
     "Deadlock",
     "Election",
+    "FingerprintMismatch",
     "Leader",
     "Leadership",
     "Lease",
@@ -70,6 +76,7 @@ __all__ = [
     "ModuleNotLoaded",
     "MultiLock",
     "NotReplicated",
+    "Once",
     "ReadWriteLock",
     "Semaphore",
     "ServerUnavailable",

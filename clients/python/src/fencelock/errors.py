@@ -237,6 +237,34 @@ class Deadlock(LockError, ResponseError):
         return cls(key, str(error), parsed[1])
 
 
+class FingerprintMismatch(LockError, ResponseError):
+    """The server refused a run-once claim (``Locks.once_result``, ``idempotent``)
+    whose fingerprint differs from the one the key was claimed with, while that run
+    is going or its result is kept (``-FINGERPRINT``): the same idempotency key sent
+    with another request, which Stripe and the IETF Idempotency-Key draft answer
+    422. Nothing changed, nothing ran. The message is the server's; a ``LockError``
+    and a ``ResponseError``, as ``WrongMode``."""
+
+    def __init__(self, key: Key, message: str) -> None:
+        super().__init__(message)
+        self.args = (message,)  # redis-py 5 keeps its own arguments there
+        self.key = key
+        self.lock_name = key  # type: ignore[assignment]
+        self.status_code = "FINGERPRINT"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restored, (type(self), self.args, self.__dict__))
+
+    @classmethod
+    def from_reply(
+        cls, key: Key, error: ResponseError
+    ) -> Optional[FingerprintMismatch]:
+        """The error for a ``FINGERPRINT`` reply; None for any other error."""
+        if not str(error).startswith("FINGERPRINT "):
+            return None
+        return cls(key, str(error))
+
+
 class ModuleNotLoaded(LockError):
     """The server answered a ``LOCK.*`` command with "unknown command": the fencelock
     module is not loaded there. ``server`` names it; nothing was sent to any other
@@ -254,10 +282,10 @@ class ModuleNotLoaded(LockError):
             " on a running server only if it runs with `enable-module-command yes`,"
             " or `local` for a client on the same host; Redis refuses it by default.)"
         )
-        if command == "LOCK.ACQUIREALL":
+        if command in ("LOCK.ACQUIREALL", "LOCK.ONCE", "LOCK.DONE"):
             message += (
                 " If other LOCK.* commands work there, its module predates"
-                " LOCK.ACQUIREALL: upgrade it."
+                f" {command}: upgrade it."
             )
         super().__init__(message)
         self.args = (message,)  # redis-py 5 keeps its own arguments there

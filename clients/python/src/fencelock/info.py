@@ -9,7 +9,7 @@ from ._protocol import Mode
 
 # How ``LOCK.INFO`` says a lock is held: a mode, or ``"quarantined"`` (a lease with a
 # lock-delay ran out: nobody holds it, nobody is admitted until the delay ends).
-InfoMode = Union[Mode, Literal["quarantined"]]
+InfoMode = Union[Mode, Literal["quarantined", "done"]]
 
 
 class LockInfo(TypedDict):
@@ -29,7 +29,13 @@ class LockInfo(TypedDict):
     session (0 from a module without sessions); ``value``: the exclusive holder's
     public value (``VALUE``, ``LOCK.PROCLAIM``: an election's leader), ``""`` when it
     set none, None when the lock is not held exclusively (or the module is older);
-    ``str`` or ``bytes`` as the client decodes replies."""
+    ``str`` or ``bytes`` as the client decodes replies.
+    A run-once key (``Locks.once_result``): ``state`` ``"running"`` or ``"done"``
+    (None for any other lock), ``keep_ms`` (running: the keep time its result will
+    have; done: what is left of it, also in ``ttl_ms``) and ``result_size`` (bytes,
+    0 while running); a done key has ``mode`` ``"done"``, ``held`` False and the
+    fence of the run that stored its result. Neither the result nor the fingerprint
+    is shown."""
 
     held: bool
     fence: Optional[int]
@@ -42,6 +48,9 @@ class LockInfo(TypedDict):
     waiters_shared: int
     in_session: int
     value: Optional[Union[str, bytes]]
+    state: Optional[Literal["running", "done"]]
+    keep_ms: Optional[int]
+    result_size: Optional[int]
 
 
 def parse_info(reply: Any) -> Optional[LockInfo]:
@@ -67,6 +76,11 @@ def parse_info(reply: Any) -> Optional[LockInfo]:
         waiters_shared=int(fields.get("waiters-shared", 0)),
         in_session=int(fields.get("in-session", 0)),
         value=fields.get("value"),
+        state=None
+        if fields.get("state") is None
+        else cast(Literal["running", "done"], _text(fields["state"])),
+        keep_ms=_optional_int(fields.get("keep-ms")),
+        result_size=_optional_int(fields.get("result-size")),
     )
 
 

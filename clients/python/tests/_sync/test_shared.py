@@ -85,6 +85,9 @@ def test_three_permits_then_busy(any_r: redis.Redis) -> None:
         "waiters_shared": 0,
         "in_session": 0,
         "value": None,
+        "state": None,
+        "keep_ms": None,
+        "result_size": None,
     }
     assert permits[0].mode == "semaphore" and permits[0].limit == 3
     permits[1].release()

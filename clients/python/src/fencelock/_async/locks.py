@@ -34,6 +34,10 @@ gives that lock a lease of its own, refreshed on its own as without sessions.
 ``lock_delay`` (seconds, on the manager or per lock) keeps a lock whose lease ran out
 taken by nobody that long (``LOCKDELAY``).
 
+``once_result(name, keep=...)`` runs an operation once and answers every duplicate
+with its stored result (``LOCK.ONCE``, ``LOCK.DONE``); ``idempotent`` is its
+decorator.
+
 ``lock_all(names, ttl)`` takes several locks in one step, all or none
 (``LOCK.ACQUIREALL``): a ``ManagedMultiLock`` whose holdings are leases of the
 manager, kept alive by its session (or each refreshed on its own without one).
@@ -60,6 +64,7 @@ from redis.exceptions import (
 
 from .. import _forks
 from .. import _lockstate as lockstate
+from .._once import JSON, Once, Serializer, done_args, fingerprint_of
 from .._protocol import (
     RELEASE,
     Key,
@@ -92,6 +97,7 @@ from ..errors import (
 )
 from ..info import LockInfo
 from . import _acquire
+from ._claim import claim
 from ._commands import call, on_server_of, release_quietly
 from ._compat import (
     SURVIVES_FORK,
@@ -541,6 +547,176 @@ class Locks:
 
         return decorate
 
+    @contextlib.asynccontextmanager
+    async def once_result(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        keep: float,
+        wait: Optional[float] = None,
+        fingerprint: Any = None,
+        serializer: Serializer = JSON,
+        token: Optional[Token] = None,
+        session: bool = True,
+        on_lost: Optional[OnLost] = None,
+        cancel_on_lost: bool = False,
+    ) -> AsyncIterator[Once]:
+        """Runs an operation once and answers every duplicate with its result
+        (``LOCK.ONCE``); ``name`` (with the prefix) names the operation, an
+        idempotency key::
+
+            async with locks.once_result(f"order-{id}", keep=86400) as once:
+                if not once.replayed:
+                    once.set(await charge(order))  # stored on leaving the block
+            return once.result
+
+        The first caller runs the block holding ``once.lease`` (its fence, refreshed
+        every ttl/3 or kept by the manager's session, watched as in ``lock``);
+        leaving it without an exception stores the value given to ``once.set``
+        (``LOCK.DONE``) for ``keep`` seconds. A lease lost before that stores
+        nothing and raises ``LockLost``; an exception in the block gives the run up
+        (``LOCK.RELEASE``): the next duplicate runs it, under a higher fence.
+        A duplicate gets ``once.replayed`` and the stored ``once.result`` at once
+        when the run is done, or after waiting for it in the server's queue while
+        it runs: ``wait`` seconds, None (the default) without limit, 0 not at all;
+        ``LockNotAcquired`` when the wait ends first. ``fingerprint``: a str or
+        bytes digest of the request, or any JSON value (hashed); a claim with
+        another fingerprint than the run's raises ``FingerprintMismatch``.
+        ``serializer`` (``dumps``/``loads``) makes the stored bytes: JSON by
+        default, bytes passed through."""
+        self._in_this_process()
+        key = self.key(name)
+        token = new_token() if token is None else token
+        if wait != 0:
+            self._refuse_waiting_for_itself(key, "exclusive")
+        _, sessions, in_session = await self._begin_in_session(key, ttl, session, None)
+        try:
+            claimed, sent = await claim(
+                self.client,
+                key,
+                token,
+                ttl_ms=to_ms(ttl),
+                keep_ms=to_ms(keep),
+                wait=wait,
+                fingerprint=fingerprint_of(fingerprint),
+                session=in_session,
+                poll=POLL,
+            )
+            if claimed is None:
+                raise LockNotAcquired(key, f"run {key!r} is running elsewhere")
+            if not claimed.granted:
+                replay = Once(key, claimed.fence, serializer, stored=claimed.result)
+            else:
+                grant = _acquire.Grant(claimed.fence, sent, time.monotonic())
+                lease = await self._hold_grant(
+                    key, token, grant, ttl, sessions, in_session
+                )
+        finally:
+            if sessions is not None and in_session is not None:
+                sessions.end(in_session)
+        if not claimed.granted:
+            yield replay
+            return
+        try:
+            runner = self._begin_holding(
+                lease,
+                auto_refresh=True,
+                min_hold=None,
+                max_hold=None,
+                on_lost=on_lost,
+                cancel_on_lost=cancel_on_lost,
+            )
+        except BaseException:
+            await shielded(self._abandon(lease))
+            raise
+        once = Once(key, lease.fence, serializer, lease=lease)
+        try:
+            yield once
+            payload = once.payload()
+        except BaseException as error:
+            if not await self._end_holding(lease, runner, error, None, False):
+                raise
+            return
+        await shielded(self._store(lease, payload))
+
+    async def _store(self, lease: Lease, payload: bytes) -> None:
+        """The end of a run that went well: its result stored (``LOCK.DONE``), the
+        holding turned into the done record (so nothing refreshes or releases it
+        any more); ``LockLost`` if the run was no longer this lease's."""
+        lease.runner = None
+        if lease.inherited():
+            return  # a forked child's copy of the block: the parent stores it
+        await self._refresher.remove(lease)
+        self._forget(lease)
+        try:
+            stored = parse_flag(
+                await call(
+                    self.client, lease.key, *done_args(lease.key, lease.token, payload)
+                )
+            )
+        except (ConnectionError, TimeoutError) as error:
+            # Stored or not, unknown. If not, the run must end rather than be kept
+            # alive by its session: released before the session's next keepalive
+            # there (a release of a done record changes nothing); a lease of its
+            # own runs out at its ttl.
+            self._release_later(lease)
+            raise ServerUnavailable(
+                lease.key, describe(self.client, lease.key), error
+            ) from error
+        except BaseException:
+            # Refused (a result over fencelock.max-result-length): the run still
+            # holds; given up so that a duplicate runs it rather than waits.
+            await release_quietly(self.client, lease.key, lease.token)
+            lease.released = True
+            raise
+        if not stored:
+            await lease.report_lost(found_gone=True)
+            raise lease.lost_error()
+        lease.released = True
+
+    def idempotent(
+        self,
+        *,
+        key: Callable[..., str],
+        keep: float,
+        ttl: float = 30.0,
+        wait: Optional[float] = None,
+        fingerprint: Optional[Callable[..., Any]] = None,
+        serializer: Serializer = JSON,
+        session: bool = True,
+    ) -> Callable[[F], F]:
+        """A decorator that runs a function once per ``key(*args, **kwargs)`` (an
+        operation's name, as for ``once_result``) and answers every duplicate call
+        within ``keep`` seconds with the first call's result: stored by
+        ``serializer`` (JSON by default, bytes passed through), waited for while the
+        first call runs. The first call returns its own value; an exception it
+        raises stores nothing, and the next duplicate runs it again.
+        ``fingerprint(*args, **kwargs)``, when given, is the request's fingerprint
+        (``FingerprintMismatch`` if a call with the same key has another)."""
+
+        def decorate(function: F) -> F:
+            @functools.wraps(function)
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                async with self.once_result(
+                    key(*args, **kwargs),
+                    ttl,
+                    keep=keep,
+                    wait=wait,
+                    fingerprint=None
+                    if fingerprint is None
+                    else fingerprint(*args, **kwargs),
+                    serializer=serializer,
+                    session=session,
+                ) as once:
+                    if not once.replayed:
+                        once.set(await function(*args, **kwargs))
+                return once.result
+
+            return run  # type: ignore[return-value]
+
+        return decorate
+
     async def acquire(
         self,
         name: str,
@@ -590,47 +766,72 @@ class Locks:
                 lock_delay_ms=delay_ms,
                 value=value,
             )
-            lease = Lease(
+            lease = await self._hold_grant(
                 key,
                 token,
-                grant.fence,
+                grant,
                 ttl,
-                acquired_at=grant.sent,
+                sessions,
+                in_session,
                 shared=shared or limit is not None,
                 limit=limit,
-                client=self.client,
-                session=in_session,
             )
-            # After a long wait the grant may be far younger than its send time: one
-            # refresh gives the lease a deadline the client can count on, before a
-            # session counts it (a session's deadline is its earliest lease's).
-            try:
-                if grant.answered - grant.sent > ttl / 3 and not await self.refresh(
-                    lease
-                ):
-                    raise lease.lost_error()
-            except BaseException:
-                if sessions is not None:
-                    # Nobody will hold it: the session must not keep it alive.
-                    await shielded(release_quietly(self.client, key, token))
-                raise
-            if sessions is not None and not sessions.join(lease):
-                # Granted as the manager closed: not the manager's any more.
-                await shielded(release_quietly(self.client, key, token))
-                raise LockNotAcquired(
-                    key,
-                    f"lock {key!r}: the lock manager was closed while it was being"
-                    " acquired",
-                )
-            if sessions is not None:
-                try:
-                    self._refresher.add(lease, refresh=True)
-                except BaseException:
-                    await shielded(self._abandon(lease))
-                    raise
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
+        return lease
+
+    async def _hold_grant(
+        self,
+        key: Key,
+        token: Token,
+        grant: _acquire.Grant,
+        ttl: float,
+        sessions: Optional[Sessions],
+        in_session: Optional[str],
+        *,
+        shared: bool = False,
+        limit: Optional[int] = None,
+    ) -> Lease:
+        """The lease of a grant (an acquire's, a run-once claim's), with a deadline
+        the client can count on, joined to the manager's session when it began in
+        one (``_begin_in_session``). A failure gives the grant up."""
+        lease = Lease(
+            key,
+            token,
+            grant.fence,
+            ttl,
+            acquired_at=grant.sent,
+            shared=shared,
+            limit=limit,
+            client=self.client,
+            session=in_session,
+        )
+        # After a long wait the grant may be far younger than its send time: one
+        # refresh gives the lease a deadline the client can count on, before a
+        # session counts it (a session's deadline is its earliest lease's).
+        try:
+            if grant.answered - grant.sent > ttl / 3 and not await self.refresh(lease):
+                raise lease.lost_error()
+        except BaseException:
+            if sessions is not None:
+                # Nobody will hold it: the session must not keep it alive.
+                await shielded(release_quietly(self.client, key, token))
+            raise
+        if sessions is not None and not sessions.join(lease):
+            # Granted as the manager closed: not the manager's any more.
+            await shielded(release_quietly(self.client, key, token))
+            raise LockNotAcquired(
+                key,
+                f"lock {key!r}: the lock manager was closed while it was being"
+                " acquired",
+            )
+        if sessions is not None:
+            try:
+                self._refresher.add(lease, refresh=True)
+            except BaseException:
+                await shielded(self._abandon(lease))
+                raise
         return lease
 
     async def _take(

@@ -1,8 +1,9 @@
 """fencelock for asyncio: ``Lock`` (a drop-in ``lock_class`` for ``redis.asyncio``
 clients), ``MultiLock`` (several locks at once), ``Semaphore`` and ``ReadWriteLock``,
 ``Locks`` (the lock manager with one refresher task, loss reports, ``once``,
-``lock_all``), ``Election`` (leader election), ``lock_info`` and ``fenced``; leases
-and locks have ``guard``. The same names as ``fencelock``, awaited."""
+``once_result``, ``idempotent``, ``lock_all``), ``Election`` (leader election),
+``lock_info`` and ``fenced``; leases and locks have ``guard``. The same names as
+``fencelock``, awaited."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from .._async.locks import Locks
 from .._async.multi import ManagedMultiLock, MultiLock
 from .._async.shared import ReadWriteLock, Semaphore
 from .._election import Leader
+from .._once import Once
 from ..errors import (
     Deadlock,
+    FingerprintMismatch,
     LockLost,
     LockNotAcquired,
     ModuleNotLoaded,
@@ -31,6 +34,7 @@ from ..info import LockInfo
 __all__ = [
     "Deadlock",
     "Election",
+    "FingerprintMismatch",
     "Leader",
     "Leadership",
     "Lease",
@@ -43,6 +47,7 @@ __all__ = [
     "ModuleNotLoaded",
     "MultiLock",
     "NotReplicated",
+    "Once",
     "ReadWriteLock",
     "Semaphore",
     "ServerUnavailable",
