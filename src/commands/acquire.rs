@@ -21,7 +21,8 @@ use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server;
@@ -44,6 +45,23 @@ impl Command for Acquire {
         acquire(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// Not `deny-oom`: under `maxmemory` it refuses only what needs new memory itself
+/// (`server::out_of_memory`), so a holder keeps its lock.
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Acquire::NAME,
+    entry: Some(entry::<Acquire>),
+    flags: c"write blocking",
+    categories: "write blocking",
+    replication_form: false,
+    summary:
+        "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: -3,
+    keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+};
 
 struct Request<'a> {
     key: &'a RedisString,

@@ -18,7 +18,8 @@ use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking;
 use crate::config;
 use crate::fault;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::getkeys;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
@@ -45,6 +46,22 @@ impl Command for AcquireAll {
         acquire_all(ctx, keys, &asked, &limits)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// `numkeys` at argument 1 and the keys after it (its key spec says so, and Redis
+/// refuses keys of several slots).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: AcquireAll::NAME,
+    entry: Some(entry::<AcquireAll>),
+    flags: c"write blocking getkeys-api",
+    categories: "write blocking",
+    replication_form: false,
+    summary: "Acquires every key or none for ttl-ms, optionally waiting in FIFO order; returns [token, [fences]].",
+    since: c"0.3.0",
+    complexity: c"O(N) in the keys; a wait also checks for deadlocks, O(the waits it reaches)",
+    arity: -4,
+    keys: Keys::Numkeys(RW.with(ACCESS).with(UPDATE)),
+};
 
 /// Tells Redis where the keys are (Redis 7.0's cluster routing and slot check read a
 /// module command's keys this way, not from its key spec): numkeys of them after

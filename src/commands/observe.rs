@@ -13,7 +13,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RO};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{self, selected_db};
 use crate::ffi::server_clock;
@@ -28,6 +29,20 @@ impl Command for Observe {
         observe(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Observe::NAME,
+    entry: Some(entry::<Observe>),
+    flags: c"readonly blocking",
+    categories: "read blocking",
+    replication_form: false,
+    summary: "Returns [fence, value] of the lock's holder once it differs from the state the caller knows, optionally waiting.",
+    since: c"0.3.0",
+    complexity: c"O(1); a change answers each of the key's N observers, O(N)",
+    arity: -2,
+    keys: Keys::One(RO.with(ACCESS)),
+};
 
 fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, rest @ ..] = args else {

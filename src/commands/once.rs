@@ -21,7 +21,8 @@ use super::acquire::{checked_token, lease_deadline, Asked};
 use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking::{self, OnceWanted};
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server::{self, selected_db};
@@ -44,6 +45,20 @@ impl Command for Once {
         claim(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Once::NAME,
+    entry: Some(entry::<Once>),
+    flags: c"write blocking",
+    categories: "write blocking",
+    replication_form: false,
+    summary: "Claims the one run of a key: [token, fence] to run it, [nil, fence, result] once it is done, nil (or a FIFO wait) while it runs.",
+    since: c"0.4.0",
+    complexity: c"O(1) (plus the length of the result replayed)",
+    arity: -5,
+    keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+};
 
 struct Request<'a> {
     key: &'a RedisString,
