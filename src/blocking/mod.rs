@@ -31,11 +31,12 @@ mod holder_leases;
 mod multi_key_turn;
 mod once_waits;
 mod timers;
+mod wanted;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
@@ -65,45 +66,16 @@ pub use holder_leases::{
 pub use once_waits::{answer_done, OnceWanted};
 use timers::lease_changed;
 pub use timers::{key_announced, key_changed, settle_all_queues, settle_changed};
+pub use wanted::Wanted;
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
-
-/// What a blocked `LOCK.ACQUIRE` (or `LOCK.ACQUIREALL`) asked for.
-#[derive(Clone)]
-pub struct Wanted {
-    pub ttl_ms: i64,
-    pub token: Option<Vec<u8>>,
-    pub mode: Mode,
-    /// The session the holding is to belong to (`LOCK.CLOSE` answers its waits nil).
-    pub session: Option<Vec<u8>>,
-    pub lock_delay_ms: u64,
-    /// The holding's public value (`VALUE`).
-    pub value: Option<Vec<u8>>,
-    /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
-    /// `[token, [fences]]`.
-    pub all_keys: bool,
-    /// Asked by `LOCK.ONCE`: its grant is a run, and `LOCK.DONE` answers it with the
-    /// result.
-    pub once: Option<OnceWanted>,
-}
-
-impl Wanted {
-    /// What the holding is to carry besides its token and fence.
-    pub fn extras(&self) -> Extras<'_> {
-        Extras {
-            session: self.session.as_deref(),
-            lock_delay_ms: self.lock_delay_ms,
-            value: self.value.as_deref(),
-        }
-    }
-}
 
 /// One blocked `LOCK.ACQUIRE`.
 struct Waiter {
     /// The blocked connection's `CLIENT ID`.
     client_id: u64,
-    wanted: Wanted,
+    wanted: Wanted<'static>,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
     /// Of a wait for several keys, the position of the key that kept it waiting at its
@@ -182,7 +154,7 @@ pub fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
 pub fn enqueue_all(
     ctx: &Context,
     keys: Vec<(Vec<u8>, Option<i64>)>,
-    wanted: Wanted,
+    wanted: Wanted<'static>,
     timeout_ms: i64,
 ) -> bool {
     let client_id = client_id(ctx);
@@ -336,7 +308,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         all_keys,
         ..
     } = wanted;
-    let token = wanted.token.clone();
+    let token = wanted.token.clone().map(Cow::into_owned);
     let chosen_token = token.is_some();
     // The waiter's reply is sent later, so the token is kept as its hex spelling.
     let generated = (!chosen_token).then(Generated::fresh);

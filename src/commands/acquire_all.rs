@@ -13,9 +13,9 @@ use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up, Asked};
+use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up};
 use super::support::error_replies::{to_redis, to_redis_on};
-use crate::blocking;
+use crate::blocking::{self, Wanted};
 use crate::config;
 use crate::fault;
 use crate::ffi::argv::{entry, Command};
@@ -42,7 +42,7 @@ impl Command for AcquireAll {
         }
         let limits = config::limits();
         let (keys, asked) = parse(args, &limits)?;
-        fault::inject("command", asked.token.map(|token| token.bytes));
+        fault::inject("command", asked.token.as_deref());
         acquire_all(ctx, keys, &asked, &limits)
     }
 }
@@ -83,7 +83,7 @@ fn declare_keys(ctx: &Context, args: &[RedisString]) {
 fn parse<'a>(
     args: &'a [RedisString],
     limits: &Limits,
-) -> Result<(&'a [RedisString], Asked<'a>), RedisError> {
+) -> Result<(&'a [RedisString], Wanted<'a>), RedisError> {
     let [_, numkeys, rest @ ..] = args else {
         return Err(to_redis(CommandError::WrongArity));
     };
@@ -104,13 +104,19 @@ fn parse<'a>(
         return Err(RedisError::String(duplicate_key(twice.as_slice())));
     }
     let asked = parse_asked(ttl, options, NAME, limits).map_err(to_redis)?;
-    Ok((keys, asked))
+    Ok((
+        keys,
+        Wanted {
+            all_keys: true,
+            ..asked
+        },
+    ))
 }
 
 fn acquire_all(
     ctx: &Context,
     names: &[RedisString],
-    asked: &Asked,
+    asked: &Wanted,
     limits: &Limits,
 ) -> RedisResult {
     let now_ms = server_clock::command_ms();
@@ -143,7 +149,7 @@ fn acquire_all(
             max_holders: limits.max_holders,
             queued_before: anyone_waiting && blocking::waiter_count(ctx, name) > 0,
             fresh_token: asked.token.is_none(),
-            session: asked.session,
+            session: asked.session.as_deref(),
         };
         let current = key.lock().map_err(to_redis)?;
         steps.push(lock::step(current, &request, now_ms));
@@ -161,7 +167,7 @@ fn acquire_all(
             .iter()
             .map(|key| (key.name(), effects::next_lease_end(key, now_ms)))
             .collect();
-        return wait_or_give_up(ctx, &waits, asked, limits, true).map_err(to_redis);
+        return wait_or_give_up(ctx, &waits, asked, limits).map_err(to_redis);
     }
     if steps.contains(&Step::Admit) && server::out_of_memory(ctx) {
         return Err(to_redis(CommandError::OutOfMemory));
