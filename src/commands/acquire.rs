@@ -31,7 +31,6 @@ use crate::ffi::server;
 use crate::ffi::server_clock;
 use crate::keyspace::effects::{self, NewHolder};
 use crate::node_fence;
-use crate::stats;
 
 const NAME: &str = "lock.acquire";
 
@@ -195,8 +194,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         token,
         mode: asked.mode,
         max_holders: limits.max_holders,
-        queued_before: blocking::anyone_waiting()
-            && blocking::waiter_count(ctx, name.as_slice()) > 0,
+        queued_before: blocking::is_queued(ctx, name.as_slice()),
         fresh_token: asked.token.is_none(),
         session: asked.session.as_deref(),
     };
@@ -248,49 +246,10 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Busy => {
             let next_change = effects::next_lease_end(&key, server_clock::command_ms());
-            wait_or_give_up(ctx, &[(name, next_change)], asked, limits)
+            blocking::wait(ctx, &[(name, next_change)], asked, limits.max_waiters)
         }
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
         Decision::WrongSession => Err(CommandError::WrongSession),
         Decision::FencesExhausted => Err(CommandError::FencesExhausted),
-    }
-}
-
-/// Busy: queue the caller for `keys` (each with when its lock next changes by itself)
-/// if it asked to BLOCK and may block here, else answer nil; a wait that would close a
-/// cycle of waits is answered `DEADLOCK` instead.
-pub(super) fn wait_or_give_up(
-    ctx: &Context,
-    keys: &[(&RedisString, Option<i64>)],
-    asked: &Wanted,
-    limits: &Limits,
-) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        stats::CONTENDED.bump();
-        return Ok(RedisValue::Null);
-    };
-    let names: Vec<&[u8]> = keys.iter().map(|(name, _)| name.as_slice()).collect();
-    if names
-        .iter()
-        .any(|name| blocking::queue_is_full(ctx, name, limits.max_waiters))
-    {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    if let Some(cycle) = blocking::would_deadlock(ctx, &names, asked) {
-        blocking::refuse_deadlock(ctx, &cycle);
-        return Ok(RedisValue::NoReply);
-    }
-    let keys = keys
-        .iter()
-        .map(|(name, next_change)| (name.as_slice().to_vec(), *next_change))
-        .collect();
-    if blocking::enqueue_all(ctx, keys, asked.clone().into_owned(), timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        stats::CONTENDED.bump();
-        Ok(RedisValue::Null)
     }
 }

@@ -13,7 +13,7 @@ use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up};
+use super::acquire::{checked_token, lease_deadline, parse_asked};
 use super::support::error_replies::{to_redis, to_redis_on};
 use crate::blocking::{self, Wanted};
 use crate::config;
@@ -139,7 +139,6 @@ fn acquire_all(
             .map_err(to_redis_on(key.name().as_slice()))?;
     }
     let deadline = lease_deadline(asked, now_ms, limits, NAME).map_err(to_redis)?;
-    let anyone_waiting = blocking::anyone_waiting();
     let mut steps = Vec::with_capacity(keys.len());
     for key in &keys {
         let name = key.name().as_slice();
@@ -147,7 +146,7 @@ fn acquire_all(
             token,
             mode: asked.mode,
             max_holders: limits.max_holders,
-            queued_before: anyone_waiting && blocking::waiter_count(ctx, name) > 0,
+            queued_before: blocking::is_queued(ctx, name),
             fresh_token: asked.token.is_none(),
             session: asked.session.as_deref(),
         };
@@ -167,7 +166,7 @@ fn acquire_all(
             .iter()
             .map(|key| (key.name(), effects::next_lease_end(key, now_ms)))
             .collect();
-        return wait_or_give_up(ctx, &waits, asked, limits).map_err(to_redis);
+        return blocking::wait(ctx, &waits, asked, limits.max_waiters).map_err(to_redis);
     }
     if steps.contains(&Step::Admit) && server::out_of_memory(ctx) {
         return Err(to_redis(CommandError::OutOfMemory));

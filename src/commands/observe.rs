@@ -16,7 +16,6 @@ use crate::config;
 use crate::ffi::argv::{entry, Command};
 use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RO};
 use crate::ffi::lock_key::LockKey;
-use crate::ffi::server::{self, selected_db};
 use crate::ffi::server_clock;
 use crate::observing;
 
@@ -55,18 +54,6 @@ fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let Some(known) = asked.known.filter(|known| current.is(known)) else {
         return Ok(observing::observed_reply(&current));
     };
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        return Ok(RedisValue::Null);
-    };
-    if blocking::queue_is_full(ctx, name.as_slice(), config::limits().max_waiters) {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    if observing::wait(ctx, selected_db(ctx), &key, known, timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        Ok(RedisValue::Null)
-    }
+    let max_waiters = config::limits().max_waiters;
+    blocking::wait_for_change(ctx, &key, known, asked.block_ms, max_waiters)
 }

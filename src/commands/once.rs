@@ -138,8 +138,7 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
         token: asked.token.as_deref(),
         fingerprint: request.fingerprint,
         session: asked.session.as_deref(),
-        queued_before: blocking::anyone_waiting()
-            && blocking::waiter_count(ctx, name.as_slice()) > 0,
+        queued_before: blocking::is_queued(ctx, name.as_slice()),
     };
     let step = claim_step(Found::of(key.lock()?, key.once()), &claim);
     match step {
@@ -188,43 +187,11 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
                 keep_ms,
                 fingerprint: request.fingerprint.map(<[u8]>::to_vec),
             };
-            wait_or_give_up(ctx, (name, next_change), asked, once, limits)
+            let wanted = Wanted {
+                once: Some(once),
+                ..asked.clone()
+            };
+            blocking::wait(ctx, &[(name, next_change)], &wanted, limits.max_waiters)
         }
-    }
-}
-
-/// Busy: queue the claim if it asked to `BLOCK` and may block here, else nil; a wait
-/// that would close a cycle of waits is answered `DEADLOCK`.
-fn wait_or_give_up(
-    ctx: &Context,
-    (name, next_change): (&RedisString, Option<i64>),
-    asked: &Wanted,
-    once: OnceWanted,
-    limits: &Limits,
-) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        stats::CONTENDED.bump();
-        return Ok(RedisValue::Null);
-    };
-    if blocking::queue_is_full(ctx, name.as_slice(), limits.max_waiters) {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    let wanted = Wanted {
-        once: Some(once),
-        ..asked.clone()
-    };
-    if let Some(cycle) = blocking::would_deadlock(ctx, &[name.as_slice()], &wanted) {
-        blocking::refuse_deadlock(ctx, &cycle);
-        return Ok(RedisValue::NoReply);
-    }
-    let keys = vec![(name.as_slice().to_vec(), next_change)];
-    if blocking::enqueue_all(ctx, keys, wanted.into_owned(), timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        stats::CONTENDED.bump();
-        Ok(RedisValue::Null)
     }
 }
