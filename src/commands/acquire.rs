@@ -84,12 +84,17 @@ pub(super) fn parse_asked<'a>(
     command: &'static str,
     limits: &Limits,
 ) -> Result<Wanted<'a>, CommandError> {
-    let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([token, block, limit, session, lock_delay, value], [shared]) = parse_options_and_flags(
-        &options,
-        ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
-        ["SHARED"],
-    )?;
+    // The plain `LOCK.ACQUIRE key ttl`, the most frequent, has no options to look at.
+    let ([token, block, limit, session, lock_delay, value], [shared]) = if options.is_empty() {
+        ([None; 6], [false])
+    } else {
+        let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
+        parse_options_and_flags(
+            &options,
+            ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
+            ["SHARED"],
+        )?
+    };
     let ttl_ms = parse_ttl(ttl.as_slice(), command, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
