@@ -22,7 +22,11 @@ use crate::stats;
 /// Whether a wait of the calling client for `names` (in its database), as `wanted`,
 /// would close a cycle: the key asked for through which it would, and the key where it
 /// closes.
-pub fn would_deadlock(ctx: &Context, names: &[&[u8]], wanted: &Wanted) -> Option<Cycle<Vec<u8>>> {
+pub(super) fn would_deadlock(
+    ctx: &Context,
+    names: &[&[u8]],
+    wanted: &Wanted,
+) -> Option<Cycle<Vec<u8>>> {
     // Nobody waiting: nobody the holders wait for. A waiter with neither session nor
     // token holds nothing anybody could wait for.
     if !config::deadlock_detection() || !anyone_waiting() {
@@ -126,7 +130,7 @@ impl WaitGraph<KeyId> for Live<'_> {
 
 /// Answers a wait that would close `cycle` (`DEADLOCK …`), announced on the key asked
 /// for and counted. Nothing was queued or changed.
-pub fn refuse(ctx: &Context, cycle: &Cycle<Vec<u8>>) {
+pub(super) fn refuse(ctx: &Context, cycle: &Cycle<Vec<u8>>) {
     let asked = RedisString::create_from_slice(ctx.ctx, &cycle.asked);
     lock_events::notify(ctx, lock_events::DEADLOCK, &asked);
     stats::DEADLOCKS.bump();

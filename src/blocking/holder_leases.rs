@@ -144,7 +144,7 @@ fn disarm(ctx: &Context, db: i32, name: &[u8]) {
 /// Redis unlinked the lock `name` in `db` (deleted, expired, evicted, overwritten,
 /// renamed or moved away; no context at hand): if a timer follows it, it is looked at
 /// before the server sleeps.
-pub fn note_unlinked(db: i32, name: &[u8]) {
+pub(super) fn note_unlinked(db: i32, name: &[u8]) {
     if armed_at(db, name).is_some() {
         UNLINKED.with(|unlinked| unlinked.borrow_mut().push((db, name.to_vec())));
     }
@@ -153,7 +153,7 @@ pub fn note_unlinked(db: i32, name: &[u8]) {
 /// Stops the timers of the unlinked locks whose names hold no shared lock any more: a
 /// lock released, deleted or moved early does not keep its timer until the earliest
 /// lease would have ended.
-pub fn stop_unlinked(ctx: &Context) {
+pub(super) fn stop_unlinked(ctx: &Context) {
     let unlinked = UNLINKED.with(|unlinked| std::mem::take(&mut *unlinked.borrow_mut()));
     for (db, name) in unlinked {
         if !select_db(ctx, db) {
@@ -168,7 +168,7 @@ pub fn stop_unlinked(ctx: &Context) {
 
 /// `SWAPDB first second`: the watched locks of each database are in the other now, and
 /// are followed there (same ends, new timers).
-pub fn swapped(ctx: &Context, first: i32, second: i32) {
+pub(super) fn swapped(ctx: &Context, first: i32, second: i32) {
     let taken = ARMED.with(|armed| {
         let mut armed = armed.borrow_mut();
         [(first, second), (second, first)].map(|(from, to)| (to, armed.remove(&from)))

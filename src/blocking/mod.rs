@@ -2,8 +2,10 @@
 //! queues of blocked clients per key, in one arrival order across keys (kept in the
 //! core's `Waiters`), and the handoff that makes the first waiter the holder in the
 //! same step as the release, expiry or deletion that freed the lock (a wait for several
-//! keys takes its turn in `multi_key_turn`). A wait about to begin is first checked for a
-//! deadlock (`deadlocks`).
+//! keys takes its turn in `multi_key_turn`). A command that finds what it asked for
+//! busy makes one call, `wait` (or `wait_for_change`, an observer's), which decides
+//! whether it waits and checks a wait about to begin for a deadlock (`deadlocks`);
+//! the request is one type from parse to grant (`Wanted`).
 //!
 //! Waiters live only in module memory (not persisted, not replicated). Each is a Redis
 //! blocked client; exactly one of these ends it:
@@ -31,11 +33,13 @@ mod holder_leases;
 mod multi_key_turn;
 mod once_waits;
 mod timers;
+mod wait;
+mod wanted;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::Extras;
 use fencelock_core::lock::{self, Admission};
 use fencelock_core::mode::Mode;
 use fencelock_core::token::Generated;
@@ -57,53 +61,21 @@ use block_timeouts::BlockTimeout;
 use callbacks::{Delivery, LockWaiting};
 use timers::{arm_expiry_check, stop_abandoned_checks};
 
-pub use deadlocks::{refuse as refuse_deadlock, would_deadlock};
-pub use holder_leases::{
-    follow_anew, follow_loaded, note_unlinked as note_unlinked_holder_leases,
-    stop_unlinked as stop_unlinked_holder_leases, swapped as holder_leases_swapped,
-};
+pub use holder_leases::{follow_anew, follow_loaded};
 pub use once_waits::{answer_done, OnceWanted};
-use timers::lease_changed;
-pub use timers::{key_announced, key_changed, settle_all_queues, settle_changed};
+pub use timers::{key_announced, key_changed, settle_all_queues};
+use timers::{lease_changed, settle_changed};
+pub use wait::{wait, wait_for_change};
+pub use wanted::Wanted;
 
 /// A lock key within one logical database.
 pub(crate) type KeyId = (i32, Vec<u8>);
-
-/// What a blocked `LOCK.ACQUIRE` (or `LOCK.ACQUIREALL`) asked for.
-#[derive(Clone)]
-pub struct Wanted {
-    pub ttl_ms: i64,
-    pub token: Option<Vec<u8>>,
-    pub mode: Mode,
-    /// The session the holding is to belong to (`LOCK.CLOSE` answers its waits nil).
-    pub session: Option<Vec<u8>>,
-    pub lock_delay_ms: u64,
-    /// The holding's public value (`VALUE`).
-    pub value: Option<Vec<u8>>,
-    /// Asked by `LOCK.ACQUIREALL` (of one key or several): its grant is answered
-    /// `[token, [fences]]`.
-    pub all_keys: bool,
-    /// Asked by `LOCK.ONCE`: its grant is a run, and `LOCK.DONE` answers it with the
-    /// result.
-    pub once: Option<OnceWanted>,
-}
-
-impl Wanted {
-    /// What the holding is to carry besides its token and fence.
-    pub fn extras(&self) -> Extras<'_> {
-        Extras {
-            session: self.session.as_deref(),
-            lock_delay_ms: self.lock_delay_ms,
-            value: self.value.as_deref(),
-        }
-    }
-}
 
 /// One blocked `LOCK.ACQUIRE`.
 struct Waiter {
     /// The blocked connection's `CLIENT ID`.
     client_id: u64,
-    wanted: Wanted,
+    wanted: Wanted<'static>,
     /// The timer that ends the wait (`BLOCK` timeout), unless it waits forever.
     timeout_timer: Option<TimerId>,
     /// Of a wait for several keys, the position of the key that kept it waiting at its
@@ -137,7 +109,7 @@ fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
 }
 
 /// Number of clients waiting for `key` in the selected database.
-pub fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
+fn waiter_count(ctx: &Context, name: &[u8]) -> usize {
     let id = (selected_db(ctx), name.to_vec());
     with_registry(|r| r.count(&id))
 }
@@ -156,6 +128,12 @@ pub fn anyone_waiting() -> bool {
     with_registry(|r| !r.is_empty())
 }
 
+/// Whether any client waits for `name` in the selected database (a new acquire queues
+/// behind them).
+pub fn is_queued(ctx: &Context, name: &[u8]) -> bool {
+    anyone_waiting() && waiter_count(ctx, name) > 0
+}
+
 /// Every key some client waits for, as (db, name) (a slot migration looks for those of
 /// the slots it moved).
 pub fn waited_keys() -> Vec<(i32, Vec<u8>)> {
@@ -172,17 +150,17 @@ pub fn total_waiters() -> usize {
 
 /// Whether the clients waiting for `key` in the selected database, acquires and
 /// observers (`LOCK.OBSERVE`) together, would be above `limit` after one more.
-pub fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
+fn queue_is_full(ctx: &Context, name: &[u8], limit: usize) -> bool {
     waiter_count(ctx, name) + observing::count(selected_db(ctx), name) >= limit
 }
 
 /// Blocks the calling client in the queue of each of `keys` (distinct, each with when
 /// its lock next changes by itself, a lease's end, if ever), as one wait. The caller
 /// replies nothing more.
-pub fn enqueue_all(
+fn enqueue_all(
     ctx: &Context,
     keys: Vec<(Vec<u8>, Option<i64>)>,
-    wanted: Wanted,
+    wanted: Wanted<'static>,
     timeout_ms: i64,
 ) -> bool {
     let client_id = client_id(ctx);
@@ -336,7 +314,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
         all_keys,
         ..
     } = wanted;
-    let token = wanted.token.clone();
+    let token = wanted.token.clone().map(Cow::into_owned);
     let chosen_token = token.is_some();
     // The waiter's reply is sent later, so the token is kept as its hex spelling.
     let generated = (!chosen_token).then(Generated::fresh);
@@ -460,12 +438,31 @@ pub(super) fn answer_same_token(
     }
 }
 
-/// Redis changed `name` where no context was at hand (a lock key overwritten by another
-/// value): its queue is settled at the next chance (`settle_changed`).
-pub fn note_changed(db: i32, name: &[u8]) {
+/// A lock key `name` is being unlinked where no context is at hand (deleted, expired,
+/// evicted, overwritten by another value): its queue is settled at the next chance,
+/// and its shared holders' lease ends are no longer followed (`before_sleep`).
+pub fn note_unlinked(db: i32, name: &[u8]) {
     if anyone_waiting() {
         with_registry(|r| r.note_changed((db, name.to_vec())));
     }
+    holder_leases::note_unlinked(db, name);
+}
+
+/// Before the server sleeps: the queues of keys changed where no context was at hand
+/// are settled, and the lease-end timers of shared locks that went are given back.
+pub fn before_sleep(ctx: &Context) {
+    settle_changed(ctx);
+    holder_leases::stop_unlinked(ctx);
+}
+
+/// `SWAPDB` exchanged two databases (`swapped`, when the server says which): shared
+/// holders' lease ends are followed in the database their lock is in now, and every
+/// queue is settled, as the key each waits for may now be free or held anew.
+pub fn databases_swapped(ctx: &Context, swapped: Option<(i32, i32)>) {
+    if let Some((first, second)) = swapped {
+        holder_leases::swapped(ctx, first, second);
+    }
+    settle_all_queues(ctx);
 }
 
 fn has_waiters(id: &KeyId) -> bool {

@@ -4,6 +4,8 @@
 //! it is. While it waits it keeps its place at the head: a key it was first for stays
 //! free rather than go to someone behind it (no partial holding, and no overtaking).
 
+use std::borrow::Cow;
+
 use fencelock_core::error::CommandError;
 use fencelock_core::fifo_queue::Ticket;
 use fencelock_core::lock::{self, AcquireRequest, Step};
@@ -213,6 +215,7 @@ fn grant(
     let token = wanted
         .token
         .clone()
+        .map(Cow::into_owned)
         .or_else(|| generated.map(|generated| generated.hex().to_vec()))
         .unwrap_or_default();
     let max_ttl_ms = config::limits().max_ttl_ms;

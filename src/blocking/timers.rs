@@ -173,7 +173,7 @@ fn settle(ctx: &Context, id: &KeyId) {
 /// overwritten by another value: its unlink callback has none).
 /// In a cluster, a key gone with a slot this node lost (Redis 7.0 deletes such keys
 /// without an event) is not handed to a waiter here: its waiters retry (`TRYAGAIN`).
-pub fn settle_changed(ctx: &Context) {
+pub(super) fn settle_changed(ctx: &Context) {
     for (db, name) in with_registry(|r| r.take_changed()) {
         if slot_served_elsewhere(ctx, &name) {
             key_moved(ctx, db, &name);

@@ -8,9 +8,11 @@ use fencelock_core::args::{
     parse_lock_delay, parse_mode, parse_options_and_flags, parse_session, parse_timeout, parse_ttl,
     parse_value,
 };
-use fencelock_core::compared_token::{parse_compared_token, ComparedToken};
+use std::borrow::Cow;
+
+use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
-use fencelock_core::holding::{Extras, MAX_TOKEN_BYTES};
+use fencelock_core::holding::MAX_TOKEN_BYTES;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock::{self, Acquire as Decision, AcquireRequest};
 use fencelock_core::mode::Mode;
@@ -18,17 +20,17 @@ use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::{to_redis, to_redis_on};
-use crate::blocking;
+use crate::blocking::{self, Wanted};
 use crate::config;
 use crate::fault;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server;
 use crate::ffi::server_clock;
 use crate::keyspace::effects::{self, NewHolder};
 use crate::node_fence;
-use crate::stats;
 
 const NAME: &str = "lock.acquire";
 
@@ -40,37 +42,31 @@ impl Command for Acquire {
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
-        fault::inject("command", request.asked.token.map(|token| token.bytes));
+        fault::inject("command", request.asked.token.as_deref());
         acquire(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
     }
 }
 
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// Not `deny-oom`: under `maxmemory` it refuses only what needs new memory itself
+/// (`server::out_of_memory`), so a holder keeps its lock.
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Acquire::NAME,
+    entry: Some(entry::<Acquire>),
+    flags: c"write blocking",
+    categories: "write blocking",
+    replication_form: false,
+    summary:
+        "Acquires a lock for ttl-ms, optionally waiting in FIFO order; returns [token, fence].",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: -3,
+    keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+};
+
 struct Request<'a> {
     key: &'a RedisString,
-    asked: Asked<'a>,
-}
-
-/// What an acquire asks for besides its keys (`LOCK.ACQUIRE` and `LOCK.ACQUIREALL`).
-pub(super) struct Asked<'a> {
-    pub(super) ttl_ms: i64,
-    pub(super) token: Option<ComparedToken<'a>>,
-    pub(super) block_ms: Option<i64>,
-    pub(super) mode: Mode,
-    pub(super) session: Option<&'a [u8]>,
-    pub(super) lock_delay_ms: u64,
-    /// The holding's public value (`VALUE`; an empty one is none).
-    pub(super) value: Option<&'a [u8]>,
-}
-
-impl<'a> Asked<'a> {
-    /// What the holding is to carry besides its token and fence.
-    pub(super) fn extras(&self) -> Extras<'a> {
-        Extras {
-            session: self.session,
-            lock_delay_ms: self.lock_delay_ms,
-            value: self.value,
-        }
-    }
+    asked: Wanted<'a>,
 }
 
 fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, CommandError> {
@@ -87,17 +83,23 @@ pub(super) fn parse_asked<'a>(
     options: &'a [RedisString],
     command: &'static str,
     limits: &Limits,
-) -> Result<Asked<'a>, CommandError> {
-    let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
-    let ([token, block, limit, session, lock_delay, value], [shared]) = parse_options_and_flags(
-        &options,
-        ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
-        ["SHARED"],
-    )?;
+) -> Result<Wanted<'a>, CommandError> {
+    // The plain `LOCK.ACQUIRE key ttl`, the most frequent, has no options to look at.
+    let ([token, block, limit, session, lock_delay, value], [shared]) = if options.is_empty() {
+        ([None; 6], [false])
+    } else {
+        let options: Vec<&[u8]> = options.iter().map(RedisString::as_slice).collect();
+        parse_options_and_flags(
+            &options,
+            ["TOKEN", "BLOCK", "LIMIT", "SESSION", "LOCKDELAY", "VALUE"],
+            ["SHARED"],
+        )?
+    };
     let ttl_ms = parse_ttl(ttl.as_slice(), command, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
-        .transpose()?;
+        .transpose()?
+        .map(|token| Cow::Borrowed(token.bytes));
     let block_ms = block.map(parse_timeout).transpose()?;
     let mode = parse_mode(shared, limit, limits.max_holders)?;
     let value = value
@@ -116,14 +118,16 @@ pub(super) fn parse_asked<'a>(
         Some(delay) => parse_lock_delay(delay, command, limits.max_ttl_ms)?,
         None => config::default_lock_delay_ms(limits),
     };
-    Ok(Asked {
+    Ok(Wanted {
         ttl_ms,
         token,
         block_ms,
         mode,
-        session,
+        session: session.map(Cow::Borrowed),
         lock_delay_ms,
-        value,
+        value: value.map(Cow::Borrowed),
+        all_keys: false,
+        once: None,
     })
 }
 
@@ -131,22 +135,27 @@ pub(super) fn parse_asked<'a>(
 /// checks a key makes of it: a token or session over the length limit may only renew
 /// the holding it already has.
 pub(super) fn checked_token<'t>(
-    asked: &Asked<'t>,
+    asked: &'t Wanted,
     generated: Option<&'t Generated>,
     key: &LockKey,
     now_ms: i64,
     limits: &Limits,
 ) -> Result<&'t [u8], CommandError> {
-    let token: &[u8] = match (asked.token, generated) {
+    let token: &[u8] = match (asked.token.as_deref(), generated) {
         (Some(token), _) => {
-            if token.over_limit() {
-                token.holds(key.lock(), now_ms)?;
+            let compared = parse_compared_token(token, limits.max_token_length)?;
+            if compared.over_limit() {
+                compared.holds(key.lock(), now_ms)?;
             }
-            token.bytes
+            token
         }
         (None, generated) => generated.map_or(&[], Generated::hex),
     };
-    if let Some(session) = asked.session.filter(|s| s.len() > limits.max_token_length) {
+    if let Some(session) = asked
+        .session
+        .as_deref()
+        .filter(|s| s.len() > limits.max_token_length)
+    {
         let renews = key
             .lock()?
             .and_then(|held| held.holding_of(token, now_ms))
@@ -161,7 +170,7 @@ pub(super) fn checked_token<'t>(
 /// The deadline of a lease `asked` starts now, which must leave room for its
 /// lock-delay after it.
 pub(super) fn lease_deadline(
-    asked: &Asked,
+    asked: &Wanted,
     now_ms: i64,
     limits: &Limits,
     command: &'static str,
@@ -172,21 +181,6 @@ pub(super) fn lease_deadline(
             deadline.checked_add(delay).is_some()
         })
         .ok_or(CommandError::InvalidExpire(command))
-}
-
-/// What the waiter of `asked` wants when it is granted (`all_keys`: asked by
-/// `LOCK.ACQUIREALL`).
-pub(super) fn wanted(asked: &Asked, all_keys: bool) -> blocking::Wanted {
-    blocking::Wanted {
-        all_keys,
-        ttl_ms: asked.ttl_ms,
-        token: asked.token.map(|token| token.bytes.to_vec()),
-        mode: asked.mode,
-        session: asked.session.map(<[u8]>::to_vec),
-        lock_delay_ms: asked.lock_delay_ms,
-        value: asked.value.map(<[u8]>::to_vec),
-        once: None,
-    }
 }
 
 fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue, CommandError> {
@@ -205,10 +199,9 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         token,
         mode: asked.mode,
         max_holders: limits.max_holders,
-        queued_before: blocking::anyone_waiting()
-            && blocking::waiter_count(ctx, name.as_slice()) > 0,
+        queued_before: blocking::is_queued(ctx, name.as_slice()),
         fresh_token: asked.token.is_none(),
-        session: asked.session,
+        session: asked.session.as_deref(),
     };
     let extras = asked.extras();
     let current = key.lock()?;
@@ -240,7 +233,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         Decision::Renewed { fence } => {
             // A retry that names another value sets it, as `LOCK.PROCLAIM` would, and
             // like it is refused when memory is full (a plain renewal never is).
-            let new_value = asked.value.filter(|value| {
+            let new_value = asked.value.as_deref().filter(|value| {
                 current
                     .and_then(|held| held.holding_of(token, now_ms))
                     .is_some_and(|h| h.value() != Some(*value))
@@ -258,51 +251,10 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         }
         Decision::Busy => {
             let next_change = effects::next_lease_end(&key, server_clock::command_ms());
-            wait_or_give_up(ctx, &[(name, next_change)], asked, limits, false)
+            blocking::wait(ctx, &[(name, next_change)], asked, limits.max_waiters)
         }
         Decision::WrongMode(held) => Err(CommandError::WrongMode(held)),
         Decision::WrongSession => Err(CommandError::WrongSession),
         Decision::FencesExhausted => Err(CommandError::FencesExhausted),
-    }
-}
-
-/// Busy: queue the caller for `keys` (each with when its lock next changes by itself)
-/// if it asked to BLOCK and may block here, else answer nil; a wait that would close a
-/// cycle of waits is answered `DEADLOCK` instead.
-pub(super) fn wait_or_give_up(
-    ctx: &Context,
-    keys: &[(&RedisString, Option<i64>)],
-    asked: &Asked,
-    limits: &Limits,
-    all_keys: bool,
-) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        stats::CONTENDED.bump();
-        return Ok(RedisValue::Null);
-    };
-    let names: Vec<&[u8]> = keys.iter().map(|(name, _)| name.as_slice()).collect();
-    if names
-        .iter()
-        .any(|name| blocking::queue_is_full(ctx, name, limits.max_waiters))
-    {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    let wanted = wanted(asked, all_keys);
-    if let Some(cycle) = blocking::would_deadlock(ctx, &names, &wanted) {
-        blocking::refuse_deadlock(ctx, &cycle);
-        return Ok(RedisValue::NoReply);
-    }
-    let keys = keys
-        .iter()
-        .map(|(name, next_change)| (name.as_slice().to_vec(), *next_change))
-        .collect();
-    if blocking::enqueue_all(ctx, keys, wanted, timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        stats::CONTENDED.bump();
-        Ok(RedisValue::Null)
     }
 }

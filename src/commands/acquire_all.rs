@@ -13,12 +13,13 @@ use fencelock_core::lock::{self, AcquireRequest, Step};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
-use super::acquire::{checked_token, lease_deadline, parse_asked, wait_or_give_up, Asked};
+use super::acquire::{checked_token, lease_deadline, parse_asked};
 use super::support::error_replies::{to_redis, to_redis_on};
-use crate::blocking;
+use crate::blocking::{self, Wanted};
 use crate::config;
 use crate::fault;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::getkeys;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
@@ -41,10 +42,26 @@ impl Command for AcquireAll {
         }
         let limits = config::limits();
         let (keys, asked) = parse(args, &limits)?;
-        fault::inject("command", asked.token.map(|token| token.bytes));
+        fault::inject("command", asked.token.as_deref());
         acquire_all(ctx, keys, &asked, &limits)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// `numkeys` at argument 1 and the keys after it (its key spec says so, and Redis
+/// refuses keys of several slots).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: AcquireAll::NAME,
+    entry: Some(entry::<AcquireAll>),
+    flags: c"write blocking getkeys-api",
+    categories: "write blocking",
+    replication_form: false,
+    summary: "Acquires every key or none for ttl-ms, optionally waiting in FIFO order; returns [token, [fences]].",
+    since: c"0.3.0",
+    complexity: c"O(N) in the keys; a wait also checks for deadlocks, O(the waits it reaches)",
+    arity: -4,
+    keys: Keys::Numkeys(RW.with(ACCESS).with(UPDATE)),
+};
 
 /// Tells Redis where the keys are (Redis 7.0's cluster routing and slot check read a
 /// module command's keys this way, not from its key spec): numkeys of them after
@@ -66,7 +83,7 @@ fn declare_keys(ctx: &Context, args: &[RedisString]) {
 fn parse<'a>(
     args: &'a [RedisString],
     limits: &Limits,
-) -> Result<(&'a [RedisString], Asked<'a>), RedisError> {
+) -> Result<(&'a [RedisString], Wanted<'a>), RedisError> {
     let [_, numkeys, rest @ ..] = args else {
         return Err(to_redis(CommandError::WrongArity));
     };
@@ -87,13 +104,19 @@ fn parse<'a>(
         return Err(RedisError::String(duplicate_key(twice.as_slice())));
     }
     let asked = parse_asked(ttl, options, NAME, limits).map_err(to_redis)?;
-    Ok((keys, asked))
+    Ok((
+        keys,
+        Wanted {
+            all_keys: true,
+            ..asked
+        },
+    ))
 }
 
 fn acquire_all(
     ctx: &Context,
     names: &[RedisString],
-    asked: &Asked,
+    asked: &Wanted,
     limits: &Limits,
 ) -> RedisResult {
     let now_ms = server_clock::command_ms();
@@ -116,7 +139,6 @@ fn acquire_all(
             .map_err(to_redis_on(key.name().as_slice()))?;
     }
     let deadline = lease_deadline(asked, now_ms, limits, NAME).map_err(to_redis)?;
-    let anyone_waiting = blocking::anyone_waiting();
     let mut steps = Vec::with_capacity(keys.len());
     for key in &keys {
         let name = key.name().as_slice();
@@ -124,9 +146,9 @@ fn acquire_all(
             token,
             mode: asked.mode,
             max_holders: limits.max_holders,
-            queued_before: anyone_waiting && blocking::waiter_count(ctx, name) > 0,
+            queued_before: blocking::is_queued(ctx, name),
             fresh_token: asked.token.is_none(),
-            session: asked.session,
+            session: asked.session.as_deref(),
         };
         let current = key.lock().map_err(to_redis)?;
         steps.push(lock::step(current, &request, now_ms));
@@ -144,7 +166,7 @@ fn acquire_all(
             .iter()
             .map(|key| (key.name(), effects::next_lease_end(key, now_ms)))
             .collect();
-        return wait_or_give_up(ctx, &waits, asked, limits, true).map_err(to_redis);
+        return blocking::wait(ctx, &waits, asked, limits.max_waiters).map_err(to_redis);
     }
     if steps.contains(&Step::Admit) && server::out_of_memory(ctx) {
         return Err(to_redis(CommandError::OutOfMemory));

@@ -23,7 +23,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use crate::blocking;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, OW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::replicate;
 use crate::keyspace::effects;
@@ -38,6 +39,20 @@ impl Command for Apply {
         apply(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Apply::NAME,
+    entry: Some(entry::<Apply>),
+    flags: c"write deny-oom fast",
+    categories: "write fast",
+    replication_form: true,
+    summary: "Writes an explicit holding (the replicated form of a grant).",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: -4,
+    keys: Keys::One(OW.with(UPDATE)),
+};
 
 fn apply(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token, fence, options @ ..] = args else {

@@ -9,7 +9,8 @@ use fencelock_core::fence_checks::parse_node_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::ffi::replicate;
 use crate::node_fence;
 
@@ -22,6 +23,20 @@ impl Command for Clock {
         clock(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Clock::NAME,
+    entry: Some(entry::<Clock>),
+    flags: c"write fast",
+    categories: "write fast",
+    replication_form: true,
+    summary: "Raises the node's fence clock and mark floor (the replicated form of both).",
+    since: c"0.2.0",
+    complexity: c"O(1)",
+    arity: 3,
+    keys: Keys::Declared,
+};
 
 fn clock(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, last, floor] = args else {

@@ -10,7 +10,8 @@ use super::support::error_replies::to_redis;
 use super::support::session_holdings::{self, change_each, check_permissions};
 use crate::blocking;
 use crate::ffi::acl::AsCommand;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::keyspace::effects;
 use crate::stats;
 
@@ -34,3 +35,19 @@ impl Command for Close {
         Ok(RedisValue::Integer(released))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// A session command names no key: it finds the session's keys itself, and checks
+/// the caller's permissions for each (Redis cannot).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Close::NAME,
+    entry: Some(entry::<Close>),
+    flags: c"write",
+    categories: "write",
+    replication_form: false,
+    summary: "Releases every holding of a session on this server, handing each to its queue.",
+    since: c"0.3.0",
+    complexity: c"O(n) in the session's holdings here, plus O(w) in all waiters",
+    arity: 2,
+    keys: Keys::Declared,
+};

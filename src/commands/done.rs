@@ -12,7 +12,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server_clock as clock;
 use crate::keyspace::effects::Change;
@@ -27,6 +28,20 @@ impl Command for Done {
         done(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Done::NAME,
+    entry: Some(entry::<Done>),
+    flags: c"write deny-oom fast",
+    categories: "write fast",
+    replication_form: false,
+    summary: "Stores the result of the run held by token for its keep time, answering every waiting duplicate.",
+    since: c"0.4.0",
+    complexity: c"O(1) plus O(k) for k duplicates waiting (and the length of the result)",
+    arity: 4,
+    keys: Keys::One(RW.with(UPDATE)),
+};
 
 fn done(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token, result] = args else {

@@ -10,7 +10,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use crate::blocking;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, DELETE, RW};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::replicate;
 use crate::keyspace::effects;
@@ -24,6 +25,20 @@ impl Command for Drop {
         drop_holder(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Drop::NAME,
+    entry: Some(entry::<Drop>),
+    flags: c"write fast",
+    categories: "write fast",
+    replication_form: true,
+    summary: "Removes one holder whatever its lease (the replicated form of a shared release).",
+    since: c"0.2.0",
+    complexity: c"O(log n) in the holders of the shared lock",
+    arity: 3,
+    keys: Keys::One(RW.with(DELETE)),
+};
 
 fn drop_holder(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token] = args else {

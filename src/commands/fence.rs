@@ -8,7 +8,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RO};
 use crate::ffi::lock_key::LockKey;
 
 pub struct Fence;
@@ -20,6 +21,20 @@ impl Command for Fence {
         fence(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Fence::NAME,
+    entry: Some(entry::<Fence>),
+    flags: c"readonly fast",
+    categories: "read fast",
+    replication_form: false,
+    summary: "Returns the fence of the current holding.",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: -2,
+    keys: Keys::One(RO.with(ACCESS)),
+};
 
 fn fence(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let (name, token) = match args {

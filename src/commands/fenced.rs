@@ -14,8 +14,9 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use super::support::inner_command;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
 use crate::ffi::call::call;
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::ffi::getkeys;
 use crate::ffi::mark_key::MarkKey;
 use crate::keyspace::effects;
@@ -50,6 +51,23 @@ impl Command for Fenced {
         called.forward(ctx)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// It runs another command, and declares that command's keys when Redis asks.
+/// Not `deny-oom`: under `maxmemory` it refuses only what needs new memory itself
+/// (`server::out_of_memory`), so a holder keeps its lock.
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Fenced::NAME,
+    entry: Some(entry::<Fenced>),
+    flags: c"write getkeys-api",
+    categories: "write",
+    replication_form: false,
+    summary: "Runs a command only with a fence at least the highest the mark admitted.",
+    since: c"0.2.0",
+    complexity: c"O(1) for the check, plus the inner command's own",
+    arity: -4,
+    keys: Keys::Declared,
+};
 
 /// Whether `fence` is admitted against the mark; `Some(fence)` when the mark must rise
 /// to it once the command has run.

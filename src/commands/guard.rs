@@ -11,8 +11,9 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use super::support::inner_command;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
 use crate::ffi::call::call_and_forward;
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::ffi::getkeys;
 use crate::ffi::lock_key::LockKey;
 use crate::stats;
@@ -39,6 +40,21 @@ impl Command for Guard {
         call_and_forward(ctx, &args[INNER..])
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// It runs another command, and declares that command's keys when Redis asks.
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Guard::NAME,
+    entry: Some(entry::<Guard>),
+    flags: c"may-replicate getkeys-api",
+    categories: "write",
+    replication_form: false,
+    summary: "Runs a command only while token holds the lock, atomically with the check.",
+    since: c"0.2.0",
+    complexity: c"O(1) for the check, plus the inner command's own",
+    arity: -4,
+    keys: Keys::Declared,
+};
 
 /// Whether the guarded command may run: allowed inside a guard, and `token` holds the
 /// lock now. The lock key is closed again before the command runs.

@@ -9,7 +9,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use super::support::session_holdings::{self, check_permissions};
 use crate::ffi::acl::AsCommand;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::ffi::server_clock;
 
 pub struct Held;
@@ -42,3 +43,19 @@ impl Command for Held {
         Ok(RedisValue::Array(entries))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// A session command names no key: it finds the session's keys itself, and checks
+/// the caller's permissions for each (Redis cannot).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Held::NAME,
+    entry: Some(entry::<Held>),
+    flags: c"readonly",
+    categories: "read",
+    replication_form: false,
+    summary: "Lists the holdings of a session on this server: [key, mode, fence, pttl] each.",
+    since: c"0.3.0",
+    complexity: c"O(n log n) in the session's holdings here",
+    arity: 2,
+    keys: Keys::Declared,
+};

@@ -17,7 +17,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use crate::blocking;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RO};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server_clock;
 
@@ -30,6 +31,20 @@ impl Command for Info {
         info(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Info::NAME,
+    entry: Some(entry::<Info>),
+    flags: c"readonly fast",
+    categories: "read fast",
+    replication_form: false,
+    summary: "Returns whether a lock is held, its fence, remaining ttl and waiters.",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: 2,
+    keys: Keys::One(RO.with(ACCESS)),
+};
 
 fn field(name: &'static str, value: RedisValue) -> [RedisValue; 2] {
     [RedisValue::SimpleStringStatic(name), value]

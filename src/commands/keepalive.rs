@@ -13,7 +13,8 @@ use super::support::error_replies::to_redis;
 use super::support::session_holdings::{self, change_each, check_permissions};
 use crate::config;
 use crate::ffi::acl::AsCommand;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys};
 use crate::ffi::server_clock;
 use crate::keyspace::effects;
 use crate::stats;
@@ -53,3 +54,19 @@ impl Command for KeepAlive {
         Ok(RedisValue::Integer(kept))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// A session command names no key: it finds the session's keys itself, and checks
+/// the caller's permissions for each (Redis cannot).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: KeepAlive::NAME,
+    entry: Some(entry::<KeepAlive>),
+    flags: c"write",
+    categories: "write",
+    replication_form: false,
+    summary: "Restarts the lease of every holding of a session on this server; returns how many.",
+    since: c"0.3.0",
+    complexity: c"O(n) in the session's holdings here (O(h) per shared lock of h holders)",
+    arity: 3,
+    keys: Keys::Declared,
+};

@@ -8,7 +8,8 @@ use fencelock_core::fence_checks::parse_fence;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, RW, UPDATE};
 use crate::ffi::mark_key::MarkKey;
 use crate::ffi::replicate;
 
@@ -21,6 +22,20 @@ impl Command for Mark {
         mark(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Mark::NAME,
+    entry: Some(entry::<Mark>),
+    flags: c"write deny-oom fast",
+    categories: "write fast",
+    replication_form: true,
+    summary: "Raises a fence mark (the replicated form of an admission).",
+    since: c"0.2.0",
+    complexity: c"O(1)",
+    arity: 3,
+    keys: Keys::One(RW.with(UPDATE)),
+};
 
 fn mark(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, fence] = args else {

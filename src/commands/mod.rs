@@ -1,7 +1,8 @@
 //! The command layer: one file per command. Each parses argv into a typed request,
 //! opens the key, asks the core what happens, applies and propagates the effect
-//! (`keyspace::effects`), and replies. What several commands share and is no command
-//! itself is in `support`.
+//! (`keyspace::effects`), and replies; its `SPEC` beside the handler is how Redis
+//! registers and describes it (flags, arity, key spec, ACL categories, docs). What
+//! several commands share and is no command itself is in `support`.
 
 pub mod acquire;
 pub mod acquire_all;

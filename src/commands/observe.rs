@@ -13,9 +13,9 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RO};
 use crate::ffi::lock_key::LockKey;
-use crate::ffi::server::{self, selected_db};
 use crate::ffi::server_clock;
 use crate::observing;
 
@@ -29,6 +29,20 @@ impl Command for Observe {
     }
 }
 
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Observe::NAME,
+    entry: Some(entry::<Observe>),
+    flags: c"readonly blocking",
+    categories: "read blocking",
+    replication_form: false,
+    summary: "Returns [fence, value] of the lock's holder once it differs from the state the caller knows, optionally waiting.",
+    since: c"0.3.0",
+    complexity: c"O(1); a change answers each of the key's N observers, O(N)",
+    arity: -2,
+    keys: Keys::One(RO.with(ACCESS)),
+};
+
 fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, rest @ ..] = args else {
         return Err(CommandError::WrongArity);
@@ -40,18 +54,6 @@ fn observe(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErr
     let Some(known) = asked.known.filter(|known| current.is(known)) else {
         return Ok(observing::observed_reply(&current));
     };
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        return Ok(RedisValue::Null);
-    };
-    if blocking::queue_is_full(ctx, name.as_slice(), config::limits().max_waiters) {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    if observing::wait(ctx, selected_db(ctx), &key, known, timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        Ok(RedisValue::Null)
-    }
+    let max_waiters = config::limits().max_waiters;
+    blocking::wait_for_change(ctx, &key, known, asked.block_ms, max_waiters)
 }

@@ -6,6 +6,8 @@
 //! next run. It is done: `[nil, fence, result]` at once, until `keep-ms` after the
 //! result was stored. A fingerprint other than the key's is refused (`FINGERPRINT`).
 
+use std::borrow::Cow;
+
 use fencelock_core::args::{parse_options_and_flags, parse_session, parse_timeout, parse_ttl};
 use fencelock_core::compared_token::parse_compared_token;
 use fencelock_core::error::CommandError;
@@ -17,11 +19,12 @@ use fencelock_core::once::{claim_step, ClaimRequest, ClaimStep, Found};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
-use super::acquire::{checked_token, lease_deadline, Asked};
+use super::acquire::{checked_token, lease_deadline};
 use super::support::error_replies::{to_redis, to_redis_on};
-use crate::blocking::{self, OnceWanted};
+use crate::blocking::{self, OnceWanted, Wanted};
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, ACCESS, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::reply;
 use crate::ffi::server::{self, selected_db};
@@ -45,9 +48,23 @@ impl Command for Once {
     }
 }
 
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Once::NAME,
+    entry: Some(entry::<Once>),
+    flags: c"write blocking",
+    categories: "write blocking",
+    replication_form: false,
+    summary: "Claims the one run of a key: [token, fence] to run it, [nil, fence, result] once it is done, nil (or a FIFO wait) while it runs.",
+    since: c"0.4.0",
+    complexity: c"O(1) (plus the length of the result replayed)",
+    arity: -5,
+    keys: Keys::One(RW.with(ACCESS).with(UPDATE)),
+};
+
 struct Request<'a> {
     key: &'a RedisString,
-    asked: Asked<'a>,
+    asked: Wanted<'a>,
     keep_ms: i64,
     fingerprint: Option<&'a [u8]>,
 }
@@ -67,7 +84,8 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     let keep_ms = parse_ttl(keep.ok_or(CommandError::Syntax)?, NAME, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
-        .transpose()?;
+        .transpose()?
+        .map(|token| Cow::Borrowed(token.bytes));
     let block_ms = block.map(parse_timeout).transpose()?;
     let session = session
         .map(|session| parse_session(session, MAX_TOKEN_BYTES))
@@ -75,15 +93,18 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     let fingerprint = fingerprint
         .map(|fp| parse_fingerprint(fp, limits.max_token_length))
         .transpose()?;
-    let asked = Asked {
+    let asked = Wanted {
         ttl_ms,
         token,
         block_ms,
         mode: Mode::Exclusive,
-        session,
+        session: session.map(Cow::Borrowed),
         // A run has no lock-delay: a run given up goes to the next claim at once.
         lock_delay_ms: 0,
         value: None,
+        all_keys: false,
+        // What the claim's wait keeps besides (`OnceWanted`) is known once it waits.
+        once: None,
     };
     Ok(Request {
         key,
@@ -114,11 +135,10 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
     let deadline_ms = lease_deadline(asked, now_ms, limits, NAME)?;
     let keep_ms = u64::try_from(request.keep_ms).unwrap_or(0);
     let claim = ClaimRequest {
-        token: asked.token.map(|token| token.bytes),
+        token: asked.token.as_deref(),
         fingerprint: request.fingerprint,
-        session: asked.session,
-        queued_before: blocking::anyone_waiting()
-            && blocking::waiter_count(ctx, name.as_slice()) > 0,
+        session: asked.session.as_deref(),
+        queued_before: blocking::is_queued(ctx, name.as_slice()),
     };
     let step = claim_step(Found::of(key.lock()?, key.once()), &claim);
     match step {
@@ -135,7 +155,7 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
                 generated: generated.as_ref(),
                 fence,
                 deadline_ms,
-                session: asked.session,
+                session: asked.session.as_deref(),
                 keep_ms,
                 fingerprint: request.fingerprint,
             };
@@ -167,49 +187,11 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
                 keep_ms,
                 fingerprint: request.fingerprint.map(<[u8]>::to_vec),
             };
-            wait_or_give_up(ctx, (name, next_change), asked, once, limits)
+            let wanted = Wanted {
+                once: Some(once),
+                ..asked.clone()
+            };
+            blocking::wait(ctx, &[(name, next_change)], &wanted, limits.max_waiters)
         }
-    }
-}
-
-/// Busy: queue the claim if it asked to `BLOCK` and may block here, else nil; a wait
-/// that would close a cycle of waits is answered `DEADLOCK`.
-fn wait_or_give_up(
-    ctx: &Context,
-    (name, next_change): (&RedisString, Option<i64>),
-    asked: &Asked,
-    once: OnceWanted,
-    limits: &Limits,
-) -> Result<RedisValue, CommandError> {
-    let Some(timeout_ms) = asked.block_ms.filter(|_| server::can_block(ctx)) else {
-        stats::CONTENDED.bump();
-        return Ok(RedisValue::Null);
-    };
-    if blocking::queue_is_full(ctx, name.as_slice(), limits.max_waiters) {
-        return Err(CommandError::TooManyWaiters);
-    }
-    if server::out_of_memory(ctx) {
-        return Err(CommandError::OutOfMemory);
-    }
-    let wanted = blocking::Wanted {
-        ttl_ms: asked.ttl_ms,
-        token: asked.token.map(|token| token.bytes.to_vec()),
-        mode: Mode::Exclusive,
-        session: asked.session.map(<[u8]>::to_vec),
-        lock_delay_ms: 0,
-        value: None,
-        all_keys: false,
-        once: Some(once),
-    };
-    if let Some(cycle) = blocking::would_deadlock(ctx, &[name.as_slice()], &wanted) {
-        blocking::refuse_deadlock(ctx, &cycle);
-        return Ok(RedisValue::NoReply);
-    }
-    let keys = vec![(name.as_slice().to_vec(), next_change)];
-    if blocking::enqueue_all(ctx, keys, wanted, timeout_ms) {
-        Ok(RedisValue::NoReply)
-    } else {
-        stats::CONTENDED.bump();
-        Ok(RedisValue::Null)
     }
 }

@@ -12,7 +12,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis_on;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::keyspace::effects::{self, Change};
 
@@ -26,6 +27,20 @@ impl Command for Proclaim {
         proclaim(ctx, args).map_err(to_redis_on(name))
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Proclaim::NAME,
+    entry: Some(entry::<Proclaim>),
+    flags: c"write deny-oom fast",
+    categories: "write fast",
+    replication_form: false,
+    summary: "Sets the public value of the exclusive holding of token (its fence and lease stay).",
+    since: c"0.3.0",
+    complexity: c"O(1) (plus the length of the value)",
+    arity: 4,
+    keys: Keys::One(RW.with(UPDATE)),
+};
 
 fn proclaim(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token, value] = args else {

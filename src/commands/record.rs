@@ -14,7 +14,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
 use crate::blocking;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, OW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::replicate;
 use crate::keyspace::effects::Change;
@@ -31,6 +32,20 @@ impl Command for Record {
         record(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Record::NAME,
+    entry: Some(entry::<Record>),
+    flags: c"write deny-oom fast",
+    categories: "write fast",
+    replication_form: true,
+    summary: "Writes an explicit run-once record (the replicated form of a run granted or a result stored).",
+    since: c"0.4.0",
+    complexity: c"O(1) (plus the length of the result)",
+    arity: -7,
+    keys: Keys::One(OW.with(UPDATE)),
+};
 
 fn record(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, state, first, second, options @ ..] = args else {

@@ -11,7 +11,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, RW, UPDATE};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server_clock;
 use crate::keyspace::effects;
@@ -27,6 +28,22 @@ impl Command for Refresh {
         refresh(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+/// Not `deny-oom`: under `maxmemory` it refuses only what needs new memory itself
+/// (`server::out_of_memory`), so a holder keeps its lock.
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Refresh::NAME,
+    entry: Some(entry::<Refresh>),
+    flags: c"write fast",
+    categories: "write fast",
+    replication_form: false,
+    summary: "Extends the lease of a lock held by token (with ADD: by ttl-ms past its end).",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
+    arity: -4,
+    keys: Keys::One(RW.with(UPDATE)),
+};
 
 fn refresh(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let (name, token, ttl, add) = match args {

@@ -8,7 +8,8 @@ use redis_module::{Context, RedisResult, RedisString, RedisValue};
 use super::support::error_replies::to_redis;
 use crate::blocking;
 use crate::config;
-use crate::ffi::argv::Command;
+use crate::ffi::argv::{entry, Command};
+use crate::ffi::command_table::{CommandSpec, Keys, DELETE, RW};
 use crate::ffi::lock_key::LockKey;
 use crate::keyspace::effects;
 
@@ -21,6 +22,20 @@ impl Command for Release {
         release(ctx, args).map_err(to_redis)
     }
 }
+
+/// How Redis registers and describes the command (collected by `lib.rs`).
+pub const SPEC: CommandSpec = CommandSpec {
+    name: Release::NAME,
+    entry: Some(entry::<Release>),
+    flags: c"write fast",
+    categories: "write fast",
+    replication_form: false,
+    summary: "Releases a lock held by token, handing it to the first waiter.",
+    since: c"0.1.0",
+    complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one, plus O(k log n) for k waiters granted",
+    arity: 3,
+    keys: Keys::One(RW.with(DELETE)),
+};
 
 fn release(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandError> {
     let [_, name, token] = args else {

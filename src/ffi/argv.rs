@@ -9,7 +9,7 @@ use std::mem::ManuallyDrop;
 use redis_module::{raw, Context, RedisResult, RedisString};
 use smallvec::SmallVec;
 
-use super::panic_guard;
+use super::{context_flags, panic_guard};
 
 /// A command: its name (for the guard's report) and its handler over borrowed
 /// arguments (argv[0] is the command name).
@@ -45,6 +45,9 @@ pub unsafe extern "C" fn entry<C: Command>(
     let args = unsafe {
         &*(views.as_slice() as *const [ManuallyDrop<RedisString>] as *const [RedisString])
     };
-    let result = panic_guard::command(C::NAME, || C::run(&context, args));
+    // The context's flags are read once for the whole command (`context_flags`).
+    let result = context_flags::command_scope(ctx, || {
+        panic_guard::command(C::NAME, || C::run(&context, args))
+    });
     context.reply(result) as c_int
 }

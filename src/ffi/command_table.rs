@@ -1,4 +1,5 @@
-//! Registers the command table (`lib.rs`) with Redis: each command's entry point and
+//! Registers the commands with Redis (each one's `SPEC` beside its handler in
+//! `commands/`, collected in order by `lib.rs`): each command's entry point and
 //! flags, and what Redis is told beyond them: arity, a summary, the key spec
 //! (read-only for `LOCK.FENCE`/`LOCK.INFO`, so `%R~pattern` ACL users may call them),
 //! and ACL categories where the server supports them (7.2 for the standard ones, 7.4

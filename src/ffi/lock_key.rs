@@ -44,6 +44,7 @@ impl<'a> LockKey<'a> {
         self.key.raw()
     }
 
+    #[inline]
     fn value_ptr(&self) -> Result<Option<*mut c_void>, CommandError> {
         if let Some(known) = self.value.get() {
             return known;

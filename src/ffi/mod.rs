@@ -10,7 +10,8 @@
 //! of the server. Every required API function is checked once at load (`api`). Keys are
 //! opened through `open_key` (one handle, the change signal) as a lock key (`lock_key`)
 //! or a mark key (`mark_key`); `getkeys` answers Redis's key-position requests;
-//! `server_clock` reads the server's cached clocks.
+//! `server_clock` reads the server's cached clocks; `context_flags` a context's flags,
+//! once per command.
 
 /// The Redis API function `$name`. Present by the load-time check (`api::check`); were
 /// it not, the call panics, which the entry point's guard turns into an error reply.
@@ -45,6 +46,7 @@ pub mod blocked;
 pub mod call;
 pub mod command_table;
 pub mod config;
+pub mod context_flags;
 pub mod data_type;
 pub mod events;
 pub mod filter;

@@ -1,10 +1,13 @@
 //! What the server is doing right now: the selected database, the calling client,
 //! whether it may block, whether a timer may write to the keyspace, whether a command
-//! is running, and whether the server replicates (from its INFO).
+//! is running, and whether the server replicates (from its INFO). The answers drawn
+//! from the context's flags read them through `context_flags` (once per command).
 
 use std::ffi::{c_char, c_int, CStr};
 
 use redis_module::{raw, Context};
+
+use super::context_flags::{self, Flags};
 
 /// The database the context's client has selected.
 pub fn selected_db(ctx: &Context) -> i32 {
@@ -17,12 +20,6 @@ pub fn select_db(ctx: &Context, db: i32) -> bool {
     unsafe { api!(RedisModule_SelectDb)(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
 }
 
-/// The context's `REDISMODULE_CTX_FLAGS_*`.
-fn context_flags(ctx: &Context) -> c_int {
-    // SAFETY: plain accessor on a live context.
-    unsafe { api!(RedisModule_GetContextFlags)(ctx.ctx) }
-}
-
 /// The calling client's `CLIENT ID`.
 pub fn client_id(ctx: &Context) -> u64 {
     // SAFETY: plain accessor on a live context.
@@ -31,15 +28,12 @@ pub fn client_id(ctx: &Context) -> u64 {
 
 /// Whether the server writes an AOF or is a replica right now.
 pub fn aof_or_replica(ctx: &Context) -> bool {
-    let aof_or_replica =
-        (raw::REDISMODULE_CTX_FLAGS_AOF | raw::REDISMODULE_CTX_FLAGS_SLAVE) as c_int;
-    context_flags(ctx) & aof_or_replica != 0
+    Flags::of(ctx).aof_or_replica()
 }
 
 /// Whether this server is a read-only replica.
 pub fn read_only_replica(ctx: &Context) -> bool {
-    let replica = (raw::REDISMODULE_CTX_FLAGS_SLAVE | raw::REDISMODULE_CTX_FLAGS_READONLY) as c_int;
-    context_flags(ctx) & replica == replica
+    Flags::of(ctx).read_only_replica()
 }
 
 /// Whether the server is over `maxmemory` now (and could not evict below it): what
@@ -47,12 +41,12 @@ pub fn read_only_replica(ctx: &Context) -> bool {
 /// commands are not `deny-oom` themselves, so that what only keeps a lock (a refresh,
 /// a holder's retry, a fenced read) still runs.
 pub fn out_of_memory(ctx: &Context) -> bool {
-    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_OOM as c_int != 0
+    Flags::of(ctx).out_of_memory()
 }
 
 /// Whether this server is a Redis Cluster node.
 pub fn in_cluster(ctx: &Context) -> bool {
-    context_flags(ctx) & raw::REDISMODULE_CTX_FLAGS_CLUSTER as c_int != 0
+    Flags::of(ctx).in_cluster()
 }
 
 /// Whether a client command is running on this context (not a timer or a callback).
@@ -130,8 +124,7 @@ pub enum Writes {
 }
 
 pub fn writes(ctx: &Context) -> Writes {
-    let flags = context_flags(ctx);
-    if flags & raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int != 0 {
+    if Flags::of(ctx).replica() {
         return Writes::Replica;
     }
     if !writes_paused() {
@@ -156,20 +149,13 @@ fn writes_paused() -> bool {
 /// Whether the command runs inside `MULTI`/`EXEC`, a script or a function: one atomic
 /// step with the commands around it.
 pub fn in_multi_or_script(ctx: &Context) -> bool {
-    let atomic = raw::REDISMODULE_CTX_FLAGS_MULTI | raw::REDISMODULE_CTX_FLAGS_LUA;
-    context_flags(ctx) & atomic as c_int != 0
+    Flags::of(ctx).in_multi_or_script()
 }
 
 /// Clients may block unless they run inside MULTI, a script or a function, or a
 /// context that forbids blocking; there BLOCK behaves as a plain acquire.
 pub fn can_block(ctx: &Context) -> bool {
-    let flags = context_flags(ctx);
-    let forbidding = raw::REDISMODULE_CTX_FLAGS_MULTI
-        | raw::REDISMODULE_CTX_FLAGS_LUA
-        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
-        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
-        | raw::REDISMODULE_CTX_FLAGS_LOADING;
-    flags & forbidding as c_int == 0
+    Flags::of(ctx).can_block()
 }
 
 /// A context of the module's own, made once, for asking the server about itself where
@@ -199,9 +185,8 @@ pub fn eviction_possible() -> bool {
     let Some(detached) = DETACHED.get() else {
         return false;
     };
-    // SAFETY: a live detached context, on the main thread.
-    let flags = unsafe { api!(RedisModule_GetContextFlags)(detached.0) };
-    flags & raw::REDISMODULE_CTX_FLAGS_EVICT as c_int != 0
+    // A context no command runs on: read afresh.
+    Flags(context_flags::read(detached.0)).eviction_possible()
 }
 
 /// Whether `name` belongs to a slot this cluster primary does not serve now (never on a
@@ -212,8 +197,8 @@ pub fn eviction_possible() -> bool {
 /// observes, where a slot lost to another node (Valkey and Redis delete its keys on the
 /// old owner) must not be taken for a release.
 pub fn slot_served_elsewhere(ctx: &Context, name: &[u8]) -> bool {
-    let replica = raw::REDISMODULE_CTX_FLAGS_SLAVE as c_int;
-    in_cluster(ctx) && context_flags(ctx) & replica == 0 && !serves_key(ctx, name)
+    let flags = Flags::of(ctx);
+    flags.in_cluster() && !flags.replica() && !serves_key(ctx, name)
 }
 
 fn serves_key(ctx: &Context, name: &[u8]) -> bool {

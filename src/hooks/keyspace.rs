@@ -109,7 +109,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
 /// Whether a deleted key that clients wait for or observe went with a slot this node
 /// no longer serves. Asked only then: a `DEL` of any other key costs nothing more.
 fn slot_lost(ctx: &Context, db: i32, name: &[u8]) -> bool {
-    (blocking::waiter_count(ctx, name) > 0 || observing::count(db, name) > 0)
+    (blocking::is_queued(ctx, name) || observing::count(db, name) > 0)
         && slot_served_elsewhere(ctx, name)
 }
 
@@ -124,8 +124,7 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
-    blocking::note_changed(db, name);
-    blocking::note_unlinked_holder_leases(db, name);
+    blocking::note_unlinked(db, name);
 }
 
 /// A fence mark is being unlinked; only its eviction or expiry (announced next) matters.

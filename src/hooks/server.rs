@@ -57,9 +57,8 @@ pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
     observing::note_all_changed();
     if let Some((first, second)) = data.swapped {
         sessions::swapped(first, second);
-        blocking::holder_leases_swapped(ctx, first, second);
     }
-    blocking::settle_all_queues(ctx);
+    blocking::databases_swapped(ctx, data.swapped);
 }
 
 /// An AOF rewrite forked its child, after the AOF that follows the rewrite was opened:
@@ -77,8 +76,7 @@ pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
 pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
-        blocking::settle_changed(ctx);
-        blocking::stop_unlinked_holder_leases(ctx);
+        blocking::before_sleep(ctx);
         // Last: the changes of this turn, handoffs included, are all made.
         observing::answer_changed(ctx);
     }

@@ -70,6 +70,13 @@ pub fn index_loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
 
 /// Redis unlinked the lock `name` in `db`: its sessions no longer hold it.
 pub fn unlinked(db: i32, name: &[u8], lock: LockRef) {
+    // Every release of a plain lock comes here: a holding of no session has nothing to
+    // forget, and is told apart without gathering the sessions.
+    if let LockRef::Exclusive(holding) | LockRef::Quarantined(holding) = lock {
+        if holding.session().is_none() {
+            return;
+        }
+    }
     let sessions = sessions_of(lock);
     if sessions.is_empty() {
         return;
