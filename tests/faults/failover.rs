@@ -51,10 +51,9 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
         guarded_counter: true,
         ..LoadSpec::with_shared_holders("failover:")
     };
-    // Two rounds even in a quick run: one round left no guarded write unconfirmed now
-    // and then on a busy machine (the assertion below), with a share of the load taking
-    // several keys at once.
-    let rounds = pick(2, 4);
+    // Two rounds even in a quick run, and more (up to 8) until the failovers have put
+    // a guarded write at risk and lost a grant (the assertions below): on a busy
+    // machine a round's 300 ms can pass with no guarded write in flight.
     let phase = seconds(3, 10);
     let mut primary = Server::start();
     let target = Arc::new(Target::new(primary.port));
@@ -62,7 +61,12 @@ fn kill_9_of_the_primary_and_promotion_of_its_replica() {
     replica.replicate_from(&primary);
     let load = Load::start(spec.clone(), target.clone());
     let mut missed = 0;
-    for round in 0..rounds {
+    let mut rounds = 0;
+    while rounds < pick(2, 4)
+        || (rounds < 8 && (missed == 0 || load.guarded.count(Written::Unconfirmed) == 0))
+    {
+        let round = rounds;
+        rounds += 1;
         thread::sleep(phase);
         kill_primary_and_promote(&mut primary, &replica, &[], || {});
         target.move_to(replica.port);
