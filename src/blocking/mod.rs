@@ -159,16 +159,33 @@ pub fn waiter_counts(ctx: &Context, name: &[u8]) -> (usize, usize) {
 /// `BLOCK` if `blocks`: one that did not join a queue (granted at once, refused, or
 /// answered nil where it may not block) is a wait of 0 µs, so that every acquire with
 /// `BLOCK` is one wait in the distribution, as its client measures it.
+/// A wait that joins a queue begins when its command began (`WAIT_BEGAN`), as near as
+/// the module sees to when its client sent it.
 pub fn counting_wait<T>(blocks: bool, acquire: impl FnOnce() -> T) -> T {
     if !blocks {
         return acquire();
     }
+    WAIT_BEGAN.with(|began| began.set(server_clock::now_micros()));
     let before = with_registry(|r| r.next_ticket());
     let answered = acquire();
+    WAIT_BEGAN.with(|began| began.set(0));
     if with_registry(|r| r.next_ticket()) == before {
         durations::wait_ended(0);
     }
     answered
+}
+
+thread_local! {
+    /// When the running acquire with `BLOCK` began (server µs), 0 outside one.
+    static WAIT_BEGAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// When a wait joining a queue now began: its command's start, if known.
+fn wait_began() -> u64 {
+    match WAIT_BEGAN.with(std::cell::Cell::get) {
+        0 => server_clock::now_micros(),
+        began => began,
+    }
 }
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
@@ -236,7 +253,7 @@ pub fn enqueue_all(
         wanted,
         timeout_timer: None,
         blocked_on: None,
-        since_us: server_clock::now_micros(),
+        since_us: wait_began(),
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
@@ -369,7 +386,9 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
-    wait_over(ctx, &waiter);
+    // One clock read for the wait's end and the grant's fence.
+    let now_us = server_clock::now_micros();
+    wait_over_at(ctx, &waiter, now_us);
     let wanted = waiter.wanted;
     let Wanted {
         ttl_ms,
@@ -384,7 +403,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let token = token
         .or_else(|| generated.map(|generated| generated.hex().to_vec()))
         .unwrap_or_default();
-    let issued = node_fence::with_clock(|clock| lock::issue(clock, server_clock::now_micros()));
+    let issued = node_fence::with_clock(|clock| lock::issue(clock, now_us));
     let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
@@ -565,8 +584,13 @@ pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
 /// disconnected): its `BLOCK` timer stops and its length is recorded. Every `Taken`
 /// passes here once.
 fn wait_over(ctx: &Context, waiter: &Waiter) {
+    wait_over_at(ctx, waiter, server_clock::now_micros());
+}
+
+/// As `wait_over`, at `now_us` (a grant's own clock read, which its fence is made of).
+fn wait_over_at(ctx: &Context, waiter: &Waiter, now_us: u64) {
     block_timeouts::disarm(ctx, waiter.timeout_timer);
-    durations::wait_ended(server_clock::now_micros().saturating_sub(waiter.since_us));
+    durations::wait_ended(now_us.saturating_sub(waiter.since_us));
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
