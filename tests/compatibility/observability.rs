@@ -56,7 +56,11 @@ fn a_replica_lists_the_locks_it_received_and_counts_their_ends() {
     assert_eq!(listed, ["lock:r", "lock:s"]);
     assert_eq!(int(&mut p, &["LOCK.RELEASE", "lock:r", &token]), 1);
     wait_replicated(&mut p);
-    assert_eq!(holds(&mut r), 1, "the release reached the replica as its end");
+    assert_eq!(
+        holds(&mut r),
+        1,
+        "the release reached the replica as its end"
+    );
     let listed: Vec<String> = top_keys(&mut r, &[]).into_iter().map(|e| e.0).collect();
     assert_eq!(listed, ["lock:s"]);
 }
