@@ -98,7 +98,15 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         && matches!(event, "expired" | "evicted" | "del")
         && !moved
     {
-        unlinked::each_held(durations::hold_ended);
+        let now_us = server_clock::now_micros();
+        unlinked::each_held(|fence, end_us| {
+            let end_us = if end_us == 0 {
+                now_us
+            } else {
+                end_us.min(now_us)
+            };
+            durations::holding_ended_now(fence, end_us);
+        });
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
@@ -141,25 +149,21 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     blocking::note_unlinked_holder_leases(db, name);
 }
 
-/// How long each holding of an unlinked lock lasted, kept with the note until Redis
-/// says why it went (`on_event`). A lease with a lock-delay that ran out ended at its
-/// lease end; a done record (also quarantined) has no holding left.
+/// The holdings of an unlinked lock, kept with the note until Redis says why it went
+/// (`on_event`): their fences, and the end of a lease with a lock-delay that ran out
+/// (a done record, also quarantined, has no holding left).
 fn note_held(lock: LockRef) {
-    let now_us = server_clock::now_micros();
     match lock {
-        LockRef::Exclusive(held) => {
-            unlinked::note_held([durations::held_for_us(held.fence(), now_us)])
+        LockRef::Exclusive(held) => unlinked::note_held([(held.fence(), 0)]),
+        LockRef::Shared(set) => {
+            unlinked::note_held(set.all().map(|holder| (holder.holding().fence(), 0)));
         }
-        LockRef::Shared(set) => unlinked::note_held(
-            set.all()
-                .map(|holder| durations::held_for_us(holder.holding().fence(), now_us)),
-        ),
         LockRef::Quarantined(held) if held.lock_delay_ms() > 0 => {
             let end_us = held
                 .lease_end_ms()
                 .and_then(|end| u64::try_from(end).ok())
-                .map_or(now_us, |end| end.saturating_mul(1000).min(now_us));
-            unlinked::note_held([durations::held_for_us(held.fence(), end_us)]);
+                .map_or(0, |end| end.saturating_mul(1000));
+            unlinked::note_held([(held.fence(), end_us)]);
         }
         LockRef::Quarantined(_) => {}
     }

@@ -16,7 +16,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::selected_db;
 
 /// Boxed slices: 16 bytes a slot, not a `Vec`'s 24.
-type Names = HashSet<Box<[u8]>>;
+type Names = HashSet<Box<[u8]>, foldhash::fast::RandomState>;
 
 thread_local! {
     static HELD: RefCell<HashMap<i32, Names>> = RefCell::new(HashMap::new());
@@ -29,10 +29,8 @@ fn with<T>(f: impl FnOnce(&mut HashMap<i32, Names>) -> T) -> T {
 /// A holding was written under `name` in `db`.
 pub fn note(db: i32, name: &[u8]) {
     with(|held| {
-        let names = held.entry(db).or_default();
-        if !names.contains(name) {
-            names.insert(name.into());
-        }
+        // One hash: a name already there (one more shared holder) costs a copy.
+        held.entry(db).or_default().insert(name.into());
     });
 }
 

@@ -28,9 +28,10 @@ struct Unlinked {
     db: i32,
     name: Vec<u8>,
     gone: Gone,
-    /// How long each of a lock's holdings had lasted (µs) when it was unlinked, for
-    /// the hold distribution once Redis says the key expired or was deleted.
-    held_us: Vec<u64>,
+    /// Each of a lock's holdings when it was unlinked, as (fence, end µs or 0 for "at
+    /// the announcement"), for the hold distribution once Redis says the key expired or
+    /// was deleted: no clock is read for the deletions the module makes itself.
+    held: Vec<(u64, u64)>,
 }
 
 thread_local! {
@@ -40,7 +41,7 @@ thread_local! {
             db: 0,
             name: Vec::new(),
             gone: Gone::Lock { holders: 0 },
-            held_us: Vec::new(),
+            held: Vec::new(),
         })
     };
 }
@@ -54,18 +55,23 @@ pub fn note(db: i32, name: &[u8], gone: Gone) {
         last.gone = gone;
         last.name.clear();
         last.name.extend_from_slice(name);
-        last.held_us.clear();
+        last.held.clear();
     });
 }
 
-/// With `note` of a lock: how long each of its holdings had lasted.
-pub fn note_held(held_us: impl IntoIterator<Item = u64>) {
-    LAST_UNLINKED.with(|last| last.borrow_mut().held_us.extend(held_us));
+/// With `note` of a lock: its holdings, as (fence, end µs, 0 for "when announced").
+pub fn note_held(held: impl IntoIterator<Item = (u64, u64)>) {
+    LAST_UNLINKED.with(|last| last.borrow_mut().held.extend(held));
 }
 
-/// Each holding's length noted with the lock last taken (`take`).
-pub fn each_held(mut f: impl FnMut(u64)) {
-    LAST_UNLINKED.with(|last| last.borrow().held_us.iter().for_each(|us| f(*us)));
+/// Each holding noted with the lock last taken (`take`).
+pub fn each_held(mut f: impl FnMut(u64, u64)) {
+    LAST_UNLINKED.with(|last| {
+        last.borrow()
+            .held
+            .iter()
+            .for_each(|&(fence, end)| f(fence, end))
+    });
 }
 
 /// The command (or cycle) that unlinked it is over, or the deletion was our own.
