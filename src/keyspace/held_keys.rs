@@ -8,8 +8,9 @@
 //! only what holds or is waited for.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
+use fencelock_core::capacity::trim;
 use redis_module::{Context, RedisString};
 
 use crate::ffi::lock_key::LockKey;
@@ -18,11 +19,33 @@ use crate::ffi::server::selected_db;
 /// Boxed slices: 16 bytes a slot, not a `Vec`'s 24.
 type Names = HashSet<Box<[u8]>, foldhash::fast::RandomState>;
 
-thread_local! {
-    static HELD: RefCell<HashMap<i32, Names>> = RefCell::new(HashMap::new());
+/// The names of each database, by its number (an empty set allocates nothing).
+#[derive(Default)]
+struct Held(Vec<Names>);
+
+impl Held {
+    fn db(&mut self, db: i32) -> Option<&mut Names> {
+        self.0.get_mut(usize::try_from(db).ok()?)
+    }
+
+    fn db_or_new(&mut self, db: i32) -> Option<&mut Names> {
+        let at = usize::try_from(db).ok()?;
+        if self.0.len() <= at {
+            self.0.resize_with(at + 1, Names::default);
+        }
+        self.0.get_mut(at)
+    }
+
+    fn take(&mut self, db: i32) -> Names {
+        self.db(db).map(std::mem::take).unwrap_or_default()
+    }
 }
 
-fn with<T>(f: impl FnOnce(&mut HashMap<i32, Names>) -> T) -> T {
+thread_local! {
+    static HELD: RefCell<Held> = RefCell::new(Held::default());
+}
+
+fn with<T>(f: impl FnOnce(&mut Held) -> T) -> T {
     HELD.with(|held| f(&mut held.borrow_mut()))
 }
 
@@ -30,7 +53,9 @@ fn with<T>(f: impl FnOnce(&mut HashMap<i32, Names>) -> T) -> T {
 pub fn note(db: i32, name: &[u8]) {
     with(|held| {
         // One hash: a name already there (one more shared holder) costs a copy.
-        held.entry(db).or_default().insert(name.into());
+        if let Some(names) = held.db_or_new(db) {
+            names.insert(name.into());
+        }
     });
 }
 
@@ -53,10 +78,11 @@ pub fn note_loaded(loaded: &[(i32, Vec<u8>)]) {
 /// Redis unlinked the lock key `name` of `db`.
 pub fn forget(db: i32, name: &[u8]) {
     with(|held| {
-        if let Some(names) = held.get_mut(&db) {
-            names.remove(name);
-            if names.is_empty() {
-                held.remove(&db);
+        if let Some(names) = held.db(db) {
+            // A set that emptied gives its room back, without a table made and freed
+            // on every cycle of one lock.
+            if names.remove(name) {
+                trim(names);
             }
         }
     });
@@ -65,23 +91,21 @@ pub fn forget(db: i32, name: &[u8]) {
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`).
 pub fn flushed(db: Option<i32>) {
     with(|held| match db {
-        Some(db) => {
-            held.remove(&db);
-        }
-        None => held.clear(),
+        Some(db) => drop(held.take(db)),
+        None => held.0.clear(),
     });
 }
 
 /// `SWAPDB first second`.
 pub fn swapped(first: i32, second: i32) {
     with(|held| {
-        let a = held.remove(&first);
-        let b = held.remove(&second);
-        if let Some(a) = a {
-            held.insert(second, a);
+        let a = held.take(first);
+        let b = held.take(second);
+        if let Some(names) = held.db_or_new(second) {
+            *names = a;
         }
-        if let Some(b) = b {
-            held.insert(first, b);
+        if let Some(names) = held.db_or_new(first) {
+            *names = b;
         }
     });
 }
@@ -89,7 +113,7 @@ pub fn swapped(first: i32, second: i32) {
 /// The names noted in `db` (a copy: opening a key may unlink it, which forgets it).
 pub fn names(db: i32) -> Vec<Vec<u8>> {
     with(|held| {
-        held.get(&db)
+        held.db(db)
             .map(|names| names.iter().map(|name| name.to_vec()).collect())
             .unwrap_or_default()
     })
