@@ -342,9 +342,7 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
-        if let Some(LockRef::Exclusive(held)) = key.lock()? {
-            durations::holding_ended_now(held.fence(), server_clock::now_micros());
-        }
+        // Its holding's end is recorded with the key's deletion (`follow_latest_lease`).
         follow_latest_lease(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
@@ -363,7 +361,6 @@ pub fn remove_holder(
     let removed = match key.lock()? {
         Some(LockRef::Shared(_)) => remove_shared(ctx, key, token)?,
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
-            durations::holding_ended_now(held.fence(), server_clock::now_micros());
             follow_latest_lease(ctx, key)?;
             true
         }
@@ -420,7 +417,9 @@ fn follow_latest_lease(ctx: &Context, key: &LockKey) -> Result<(), CommandError>
         Some(latest) => key.set_deadline(latest),
         None => {
             let deleted = key.delete();
-            unlinked::forget();
+            // What the key still held (an exclusive holding; a shared set's holders
+            // were taken out, and counted, before) ends here.
+            unlinked::deleted_by_us();
             deleted
         }
     };

@@ -11,6 +11,9 @@
 
 use std::cell::RefCell;
 
+use crate::durations;
+use crate::ffi::server_clock;
+
 /// What the unlinked key was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gone {
@@ -62,6 +65,25 @@ pub fn note(db: i32, name: &[u8], gone: Gone) {
 /// With `note` of a lock: its holdings, as (fence, end µs, 0 for "when announced").
 pub fn note_held(held: impl IntoIterator<Item = (u64, u64)>) {
     LAST_UNLINKED.with(|last| last.borrow_mut().held.extend(held));
+}
+
+/// The module deleted the key itself (a release, the last holder leaving): the
+/// holdings noted at its unlink ended now, and the note is used up.
+pub fn deleted_by_us() {
+    let now_us = server_clock::now_micros();
+    LAST_UNLINKED.with(|last| {
+        let mut last = last.borrow_mut();
+        for &(fence, end_us) in &last.held {
+            let end_us = if end_us == 0 {
+                now_us
+            } else {
+                end_us.min(now_us)
+            };
+            durations::holding_ended_now(fence, end_us);
+        }
+        last.held.clear();
+        last.noted = false;
+    });
 }
 
 /// Each holding noted with the lock last taken (`take`).
