@@ -18,7 +18,7 @@
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
 //! A file uses what sits below it in this order, never above: `core` →
-//! `stats`/`node_fence`/`fault` → `ffi` → `observing` → `config`/`keyspace` → `blocking` →
+//! `stats`/`durations`/`node_fence`/`fault` → `ffi` → `observing` → `config`/`keyspace` → `blocking` →
 //! `commands`/`hooks` → this file.
 
 // The compiler holds the boundary: `unsafe` only in `ffi`.
@@ -33,6 +33,7 @@ pub mod ffi;
 pub mod blocking;
 pub mod commands;
 pub mod config;
+pub mod durations;
 pub mod fault;
 pub mod hooks;
 pub mod keyspace;
@@ -45,7 +46,7 @@ use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
     acquire, acquire_all, apply, clock, close, done, drop, fence, fenced, guard, held, info,
-    keepalive, mark, observe, once, proclaim, record, refresh, release,
+    keepalive, mark, observe, once, proclaim, record, refresh, release, top,
 };
 use crate::config::{Setting, Switch};
 use crate::ffi::command_table::CommandSpec;
@@ -57,7 +58,7 @@ use crate::ffi::mark_type::MARK_TYPE;
 /// spec, ACL categories, docs) sits beside its handler in `commands/<command>.rs`. The
 /// key is argument 1 (first = last = 1, step 1), which also routes it in a cluster,
 /// unless the row says otherwise.
-const COMMANDS: [CommandSpec; 20] = [
+const COMMANDS: [CommandSpec; 21] = [
     acquire::SPEC,
     acquire_all::SPEC,
     once::SPEC,
@@ -68,6 +69,7 @@ const COMMANDS: [CommandSpec; 20] = [
     observe::SPEC,
     fence::SPEC,
     info::SPEC,
+    top::SPEC,
     apply::SPEC,
     record::SPEC,
     drop::SPEC,
@@ -174,6 +176,7 @@ fn keyspace_classes(ctx: &Context) -> NotifyEvent {
 
 /// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    durations::init();
     let loaded = ffi::api::check(ctx)
         && config::register(ctx, args, &CONFIGS, &SWITCHES)
         && {

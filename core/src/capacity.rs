@@ -44,7 +44,7 @@ macro_rules! std_table {
 }
 
 std_table!([K: Eq + Hash, V] HashMap<K, V>);
-std_table!([T: Eq + Hash] HashSet<T>);
+std_table!([T: Eq + Hash, S: std::hash::BuildHasher] HashSet<T, S>);
 std_table!([T] VecDeque<T>);
 
 /// Shrinks `table` if it is sparse.

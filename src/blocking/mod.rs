@@ -47,6 +47,7 @@ use fencelock_core::wait_registry::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
+use crate::durations;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
@@ -82,6 +83,9 @@ struct Waiter {
     /// last turn: every key before it was the wait's to take then, so the next turn
     /// looks from there on (`multi_key_turn::take_turn`).
     blocked_on: Option<usize>,
+    /// When it began, on the fence clock's time base (server µs): its length is
+    /// recorded when it ends (`wait_over`), and `LOCK.TOP` shows the longest.
+    since_us: u64,
 }
 
 impl wait_registry::Waiter for Waiter {
@@ -123,6 +127,39 @@ pub fn waiter_counts(ctx: &Context, name: &[u8]) -> (usize, usize) {
     })
 }
 
+/// Runs an acquire (`LOCK.ACQUIRE`, `LOCK.ACQUIREALL`, `LOCK.ONCE`) that asked to
+/// `BLOCK` if `blocks`: one that did not join a queue (granted at once, refused, or
+/// answered nil where it may not block) is a wait of 0 µs, so that every acquire with
+/// `BLOCK` is one wait in the distribution, as its client measures it.
+/// A wait that joins a queue begins when its command began (`WAIT_BEGAN`), as near as
+/// the module sees to when its client sent it.
+pub fn counting_wait<T>(blocks: bool, acquire: impl FnOnce() -> T) -> T {
+    if !blocks {
+        return acquire();
+    }
+    WAIT_BEGAN.with(|began| began.set(server_clock::now_micros()));
+    let before = with_registry(|r| r.next_ticket());
+    let answered = acquire();
+    WAIT_BEGAN.with(|began| began.set(0));
+    if with_registry(|r| r.next_ticket()) == before {
+        durations::wait_ended(0);
+    }
+    answered
+}
+
+thread_local! {
+    /// When the running acquire with `BLOCK` began (server µs), 0 outside one.
+    static WAIT_BEGAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// When a wait joining a queue now began: its command's start, if known.
+fn wait_began() -> u64 {
+    match WAIT_BEGAN.with(std::cell::Cell::get) {
+        0 => server_clock::now_micros(),
+        began => began,
+    }
+}
+
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
     with_registry(|r| !r.is_empty())
@@ -141,6 +178,26 @@ pub fn waited_keys() -> Vec<(i32, Vec<u8>)> {
         return Vec::new();
     }
     with_registry(|r| r.keys_where(|_| true))
+}
+
+/// The keys of database `db` somebody waits for: each name, how many wait, and when
+/// the first of them began (server µs). For `LOCK.TOP`: as many entries as keys
+/// waited for, never a walk of the keyspace.
+pub fn queued_keys(db: i32) -> Vec<(Vec<u8>, usize, u64)> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    with_registry(|r| {
+        r.keys()
+            .into_iter()
+            .filter(|(key_db, _)| *key_db == db)
+            .filter_map(|id| {
+                let since_us = r.head(&id)?.waiter.since_us;
+                let waiting = r.count(&id);
+                Some((id.1, waiting, since_us))
+            })
+            .collect()
+    })
 }
 
 /// Clients waiting across all keys.
@@ -174,6 +231,7 @@ fn enqueue_all(
         wanted,
         timeout_timer: None,
         blocked_on: None,
+        since_us: wait_began(),
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
@@ -306,7 +364,9 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    // One clock read for the wait's end and the grant's fence.
+    let now_us = server_clock::now_micros();
+    wait_over_at(ctx, &waiter, now_us);
     let wanted = waiter.wanted;
     let Wanted {
         ttl_ms,
@@ -321,7 +381,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let token = token
         .or_else(|| generated.map(|generated| generated.hex().to_vec()))
         .unwrap_or_default();
-    let issued = node_fence::with_clock(|clock| lock::issue(clock, server_clock::now_micros()));
+    let issued = node_fence::with_clock(|clock| lock::issue(clock, now_us));
     let lock::Acquire::Granted { fence } = issued else {
         // No fence left to issue: answer nil rather than leave the waiter blocked.
         blocked::unblock::<LockWaiting>(client, None);
@@ -380,7 +440,7 @@ fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     let refusal = CommandError::WrongMode(held).message_for_key(name.as_slice());
     blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
 }
@@ -399,7 +459,7 @@ pub(super) fn answer_same_token(
 ) {
     let name = key.name();
     for Taken { client, waiter, .. } in with_registry(|r| r.take_same_token(id, token)) {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        wait_over(ctx, &waiter);
         let refusal = if waiter.wanted.mode != mode {
             Some(CommandError::WrongMode(mode))
         } else if waiter.wanted.session.as_deref() != session {
@@ -474,7 +534,7 @@ fn has_waiters(id: &KeyId) -> bool {
 pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
     for taken in with_registry(|r| r.remove_key(&id)) {
-        block_timeouts::disarm(ctx, taken.waiter.timeout_timer);
+        wait_over(ctx, &taken.waiter);
         blocked::unblock::<LockWaiting>(taken.client, Some(Delivery::Moved));
         // A wait for several keys also left the queues of its other keys.
         left_queues(ctx, taken.keys.into_iter().filter(|other| *other != id));
@@ -509,12 +569,25 @@ pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
         waiter,
     } in taken
     {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        wait_over(ctx, &waiter);
         blocked::unblock::<LockWaiting>(client, None);
         left_queues(ctx, keys);
     }
     stop_abandoned_checks(ctx);
     count
+}
+
+/// A wait left the queues, whichever way (granted, refused, timed out, moved, closed,
+/// disconnected): its `BLOCK` timer stops and its length is recorded. Every `Taken`
+/// passes here once.
+fn wait_over(ctx: &Context, waiter: &Waiter) {
+    wait_over_at(ctx, waiter, server_clock::now_micros());
+}
+
+/// As `wait_over`, at `now_us` (a grant's own clock read, which its fence is made of).
+fn wait_over_at(ctx: &Context, waiter: &Waiter, now_us: u64) {
+    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    durations::wait_ended(now_us.saturating_sub(waiter.since_us));
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
@@ -523,7 +596,7 @@ fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
     let Some(Taken { keys, waiter, .. }) = with_registry(|r| r.take(client, None)) else {
         return false;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     stop_abandoned_checks(ctx);
     left_queues(ctx, keys);
     true

@@ -43,7 +43,9 @@ impl Command for AcquireAll {
         let limits = config::limits();
         let (keys, asked) = parse(args, &limits)?;
         fault::inject("command", asked.token.as_deref());
-        acquire_all(ctx, keys, &asked, &limits)
+        blocking::counting_wait(asked.block_ms.is_some(), || {
+            acquire_all(ctx, keys, &asked, &limits)
+        })
     }
 }
 

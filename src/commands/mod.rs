@@ -25,3 +25,4 @@ pub mod record;
 pub mod refresh;
 pub mod release;
 pub mod support;
+pub mod top;

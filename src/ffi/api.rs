@@ -16,6 +16,7 @@ macro_rules! required {
 /// The first required function this server lacks, if any.
 fn first_missing() -> Option<&'static str> {
     let present = required![
+        RedisModule_ACLCheckKeyPermissions,
         RedisModule_BlockClient,
         RedisModule_Call,
         RedisModule_CallReplyType,
@@ -50,6 +51,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_GetKeyNameFromOptCtx,
         RedisModule_GetSelectedDb,
         RedisModule_GetServerInfo,
+        RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldLongLong,
         RedisModule_InfoAddSection,
         RedisModule_GetTimerInfo,

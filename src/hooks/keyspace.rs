@@ -11,10 +11,12 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
+use crate::durations;
 use crate::ffi::server::{selected_db, slot_served_elsewhere};
+use crate::ffi::server_clock;
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
-use crate::keyspace::{effects, lock_events, sessions};
+use crate::keyspace::{effects, held_keys, lock_events, sessions};
 use crate::observing;
 use crate::stats;
 
@@ -78,6 +80,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     // A lock that arrives under this name brings its sessions' holdings with it.
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
+        held_keys::note_if_lock(ctx, name);
     }
     // The key left for another node (`MIGRATE`, Redis 8.4+ trimming a slot it gave
     // away, or the keys of a slot this node lost, which Valkey and Redis delete as
@@ -88,6 +91,22 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         || (event == "del" && slot_lost(ctx, db, name));
     if moved {
         observing::key_moved(ctx, db, name);
+    }
+    // Its holdings ended here (a lock moved to another node goes on being held there;
+    // renamed or moved to another database, here under another name).
+    if matches!(gone, Some(Gone::Lock { .. }))
+        && matches!(event, "expired" | "evicted" | "del")
+        && !moved
+    {
+        let now_us = server_clock::now_micros();
+        unlinked::each_held(|fence, end_us| {
+            let end_us = if end_us == 0 {
+                now_us
+            } else {
+                end_us.min(now_us)
+            };
+            durations::holding_ended_now(fence, end_us);
+        });
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
@@ -124,7 +143,29 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
+    note_held(lock);
+    held_keys::forget(db, name);
     blocking::note_unlinked(db, name);
+}
+
+/// The holdings of an unlinked lock, kept with the note until Redis says why it went
+/// (`on_event`): their fences, and the end of a lease with a lock-delay that ran out
+/// (a done record, also quarantined, has no holding left).
+fn note_held(lock: LockRef) {
+    match lock {
+        LockRef::Exclusive(held) => unlinked::note_held([(held.fence(), 0)]),
+        LockRef::Shared(set) => {
+            unlinked::note_held(set.all().map(|holder| (holder.holding().fence(), 0)));
+        }
+        LockRef::Quarantined(held) if held.lock_delay_ms() > 0 => {
+            let end_us = held
+                .lease_end_ms()
+                .and_then(|end| u64::try_from(end).ok())
+                .map_or(0, |end| end.saturating_mul(1000));
+            unlinked::note_held([(held.fence(), end_us)]);
+        }
+        LockRef::Quarantined(_) => {}
+    }
 }
 
 /// A fence mark is being unlinked; only its eviction or expiry (announced next) matters.

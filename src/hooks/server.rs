@@ -8,19 +8,23 @@
 use redis_module::Context;
 
 use crate::blocking;
+use crate::durations;
 use crate::ffi::data_type;
 use crate::ffi::events::{
     EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
 };
 use crate::ffi::node_state_form;
 use crate::ffi::server;
-use crate::keyspace::{propagation, sessions, unlinked};
+use crate::hooks::filter;
+use crate::keyspace::{held_keys, propagation, sessions, unlinked};
 use crate::observing;
+use crate::stats;
 
 pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {
         observing::note_all_changed();
         sessions::flushed(data.flushed);
+        held_keys::flushed(data.flushed);
         blocking::settle_all_queues(ctx);
     }
 }
@@ -34,11 +38,15 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
+            held_keys::note_loaded(&data_type::take_loaded_any());
             let loaded = data_type::take_loaded();
             sessions::index_loaded(ctx, &loaded);
             blocking::follow_loaded(ctx, loaded);
         }
-        LOADING_FAILED => drop(data_type::take_loaded()),
+        LOADING_FAILED => {
+            drop(data_type::take_loaded());
+            drop(data_type::take_loaded_any());
+        }
         _ => data_type::loading_started(),
     }
 }
@@ -57,6 +65,7 @@ pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
     observing::note_all_changed();
     if let Some((first, second)) = data.swapped {
         sessions::swapped(first, second);
+        held_keys::swapped(first, second);
     }
     blocking::databases_swapped(ctx, data.swapped);
 }
@@ -76,6 +85,10 @@ pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
 pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
+        if filter::take_resetstat() && server::stats_just_reset(ctx) {
+            stats::reset_counters();
+            durations::reset();
+        }
         blocking::before_sleep(ctx);
         // Last: the changes of this turn, handoffs included, are all made.
         observing::answer_changed(ctx);

@@ -17,12 +17,14 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
-use super::{lock_events, propagation, sessions, unlinked};
+use super::{held_keys, lock_events, propagation, sessions, unlinked};
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::mark_key::MarkKey;
 use crate::ffi::node_state_form;
 use crate::ffi::replicate;
 use crate::ffi::server::selected_db;
+use crate::ffi::server_clock;
 use crate::node_fence;
 use crate::observing;
 use crate::stats;
@@ -155,6 +157,10 @@ fn put_holder(
             }
         },
     };
+    if stored {
+        // After the store: replacing a value unlinks the old one, which forgets the name.
+        held_keys::note(selected_db(ctx), key.name().as_slice());
+    }
     stored.then_some(()).ok_or(CommandError::WriteFailed)
 }
 
@@ -336,6 +342,7 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
+        // Its holding's end is recorded with the key's deletion (`follow_latest_lease`).
         follow_latest_lease(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
@@ -368,6 +375,7 @@ fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool,
     let Some(removed) = key.shared_mut().and_then(|set| set.remove(token)) else {
         return Ok(false);
     };
+    durations::holding_ended_now(removed.holding().fence(), server_clock::now_micros());
     forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
     follow_latest_lease(ctx, key)?;
     Ok(true)
@@ -409,7 +417,9 @@ fn follow_latest_lease(ctx: &Context, key: &LockKey) -> Result<(), CommandError>
         Some(latest) => key.set_deadline(latest),
         None => {
             let deleted = key.delete();
-            unlinked::forget();
+            // What the key still held (an exclusive holding; a shared set's holders
+            // were taken out, and counted, before) ends here.
+            unlinked::deleted_by_us();
             deleted
         }
     };
@@ -431,6 +441,11 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     follow_latest_lease(ctx, key)?;
     let name = key.name();
     for holder in &ended {
+        // It ended with its lease, which may be a moment before this write noticed.
+        let ended_us = u64::try_from(holder.deadline_ms().min(now_ms))
+            .unwrap_or(0)
+            .saturating_mul(1000);
+        durations::holding_ended_now(holder.holding().fence(), ended_us);
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
         lock_events::notify(ctx, lock_events::EXPIRED, name);

@@ -12,11 +12,13 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::LockValue;
 use redis_module::Context;
 
-use super::{lock_events as events, propagation, sessions};
+use super::{held_keys, lock_events as events, propagation, sessions};
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::once_type::record_args;
 use crate::ffi::replicate;
 use crate::ffi::server::selected_db;
+use crate::ffi::server_clock;
 use crate::observing;
 use crate::stats;
 
@@ -52,6 +54,7 @@ pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<(), Command
         return Err(CommandError::WriteFailed);
     }
     let name = key.name();
+    held_keys::note(selected_db(ctx), name.as_slice());
     if let Some(session) = new.session {
         sessions::note(selected_db(ctx), name.as_slice(), session);
     }
@@ -72,6 +75,8 @@ pub fn store_done(
     until_ms: i64,
 ) -> Result<u64, CommandError> {
     let running = key.once().ok_or(CommandError::WriteFailed)?;
+    // The run's holding ends here: what follows is a record, not a holder.
+    let run_fence = running.fence();
     let session = running
         .running_holding()
         .and_then(Holding::session)
@@ -94,6 +99,7 @@ pub fn store_done(
         // The session no longer holds the key: its run is over.
         sessions::forget(&session, &(selected_db(ctx), name.as_slice().into()));
     }
+    durations::holding_ended_now(run_fence, server_clock::now_micros());
     propagate(ctx, &args);
     events::notify(ctx, events::DONE, name);
     stats::ONCE_DONE.bump();
@@ -125,6 +131,7 @@ pub fn apply_record(
     if !stored {
         return Err(CommandError::WriteFailed);
     }
+    held_keys::note(selected_db(ctx), key.name().as_slice());
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }

@@ -11,6 +11,9 @@
 
 use std::cell::RefCell;
 
+use crate::durations;
+use crate::ffi::server_clock;
+
 /// What the unlinked key was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gone {
@@ -21,13 +24,17 @@ pub enum Gone {
     Mark { fence: u64 },
 }
 
-/// The key most recently unlinked, as (db, name), and what it was. The buffer is
+/// The key most recently unlinked, as (db, name), and what it was. The buffers are
 /// reused so that noting a deletion does not allocate on every release.
 struct Unlinked {
     noted: bool,
     db: i32,
     name: Vec<u8>,
     gone: Gone,
+    /// Each of a lock's holdings when it was unlinked, as (fence, end µs or 0 for "at
+    /// the announcement"), for the hold distribution once Redis says the key expired or
+    /// was deleted: no clock is read for the deletions the module makes itself.
+    held: Vec<(u64, u64)>,
 }
 
 thread_local! {
@@ -37,6 +44,7 @@ thread_local! {
             db: 0,
             name: Vec::new(),
             gone: Gone::Lock { holders: 0 },
+            held: Vec::new(),
         })
     };
 }
@@ -50,6 +58,41 @@ pub fn note(db: i32, name: &[u8], gone: Gone) {
         last.gone = gone;
         last.name.clear();
         last.name.extend_from_slice(name);
+        last.held.clear();
+    });
+}
+
+/// With `note` of a lock: its holdings, as (fence, end µs, 0 for "when announced").
+pub fn note_held(held: impl IntoIterator<Item = (u64, u64)>) {
+    LAST_UNLINKED.with(|last| last.borrow_mut().held.extend(held));
+}
+
+/// The module deleted the key itself (a release, the last holder leaving): the
+/// holdings noted at its unlink ended now, and the note is used up.
+pub fn deleted_by_us() {
+    let now_us = server_clock::now_micros();
+    LAST_UNLINKED.with(|last| {
+        let mut last = last.borrow_mut();
+        for &(fence, end_us) in &last.held {
+            let end_us = if end_us == 0 {
+                now_us
+            } else {
+                end_us.min(now_us)
+            };
+            durations::holding_ended_now(fence, end_us);
+        }
+        last.held.clear();
+        last.noted = false;
+    });
+}
+
+/// Each holding noted with the lock last taken (`take`).
+pub fn each_held(mut f: impl FnMut(u64, u64)) {
+    LAST_UNLINKED.with(|last| {
+        last.borrow()
+            .held
+            .iter()
+            .for_each(|&(fence, end)| f(fence, end))
     });
 }
 

@@ -16,9 +16,10 @@ const REPLICATION_FORMS: [&str; 4] = ["lock.apply", "lock.drop", "lock.mark", "l
 /// Writes that run another command: not `@fast`, whatever that command costs.
 const RUNNING_COMMANDS: [&str; 2] = ["lock.guard", "lock.fenced"];
 const READ_COMMANDS: [&str; 2] = ["lock.fence", "lock.info"];
-/// The session commands: O(holdings), so not `@fast`.
+/// The session commands: O(holdings), so not `@fast`; and `LOCK.TOP`, O(keys held or
+/// waited for), keyless like them.
 const SESSION_WRITES: [&str; 2] = ["lock.keepalive", "lock.close"];
-const SESSION_READS: [&str; 1] = ["lock.held"];
+const SESSION_READS: [&str; 2] = ["lock.held", "lock.top"];
 /// May wait for the lock (`BLOCK`): `@blocking`, so not `@fast` (as `BLPOP`).
 const BLOCKING_WRITES: [&str; 3] = ["lock.acquire", "lock.acquireall", "lock.once"];
 /// Waits for a change (`@blocking`), so not `@fast` (as `XREAD`).

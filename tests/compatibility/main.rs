@@ -9,6 +9,7 @@ mod acquire_all;
 mod atomic_migration;
 mod cluster;
 mod guard;
+mod observability;
 mod observe;
 mod once;
 mod persistence;

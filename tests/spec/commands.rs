@@ -352,4 +352,7 @@ fn command_docs_name_the_release_each_command_came_in() {
     for name in unreleased {
         assert_eq!(since(name, &mut con), "0.3.0", "{name}");
     }
+    for name in ["lock.once", "lock.done", "lock.top"] {
+        assert_eq!(since(name, &mut con), "0.4.0", "{name}");
+    }
 }

@@ -23,7 +23,9 @@
 //!   uses them, and bound fences also inside later reply text (an error naming one);
 //! - a remaining lease (the value after `ttl-ms`, or a `PTTL` reply) matches any integer
 //!   from 1 up to the ttl the key was last acquired (`LOCK.ACQUIRE`, or any of the keys
-//!   of a `LOCK.ACQUIREALL`) or refreshed with.
+//!   of a `LOCK.ACQUIREALL`) or refreshed with;
+//! - a time waited or held (the third and fourth values of a `LOCK.TOP` entry, in ms)
+//!   matches any integer up to a minute, longer than any transcript takes.
 //!
 //! A value is what follows its array prefixes, one `N) ` per level (`2) 1) ` is the first
 //! element of an array inside an array, as `LOCK.ACQUIREALL` replies its fences), and
@@ -48,6 +50,8 @@ struct Step {
 }
 
 const PROMPT: &str = "127.0.0.1:6379> ";
+/// The longest time waited or held a `LOCK.TOP` of a transcript may show, in ms.
+const MAX_TOP_AGE_MS: i64 = 60_000;
 /// Fence-clock values are microseconds since 1970: 16 digits for centuries to come.
 const FENCE_DIGITS: usize = 16;
 
@@ -279,8 +283,19 @@ fn check_line(
     assert_eq!(expected_index, actual_index, "{at}: got {actual:?}");
     let after_ttl_field = previous.is_some_and(|p| split_index(p).1 == "ttl-ms");
     let is_pttl = step.args[0].eq_ignore_ascii_case("PTTL");
+    let is_top_age = step.args[0].eq_ignore_ascii_case("LOCK.TOP")
+        && [" 3)", " 4)"]
+            .iter()
+            .any(|age| expected_index.trim_end().ends_with(age));
     if let (Some(documented), Some(server)) = (integer(expected_value), integer(actual_value)) {
         let server: i64 = server.parse().expect("integer");
+        if is_top_age {
+            assert!(
+                (0..=MAX_TOP_AGE_MS).contains(&server),
+                "{at}: a time waited or held of {server} ms"
+            );
+            return;
+        }
         if after_ttl_field || is_pttl {
             let lease = bindings.leases.get(&step.args[1]).copied().unwrap_or(0);
             assert!(
@@ -513,6 +528,39 @@ fn shapes_reject_what_does_not_fit() {
         );
     }));
     assert!(too_long.is_err());
+    let top = Step {
+        at: "doc.md:1".into(),
+        line: "LOCK.TOP".into(),
+        args: vec!["LOCK.TOP".into()],
+        expected: Vec::new(),
+    };
+    check_line(
+        &mut Bindings::default(),
+        &top,
+        "   4) (integer) 9",
+        "   4) (integer) 17",
+        None,
+    );
+    let waiters_differ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_line(
+            &mut Bindings::default(),
+            &top,
+            "   2) (integer) 5",
+            "   2) (integer) 4",
+            None,
+        );
+    }));
+    assert!(waiters_differ.is_err(), "only the ages go by shape");
+    let older_than_a_transcript = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_line(
+            &mut Bindings::default(),
+            &top,
+            "   3) (integer) 9",
+            "   3) (integer) 60001",
+            None,
+        );
+    }));
+    assert!(older_than_a_transcript.is_err());
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod hardening;
 mod inner_commands;
 mod lock_delay;
 mod mark_moves;
+mod observability;
 mod observe;
 mod once;
 mod out_of_memory;

@@ -1,0 +1,67 @@
+//! `LOCK.TOP` and the hold distribution across persistence and replication: a lock
+//! loaded from the RDB (`DEBUG RELOAD`) or received by a replica is listed there with
+//! how long it has been held since its grant (its fence, the granting server's clock),
+//! and its end is counted where it ends.
+
+use testkit::*;
+
+fn top_keys(con: &mut Connection, args: &[&str]) -> Vec<(String, i64, i64, i64)> {
+    cmd("LOCK.TOP").arg(args).query(con).expect("LOCK.TOP")
+}
+
+fn holds(con: &mut Connection) -> u64 {
+    info_field(con, "fencelock", "fencelock_holds")
+        .and_then(|v| v.parse().ok())
+        .expect("fencelock_holds")
+}
+
+#[test]
+fn a_lock_loaded_from_the_rdb_is_listed_and_counts_from_its_grant() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (token, fence) = hold(&mut con, "kept", 60_000, &[]);
+    hold(&mut con, "shared", 60_000, &["SHARED"]);
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    let mut listed: Vec<String> = top_keys(&mut con, &["BY", "held"])
+        .into_iter()
+        .map(|entry| entry.0)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, ["kept", "shared"]);
+    // Its age runs from the grant's fence, not from the reload.
+    let (seconds, micros): (i64, i64) = cmd("TIME").query(&mut con).unwrap();
+    let entry = top_keys(&mut con, &["BY", "held"])
+        .into_iter()
+        .find(|entry| entry.0 == "kept")
+        .expect("kept listed");
+    // Both sides truncated to whole ms: at most 1 apart the other way.
+    let age_then = seconds * 1_000 + micros / 1_000 - fence_ms(fence);
+    assert!(entry.3 + 1 >= age_then, "{entry:?} vs {age_then} ms");
+    let before = holds(&mut con);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "kept", &token]), 1);
+    assert_eq!(holds(&mut con), before + 1);
+    let _: () = cmd("FLUSHALL").query(&mut con).unwrap();
+    assert_eq!(top_keys(&mut con, &[]), []);
+}
+
+#[test]
+fn a_replica_lists_the_locks_it_received_and_counts_their_ends() {
+    let (primary, replica) = primary_and_replica();
+    let mut p = primary.connect();
+    let mut r = replica.connect();
+    let (token, _) = hold(&mut p, "lock:r", 60_000, &[]);
+    hold(&mut p, "lock:s", 60_000, &["SHARED"]);
+    wait_replicated(&mut p);
+    let mut listed: Vec<String> = top_keys(&mut r, &[]).into_iter().map(|e| e.0).collect();
+    listed.sort();
+    assert_eq!(listed, ["lock:r", "lock:s"]);
+    assert_eq!(int(&mut p, &["LOCK.RELEASE", "lock:r", &token]), 1);
+    wait_replicated(&mut p);
+    assert_eq!(
+        holds(&mut r),
+        1,
+        "the release reached the replica as its end"
+    );
+    let listed: Vec<String> = top_keys(&mut r, &[]).into_iter().map(|e| e.0).collect();
+    assert_eq!(listed, ["lock:s"]);
+}

@@ -1,0 +1,351 @@
+//! What the server shows of its locks over time: the wait and hold distributions of
+//! `INFO fencelock` (Redis's latencystats format, counts and sums, `CONFIG RESETSTAT`)
+//! and `LOCK.TOP` (the most waited-for or longest-held keys, no token, ACL-filtered).
+
+use std::thread;
+use std::time::Duration;
+
+use testkit::resp::RawClient;
+use testkit::*;
+
+/// A field of `INFO fencelock` (`fencelock_` prefixed here).
+fn stat(con: &mut Connection, name: &str) -> String {
+    info_field(con, "fencelock", &format!("fencelock_{name}"))
+        .unwrap_or_else(|| panic!("INFO fencelock has no fencelock_{name}"))
+}
+
+fn count(con: &mut Connection, name: &str) -> u64 {
+    stat(con, name).parse().expect("an integer field")
+}
+
+/// `p50=…,p99=…,p99.9=…` → the three values, in µs.
+fn percentiles(con: &mut Connection, name: &str) -> [f64; 3] {
+    let text = stat(con, &format!("{name}_percentiles_usec"));
+    let parts: Vec<(&str, &str)> = text
+        .split(',')
+        .map(|part| part.split_once('=').expect("name=value"))
+        .collect();
+    let names: Vec<&str> = parts.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ["p50", "p99", "p99.9"], "{text}");
+    for (_, value) in &parts {
+        let (_, decimals) = value.split_once('.').expect("three decimals");
+        assert_eq!(decimals.len(), 3, "latencystats' format: {text}");
+    }
+    let value = |i: usize| parts[i].1.parse::<f64>().expect("a number");
+    [value(0), value(1), value(2)]
+}
+
+/// The value at quantile `q` of `sorted`, as HdrHistogram (and Redis) pick it: the
+/// smallest value with at least q of all values at or below it.
+fn exact_quantile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+    sorted[rank - 1]
+}
+
+/// `LOCK.TOP` with `args` → its entries as (key, waiters, longest-wait-ms, held-ms).
+fn top(con: &mut Connection, args: &[&str]) -> Vec<(String, i64, i64, i64)> {
+    cmd("LOCK.TOP").arg(args).query(con).expect("LOCK.TOP")
+}
+
+fn top_keys(con: &mut Connection, args: &[&str]) -> Vec<String> {
+    top(con, args).into_iter().map(|entry| entry.0).collect()
+}
+
+/// Every string in a reply, however nested.
+fn strings_of(reply: &Value) -> Vec<String> {
+    match reply {
+        Value::BulkString(bytes) => vec![String::from_utf8_lossy(bytes).into_owned()],
+        Value::SimpleString(text) => vec![text.clone()],
+        Value::Array(items) => items.iter().flat_map(strings_of).collect(),
+        Value::Int(n) => vec![n.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+/// Four clients take one lock 2,000 times each with `BLOCK`, each measuring its own
+/// waits on the server's clock: `TIME` pipelined just before the acquire gives the
+/// wait's start, the grant's fence (the server's µs clock when it granted) its end.
+/// The server's percentiles agree with the clients' within the histogram's error
+/// (1/128 of the value) plus the few µs between `TIME` and the acquire's own clock
+/// read; every acquire is one wait and every holding (released) one holding.
+#[test]
+fn four_clients_waiting_agree_with_the_server_and_every_wait_and_holding_counts() {
+    const CLIENTS: usize = 4;
+    const TAKES: usize = 2_000;
+    let server = Server::start();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let mut con = server.connect();
+            thread::spawn(move || {
+                let mut waits = Vec::with_capacity(TAKES);
+                for _ in 0..TAKES {
+                    let ((seconds, micros), (token, fence)): ((u64, u64), (String, u64)) =
+                        redis::pipe()
+                            .cmd("TIME")
+                            .cmd("LOCK.ACQUIRE")
+                            .arg("hot")
+                            .arg(60_000)
+                            .arg("BLOCK")
+                            .arg(0)
+                            .query(&mut con)
+                            .expect("TIME and a grant");
+                    waits.push(fence.saturating_sub(seconds * 1_000_000 + micros));
+                    assert_eq!(int(&mut con, &["LOCK.RELEASE", "hot", &token]), 1);
+                }
+                waits
+            })
+        })
+        .collect();
+    let mut waits: Vec<u64> = workers
+        .into_iter()
+        .flat_map(|worker| worker.join().expect("client thread"))
+        .collect();
+    waits.sort_unstable();
+    let mut con = server.connect();
+    let total = (CLIENTS * TAKES) as u64;
+    assert_eq!(count(&mut con, "waits"), total, "every acquire with BLOCK");
+    assert_eq!(count(&mut con, "holds"), total, "every holding, released");
+    assert_eq!(count(&mut con, "block_timeouts"), 0);
+    let [p50, p99, _] = percentiles(&mut con, "wait");
+    for (server_us, q) in [(p50, 0.50), (p99, 0.99)] {
+        // Both measure each wait from its command's start to its grant on the server's
+        // clock; they differ by the µs between `TIME` and the acquire (more for the few
+        // waits the scheduler paused right there on a busy machine, hence the window
+        // of half a percent of the ranks either side), and a histogram bucket is at
+        // most 1/128 of its value wide.
+        let low = exact_quantile(&waits, q - 0.005) as f64;
+        let high = exact_quantile(&waits, q + 0.005) as f64;
+        let slack = 10.0;
+        assert!(
+            server_us >= low / (1.0 + 1.0 / 128.0) - slack
+                && server_us <= high * (1.0 + 1.0 / 128.0) + slack,
+            "p{}: server {server_us} µs, clients {low}..{high} µs",
+            q * 100.0
+        );
+    }
+    let wait_sum = count(&mut con, "wait_usec_sum");
+    let client_sum: u64 = waits.iter().sum();
+    assert!(wait_sum <= client_sum, "{wait_sum} vs {client_sum}");
+    let hold_sum = count(&mut con, "hold_usec_sum");
+    assert!(hold_sum > 0);
+}
+
+#[test]
+fn timeouts_refusals_and_grants_at_once_are_waits_and_every_way_out_ends_a_holding() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A grant at once, with BLOCK: one wait (of 0 µs); without BLOCK: none.
+    let (token, _) = hold(&mut con, "a", 60_000, &["BLOCK", "100"]);
+    assert_eq!(count(&mut con, "waits"), 1);
+    assert!(acquire(&mut con, "a", 60_000, &[]).is_none());
+    assert_eq!(count(&mut con, "waits"), 1, "no BLOCK, no wait");
+    // A wait that times out.
+    assert!(acquire(&mut con, "a", 60_000, &["BLOCK", "20"]).is_none());
+    assert_eq!(count(&mut con, "waits"), 2);
+    assert_eq!(count(&mut con, "holds"), 0);
+    // Released, expired, deleted: each ends one holding. Renamed: still held.
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "a", &token]), 1);
+    assert_eq!(count(&mut con, "holds"), 1);
+    hold(&mut con, "b", 60_000, &[]);
+    let _: () = cmd("RENAME").arg("b").arg("b2").query(&mut con).unwrap();
+    assert_eq!(count(&mut con, "holds"), 1, "a renamed lock is still held");
+    let _: i64 = cmd("DEL").arg("b2").query(&mut con).unwrap();
+    assert_eq!(count(&mut con, "holds"), 2);
+    hold(&mut con, "c", 1, &[]);
+    eventually(Duration::from_secs(5), "the lease expired", || {
+        let _: bool = cmd("EXISTS").arg("c").query(&mut con).unwrap();
+        count(&mut con, "holds") == 3
+    });
+    // Three shared holders, each leaving its own way: one hold each.
+    let r1 = hold(&mut con, "s", 60_000, &["SHARED"]).0;
+    hold(&mut con, "s", 60_000, &["SHARED"]);
+    hold(&mut con, "s", 60_000, &["SHARED"]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "s", &r1]), 1);
+    assert_eq!(count(&mut con, "holds"), 4);
+    let _: i64 = cmd("DEL").arg("s").query(&mut con).unwrap();
+    assert_eq!(count(&mut con, "holds"), 6);
+    // An all-or-none acquire of three keys: one wait, three holdings.
+    let (token, _) = cmd("LOCK.ACQUIREALL")
+        .arg(3)
+        .arg(&["x", "y", "z"][..])
+        .arg(60_000)
+        .arg(&["BLOCK", "100"][..])
+        .query::<(String, Vec<i64>)>(&mut con)
+        .expect("granted");
+    assert_eq!(count(&mut con, "waits"), 3);
+    for key in ["x", "y", "z"] {
+        assert_eq!(int(&mut con, &["LOCK.RELEASE", key, &token]), 1);
+    }
+    assert_eq!(count(&mut con, "holds"), 9);
+}
+
+#[test]
+fn config_resetstat_resets_the_distributions_and_counters_but_not_for_a_refused_user() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (token, _) = hold(&mut con, "k", 60_000, &["BLOCK", "10"]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &token]), 1);
+    hold(&mut con, "held", 60_000, &[]);
+    assert_eq!(count(&mut con, "waits"), 1);
+    assert_eq!(count(&mut con, "holds"), 1);
+    // A user the ACL refuses CONFIG: its RESETSTAT resets nothing.
+    let mut admin = server.connect();
+    let _: () = cmd("ACL")
+        .arg(
+            &[
+                "SETUSER", "viewer", "on", ">secret", "~*", "+@all", "-config",
+            ][..],
+        )
+        .query(&mut admin)
+        .unwrap();
+    let mut viewer = server.connect();
+    let _: () = cmd("AUTH")
+        .arg(&["viewer", "secret"][..])
+        .query(&mut viewer)
+        .unwrap();
+    let refused: redis::RedisResult<()> = cmd("CONFIG").arg("RESETSTAT").query(&mut viewer);
+    assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
+    let _: String = cmd("PING").query(&mut con).unwrap();
+    assert_eq!(count(&mut con, "waits"), 1);
+    assert_eq!(count(&mut con, "acquired"), 2);
+    let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    for name in [
+        "waits",
+        "holds",
+        "wait_usec_sum",
+        "hold_usec_sum",
+        "acquired",
+        "released",
+    ] {
+        assert_eq!(count(&mut con, name), 0, "{name}");
+    }
+    assert_eq!(percentiles(&mut con, "wait"), [0.0; 3]);
+    assert_eq!(percentiles(&mut con, "hold"), [0.0; 3]);
+    // Gauges say what is, not what was.
+    assert_eq!(count(&mut con, "held_locks"), 1);
+    assert!(count(&mut con, "fence_clock") > 0);
+}
+
+/// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
+/// first with 5, then the other with 1, then a held key nobody waits for; no token in
+/// any reply (holders' and waiters' chosen ones included).
+#[test]
+fn lock_top_lists_the_most_waited_for_first_and_never_a_token() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let (idle_token, idle_fence) = hold(&mut con, "idle", 60_000, &["TOKEN", "secret-idle"]);
+    // `idle` is held at least 2 ms longer than the others (by the server's clock).
+    eventually(
+        Duration::from_secs(5),
+        "the server's clock moved on",
+        || {
+            let (seconds, micros): (i64, i64) = cmd("TIME").query(&mut con).unwrap();
+            seconds * 1_000 + micros / 1_000 > fence_ms(idle_fence) + 2
+        },
+    );
+    hold(&mut con, "hot", 60_000, &["TOKEN", "secret-hot"]);
+    hold(&mut con, "warm", 60_000, &["TOKEN", "secret-warm"]);
+    let mut waiters = Vec::new();
+    for i in 0..5 {
+        let mut waiter = RawClient::connect(server.port);
+        let token = format!("secret-waiter-{i}");
+        waiter.send_pipeline(&[&[
+            "LOCK.ACQUIRE",
+            "hot",
+            "60000",
+            "BLOCK",
+            "0",
+            "TOKEN",
+            &token,
+        ]]);
+        waiters.push(waiter);
+    }
+    let mut warm_waiter = RawClient::connect(server.port);
+    warm_waiter.send_pipeline(&[&["LOCK.ACQUIRE", "warm", "60000", "BLOCK", "0"]]);
+    wait_for_waiters(&mut con, "hot", 5);
+    wait_for_waiters(&mut con, "warm", 1);
+    let entries = top(&mut con, &["COUNT", "3"]);
+    let summary: Vec<(&str, i64)> = entries.iter().map(|e| (e.0.as_str(), e.1)).collect();
+    assert_eq!(summary, [("hot", 5), ("warm", 1), ("idle", 0)]);
+    assert_eq!(entries[2].2, 0, "nobody waits for idle");
+    assert!(entries.iter().all(|e| e.2 >= 0 && e.3 >= 0));
+    assert_eq!(top_keys(&mut con, &["COUNT", "1"]), ["hot"]);
+    assert_eq!(top(&mut con, &[]).len(), 3, "default COUNT 10");
+    let by_held = top_keys(&mut con, &["BY", "held"]);
+    assert_eq!(by_held[0], "idle", "the longest held first");
+    // Every string of the replies: no token anywhere.
+    for args in [&[][..], &["BY", "HELD", "COUNT", "100"]] {
+        let reply: Value = cmd("LOCK.TOP").arg(args).query(&mut con).unwrap();
+        let text = strings_of(&reply).join(" ");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains("hot"), "{text}");
+    }
+    // Released, `idle` leaves the list.
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "idle", &idle_token]), 1);
+    assert!(!top_keys(&mut con, &[]).contains(&"idle".to_string()));
+}
+
+/// A user sees only the keys it may read; keys it may only write are left out.
+#[test]
+fn lock_top_leaves_out_keys_the_user_may_not_read() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for key in ["app:a", "secret:b", "writeonly:c"] {
+        hold(&mut con, key, 60_000, &[]);
+    }
+    let _: () = cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "viewer",
+                "on",
+                ">secret",
+                "resetkeys",
+                "~app:*",
+                "%W~writeonly:*",
+            ][..],
+        )
+        .arg(&["-@all", "+lock.top"][..])
+        .query(&mut con)
+        .unwrap();
+    let mut viewer = server.connect();
+    let _: () = cmd("AUTH")
+        .arg(&["viewer", "secret"][..])
+        .query(&mut viewer)
+        .unwrap();
+    assert_eq!(top_keys(&mut viewer, &[]), ["app:a"]);
+    let mut everything = top_keys(&mut con, &[]);
+    everything.sort();
+    assert_eq!(everything, ["app:a", "secret:b", "writeonly:c"]);
+}
+
+#[test]
+fn lock_top_refuses_bad_arguments_in_redis_wording() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let error = |con: &mut Connection, args: &[&str]| -> String {
+        let reply: redis::RedisResult<Value> = cmd("LOCK.TOP").arg(args).query(con);
+        let error = reply.expect_err("refused");
+        format!(
+            "{} {}",
+            error.code().unwrap_or("?"),
+            error.detail().unwrap_or("")
+        )
+    };
+    let not_positive = "ERR value is out of range, must be positive";
+    let not_integer = "ERR value is not an integer or out of range";
+    for (args, expected) in [
+        (&["COUNT", "0"][..], not_positive),
+        (&["COUNT", "-1"], not_positive),
+        (&["COUNT", "ten"], not_integer),
+        (&["COUNT", "1.5"], not_integer),
+        (&["COUNT"], "ERR syntax error"),
+        (&["BY", "fence"], "ERR syntax error"),
+        (&["BY"], "ERR syntax error"),
+        (&["COUNT", "1", "COUNT", "2"], "ERR syntax error"),
+        (&["LIMIT", "1"], "ERR syntax error"),
+    ] {
+        assert_eq!(error(&mut con, args), expected, "{args:?}");
+    }
+    assert_eq!(top(&mut con, &["count", "5", "by", "WAITERS"]), []);
+}
