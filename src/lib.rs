@@ -18,7 +18,7 @@
 //! | `src/config.rs`, `src/stats.rs`, `src/node_fence.rs`, `src/fault.rs` | config values, counters, the node's fence clock, test-only forced panics |
 //!
 //! A file uses what sits below it in this order, never above: `core` →
-//! `stats`/`node_fence`/`fault` → `ffi` → `observing` → `config`/`keyspace` → `blocking` →
+//! `stats`/`durations`/`node_fence`/`fault` → `ffi` → `observing` → `config`/`keyspace` → `blocking` →
 //! `commands`/`hooks` → this file.
 
 // The compiler holds the boundary: `unsafe` only in `ffi`.
@@ -33,6 +33,7 @@ pub mod ffi;
 pub mod blocking;
 pub mod commands;
 pub mod config;
+pub mod durations;
 pub mod fault;
 pub mod hooks;
 pub mod keyspace;
@@ -400,6 +401,7 @@ fn keyspace_classes(ctx: &Context) -> NotifyEvent {
 
 /// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    durations::init();
     let loaded = ffi::api::check(ctx)
         && config::register(ctx, args, &CONFIGS, &SWITCHES)
         && {

@@ -21,6 +21,46 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    fn reset(&self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Every counter, for `CONFIG RESETSTAT` (gauges stay: they say what is, not what was).
+const COUNTERS: [&Counter; 25] = [
+    &ACQUIRED,
+    &CONTENDED,
+    &RELEASED,
+    &REFRESHED,
+    &EXPIRED,
+    &EVICTED,
+    &EVICTED_MARKS,
+    &HANDOFFS,
+    &HANDOFF_LOOKS,
+    &BLOCK_TIMEOUTS,
+    &GUARDED,
+    &GUARD_REFUSED,
+    &FENCED,
+    &FENCED_STALE,
+    &KEEPALIVES,
+    &KEPT_ALIVE,
+    &CLOSES,
+    &DEADLOCKS,
+    &PROCLAIMS,
+    &OBSERVED,
+    &ONCE_RUNS,
+    &ONCE_RETRIES,
+    &ONCE_REPLAYS,
+    &ONCE_DONE,
+    &ONCE_FINGERPRINT_REFUSED,
+];
+
+/// `CONFIG RESETSTAT`: every counter starts again from 0, as Redis's own do.
+pub fn reset_counters() {
+    for counter in COUNTERS {
+        counter.reset();
+    }
 }
 
 /// Grants, including handoffs to waiters.

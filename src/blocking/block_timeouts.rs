@@ -18,6 +18,7 @@ use redis_module::Context;
 
 use super::callbacks::LockWaiting;
 use super::with_registry;
+use crate::durations;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::server_clock;
 use crate::ffi::timers::{self, Timer, TimerId};
@@ -86,6 +87,8 @@ impl Timer for BlockTimeout {
         }
         if let Some(taken) = with_registry(|r| r.take(self.client, Some(self.ticket))) {
             stats::BLOCK_TIMEOUTS.bump();
+            // This timer is the one `wait_over` would stop.
+            durations::wait_ended(server_clock::now_micros().saturating_sub(taken.waiter.since_us));
             // No delivery: the reply callback answers nil.
             blocked::unblock::<LockWaiting>(self.client, None);
             super::timers::stop_abandoned_checks(ctx);

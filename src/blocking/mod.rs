@@ -43,6 +43,7 @@ use fencelock_core::wait_registry::{self, Taken, Waiters};
 use redis_module::{Context, RedisString};
 
 use crate::config;
+use crate::durations;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
@@ -110,6 +111,9 @@ struct Waiter {
     /// last turn: every key before it was the wait's to take then, so the next turn
     /// looks from there on (`multi_key_turn::take_turn`).
     blocked_on: Option<usize>,
+    /// When it began, on the fence clock's time base (server µs): its length is
+    /// recorded when it ends (`wait_over`), and `LOCK.TOP` shows the longest.
+    since_us: u64,
 }
 
 impl wait_registry::Waiter for Waiter {
@@ -149,6 +153,22 @@ pub fn waiter_counts(ctx: &Context, name: &[u8]) -> (usize, usize) {
         let shared = r.count_shared(&id);
         (r.count(&id).saturating_sub(shared), shared)
     })
+}
+
+/// Runs an acquire (`LOCK.ACQUIRE`, `LOCK.ACQUIREALL`, `LOCK.ONCE`) that asked to
+/// `BLOCK` if `blocks`: one that did not join a queue (granted at once, refused, or
+/// answered nil where it may not block) is a wait of 0 µs, so that every acquire with
+/// `BLOCK` is one wait in the distribution, as its client measures it.
+pub fn counting_wait<T>(blocks: bool, acquire: impl FnOnce() -> T) -> T {
+    if !blocks {
+        return acquire();
+    }
+    let before = with_registry(|r| r.next_ticket());
+    let answered = acquire();
+    if with_registry(|r| r.next_ticket()) == before {
+        durations::wait_ended(0);
+    }
+    answered
 }
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
@@ -196,6 +216,7 @@ pub fn enqueue_all(
         wanted,
         timeout_timer: None,
         blocked_on: None,
+        since_us: server_clock::now_micros(),
     };
     let ticket = with_registry(|r| r.enqueue_all(ids.clone(), client, waiter));
     if timeout_ms > 0 {
@@ -328,7 +349,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return false;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     let wanted = waiter.wanted;
     let Wanted {
         ttl_ms,
@@ -402,7 +423,7 @@ fn refuse_first(ctx: &Context, id: &KeyId, name: &RedisString, held: Mode) {
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.pop_first(id)) else {
         return;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     let refusal = CommandError::WrongMode(held).message_for_key(name.as_slice());
     blocked::unblock::<LockWaiting>(client, Some(Delivery::Refused(refusal.into_owned())));
 }
@@ -421,7 +442,7 @@ pub(super) fn answer_same_token(
 ) {
     let name = key.name();
     for Taken { client, waiter, .. } in with_registry(|r| r.take_same_token(id, token)) {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        wait_over(ctx, &waiter);
         let refusal = if waiter.wanted.mode != mode {
             Some(CommandError::WrongMode(mode))
         } else if waiter.wanted.session.as_deref() != session {
@@ -477,7 +498,7 @@ fn has_waiters(id: &KeyId) -> bool {
 pub fn key_moved(ctx: &Context, db: i32, name: &[u8]) {
     let id: KeyId = (db, name.to_vec());
     for taken in with_registry(|r| r.remove_key(&id)) {
-        block_timeouts::disarm(ctx, taken.waiter.timeout_timer);
+        wait_over(ctx, &taken.waiter);
         blocked::unblock::<LockWaiting>(taken.client, Some(Delivery::Moved));
         // A wait for several keys also left the queues of its other keys.
         left_queues(ctx, taken.keys.into_iter().filter(|other| *other != id));
@@ -512,12 +533,20 @@ pub fn end_session_waits(ctx: &Context, session: &[u8]) -> usize {
         waiter,
     } in taken
     {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        wait_over(ctx, &waiter);
         blocked::unblock::<LockWaiting>(client, None);
         left_queues(ctx, keys);
     }
     stop_abandoned_checks(ctx);
     count
+}
+
+/// A wait left the queues, whichever way (granted, refused, timed out, moved, closed,
+/// disconnected): its `BLOCK` timer stops and its length is recorded. Every `Taken`
+/// passes here once.
+fn wait_over(ctx: &Context, waiter: &Waiter) {
+    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    durations::wait_ended(server_clock::now_micros().saturating_sub(waiter.since_us));
 }
 
 /// Removes a still-queued waiter and stops its timeout timer; false when it was already
@@ -526,7 +555,7 @@ fn dequeue(ctx: &Context, client: BlockedClient) -> bool {
     let Some(Taken { keys, waiter, .. }) = with_registry(|r| r.take(client, None)) else {
         return false;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     stop_abandoned_checks(ctx);
     left_queues(ctx, keys);
     true

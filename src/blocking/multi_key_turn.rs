@@ -12,9 +12,7 @@ use fencelock_core::wait_registry::Taken;
 use redis_module::{Context, RedisString};
 
 use super::callbacks::{Delivery, LockWaiting};
-use super::{
-    after, answer_same_token, block_timeouts, key_changed, left_queues, with_registry, KeyId,
-};
+use super::{after, answer_same_token, key_changed, left_queues, wait_over, with_registry, KeyId};
 use crate::config;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
@@ -208,7 +206,7 @@ fn grant(
     let Some(Taken { client, waiter, .. }) = with_registry(|r| r.take_ticket(ticket)) else {
         return Turn::Waits;
     };
-    block_timeouts::disarm(ctx, waiter.timeout_timer);
+    wait_over(ctx, &waiter);
     let generated = wanted.token.is_none().then(Generated::fresh);
     let token = wanted
         .token
@@ -284,7 +282,7 @@ fn refuse(ctx: &Context, ticket: Ticket, refusal: String) {
     let Some(taken) = with_registry(|r| r.take_ticket(ticket)) else {
         return;
     };
-    block_timeouts::disarm(ctx, taken.waiter.timeout_timer);
+    wait_over(ctx, &taken.waiter);
     blocked::unblock::<LockWaiting>(taken.client, Some(Delivery::Refused(refusal)));
     left_queues(ctx, taken.keys);
 }

@@ -12,7 +12,7 @@ use fencelock_core::wait_registry::Taken;
 use redis_module::Context;
 
 use super::callbacks::{Delivery, LockWaiting};
-use super::{block_timeouts, with_registry, KeyId, Wanted};
+use super::{wait_over, with_registry, KeyId, Wanted};
 use crate::config;
 use crate::ffi::blocked;
 use crate::ffi::lock_key::LockKey;
@@ -81,7 +81,7 @@ pub fn answer_done(
     });
     let answered = taken.len();
     for Taken { client, waiter, .. } in taken {
-        block_timeouts::disarm(ctx, waiter.timeout_timer);
+        wait_over(ctx, &waiter);
         let asked = waiter
             .wanted
             .once

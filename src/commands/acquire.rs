@@ -41,7 +41,10 @@ impl Command for Acquire {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
         fault::inject("command", request.asked.token.map(|token| token.bytes));
-        acquire(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
+        blocking::counting_wait(request.asked.block_ms.is_some(), || {
+            acquire(ctx, &request, &limits)
+        })
+        .map_err(to_redis_on(request.key.as_slice()))
     }
 }
 

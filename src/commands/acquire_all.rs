@@ -42,7 +42,9 @@ impl Command for AcquireAll {
         let limits = config::limits();
         let (keys, asked) = parse(args, &limits)?;
         fault::inject("command", asked.token.map(|token| token.bytes));
-        acquire_all(ctx, keys, &asked, &limits)
+        blocking::counting_wait(asked.block_ms.is_some(), || {
+            acquire_all(ctx, keys, &asked, &limits)
+        })
     }
 }
 

@@ -41,7 +41,10 @@ impl Command for Once {
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let limits = config::limits();
         let request = parse(args, &limits).map_err(to_redis)?;
-        claim(ctx, &request, &limits).map_err(to_redis_on(request.key.as_slice()))
+        blocking::counting_wait(request.asked.block_ms.is_some(), || {
+            claim(ctx, &request, &limits)
+        })
+        .map_err(to_redis_on(request.key.as_slice()))
     }
 }
 

@@ -50,6 +50,7 @@ fn first_missing() -> Option<&'static str> {
         RedisModule_GetKeyNameFromOptCtx,
         RedisModule_GetSelectedDb,
         RedisModule_GetServerInfo,
+        RedisModule_InfoAddFieldCString,
         RedisModule_InfoAddFieldLongLong,
         RedisModule_InfoAddSection,
         RedisModule_GetTimerInfo,

@@ -1,27 +1,34 @@
 //! The module's INFO section (`INFO fencelock`, `INFO modules`, `INFO everything`):
-//! one named section of integer fields, which Redis prefixes with the module's name.
+//! one named section of fields (integers, and text such as percentiles), which Redis
+//! prefixes with the module's name.
 
-use std::ffi::{c_int, CStr};
+use std::ffi::{c_int, CStr, CString};
 use std::sync::OnceLock;
 
 use redis_module::{raw, Context};
 
 use super::panic_guard;
 
+/// A field's value.
+pub enum Value {
+    Int(i64),
+    /// Written as it is (`p50=1.000,p99=…`, as Redis writes its latencystats).
+    Text(CString),
+}
+
+/// The section's fields now.
+pub type Fields = fn() -> Vec<(&'static CStr, Value)>;
+
 /// The section's name and a function giving its fields now.
 struct Section {
     name: &'static CStr,
-    fields: fn() -> Vec<(&'static CStr, i64)>,
+    fields: Fields,
 }
 
 static SECTION: OnceLock<Section> = OnceLock::new();
 
 /// Registers the section; false on failure.
-pub fn register(
-    ctx: &Context,
-    name: &'static CStr,
-    fields: fn() -> Vec<(&'static CStr, i64)>,
-) -> bool {
+pub fn register(ctx: &Context, name: &'static CStr, fields: Fields) -> bool {
     if SECTION.set(Section { name, fields }).is_err() {
         return false;
     }
@@ -39,7 +46,14 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
     unsafe {
         api!(RedisModule_InfoAddSection)(ctx, section.name.as_ptr());
         for (field, value) in fields {
-            api!(RedisModule_InfoAddFieldLongLong)(ctx, field.as_ptr(), value);
+            match value {
+                Value::Int(value) => {
+                    api!(RedisModule_InfoAddFieldLongLong)(ctx, field.as_ptr(), value);
+                }
+                Value::Text(text) => {
+                    api!(RedisModule_InfoAddFieldCString)(ctx, field.as_ptr(), text.as_ptr());
+                }
+            }
         }
     }
 }

@@ -90,6 +90,16 @@ fn ask_info(
     }
 }
 
+/// Whether the server's own statistics were just reset (`CONFIG RESETSTAT`): Redis
+/// and Valkey zero `total_connections_received` there, which is otherwise at least the
+/// caller's own connection.
+pub fn stats_just_reset(ctx: &Context) -> bool {
+    ask_info(ctx, c"stats", |value| {
+        value(c"total_connections_received").as_deref() == Some(b"0")
+    })
+    .unwrap_or(false)
+}
+
 /// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.
 pub fn replicates(ctx: &Context) -> bool {
     ask_info(ctx, c"replication", |value| {

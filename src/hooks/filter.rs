@@ -19,6 +19,10 @@
 //!   client that is not blocked), with the id replaced by one no client has. (One
 //!   queued in `MULTI` is seen only when queued; there the handoff waits for the end
 //!   of the transaction instead, see `blocking::hand_off`.)
+//! - `CONFIG RESETSTAT` (Redis 7.0 has no module event for it): the module's counters
+//!   and distributions are reset with the server's own, once the event loop sees that
+//!   the server's statistics really were (`hooks::server::event_loop`), so a user the
+//!   ACL refuses `CONFIG` cannot reset them. (One queued in `MULTI` is not recognised.)
 //! - The start of each command ends the note of an unlinked lock
 //!   (`keyspace::unlinked`), so an overwrite is never taken for a later expiry.
 
@@ -30,6 +34,12 @@ use crate::keyspace::{propagation, unlinked};
 
 static RUNNING_MIGRATE: AtomicBool = AtomicBool::new(false);
 static RUNNING_EXPIRE: AtomicBool = AtomicBool::new(false);
+static RESETSTAT_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// Whether a `CONFIG RESETSTAT` was seen since the last call (which clears it).
+pub fn take_resetstat() -> bool {
+    RESETSTAT_SEEN.swap(false, Ordering::Relaxed)
+}
 
 /// Whether the command being executed is `MIGRATE`.
 pub fn running_migrate() -> bool {
@@ -58,6 +68,9 @@ pub fn before_command(command: &mut FilteredCommand) {
     RUNNING_EXPIRE.store(sets_expiry(name), Ordering::Relaxed);
     if name.eq_ignore_ascii_case(b"psync") || name.eq_ignore_ascii_case(b"sync") {
         propagation::replication_started();
+    }
+    if name.eq_ignore_ascii_case(b"config") && command.arg(1).eq_ignore_ascii_case(b"resetstat") {
+        RESETSTAT_SEEN.store(true, Ordering::Relaxed);
     }
     if name.eq_ignore_ascii_case(b"client") && command.arg(1).eq_ignore_ascii_case(b"unblock") {
         spare_answered_waiter(command);

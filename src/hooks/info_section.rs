@@ -1,9 +1,12 @@
-//! `INFO fencelock`: counters since start and the current gauges (section
-//! `fencelock_stats`, fields prefixed `fencelock_`).
+//! `INFO fencelock`: counters since start (or the last `CONFIG RESETSTAT`), the wait
+//! and hold distributions, and the current gauges (section `fencelock_stats`, fields
+//! prefixed `fencelock_`).
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
 use crate::blocking;
+use crate::durations;
+use crate::ffi::info_section::Value;
 use crate::ffi::server;
 use crate::keyspace::sessions;
 use crate::node_fence;
@@ -13,8 +16,35 @@ use crate::stats;
 pub const SECTION: &CStr = c"stats";
 
 /// The section's fields now.
-pub fn fields() -> Vec<(&'static CStr, i64)> {
-    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+pub fn fields() -> Vec<(&'static CStr, Value)> {
+    let (waits, holds) = durations::summaries();
+    let text = |summary: durations::Summary| {
+        // Digits, `p`, `=`, `.` and `,` only: never an inner NUL.
+        Value::Text(CString::new(summary.percentiles()).unwrap_or_default())
+    };
+    let mut fields: Vec<(&'static CStr, Value)> = counters()
+        .into_iter()
+        .map(|(name, value)| (name, Value::Int(value)))
+        .collect();
+    // Redis's latencystats format; the counts and sums let an exporter derive rates
+    // and means.
+    fields.extend([
+        (c"wait_percentiles_usec", text(waits)),
+        (c"waits", Value::Int(as_i64(waits.count))),
+        (c"wait_usec_sum", Value::Int(as_i64(waits.sum_us))),
+        (c"hold_percentiles_usec", text(holds)),
+        (c"holds", Value::Int(as_i64(holds.count))),
+        (c"hold_usec_sum", Value::Int(as_i64(holds.sum_us))),
+    ]);
+    fields
+}
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The integer fields: counters, then gauges.
+fn counters() -> Vec<(&'static CStr, i64)> {
     vec![
         (c"acquired", as_i64(stats::ACQUIRED.get())),
         (c"contended", as_i64(stats::CONTENDED.get())),

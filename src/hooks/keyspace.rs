@@ -11,7 +11,9 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
+use crate::durations;
 use crate::ffi::server::{selected_db, slot_served_elsewhere};
+use crate::ffi::server_clock;
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
 use crate::keyspace::{effects, lock_events, sessions};
@@ -89,6 +91,14 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     if moved {
         observing::key_moved(ctx, db, name);
     }
+    // Its holdings ended here (a lock moved to another node goes on being held there;
+    // renamed or moved to another database, here under another name).
+    if matches!(gone, Some(Gone::Lock { .. }))
+        && matches!(event, "expired" | "evicted" | "del")
+        && !moved
+    {
+        unlinked::each_held(durations::hold_ended);
+    }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
         return;
@@ -124,8 +134,33 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
+    note_held(lock);
     blocking::note_changed(db, name);
     blocking::note_unlinked_holder_leases(db, name);
+}
+
+/// How long each holding of an unlinked lock lasted, kept with the note until Redis
+/// says why it went (`on_event`). A lease with a lock-delay that ran out ended at its
+/// lease end; a done record (also quarantined) has no holding left.
+fn note_held(lock: LockRef) {
+    let now_us = server_clock::now_micros();
+    match lock {
+        LockRef::Exclusive(held) => {
+            unlinked::note_held([durations::held_for_us(held.fence(), now_us)])
+        }
+        LockRef::Shared(set) => unlinked::note_held(
+            set.all()
+                .map(|holder| durations::held_for_us(holder.holding().fence(), now_us)),
+        ),
+        LockRef::Quarantined(held) if held.lock_delay_ms() > 0 => {
+            let end_us = held
+                .lease_end_ms()
+                .and_then(|end| u64::try_from(end).ok())
+                .map_or(now_us, |end| end.saturating_mul(1000).min(now_us));
+            unlinked::note_held([durations::held_for_us(held.fence(), end_us)]);
+        }
+        LockRef::Quarantined(_) => {}
+    }
 }
 
 /// A fence mark is being unlinked; only its eviction or expiry (announced next) matters.

@@ -8,14 +8,17 @@
 use redis_module::Context;
 
 use crate::blocking;
+use crate::durations;
 use crate::ffi::data_type;
 use crate::ffi::events::{
     EventData, BECAME_REPLICA, BEFORE_SLEEP, CHILD_BORN, FLUSH_ENDED, LOADING_ENDED, LOADING_FAILED,
 };
 use crate::ffi::node_state_form;
 use crate::ffi::server;
+use crate::hooks::filter;
 use crate::keyspace::{propagation, sessions, unlinked};
 use crate::observing;
+use crate::stats;
 
 pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {
@@ -77,6 +80,10 @@ pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
 pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
+        if filter::take_resetstat() && server::stats_just_reset(ctx) {
+            stats::reset_counters();
+            durations::reset();
+        }
         blocking::settle_changed(ctx);
         blocking::stop_unlinked_holder_leases(ctx);
         // Last: the changes of this turn, handoffs included, are all made.

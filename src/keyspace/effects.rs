@@ -18,11 +18,13 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
 use super::{lock_events, propagation, sessions, unlinked};
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::mark_key::MarkKey;
 use crate::ffi::node_state_form;
 use crate::ffi::replicate;
 use crate::ffi::server::selected_db;
+use crate::ffi::server_clock;
 use crate::node_fence;
 use crate::observing;
 use crate::stats;
@@ -336,6 +338,9 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
+        if let Some(LockRef::Exclusive(held)) = key.lock()? {
+            durations::holding_ended_now(held.fence(), server_clock::now_micros());
+        }
         follow_latest_lease(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
@@ -354,6 +359,7 @@ pub fn remove_holder(
     let removed = match key.lock()? {
         Some(LockRef::Shared(_)) => remove_shared(ctx, key, token)?,
         Some(LockRef::Exclusive(held)) if held.is_token(token) => {
+            durations::holding_ended_now(held.fence(), server_clock::now_micros());
             follow_latest_lease(ctx, key)?;
             true
         }
@@ -368,6 +374,7 @@ fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool,
     let Some(removed) = key.shared_mut().and_then(|set| set.remove(token)) else {
         return Ok(false);
     };
+    durations::holding_ended_now(removed.holding().fence(), server_clock::now_micros());
     forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
     follow_latest_lease(ctx, key)?;
     Ok(true)
@@ -431,6 +438,11 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     follow_latest_lease(ctx, key)?;
     let name = key.name();
     for holder in &ended {
+        // It ended with its lease, which may be a moment before this write noticed.
+        let ended_us = u64::try_from(holder.deadline_ms().min(now_ms))
+            .unwrap_or(0)
+            .saturating_mul(1000);
+        durations::holding_ended_now(holder.holding().fence(), ended_us);
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
         lock_events::notify(ctx, lock_events::EXPIRED, name);

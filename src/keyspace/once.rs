@@ -13,10 +13,12 @@ use fencelock_core::value::LockValue;
 use redis_module::Context;
 
 use super::{lock_events as events, propagation, sessions};
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::once_type::record_args;
 use crate::ffi::replicate;
 use crate::ffi::server::selected_db;
+use crate::ffi::server_clock;
 use crate::observing;
 use crate::stats;
 
@@ -72,6 +74,8 @@ pub fn store_done(
     until_ms: i64,
 ) -> Result<u64, CommandError> {
     let running = key.once().ok_or(CommandError::WriteFailed)?;
+    // The run's holding ends here: what follows is a record, not a holder.
+    let run_fence = running.fence();
     let session = running
         .running_holding()
         .and_then(Holding::session)
@@ -94,6 +98,7 @@ pub fn store_done(
         // The session no longer holds the key: its run is over.
         sessions::forget(&session, &(selected_db(ctx), name.as_slice().into()));
     }
+    durations::holding_ended_now(run_fence, server_clock::now_micros());
     propagate(ctx, &args);
     events::notify(ctx, events::DONE, name);
     stats::ONCE_DONE.bump();

@@ -21,13 +21,16 @@ pub enum Gone {
     Mark { fence: u64 },
 }
 
-/// The key most recently unlinked, as (db, name), and what it was. The buffer is
+/// The key most recently unlinked, as (db, name), and what it was. The buffers are
 /// reused so that noting a deletion does not allocate on every release.
 struct Unlinked {
     noted: bool,
     db: i32,
     name: Vec<u8>,
     gone: Gone,
+    /// How long each of a lock's holdings had lasted (µs) when it was unlinked, for
+    /// the hold distribution once Redis says the key expired or was deleted.
+    held_us: Vec<u64>,
 }
 
 thread_local! {
@@ -37,6 +40,7 @@ thread_local! {
             db: 0,
             name: Vec::new(),
             gone: Gone::Lock { holders: 0 },
+            held_us: Vec::new(),
         })
     };
 }
@@ -50,7 +54,18 @@ pub fn note(db: i32, name: &[u8], gone: Gone) {
         last.gone = gone;
         last.name.clear();
         last.name.extend_from_slice(name);
+        last.held_us.clear();
     });
+}
+
+/// With `note` of a lock: how long each of its holdings had lasted.
+pub fn note_held(held_us: impl IntoIterator<Item = u64>) {
+    LAST_UNLINKED.with(|last| last.borrow_mut().held_us.extend(held_us));
+}
+
+/// Each holding's length noted with the lock last taken (`take`).
+pub fn each_held(mut f: impl FnMut(u64)) {
+    LAST_UNLINKED.with(|last| last.borrow().held_us.iter().for_each(|us| f(*us)));
 }
 
 /// The command (or cycle) that unlinked it is over, or the deletion was our own.
