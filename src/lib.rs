@@ -46,7 +46,7 @@ use redis_module::{redis_module, Context, NotifyEvent, RedisString, Status};
 
 use crate::commands::{
     acquire, acquire_all, apply, clock, close, done, drop, fence, fenced, guard, held, info,
-    keepalive, mark, observe, once, proclaim, record, refresh, release,
+    keepalive, mark, observe, once, proclaim, record, refresh, release, top,
 };
 use crate::config::{Setting, Switch};
 use crate::ffi::argv::entry;
@@ -60,7 +60,7 @@ use crate::ffi::mark_type::MARK_TYPE;
 /// key spec says so, and Redis refuses keys of several slots). `LOCK.ACQUIRE`, `LOCK.REFRESH` and `LOCK.FENCED` are not
 /// `deny-oom`: under `maxmemory` they refuse only what needs new memory themselves
 /// (`server::out_of_memory`), so a holder keeps its lock.
-const COMMANDS: [CommandSpec; 20] = [
+const COMMANDS: [CommandSpec; 21] = [
     CommandSpec {
         name: "lock.acquire",
         entry: Some(entry::<acquire::Acquire>),
@@ -181,6 +181,18 @@ const COMMANDS: [CommandSpec; 20] = [
         complexity: c"O(1) for an exclusive lock; O(log n) in the holders of a shared one",
         arity: 2,
         keys: Keys::One(RO.with(ACCESS)),
+    },
+    CommandSpec {
+        name: "lock.top",
+        entry: Some(entry::<top::Top>),
+        flags: c"readonly",
+        categories: "read",
+        replication_form: false,
+        summary: "Lists the most waited-for (or longest held) locks of this server: [key, waiters, longest-wait-ms, held-ms] each.",
+        since: c"0.4.0",
+        complexity: c"O(N log N) in the keys held or waited for in the database",
+        arity: -1,
+        keys: Keys::Declared,
     },
     CommandSpec {
         name: "lock.apply",

@@ -59,6 +59,8 @@ pub enum CommandError {
     InvalidFingerprint,
     /// A `LOCK.DONE` result longer than `fencelock.max-result-length`.
     ResultTooLong,
+    /// A count that must be positive is 0 or below (`LOCK.TOP COUNT`).
+    NotPositive,
 }
 
 impl CommandError {
@@ -123,6 +125,8 @@ impl CommandError {
             CommandError::ResultTooLong => {
                 "ERR result exceeds maximum allowed size (fencelock.max-result-length)".into()
             }
+            // Redis's own wording for a count that must be positive (`LPOP key 0` …).
+            CommandError::NotPositive => "ERR value is out of range, must be positive".into(),
         }
     }
 

@@ -22,6 +22,7 @@
 //! - `session_index`: which keys may hold a session's holdings (checked on use);
 //! - `once`: run once, a lock that remembers its outcome (`LOCK.ONCE`, `LOCK.DONE`);
 //! - `observe`: what `LOCK.OBSERVE` reports of a lock, and when an observer hears;
+//! - `top`: what `LOCK.TOP` asks for and the order of its entries;
 //! - holdings read back from RDB payloads are validated in `holding`;
 //! - `shared` keeps a small set's holders in a list (`shared/list.rs`) and a large one's
 //!   indexed by token and lease end (`shared/index.rs`); both keep `shared/holder.rs`'s
@@ -50,6 +51,7 @@ pub mod session_index;
 pub mod shared;
 pub mod slot;
 pub mod token;
+pub mod top;
 #[allow(unsafe_code)]
 pub mod value;
 pub mod wait_registry;

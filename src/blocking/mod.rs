@@ -185,6 +185,26 @@ pub fn waited_keys() -> Vec<(i32, Vec<u8>)> {
     with_registry(|r| r.keys_where(|_| true))
 }
 
+/// The keys of database `db` somebody waits for: each name, how many wait, and when
+/// the first of them began (server µs). For `LOCK.TOP`: as many entries as keys
+/// waited for, never a walk of the keyspace.
+pub fn queued_keys(db: i32) -> Vec<(Vec<u8>, usize, u64)> {
+    if !anyone_waiting() {
+        return Vec::new();
+    }
+    with_registry(|r| {
+        r.keys()
+            .into_iter()
+            .filter(|(key_db, _)| *key_db == db)
+            .filter_map(|id| {
+                let since_us = r.head(&id)?.waiter.since_us;
+                let waiting = r.count(&id);
+                Some((id.1, waiting, since_us))
+            })
+            .collect()
+    })
+}
+
 /// Clients waiting across all keys.
 pub fn total_waiters() -> usize {
     with_registry(|r| r.total())

@@ -24,3 +24,4 @@ pub mod record;
 pub mod refresh;
 pub mod release;
 pub mod support;
+pub mod top;

@@ -116,12 +116,20 @@ thread_local! {
     /// sessions loaded, whose holders' lease ends the module must start to follow and
     /// whose sessions it must index.
     static LOADED_SHARED: RefCell<Option<LockNames>> = const { RefCell::new(None) };
+    /// While the server loads: every lock key loaded (the keys `LOCK.TOP` follows).
+    static LOADED_ANY: RefCell<Option<LockNames>> = const { RefCell::new(None) };
 }
 
 /// A load begins: note the shared locks and session locks it brings (`RESTORE`,
 /// outside a load, is followed through its keyspace event instead).
 pub fn loading_started() {
     LOADED_SHARED.with(|loaded| *loaded.borrow_mut() = Some(Vec::new()));
+    LOADED_ANY.with(|loaded| *loaded.borrow_mut() = Some(Vec::new()));
+}
+
+/// The load is over (or failed): every lock key it brought.
+pub fn take_loaded_any() -> LockNames {
+    LOADED_ANY.with(|loaded| loaded.borrow_mut().take().unwrap_or_default())
 }
 
 /// The load is over: the shared locks and session locks it brought.
@@ -129,8 +137,11 @@ pub fn take_loaded() -> LockNames {
     LOADED_SHARED.with(|loaded| loaded.borrow_mut().take().unwrap_or_default())
 }
 
-/// Notes the key being loaded, if a load is noting.
-fn note_loaded(rdb: *mut raw::RedisModuleIO) {
+/// Notes the key being loaded in `list`, if a load is noting.
+fn note_loaded_in(
+    list: &'static std::thread::LocalKey<RefCell<Option<LockNames>>>,
+    rdb: *mut raw::RedisModuleIO,
+) {
     let (Some(key_name), Some(db_id)) = (
         optional_api!(RedisModule_GetKeyNameFromIO),
         optional_api!(RedisModule_GetDbIdFromIO),
@@ -144,11 +155,15 @@ fn note_loaded(rdb: *mut raw::RedisModuleIO) {
     }
     // SAFETY: the key string lives for the call.
     let name = unsafe { bytes_of(name) };
-    LOADED_SHARED.with(|loaded| {
+    list.with(|loaded| {
         if let Some(noted) = loaded.borrow_mut().as_mut() {
             noted.push((db, name.to_vec()));
         }
     });
+}
+
+fn note_loaded(rdb: *mut raw::RedisModuleIO) {
+    note_loaded_in(&LOADED_SHARED, rdb);
 }
 
 /// Sets the observer of unlinked lock keys (once, at load).
@@ -193,6 +208,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
             _ => None,
         };
         value.map_or(std::ptr::null_mut(), |value| {
+            note_loaded_in(&LOADED_ANY, rdb);
             if matches!(value, LockValue::Shared(_)) || has_session(&value) {
                 note_loaded(rdb);
             }

@@ -16,7 +16,7 @@ use crate::ffi::server::{selected_db, slot_served_elsewhere};
 use crate::ffi::server_clock;
 use crate::hooks::filter;
 use crate::keyspace::unlinked::{self, Gone};
-use crate::keyspace::{effects, lock_events, sessions};
+use crate::keyspace::{effects, held_keys, lock_events, sessions};
 use crate::observing;
 use crate::stats;
 
@@ -80,6 +80,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     // A lock that arrives under this name brings its sessions' holdings with it.
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
+        held_keys::note_if_lock(ctx, name);
     }
     // The key left for another node (`MIGRATE`, Redis 8.4+ trimming a slot it gave
     // away, or the keys of a slot this node lost, which Valkey and Redis delete as
@@ -135,6 +136,7 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders });
     note_held(lock);
+    held_keys::forget(db, name);
     blocking::note_changed(db, name);
     blocking::note_unlinked_holder_leases(db, name);
 }

@@ -16,7 +16,7 @@ use crate::ffi::events::{
 use crate::ffi::node_state_form;
 use crate::ffi::server;
 use crate::hooks::filter;
-use crate::keyspace::{propagation, sessions, unlinked};
+use crate::keyspace::{held_keys, propagation, sessions, unlinked};
 use crate::observing;
 use crate::stats;
 
@@ -24,6 +24,7 @@ pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
     if subevent == FLUSH_ENDED {
         observing::note_all_changed();
         sessions::flushed(data.flushed);
+        held_keys::flushed(data.flushed);
         blocking::settle_all_queues(ctx);
     }
 }
@@ -37,11 +38,15 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
+            held_keys::note_loaded(&data_type::take_loaded_any());
             let loaded = data_type::take_loaded();
             sessions::index_loaded(ctx, &loaded);
             blocking::follow_loaded(ctx, loaded);
         }
-        LOADING_FAILED => drop(data_type::take_loaded()),
+        LOADING_FAILED => {
+            drop(data_type::take_loaded());
+            drop(data_type::take_loaded_any());
+        }
         _ => data_type::loading_started(),
     }
 }
@@ -60,6 +65,7 @@ pub fn swapped_databases(ctx: &Context, _subevent: u64, data: EventData) {
     observing::note_all_changed();
     if let Some((first, second)) = data.swapped {
         sessions::swapped(first, second);
+        held_keys::swapped(first, second);
         blocking::holder_leases_swapped(ctx, first, second);
     }
     blocking::settle_all_queues(ctx);

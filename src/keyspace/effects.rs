@@ -17,7 +17,7 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
-use super::{lock_events, propagation, sessions, unlinked};
+use super::{held_keys, lock_events, propagation, sessions, unlinked};
 use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::mark_key::MarkKey;
@@ -157,6 +157,10 @@ fn put_holder(
             }
         },
     };
+    if stored {
+        // After the store: replacing a value unlinks the old one, which forgets the name.
+        held_keys::note(selected_db(ctx), key.name().as_slice());
+    }
     stored.then_some(()).ok_or(CommandError::WriteFailed)
 }
 

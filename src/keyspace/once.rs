@@ -12,7 +12,7 @@ use fencelock_core::token::Generated;
 use fencelock_core::value::LockValue;
 use redis_module::Context;
 
-use super::{lock_events as events, propagation, sessions};
+use super::{held_keys, lock_events as events, propagation, sessions};
 use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::once_type::record_args;
@@ -54,6 +54,7 @@ pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<(), Command
         return Err(CommandError::WriteFailed);
     }
     let name = key.name();
+    held_keys::note(selected_db(ctx), name.as_slice());
     if let Some(session) = new.session {
         sessions::note(selected_db(ctx), name.as_slice(), session);
     }
@@ -130,6 +131,7 @@ pub fn apply_record(
     if !stored {
         return Err(CommandError::WriteFailed);
     }
+    held_keys::note(selected_db(ctx), key.name().as_slice());
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }
