@@ -65,6 +65,8 @@ def _server(server: Server) -> list[RenderableType]:
 def _percentiles(label: str, line: Percentiles) -> Text:
     if line.p50 is None and line.count is None:
         return Text(f"  {label}  (not measured by this server)", style="dim")
+    if line.count == 0:
+        return Text(f"  {label:<5}  none since the start or CONFIG RESETSTAT")
     return Text.assemble(
         f"  {label:<5}  p50 ",
         (_usec(line.p50), "bold"),
