@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -33,6 +34,13 @@ def top(*args: str) -> subprocess.CompletedProcess[str]:
 def _env() -> dict[str, str]:
     # Wide enough that no lock name or column is folded.
     return {**os.environ, "COLUMNS": "120", "LINES": "50"}
+
+
+def _terminal_env() -> dict[str, str]:
+    # The terminal says its size: a COLUMNS or LINES of the test's own environment
+    # would override it (rich reads them first), and a frame taller than the pane
+    # scrolls its own top lines away.
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
 
 
 class Contention:
@@ -187,6 +195,15 @@ def shows(screen: str, waiters: str) -> bool:
     return "q quits" in screen and rows(screen).get("lock:hot", [""])[0] == waiters
 
 
+def until_shown(screen: Callable[[], str], waiters: str) -> None:
+    """Waits up to 30 s for a capture that ``shows`` it; fails with the last one."""
+    deadline = time.monotonic() + 30
+    while not shows(last := screen(), waiters):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"lock:hot with {waiters} waiters not shown:\n{last}")
+        time.sleep(0.05)
+
+
 def test_the_interactive_view_in_a_terminal(server: Server, r: redis.Redis) -> None:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
@@ -206,17 +223,13 @@ def test_the_interactive_view_in_a_terminal(server: Server, r: redis.Redis) -> N
         locks.wait_for("lock:hot", 2)
         subprocess.run(
             [*tmux, "new-session", "-d", "-s", "top", "-x", "120", "-y", "40", script],
-            check=True, timeout=10, env=_env(),
+            check=True, timeout=10, env=_terminal_env(),
         )  # fmt: skip
         try:
-            wait_until(
-                lambda: shows(screen(), "2"),
-                30,
-                "lock:hot with 2 waiters on the screen",
-            )
+            until_shown(screen, "2")
             # Refreshed: one more waiter shows at the next frame.
             locks.wait_for("lock:hot", 1)
-            wait_until(lambda: shows(screen(), "3"), 30, "the screen refreshed to 3")
+            until_shown(screen, "3")
             subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True)
             wait_until(lambda: "top exited 0" in screen(), 30, "top quit on q")
         finally:
