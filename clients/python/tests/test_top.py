@@ -109,6 +109,9 @@ def rows(output: str) -> dict[str, list[str]]:
 
 
 def test_once_lists_the_hottest_lock_first(server: Server, r: redis.Redis) -> None:
+    # One wait (a BLOCK acquire) and one holding recorded, whatever ran before.
+    token, _ = r.execute_command("LOCK.ACQUIRE", "lock:before", 30000, "BLOCK", 10)
+    r.execute_command("LOCK.RELEASE", "lock:before", token)
     with contention(server.port) as locks:
         locks.hold("lock:hot")
         locks.hold("lock:warm")
