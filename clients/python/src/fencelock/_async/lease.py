@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from redis.exceptions import LockError
 
+from .. import _telemetry as telemetry
 from .._protocol import Key, Mode, Token, fence_args, mode_of, to_ms
 from ..errors import LockLost, lock_error
 from . import guarded
@@ -77,6 +78,11 @@ class Lease:
     # The process that acquired it: a forked child inherits the object, never the
     # holding (it neither refreshes nor releases it: ``Locks``).
     pid: int = field(default_factory=os.getpid, repr=False)
+    # When the grant's reply arrived, monotonic (None for a lease made by hand): the
+    # holding is measured from here, the wait before it is not part of it.
+    granted_at: Optional[float] = field(default=None, repr=False)
+    # Its span and measurements (``fencelock._telemetry``), once the manager holds it.
+    holding: Any = field(default=telemetry.NOTHING, repr=False)
     _reported: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,15 +121,43 @@ class Lease:
     def closed_by_manager(self) -> None:
         """Its lock manager was closed, which released the holding (``LOCK.CLOSE``):
         no longer held, for ``ensure_held`` as for ``lost``; nothing is reported, as
-        for a lease released by its holder."""
+        for a lease released by its holder (its telemetry too counts a release)."""
+        self.holding.end()
         self._mark_lost(LockLost.CLOSED)
         self.released = True
+
+    def start_holding(self, granted_at: float) -> None:
+        """The manager holds it from now on (granted at ``granted_at``): its
+        holding is measured until it is released or lost."""
+        self.granted_at = granted_at
+        self.holding = telemetry.holding(
+            self.client, (self.key,), self.fence, self.mode, granted_at
+        )
+
+    def set_released(self, held: bool) -> None:
+        """A release was answered: ``held`` if this token still held the lock (the
+        holding ends released; if not, the loss reported next ends it)."""
+        self.released = held
+        if held:
+            self.holding.end()
+
+    def left(self) -> None:
+        """Its block was left with the lease cut to what is left of ``min_hold``: the
+        holder is done with it, though the server keeps it until that runs out."""
+        self.holding.end()
+
+    def held_for(self) -> float:
+        """Seconds since the grant (since the acquire was sent, for a lease made by
+        hand)."""
+        since = self.acquired_at if self.granted_at is None else self.granted_at
+        return max(0.0, time.monotonic() - since)
 
     def _mark_lost(self, reason: str) -> None:
         # The first finding stays: what came after it follows from it.
         if self.lost_reason is None:
             self.lost_reason = reason
         self.lost.set()
+        self.holding.end(lost=self.lost_reason)
 
     def ensure_held(self, check: bool = False) -> Checked:
         """Raises ``LockLost`` if the lease was found lost or its deadline has passed,
@@ -183,11 +217,21 @@ class Lease:
         if self._reported:
             return
         self._reported = True
+        reason = self.lost_reason or LockLost.NOT_HELD
         log.warning(
             "fencelock: lost the lock %r (fence %d): %s",
             self.key,
             self.fence,
-            LockLost.MEANING[self.lost_reason or LockLost.NOT_HELD],
+            LockLost.MEANING[reason],
+            # The fields of the holding's span, for structured log handlers.
+            extra=telemetry.hold_fields(
+                self.client,
+                (self.key,),
+                self.fence,
+                self.mode,
+                self.held_for(),
+                reason,
+            ),
         )
         runner, self.runner = self.runner, None
         if runner is not None and runner is not current_owner():

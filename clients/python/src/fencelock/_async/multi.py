@@ -34,6 +34,7 @@ from redis.exceptions import (
 )
 
 from .. import _lockstate as state
+from .. import _telemetry as telemetry
 from .._protocol import (
     Args,
     Key,
@@ -186,10 +187,32 @@ class MultiLock(RedisPyLock):
             blocking_timeout = self.blocking_timeout
         encoded = state.encode_token(self.redis, token)
         deadline = state.deadline(blocking, blocking_timeout, time.monotonic())
+        with telemetry.acquiring(
+            self.redis,
+            self.names,
+            "LOCK.ACQUIREALL",
+            self.mode,
+            state.wait_left(blocking, deadline, time.monotonic()),
+        ) as attempt:
+            grant = await self._take(blocking, deadline, encoded)
+            if grant is None:
+                return False
+            attempt.granted(grant.fences)
+        self.local.token = encoded
+        self.local.fences = grant.fences
+        self.local.owner = current_owner()
+        self.local.holding = telemetry.holding(
+            self.redis, self.names, grant.fences, self.mode, grant.answered
+        )
+        return True
+
+    async def _take(
+        self, blocking: bool, deadline: Optional[float], encoded: bytes
+    ) -> Optional[GrantAll]:
         while True:
             wait = state.wait_left(blocking, deadline, time.monotonic())
             try:
-                grant = await acquire_all(
+                return await acquire_all(
                     self.redis,
                     self.names,
                     encoded,
@@ -203,15 +226,8 @@ class MultiLock(RedisPyLock):
                     raise
                 # Another type at a key: busy, polled (the server cannot queue us).
                 if not state.may_poll(blocking, deadline, self.sleep, time.monotonic()):
-                    return False
+                    return None
                 await sleep_for(self.sleep)
-                continue
-            if grant is None:
-                return False
-            self.local.token = encoded
-            self.local.fences = grant.fences
-            self.local.owner = current_owner()
-            return True
 
     async def locked(self) -> bool:
         """True if anyone holds any of the locks (any value at a key)."""
@@ -249,8 +265,14 @@ class MultiLock(RedisPyLock):
             await self.do_release(token)
         except LockNotOwnedError:
             self.local.token = None
+            self._end_holding(LockLost.NOT_HELD)
             raise
         self.local.token = None
+        self._end_holding(None)
+
+    def _end_holding(self, lost: Optional[str]) -> None:
+        """The end of this thread's (task's) holding, for its telemetry."""
+        getattr(self.local, "holding", telemetry.NOTHING).end(lost=lost)
 
     async def do_release(self, expected_token: Token) -> None:
         missing = await self._owner_commands(
@@ -381,18 +403,26 @@ async def acquire_leases(
     delay_ms, sessions, in_session = await locks._begin_in_session(
         first, ttl, session, lock_delay
     )
+    attempt = telemetry.acquiring(
+        locks.client, keys, "LOCK.ACQUIREALL", mode_of(shared, None), wait
+    )
     try:
-        grant = await _take_all(
-            locks.client,
-            keys,
-            token,
-            ttl,
-            wait=wait,
-            shared=shared,
-            session=in_session,
-            lock_delay_ms=delay_ms,
-        )
+        try:
+            grant = await _take_all(
+                locks.client,
+                keys,
+                token,
+                ttl,
+                wait=wait,
+                shared=shared,
+                session=in_session,
+                lock_delay_ms=delay_ms,
+            )
+        except BaseException as error:
+            attempt.failed(error)
+            raise
         if grant is None:
+            attempt.not_granted()
             return None
         leases = [
             Lease(
@@ -413,7 +443,8 @@ async def acquire_leases(
             # A cancellation swallowed anywhere on the way ends it here, before
             # the block would run unbounded.
             raise_if_cancel_swallowed(pending)
-        except BaseException:
+        except BaseException as error:
+            attempt.failed(error)
             for lease in leases:
                 locks._forget(lease)
                 locks._refresher.forget(lease)
@@ -422,6 +453,9 @@ async def acquire_leases(
     finally:
         if sessions is not None and in_session is not None:
             sessions.end(in_session)
+    attempt.granted(grant.fences)
+    for lease in leases:
+        lease.start_holding(grant.answered)
     return leases
 
 
@@ -534,8 +568,9 @@ async def leave_leases(locks: Manager, leases: list[Lease]) -> None:
             else:
                 held = parse_flag(reply)
             if retried and not held:
+                lease.left()
                 continue  # the first attempt may have released it already
-            lease.released = held
+            lease.set_released(held)
             if not held or lease.expired():
                 await lease.report_lost(found_gone=not held)
 

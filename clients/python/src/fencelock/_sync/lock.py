@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from redis.exceptions import LockError, LockNotOwnedError, ResponseError
 
 from .. import _lockstate as state
+from .. import _telemetry as telemetry
 from .._protocol import (
     Key,
     Mode,
@@ -38,6 +39,7 @@ from .._protocol import (
 )
 from ..errors import LockLost, lock_error, self_wait_refused
 from . import guarded
+from ._acquire import Grant
 from ._acquire import acquire as acquire_once
 from ._commands import call, reaching
 from ._compat import current_owner
@@ -112,6 +114,7 @@ class Lock(RedisPyLock):
 
     def _clear_grant(self, local: Any) -> None:
         local.fence = None
+        local.holding = telemetry.NOTHING
 
     def __repr__(self) -> str:
         return f"<{type(self).__module__}.{type(self).__qualname__} {self.name!r}>"
@@ -150,10 +153,33 @@ class Lock(RedisPyLock):
         self._refuse_upgrade()
         encoded = state.encode_token(self.redis, token)
         deadline = state.deadline(blocking, blocking_timeout, time.monotonic())
+        with telemetry.acquiring(
+            self.redis,
+            (self.name,),
+            "LOCK.ACQUIRE",
+            self.mode,
+            state.wait_left(blocking, deadline, time.monotonic()),
+        ) as attempt:
+            grant = self._take(blocking, deadline, encoded, sleep)
+            if grant is None:
+                return False
+            attempt.granted(grant.fence)
+        self.local.token = encoded
+        self.local.fence = grant.fence
+        self.local.owner = current_owner()
+        self.local.holding = telemetry.holding(
+            self.redis, (self.name,), grant.fence, self.mode, grant.answered
+        )
+        return True
+
+    def _take(
+        self, blocking: bool, deadline: Optional[float], encoded: bytes, sleep: float
+    ) -> Optional[Grant]:
+        """The grant, or None when the wait (or the one try) ended first."""
         while True:
             wait = state.wait_left(blocking, deadline, time.monotonic())
             try:
-                grant = acquire_once(
+                return acquire_once(
                     self.redis,
                     self.name,
                     encoded,
@@ -171,15 +197,8 @@ class Lock(RedisPyLock):
                 # Another type at the key: busy, as for redis-py, but the server
                 # cannot queue us behind it, so poll until it goes or time runs out.
                 if not state.may_poll(blocking, deadline, sleep, time.monotonic()):
-                    return False
+                    return None
                 sleep_for(sleep)
-                continue
-            if grant is None:
-                return False
-            self.local.token = encoded
-            self.local.fence = grant.fence
-            self.local.owner = current_owner()
-            return True
 
     def locked(self) -> bool:
         """True if anyone holds the lock (any value at the key, as for redis-py)."""
@@ -221,8 +240,14 @@ class Lock(RedisPyLock):
             self.do_release(expected_token)
         except LockNotOwnedError:
             self.local.token = None
+            self._end_holding(LockLost.NOT_HELD)
             raise
         self.local.token = None
+        self._end_holding(None)
+
+    def _end_holding(self, lost: Optional[str]) -> None:
+        """The end of this thread's (task's) holding, for its telemetry."""
+        getattr(self.local, "holding", telemetry.NOTHING).end(lost=lost)
 
     def do_release(self, expected_token: bytes) -> None:
         if not self._owner_command(release_args(self.name, expected_token)):
@@ -250,6 +275,7 @@ class Lock(RedisPyLock):
             self.name, self._token() or b"", to_ms(additional_time), add=not replace_ttl
         )
         if not self._owner_command(args):
+            self._end_holding(LockLost.NOT_HELD)
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot extend a lock that's no longer owned",
@@ -271,6 +297,7 @@ class Lock(RedisPyLock):
         assert self.timeout is not None
         args = refresh_args(self.name, self._token() or b"", to_ms(self.timeout))
         if not self._owner_command(args):
+            self._end_holding(LockLost.NOT_HELD)
             raise lock_error(
                 LockNotOwnedError,
                 "Cannot reacquire a lock that's no longer owned",

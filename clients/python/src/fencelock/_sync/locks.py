@@ -66,6 +66,7 @@ from redis.exceptions import (
 
 from .. import _forks
 from .. import _lockstate as lockstate
+from .. import _telemetry as telemetry
 from .._once import JSON, Once, Serializer, done_args, fingerprint_of
 from .._protocol import (
     RELEASE,
@@ -253,7 +254,7 @@ class Locks:
                     continue
                 for lease in leases:
                     if node_of(self.client, lease.key) == node:
-                        lease.released = True
+                        lease.set_released(True)
         self._refresher.stop_if_idle()
         if failed is not None:
             where, cause = failed
@@ -594,24 +595,31 @@ class Locks:
             self._refuse_waiting_for_itself(key, "exclusive")
         _, sessions, in_session = self._begin_in_session(key, ttl, session, None)
         try:
-            claimed, sent = claim(
-                self.client,
-                key,
-                token,
-                ttl_ms=to_ms(ttl),
-                keep_ms=to_ms(keep),
-                wait=wait,
-                fingerprint=fingerprint_of(fingerprint),
-                session=in_session,
-                poll=POLL,
-            )
-            if claimed is None:
-                raise LockNotAcquired(key, f"run {key!r} is running elsewhere")
-            if not claimed.granted:
-                replay = Once(key, claimed.fence, serializer, stored=claimed.result)
-            else:
-                grant = _acquire.Grant(claimed.fence, sent, time.monotonic())
-                lease = self._hold_grant(key, token, grant, ttl, sessions, in_session)
+            with telemetry.acquiring(
+                self.client, (key,), "LOCK.ONCE", "exclusive", wait
+            ) as attempt:
+                claimed, sent = claim(
+                    self.client,
+                    key,
+                    token,
+                    ttl_ms=to_ms(ttl),
+                    keep_ms=to_ms(keep),
+                    wait=wait,
+                    fingerprint=fingerprint_of(fingerprint),
+                    session=in_session,
+                    poll=POLL,
+                )
+                if claimed is None:
+                    raise LockNotAcquired(key, f"run {key!r} is running elsewhere")
+                if not claimed.granted:
+                    replay = Once(key, claimed.fence, serializer, stored=claimed.result)
+                    attempt.replayed(claimed.fence)
+                else:
+                    grant = _acquire.Grant(claimed.fence, sent, time.monotonic())
+                    lease = self._hold_grant(
+                        key, token, grant, ttl, sessions, in_session
+                    )
+                    attempt.granted(lease.fence)
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
@@ -668,12 +676,12 @@ class Locks:
             # Refused (a result over fencelock.max-result-length): the run still
             # holds; given up so that a duplicate runs it rather than waits.
             release_quietly(self.client, lease.key, lease.token)
-            lease.released = True
+            lease.set_released(True)
             raise
         if not stored:
             lease.report_lost(found_gone=True)
             raise lease.lost_error()
-        lease.released = True
+        lease.set_released(True)
 
     def idempotent(
         self,
@@ -753,29 +761,33 @@ class Locks:
             key, ttl, session, lock_delay
         )
         try:
-            grant = self._take(
-                key,
-                token,
-                ttl,
-                wait=wait,
-                shared=shared,
-                limit=limit,
-                wait_replicas=wait_replicas,
-                wait_replicas_timeout=wait_replicas_timeout,
-                session=in_session,
-                lock_delay_ms=delay_ms,
-                value=value,
-            )
-            lease = self._hold_grant(
-                key,
-                token,
-                grant,
-                ttl,
-                sessions,
-                in_session,
-                shared=shared or limit is not None,
-                limit=limit,
-            )
+            with telemetry.acquiring(
+                self.client, (key,), "LOCK.ACQUIRE", mode_of(shared, limit), wait
+            ) as attempt:
+                grant = self._take(
+                    key,
+                    token,
+                    ttl,
+                    wait=wait,
+                    shared=shared,
+                    limit=limit,
+                    wait_replicas=wait_replicas,
+                    wait_replicas_timeout=wait_replicas_timeout,
+                    session=in_session,
+                    lock_delay_ms=delay_ms,
+                    value=value,
+                )
+                lease = self._hold_grant(
+                    key,
+                    token,
+                    grant,
+                    ttl,
+                    sessions,
+                    in_session,
+                    shared=shared or limit is not None,
+                    limit=limit,
+                )
+                attempt.granted(lease.fence)
         finally:
             if sessions is not None and in_session is not None:
                 sessions.end(in_session)
@@ -832,6 +844,7 @@ class Locks:
             except BaseException:
                 shielded(self._abandon(lease))
                 raise
+        lease.start_holding(grant.answered)
         return lease
 
     def _take(
@@ -942,7 +955,7 @@ class Locks:
             if lease.session is not None and self._sessions is not None:
                 self._sessions.release_later(lease)
             return
-        lease.released = parse_flag(reply)
+        lease.set_released(parse_flag(reply))
 
     def _forget(self, lease: Lease) -> None:
         held = [one for one in self._held.get(lease.key, []) if one[1] is not lease]
@@ -976,7 +989,7 @@ class Locks:
         except (ConnectionError, TimeoutError):
             self._release_later(lease)
             raise
-        lease.released = parse_flag(reply)
+        lease.set_released(parse_flag(reply))
         self._forget(lease)
         if lease.session is not None:
             self._refresher.forget(lease)
@@ -991,6 +1004,7 @@ class Locks:
         if hold_ms > 0:
             if not self._refresh_ms(lease, hold_ms):
                 lease.report_lost(found_gone=True)
+            lease.left()
         else:
             self.release(lease)
 
@@ -1040,11 +1054,14 @@ class Locks:
                 held = False
             if retried and not held and args[0] == RELEASE:
                 # The first attempt may have released it already: not a loss.
+                lease.left()
                 return
             if args[0] == RELEASE:
-                lease.released = held
+                lease.set_released(held)
             if not held or lease.expired():
                 lease.report_lost(found_gone=not held)
+            else:
+                lease.left()  # cut to min_hold: the holder is done with it
 
         try:
             self._refresher.on_own_connection(lease.key, leave_on)
