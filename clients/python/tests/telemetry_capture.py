@@ -35,7 +35,7 @@ def spans(name: str, lock: Any) -> list[ReadableSpan]:
         attributes = span.attributes or {}
         names = attributes.get("fencelock.lock.names")
         own = (
-            list(names) == list(lock)
+            isinstance(names, (list, tuple)) and list(names) == list(lock)
             if names is not None and not isinstance(lock, str)
             else attributes.get("fencelock.lock.name") == lock
         )
@@ -80,7 +80,7 @@ def count(metric: str, **wanted: Any) -> int:
 
 def recorded(metric: str, **wanted: Any) -> float:
     """The sum of the values a histogram recorded with those attributes."""
-    return sum(point.sum for point in points(metric, **wanted))
+    return float(sum(point.sum for point in points(metric, **wanted)))
 
 
 def unit(metric: str) -> Optional[str]:

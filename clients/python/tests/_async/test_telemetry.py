@@ -26,7 +26,7 @@ from telemetry_capture import (
 import fencelock.asyncio
 from fencelock.asyncio import Deadlock, LockLost, LockNotAcquired, MultiLock
 
-from .helpers import join, spawn, until
+from .helpers import drop_in, join, spawn, until
 
 HOLD = "fencelock.hold"
 
@@ -148,7 +148,7 @@ async def test_a_lost_holding_says_why_in_its_span_its_counter_and_its_log_recor
 
 async def test_the_drop_in_lock_has_the_same_spans(r: redis.asyncio.Redis) -> None:
     clear()
-    lock = r.lock("dropin", timeout=10, lock_class=fencelock.asyncio.Lock)
+    lock = drop_in(r, "dropin", timeout=10)
     assert await lock.acquire(blocking=False)
     fence = lock.fence
     await lock.release()
@@ -172,9 +172,9 @@ async def test_a_drop_in_that_is_not_granted_is_busy_or_timed_out(
     r: redis.asyncio.Redis,
 ) -> None:
     clear()
-    holder = r.lock("taken", timeout=10, lock_class=fencelock.asyncio.Lock)
+    holder = drop_in(r, "taken", timeout=10)
     assert await holder.acquire()
-    other = r.lock("taken", timeout=10, lock_class=fencelock.asyncio.Lock)
+    other = drop_in(r, "taken", timeout=10)
     assert not await other.acquire(blocking=False)
     assert not await other.acquire(blocking_timeout=0.1)
     await holder.release()

@@ -28,7 +28,7 @@ from telemetry_capture import (
 import fencelock
 from fencelock import Deadlock, LockLost, LockNotAcquired, MultiLock
 
-from .helpers import join, spawn, until
+from .helpers import drop_in, join, spawn, until
 
 HOLD = "fencelock.hold"
 
@@ -150,7 +150,7 @@ def test_a_lost_holding_says_why_in_its_span_its_counter_and_its_log_record(
 
 def test_the_drop_in_lock_has_the_same_spans(r: redis.Redis) -> None:
     clear()
-    lock = r.lock("dropin", timeout=10, lock_class=fencelock.Lock)
+    lock = drop_in(r, "dropin", timeout=10)
     assert lock.acquire(blocking=False)
     fence = lock.fence
     lock.release()
@@ -174,9 +174,9 @@ def test_a_drop_in_that_is_not_granted_is_busy_or_timed_out(
     r: redis.Redis,
 ) -> None:
     clear()
-    holder = r.lock("taken", timeout=10, lock_class=fencelock.Lock)
+    holder = drop_in(r, "taken", timeout=10)
     assert holder.acquire()
-    other = r.lock("taken", timeout=10, lock_class=fencelock.Lock)
+    other = drop_in(r, "taken", timeout=10)
     assert not other.acquire(blocking=False)
     assert not other.acquire(blocking_timeout=0.1)
     holder.release()
