@@ -13,7 +13,7 @@ use fencelock_core::holding::MAX_TOKEN_BYTES;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
-use fencelock_core::once::{claim_step, ClaimRequest, ClaimStep, Found};
+use fencelock_core::once::{claim_step, parse_keep, ClaimRequest, ClaimStep, Found};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -48,7 +48,7 @@ impl Command for Once {
 struct Request<'a> {
     key: &'a RedisString,
     asked: Asked<'a>,
-    keep_ms: i64,
+    keep_ms: u64,
     fingerprint: Option<&'a [u8]>,
 }
 
@@ -64,7 +64,7 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     )?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     // The keep time is not optional: a claim says how long its result answers.
-    let keep_ms = parse_ttl(keep.ok_or(CommandError::Syntax)?, NAME, limits.max_ttl_ms)?;
+    let keep_ms = parse_keep(keep.ok_or(CommandError::Syntax)?, NAME, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
         .transpose()?;
@@ -112,7 +112,7 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
     let generated = asked.token.is_none().then(Generated::fresh);
     let token = checked_token(asked, generated.as_ref(), &key, now_ms, limits)?;
     let deadline_ms = lease_deadline(asked, now_ms, limits, NAME)?;
-    let keep_ms = u64::try_from(request.keep_ms).unwrap_or(0);
+    let keep_ms = request.keep_ms;
     let claim = ClaimRequest {
         token: asked.token.map(|token| token.bytes),
         fingerprint: request.fingerprint,

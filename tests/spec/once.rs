@@ -519,3 +519,56 @@ fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() 
         assert_eq!(waiters(&mut con, "k"), 0, "{step}");
     }
 }
+
+/// A keep time no `LOCK.DONE` could turn into a key expiry is refused where it enters:
+/// by `LOCK.ONCE` even under the largest `fencelock.max-ttl`, and by `LOCK.RECORD`, the
+/// replication form, which accepts any keep a primary's `LOCK.ONCE` could have accepted
+/// (a replica may run with a lower `max-ttl`) and no more. The largest accepted keep
+/// still lets `LOCK.DONE` finish the run.
+#[test]
+fn a_keep_time_done_could_not_finish_is_refused() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let largest = (i64::MAX / 2).to_string();
+    let beyond = (i64::MAX / 2 + 1).to_string();
+    let _: () = cmd("CONFIG")
+        .arg("SET")
+        .arg("fencelock.max-ttl")
+        .arg(i64::MAX)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        error_of(&mut con, &["LOCK.ONCE", "k", "1000", "KEEP", &beyond]),
+        "ERR invalid expire time in 'lock.once' command"
+    );
+    for keep in [beyond.as_str(), "9223372036854775807", "0"] {
+        assert_eq!(
+            error_of(
+                &mut con,
+                &["LOCK.RECORD", "r", "RUNNING", "tok", "5", "KEEP", keep]
+            ),
+            "ERR invalid expire time in 'lock.record' command",
+            "RUNNING, KEEP {keep}"
+        );
+        assert_eq!(
+            error_of(
+                &mut con,
+                &["LOCK.RECORD", "r", "DONE", "5", "paid", "KEEP", keep]
+            ),
+            "ERR invalid expire time in 'lock.record' command",
+            "DONE, KEEP {keep}"
+        );
+    }
+    let exists: i64 = cmd("EXISTS").arg("r").query(&mut con).unwrap();
+    assert_eq!(exists, 0, "a refused record writes nothing");
+    let Claim::Run { token, .. } = claim(&mut con, "k", 1_000, i64::MAX / 2, &[]) else {
+        panic!("the largest keep runs")
+    };
+    assert_eq!(done(&mut con, "k", &token, "paid"), 1);
+    let ok: String = cmd("LOCK.RECORD")
+        .arg(&["r", "RUNNING", "tok", "5", "KEEP", largest.as_str()][..])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(done(&mut con, "r", "tok", "paid"), 1, "DONE finishes it");
+}
