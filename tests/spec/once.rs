@@ -571,4 +571,41 @@ fn a_keep_time_done_could_not_finish_is_refused() {
         .unwrap();
     assert_eq!(ok, "OK");
     assert_eq!(done(&mut con, "r", "tok", "paid"), 1, "DONE finishes it");
+    // A deadline is an absolute time: any positive one is a key expiry (as `PXAT` is
+    // to `SET`), and DONE computes the result's own from its keep.
+    let far = i64::MAX.to_string();
+    let ok: String = cmd("LOCK.RECORD")
+        .arg(
+            &[
+                "p",
+                "RUNNING",
+                "tok",
+                "5",
+                "KEEP",
+                "1000",
+                "PXAT",
+                far.as_str(),
+            ][..],
+        )
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(done(&mut con, "p", "tok", "paid"), 1, "DONE finishes it");
+    assert_eq!(
+        error_of(
+            &mut con,
+            &[
+                "LOCK.RECORD",
+                "p",
+                "DONE",
+                "5",
+                "x",
+                "KEEP",
+                "9",
+                "PXAT",
+                "0"
+            ]
+        ),
+        "ERR invalid expire time in 'lock.record' command"
+    );
 }
