@@ -609,3 +609,46 @@ fn a_keep_time_done_could_not_finish_is_refused() {
         "ERR invalid expire time in 'lock.record' command"
     );
 }
+
+/// `fencelock_held_locks` and `fencelock_once_done_records` of `INFO fencelock`.
+fn held_and_done(con: &mut Connection) -> (i64, i64) {
+    let gauge = |con: &mut Connection, name: &str| -> i64 {
+        info_field(con, "fencelock", name)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    (
+        gauge(con, "fencelock_held_locks"),
+        gauge(con, "fencelock_once_done_records"),
+    )
+}
+
+/// A done record holds no lease: `fencelock_held_locks` stops counting its key when
+/// `LOCK.DONE` stores the result, and `fencelock_once_done_records` counts it until it
+/// goes, however it is written (`DONE`, `RESTORE`, a reload) or goes (`DEL`, expiry).
+#[test]
+fn a_done_record_counts_as_a_stored_result_not_as_a_held_lock() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let Claim::Run { token, .. } = claim(&mut con, "order", 10_000, 60_000, &[]) else {
+        panic!("a run")
+    };
+    assert_eq!(held_and_done(&mut con), (1, 0), "running: a held lock");
+    assert_eq!(done(&mut con, "order", &token, "paid"), 1);
+    assert_eq!(held_and_done(&mut con), (0, 1), "done: a stored result");
+    let dump: Vec<u8> = cmd("DUMP").arg("order").query(&mut con).unwrap();
+    let _: () = cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(dump)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(held_and_done(&mut con), (0, 2));
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    assert_eq!(held_and_done(&mut con), (0, 2), "after a reload");
+    let _: i64 = cmd("DEL").arg("copy").query(&mut con).unwrap();
+    let _: i64 = cmd("PEXPIRE").arg("order").arg(1).query(&mut con).unwrap();
+    eventually(Duration::from_secs(10), "the record expired", || {
+        held_and_done(&mut con) == (0, 0)
+    });
+}
