@@ -4,6 +4,7 @@
 //! running and while done, the result bound, and what the mutex commands do with a
 //! running claim and a done record.
 
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use testkit::resp::Reply;
@@ -53,29 +54,52 @@ fn error_of(con: &mut Connection, args: &[&str]) -> String {
     )
 }
 
+/// `n` duplicates claiming `key` with `BLOCK block_ms`, each on its own connection and
+/// thread, all connected before any claims; the one granted the run calls `on_run` with
+/// its connection, token and fence (the work, and its `DONE` if any). Join each for its
+/// reply.
+fn waiting_claims(
+    server: &Server,
+    key: &str,
+    n: usize,
+    block_ms: i64,
+    on_run: impl Fn(&mut Connection, &str, i64) + Send + Clone + 'static,
+) -> Vec<JoinHandle<Claim>> {
+    let block = block_ms.to_string();
+    let connections: Vec<Connection> = (0..n).map(|_| server.connect()).collect();
+    connections
+        .into_iter()
+        .map(|mut con| {
+            let (key, block, on_run) = (key.to_owned(), block.clone(), on_run.clone());
+            std::thread::spawn(move || {
+                let got = claim(&mut con, &key, 10_000, 60_000, &["BLOCK", &block]);
+                if let Claim::Run { token, fence } = &got {
+                    on_run(&mut con, token, *fence);
+                }
+                got
+            })
+        })
+        .collect()
+}
+
+fn replies(claims: Vec<JoinHandle<Claim>>) -> Vec<Claim> {
+    claims.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 #[test]
 fn twenty_concurrent_duplicates_run_once_and_the_rest_get_its_result() {
     let server = Server::start();
-    let replies: Vec<Claim> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..20)
-            .map(|_| {
-                let mut con = server.connect();
-                scope.spawn(move || {
-                    let got = claim(&mut con, "order:1", 10_000, 60_000, &["BLOCK", "10000"]);
-                    if let Claim::Run { token, fence } = &got {
-                        // The work, then its result for every duplicate.
-                        std::thread::sleep(Duration::from_millis(100));
-                        assert_eq!(
-                            done(&mut con, "order:1", token, &format!("paid {fence}")),
-                            1
-                        );
-                    }
-                    got
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let replies = replies(waiting_claims(
+        &server,
+        "order:1",
+        20,
+        10_000,
+        |con, token, fence| {
+            // The work, then its result for every duplicate.
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(done(con, "order:1", token, &format!("paid {fence}")), 1);
+        },
+    ));
     let runs: Vec<i64> = replies
         .iter()
         .filter_map(|reply| match reply {
@@ -149,22 +173,13 @@ fn duplicates_after_giving_up(
     result: &str,
     give_up: impl FnOnce(&mut Connection),
 ) -> Vec<Claim> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    for _ in 0..3 {
-        let mut waiter = server.connect();
-        let (tx, key, result) = (tx.clone(), key.to_owned(), result.to_owned());
-        std::thread::spawn(move || {
-            let got = claim(&mut waiter, &key, 10_000, 60_000, &["BLOCK", "20000"]);
-            if let Claim::Run { token, .. } = &got {
-                assert_eq!(done(&mut waiter, &key, token, &result), 1);
-            }
-            tx.send(got).unwrap();
-        });
-    }
-    drop(tx);
+    let (stored_key, result) = (key.to_owned(), result.to_owned());
+    let claims = waiting_claims(server, key, 3, 20_000, move |waiter, token, _| {
+        assert_eq!(done(waiter, &stored_key, token, &result), 1);
+    });
     wait_for_waiters(con, key, 3);
     give_up(con);
-    rx.iter().collect()
+    replies(claims)
 }
 
 /// Of `replies`, exactly one run, above `fence`, and every other its result.
@@ -412,13 +427,11 @@ fn a_claim_waiting_behind_a_plain_lock_runs_when_it_is_released() {
     let server = Server::start();
     let mut con = server.connect();
     let (plain, plain_fence) = acquire(&mut con, "k", 10_000, &[]).unwrap();
-    let mut waiter = server.connect();
-    let handle =
-        std::thread::spawn(move || claim(&mut waiter, "k", 10_000, 60_000, &["BLOCK", "20000"]));
+    let claims = waiting_claims(&server, "k", 1, 20_000, |_, _, _| {});
     wait_for_waiters(&mut con, "k", 1);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &plain]), 1);
-    match handle.join().unwrap() {
-        Claim::Run { fence, .. } => assert!(fence > plain_fence),
+    match replies(claims).as_slice() {
+        [Claim::Run { fence, .. }] => assert!(*fence > plain_fence),
         other => panic!("the claim runs: {other:?}"),
     }
 }
@@ -496,9 +509,7 @@ fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() 
             claim(&mut con, "k", 60_000, 60_000, &[]),
             Claim::Run { .. }
         ));
-        let mut waiter = server.connect();
-        let waiting =
-            std::thread::spawn(move || claim(&mut waiter, "k", 10_000, 60_000, &["BLOCK", "8000"]));
+        let waiting = waiting_claims(&server, "k", 1, 8_000, |_, _, _| {});
         wait_for_waiters(&mut con, "k", 1);
         if moved {
             let _: () = cmd("RENAME").arg("src").arg("k").query(&mut con).unwrap();
@@ -515,7 +526,7 @@ fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() 
             fence,
             result: "restored".into(),
         };
-        assert_eq!(waiting.join().unwrap(), expected, "{step}");
+        assert_eq!(replies(waiting), vec![expected], "{step}");
         assert_eq!(waiters(&mut con, "k"), 0, "{step}");
     }
 }
