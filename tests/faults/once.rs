@@ -268,6 +268,15 @@ fn runs_once_through_crashed_holders_and_a_server_restart() {
     assert_exercised(&history);
 }
 
+/// A primary and a replica that follows it through a proxy (the link a test cuts).
+fn replicated_through_a_proxy() -> (Server, Server, Proxy) {
+    let primary = Server::start();
+    let replica = Server::start();
+    let link = Proxy::to(primary.port);
+    follow(&replica, link.port);
+    (primary, replica, link)
+}
+
 /// A replica promoted after its primary's `kill -9`. It replicates through a proxy,
 /// cut just before the primary's last 300 ms (as in `failover.rs`, where it is also
 /// frozen): what the primary writes then is lost, not left in a socket buffer for the
@@ -280,10 +289,7 @@ fn runs_once_through_crashed_holders_and_a_server_restart() {
 /// not failed: docs/reliability.md states the limit.
 #[test]
 fn runs_once_through_a_failover_with_wait_after_grant_and_done() {
-    let mut primary = Server::start();
-    let replica = Server::start();
-    let link = Proxy::to(primary.port);
-    follow(&replica, link.port);
+    let (mut primary, replica, link) = replicated_through_a_proxy();
     let claims = Claims {
         moving_keys_ms: Some(60),
         confirm_with_wait: true,
@@ -334,10 +340,7 @@ fn runs_once_through_a_failover_with_wait_after_grant_and_done() {
 /// granted a new run, contradicting what the duplicate was told.
 #[test]
 fn a_duplicate_answered_before_done_reached_the_replica_is_contradicted_after_failover() {
-    let mut primary = Server::start();
-    let replica = Server::start();
-    let link = Proxy::to(primary.port);
-    follow(&replica, link.port);
+    let (mut primary, replica, link) = replicated_through_a_proxy();
     let mut runner = primary.connect();
     let grant = once_claim(&mut runner, "order", TTL_MS, KEEP_MS, &[]);
     let Value::Array(items) = grant else {

@@ -328,6 +328,31 @@ fn an_aof_without_preamble_loads_a_shared_lock_in_n_log_n() {
     );
 }
 
+/// A server with room for 10,000 clients whose `key` is held, and `waiters` clients
+/// queued for it (`LOCK.ACQUIRE … BLOCK 0`, the i-th `SHARED` if `shared(i)`).
+fn held_with_queue(
+    key: &str,
+    waiters: usize,
+    shared: impl Fn(usize) -> bool,
+) -> (Server, Connection, Vec<RawClient>) {
+    let server = Server::with_args(&["maxclients", "10100"]);
+    let mut con = server.connect();
+    acquire(&mut con, key, 600_000, &[]).unwrap();
+    let queued: Vec<RawClient> = (0..waiters)
+        .map(|i| {
+            let mut waiter = RawClient::connect(server.port);
+            let mut argv = vec!["LOCK.ACQUIRE", key, "60000", "BLOCK", "0"];
+            if shared(i) {
+                argv.push("SHARED");
+            }
+            waiter.send(&argv.iter().map(|arg| arg.as_bytes()).collect::<Vec<_>>());
+            waiter
+        })
+        .collect();
+    wait_for_waiters(&mut con, key, i64::try_from(waiters).unwrap());
+    (server, con, queued)
+}
+
 /// A lock with `waiters` queued (half of them shared), whose `LOCK.INFO` is timed.
 struct InfoCost {
     server: Server,
@@ -337,21 +362,7 @@ struct InfoCost {
 
 impl InfoCost {
     fn build(waiters: usize) -> Self {
-        let server = Server::with_args(&["maxclients", "10100"]);
-        let mut con = server.connect();
-        acquire(&mut con, "rw", 600_000, &[]).unwrap();
-        let queued: Vec<RawClient> = (0..waiters)
-            .map(|i| {
-                let mut waiter = RawClient::connect(server.port);
-                let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"rw", b"60000", b"BLOCK", b"0"];
-                if i % 2 == 0 {
-                    argv.push(b"SHARED");
-                }
-                waiter.send(&argv);
-                waiter
-            })
-            .collect();
-        wait_for_waiters(&mut con, "rw", i64::try_from(waiters).unwrap());
+        let (server, con, queued) = held_with_queue("rw", waiters, |i| i % 2 == 0);
         InfoCost {
             server,
             con,
@@ -489,17 +500,7 @@ struct DoneCost {
 
 impl DoneCost {
     fn build(waiters: usize) -> Self {
-        let server = Server::with_args(&["maxclients", "10100"]);
-        let mut con = server.connect();
-        acquire(&mut con, "elsewhere", 600_000, &[]).unwrap();
-        let queued: Vec<RawClient> = (0..waiters)
-            .map(|_| {
-                let mut waiter = RawClient::connect(server.port);
-                waiter.send(&[b"LOCK.ACQUIRE", b"elsewhere", b"60000", b"BLOCK", b"0"]);
-                waiter
-            })
-            .collect();
-        wait_for_waiters(&mut con, "elsewhere", i64::try_from(waiters).unwrap());
+        let (server, con, queued) = held_with_queue("elsewhere", waiters, |_| false);
         DoneCost {
             server,
             con,

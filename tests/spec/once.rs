@@ -542,12 +542,7 @@ fn a_keep_time_done_could_not_finish_is_refused() {
     let mut con = server.connect();
     let largest = (i64::MAX / 2).to_string();
     let beyond = (i64::MAX / 2 + 1).to_string();
-    let _: () = cmd("CONFIG")
-        .arg("SET")
-        .arg("fencelock.max-ttl")
-        .arg(i64::MAX)
-        .query(&mut con)
-        .unwrap();
+    config_set(&mut con, "fencelock.max-ttl", &i64::MAX.to_string()).unwrap();
     assert_eq!(
         error_of(&mut con, &["LOCK.ONCE", "k", "1000", "KEEP", &beyond]),
         "ERR invalid expire time in 'lock.once' command"
