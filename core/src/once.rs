@@ -217,6 +217,21 @@ pub fn fingerprint_matches(stored: Option<&[u8]>, asked: Option<&[u8]>) -> bool 
     }
 }
 
+/// Whether a claim may use its fingerprint here: one within today's
+/// `fencelock.max-token-length` (`max_len`), or the very one the key was claimed with,
+/// stored under an earlier, larger limit (as a holder keeps working with its token).
+/// Any other fingerprint over the limit is refused as invalid: no new record stores it.
+pub fn fingerprint_admitted(found: Found, asked: Option<&[u8]>, max_len: usize) -> bool {
+    let Some(asked) = asked.filter(|asked| asked.len() > max_len) else {
+        return true;
+    };
+    let stored = match found {
+        Found::Running { fingerprint, .. } | Found::Done { fingerprint, .. } => fingerprint,
+        Found::Free | Found::Held => None,
+    };
+    stored.is_some_and(|stored| crate::token::tokens_match(stored, asked))
+}
+
 /// Decides a claim. A changed fingerprint is refused first, while running and while
 /// done, as a changed payload is under an idempotency key.
 pub fn claim_step<'a>(found: Found<'a>, request: &ClaimRequest) -> ClaimStep<'a> {
@@ -470,6 +485,26 @@ mod tests {
         assert!(done.running_holding_mut().is_none());
         assert!(!done.replace_running(Holding::pack(b"t", 9).unwrap()));
         assert!(OnceRecord::done(0, 1, None, b"r").is_none(), "fence 0");
+    }
+
+    #[test]
+    fn a_fingerprint_over_the_limit_is_admitted_only_where_it_is_stored() {
+        let long = "f".repeat(20);
+        let record = running("t", 7, Some(&long));
+        let found = Found::of(Some(record.as_lock()), Some(&record));
+        assert!(fingerprint_admitted(found, Some(long.as_bytes()), 10));
+        assert!(!fingerprint_admitted(found, Some(&[b'g'; 20]), 10));
+        assert!(
+            fingerprint_admitted(found, Some(b"short"), 10),
+            "within the limit"
+        );
+        assert!(fingerprint_admitted(found, None, 10));
+        assert!(!fingerprint_admitted(
+            Found::Free,
+            Some(long.as_bytes()),
+            10
+        ));
+        assert!(fingerprint_admitted(Found::Free, Some(long.as_bytes()), 20));
     }
 
     #[test]

@@ -13,7 +13,9 @@ use fencelock_core::holding::MAX_TOKEN_BYTES;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
-use fencelock_core::once::{claim_step, parse_keep, ClaimRequest, ClaimStep, Found};
+use fencelock_core::once::{
+    claim_step, fingerprint_admitted, parse_keep, ClaimRequest, ClaimStep, Found,
+};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -72,8 +74,10 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     let session = session
         .map(|session| parse_session(session, MAX_TOKEN_BYTES))
         .transpose()?;
+    // Any fingerprint a record can hold: one over today's limit is decided at the key
+    // (`fingerprint_admitted`).
     let fingerprint = fingerprint
-        .map(|fp| parse_fingerprint(fp, limits.max_token_length))
+        .map(|fp| parse_fingerprint(fp, MAX_TOKEN_BYTES))
         .transpose()?;
     let asked = Asked {
         ttl_ms,
@@ -93,7 +97,7 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     })
 }
 
-/// A fingerprint is 1 to `fencelock.max-token-length` bytes (a digest of the request).
+/// A fingerprint is 1 to `max_len` bytes (a digest of the request).
 fn parse_fingerprint(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> {
     if bytes.is_empty() || bytes.len() > max_len {
         return Err(CommandError::InvalidFingerprint);
@@ -120,7 +124,11 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
         queued_before: blocking::anyone_waiting()
             && blocking::waiter_count(ctx, name.as_slice()) > 0,
     };
-    let step = claim_step(Found::of(key.lock()?, key.once()), &claim);
+    let found = Found::of(key.lock()?, key.once());
+    if !fingerprint_admitted(found, request.fingerprint, limits.max_token_length) {
+        return Err(CommandError::InvalidFingerprint);
+    }
+    let step = claim_step(found, &claim);
     match step {
         ClaimStep::Run => {
             if server::out_of_memory(ctx) {

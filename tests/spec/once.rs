@@ -293,6 +293,69 @@ fn another_fingerprint_is_refused_while_running_and_while_done() {
     );
 }
 
+/// `fencelock.max-token-length` bounds the fingerprints new claims store. Lowered below
+/// a stored one, a claim with that very fingerprint still matches the key (busy while
+/// it runs, answered its result once done), as a holder keeps working with a token
+/// granted under a larger limit; any other fingerprint over the limit is refused as
+/// invalid, and one within it but different as another fingerprint.
+#[test]
+fn a_stored_fingerprint_longer_than_a_lowered_limit_still_matches() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let long = "f".repeat(100);
+    let other = "g".repeat(100);
+    let Claim::Run { token, fence } =
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long])
+    else {
+        panic!("runs");
+    };
+    config_set(&mut con, "fencelock.max-token-length", "10").unwrap();
+    fn with(fp: &str) -> [&str; 7] {
+        [
+            "LOCK.ONCE",
+            "pay",
+            "10000",
+            "KEEP",
+            "60000",
+            "FINGERPRINT",
+            fp,
+        ]
+    }
+    assert_eq!(
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long]),
+        Claim::Busy,
+        "while running"
+    );
+    assert_eq!(done(&mut con, "pay", &token, "ok"), 1);
+    assert_eq!(
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long]),
+        Claim::Replay {
+            fence,
+            result: "ok".into()
+        },
+        "while done"
+    );
+    assert_eq!(error_of(&mut con, &with(&other)), "ERR invalid fingerprint");
+    assert_eq!(
+        error_of(&mut con, &with("short")),
+        "FINGERPRINT this key was claimed with another fingerprint"
+    );
+    let free = [
+        "LOCK.ONCE",
+        "free",
+        "10000",
+        "KEEP",
+        "60000",
+        "FINGERPRINT",
+        &long,
+    ];
+    assert_eq!(
+        error_of(&mut con, &free),
+        "ERR invalid fingerprint",
+        "no new claim stores it"
+    );
+}
+
 #[test]
 fn errors_are_worded_as_redis_words_them() {
     let server = Server::start();
