@@ -119,6 +119,9 @@ pub static ONCE_FINGERPRINT_REFUSED: Counter = Counter::new();
 /// yet reclaimed). Raised when a value is created, lowered when Redis frees one, which
 /// may happen on a lazy-free thread, hence the atomic.
 pub static LIVE_LOCKS: Gauge = Gauge::new();
+/// Of those values, run-once done records: stored results, which hold no lease. INFO's
+/// `held_locks` leaves them out and shows them as `once_done_records`.
+pub static ONCE_DONE_RECORDS: Gauge = Gauge::new();
 
 pub struct Gauge(std::sync::atomic::AtomicI64);
 

@@ -83,6 +83,15 @@ impl<T> FifoQueue<T> {
         None
     }
 
+    /// The tickets of the live entries, oldest first. Walks this queue only: its live
+    /// entries and at most as many dead slots (plus a few), as `remove` sweeps them.
+    pub fn tickets(&self) -> impl Iterator<Item = Ticket> + '_ {
+        self.order
+            .iter()
+            .copied()
+            .filter(|ticket| self.entries.contains_key(ticket))
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -14,6 +14,7 @@
 //! apart by its first eight bytes, `ONCE_TAG`, which is neither a fence (at most
 //! `i64::MAX`) nor the shared tag (0).
 
+use crate::args::parse_ttl;
 use crate::error::CommandError;
 use crate::holding::Holding;
 use crate::value::LockRef;
@@ -216,6 +217,21 @@ pub fn fingerprint_matches(stored: Option<&[u8]>, asked: Option<&[u8]>) -> bool 
     }
 }
 
+/// Whether a claim may use its fingerprint here: one within today's
+/// `fencelock.max-token-length` (`max_len`), or the very one the key was claimed with,
+/// stored under an earlier, larger limit (as a holder keeps working with its token).
+/// Any other fingerprint over the limit is refused as invalid: no new record stores it.
+pub fn fingerprint_admitted(found: Found, asked: Option<&[u8]>, max_len: usize) -> bool {
+    let Some(asked) = asked.filter(|asked| asked.len() > max_len) else {
+        return true;
+    };
+    let stored = match found {
+        Found::Running { fingerprint, .. } | Found::Done { fingerprint, .. } => fingerprint,
+        Found::Free | Found::Held => None,
+    };
+    stored.is_some_and(|stored| crate::token::tokens_match(stored, asked))
+}
+
 /// Decides a claim. A changed fingerprint is refused first, while running and while
 /// done, as a changed payload is under an idempotency key.
 pub fn claim_step<'a>(found: Found<'a>, request: &ClaimRequest) -> ClaimStep<'a> {
@@ -281,6 +297,26 @@ pub fn check_result(len: usize, max_len: usize) -> Result<(), CommandError> {
     } else {
         Ok(())
     }
+}
+
+/// The longest keep time any claim may ask for, whatever `fencelock.max-ttl` says:
+/// half the range of Unix ms, so that a result stored at any time a server clock can
+/// show (before the first half of that range runs out, some 146 million years from
+/// 1970) still gets an expiry (`kept_until`). A longer one would make a run that
+/// `LOCK.DONE` cannot finish.
+pub const MAX_KEEP_MS: i64 = i64::MAX / 2;
+
+/// A keep time in ms: an integer (else not-an-integer), from 1 to `max_keep_ms` and
+/// `MAX_KEEP_MS` (else invalid-expire for `command`). `LOCK.ONCE` passes its
+/// `fencelock.max-ttl`; `LOCK.RECORD`, the replication form, any keep a primary's
+/// claim could have had (`i64::MAX`): a replica may run with a lower `max-ttl`.
+pub fn parse_keep(
+    bytes: &[u8],
+    command: &'static str,
+    max_keep_ms: i64,
+) -> Result<u64, CommandError> {
+    let keep = parse_ttl(bytes, command, max_keep_ms.min(MAX_KEEP_MS))?;
+    u64::try_from(keep).map_err(|_| CommandError::InvalidExpire(command))
 }
 
 /// When a result stored at `now_ms` and kept `keep_ms` goes (Unix ms, the key's
@@ -449,6 +485,49 @@ mod tests {
         assert!(done.running_holding_mut().is_none());
         assert!(!done.replace_running(Holding::pack(b"t", 9).unwrap()));
         assert!(OnceRecord::done(0, 1, None, b"r").is_none(), "fence 0");
+    }
+
+    #[test]
+    fn a_fingerprint_over_the_limit_is_admitted_only_where_it_is_stored() {
+        let long = "f".repeat(20);
+        let record = running("t", 7, Some(&long));
+        let found = Found::of(Some(record.as_lock()), Some(&record));
+        assert!(fingerprint_admitted(found, Some(long.as_bytes()), 10));
+        assert!(!fingerprint_admitted(found, Some(&[b'g'; 20]), 10));
+        assert!(
+            fingerprint_admitted(found, Some(b"short"), 10),
+            "within the limit"
+        );
+        assert!(fingerprint_admitted(found, None, 10));
+        assert!(!fingerprint_admitted(
+            Found::Free,
+            Some(long.as_bytes()),
+            10
+        ));
+        assert!(fingerprint_admitted(Found::Free, Some(long.as_bytes()), 20));
+    }
+
+    #[test]
+    fn a_keep_time_is_bounded_so_that_done_can_always_store_it() {
+        let max = MAX_KEEP_MS.to_string();
+        let beyond = (MAX_KEEP_MS + 1).to_string();
+        assert_eq!(parse_keep(b"5", "lock.once", 10), Ok(5));
+        let invalid = Err(CommandError::InvalidExpire("lock.once"));
+        assert_eq!(parse_keep(b"11", "lock.once", 10), invalid);
+        assert_eq!(parse_keep(b"0", "lock.once", 10), invalid);
+        assert_eq!(
+            parse_keep(beyond.as_bytes(), "lock.once", i64::MAX),
+            invalid
+        );
+        let keep = parse_keep(max.as_bytes(), "lock.once", i64::MAX).unwrap();
+        assert!(
+            kept_until(MAX_KEEP_MS, keep).is_some(),
+            "storable until then"
+        );
+        assert_eq!(
+            parse_keep(b"x", "lock.record", i64::MAX),
+            Err(CommandError::NotAnInteger)
+        );
     }
 
     #[test]

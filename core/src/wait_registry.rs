@@ -12,7 +12,8 @@
 //! wait for each other inside the queues.
 //!
 //! Every wait is in all its queues and in the indexes, or in none: each way out
-//! (`pop_first`, `take`, `take_ticket`, `take_same_token`, `take_where`, `remove_key`)
+//! (`pop_first`, `take`, `take_ticket`, `take_same_token`, `take_where`,
+//! `take_from_key_where`, `remove_key`)
 //! removes it from all of them, which is what lets the module unblock each client
 //! exactly once. A queue that empties hands its pending handoff timer to
 //! `abandoned_timers`, for the module to stop: a timer must not outlive its queue (it
@@ -418,6 +419,32 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             .map(|(ticket, _)| *ticket)
             .collect();
         picked.sort_unstable();
+        picked
+            .into_iter()
+            .filter_map(|ticket| self.take_ticket(ticket))
+            .collect()
+    }
+
+    /// Takes every wait standing in `key`'s queue that `wanted` picks (`LOCK.DONE`: the
+    /// run-once duplicates of that key), in queue order. Walks that one queue, not
+    /// every wait of the server: a key's answer costs in proportion to its own waits.
+    pub fn take_from_key_where(
+        &mut self,
+        key: &K,
+        wanted: impl Fn(&W) -> bool,
+    ) -> Vec<Taken<K, C, W>> {
+        let Some(waiting) = self.keys.get(key) else {
+            return Vec::new();
+        };
+        let picked: Vec<Ticket> = waiting
+            .queue
+            .tickets()
+            .filter(|ticket| {
+                self.waits
+                    .get(ticket)
+                    .is_some_and(|wait| wanted(&wait.waiter))
+            })
+            .collect();
         picked
             .into_iter()
             .filter_map(|ticket| self.take_ticket(ticket))
@@ -843,6 +870,35 @@ mod tests {
         assert_eq!(book.total(), 1);
         book.take(6, None);
         assert!(book.keys().is_empty());
+    }
+
+    #[test]
+    fn a_keys_picked_waits_are_taken_in_queue_order_and_only_from_its_queue() {
+        let mut book = Book::default();
+        book.enqueue("k", 1, "t:x");
+        book.enqueue("j", 2, "t:x");
+        book.enqueue("k", 3, "t:w");
+        book.enqueue("k", 4, "t:x");
+        book.enqueue_all(vec!["j", "k"], 5, "t:x");
+        // A wait that left the queue leaves a dead slot there: it is skipped.
+        book.take(1, None);
+        book.enqueue("k", 6, "t:x");
+        let taken: Vec<_> = book
+            .take_from_key_where(&"k", |waiter| *waiter == "t:x")
+            .into_iter()
+            .map(|t| (t.keys, t.client))
+            .collect();
+        assert_eq!(
+            taken,
+            vec![(vec!["k"], 4), (vec!["j", "k"], 5), (vec!["k"], 6)],
+            "a wait for several keys leaves every queue it stood in"
+        );
+        assert_eq!(book.count(&"k"), 1, "the wait not picked stays");
+        assert_eq!(book.count(&"j"), 1, "another key's waits stay");
+        assert!(book
+            .take_from_key_where(&"k", |waiter| *waiter == "t:x")
+            .is_empty());
+        assert!(book.take_from_key_where(&"none", |_| true).is_empty());
     }
 
     #[test]

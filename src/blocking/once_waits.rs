@@ -70,13 +70,11 @@ pub fn answer_done(
         return 0;
     }
     let id: KeyId = (selected_db(ctx), key.name().as_slice().to_vec());
+    // The duplicates of this key stand in its queue: only that queue is walked.
     let taken = with_registry(|r| {
-        r.take_where(|waiter| {
-            waiter
-                .wanted
-                .once
-                .as_ref()
-                .is_some_and(|once| once.key == id)
+        r.take_from_key_where(&id, |waiter| {
+            let once = waiter.wanted.once.as_ref();
+            once.is_some_and(|once| once.key == id)
         })
     });
     let answered = taken.len();

@@ -15,7 +15,9 @@ use fencelock_core::holding::MAX_TOKEN_BYTES;
 use fencelock_core::limits::Limits;
 use fencelock_core::lock;
 use fencelock_core::mode::Mode;
-use fencelock_core::once::{claim_step, ClaimRequest, ClaimStep, Found};
+use fencelock_core::once::{
+    claim_step, fingerprint_admitted, parse_keep, ClaimRequest, ClaimStep, Found,
+};
 use fencelock_core::token::Generated;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -68,7 +70,7 @@ pub const SPEC: CommandSpec = CommandSpec {
 struct Request<'a> {
     key: &'a RedisString,
     asked: Wanted<'a>,
-    keep_ms: i64,
+    keep_ms: u64,
     fingerprint: Option<&'a [u8]>,
 }
 
@@ -84,7 +86,7 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     )?;
     let ttl_ms = parse_ttl(ttl.as_slice(), NAME, limits.max_ttl_ms)?;
     // The keep time is not optional: a claim says how long its result answers.
-    let keep_ms = parse_ttl(keep.ok_or(CommandError::Syntax)?, NAME, limits.max_ttl_ms)?;
+    let keep_ms = parse_keep(keep.ok_or(CommandError::Syntax)?, NAME, limits.max_ttl_ms)?;
     let token = token
         .map(|token| parse_compared_token(token, limits.max_token_length))
         .transpose()?
@@ -93,8 +95,10 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     let session = session
         .map(|session| parse_session(session, MAX_TOKEN_BYTES))
         .transpose()?;
+    // Any fingerprint a record can hold: one over today's limit is decided at the key
+    // (`fingerprint_admitted`).
     let fingerprint = fingerprint
-        .map(|fp| parse_fingerprint(fp, limits.max_token_length))
+        .map(|fp| parse_fingerprint(fp, MAX_TOKEN_BYTES))
         .transpose()?;
     let asked = Wanted {
         ttl_ms,
@@ -117,7 +121,7 @@ fn parse<'a>(args: &'a [RedisString], limits: &Limits) -> Result<Request<'a>, Co
     })
 }
 
-/// A fingerprint is 1 to `fencelock.max-token-length` bytes (a digest of the request).
+/// A fingerprint is 1 to `max_len` bytes (a digest of the request).
 fn parse_fingerprint(bytes: &[u8], max_len: usize) -> Result<&[u8], CommandError> {
     if bytes.is_empty() || bytes.len() > max_len {
         return Err(CommandError::InvalidFingerprint);
@@ -136,14 +140,18 @@ fn claim(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisValue
     let generated = asked.token.is_none().then(Generated::fresh);
     let token = checked_token(asked, generated.as_ref(), &key, now_ms, limits)?;
     let deadline_ms = lease_deadline(asked, now_ms, limits, NAME)?;
-    let keep_ms = u64::try_from(request.keep_ms).unwrap_or(0);
+    let keep_ms = request.keep_ms;
     let claim = ClaimRequest {
         token: asked.token.as_deref(),
         fingerprint: request.fingerprint,
         session: asked.session.as_deref(),
         queued_before: blocking::is_queued(ctx, name.as_slice()),
     };
-    let step = claim_step(Found::of(key.lock()?, key.once()), &claim);
+    let found = Found::of(key.lock()?, key.once());
+    if !fingerprint_admitted(found, request.fingerprint, limits.max_token_length) {
+        return Err(CommandError::InvalidFingerprint);
+    }
+    let step = claim_step(found, &claim);
     match step {
         ClaimStep::Run => {
             if server::out_of_memory(ctx) {

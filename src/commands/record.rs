@@ -9,7 +9,7 @@
 use fencelock_core::args::{parse_integer, parse_options_and_flags, parse_session, parse_value};
 use fencelock_core::error::CommandError;
 use fencelock_core::holding::{Extras, Holding, MAX_TOKEN_BYTES, MAX_VALUE_BYTES};
-use fencelock_core::once::OnceRecord;
+use fencelock_core::once::{parse_keep, OnceRecord};
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
 use super::support::error_replies::to_redis;
@@ -57,14 +57,8 @@ fn record(ctx: &Context, args: &[RedisString]) -> Result<RedisValue, CommandErro
         ["KEEP", "PXAT", "FINGERPRINT", "SESSION", "VALUE"],
         [],
     )?;
-    let keep_ms = keep
-        .map(parse_integer)
-        .transpose()?
-        .ok_or(CommandError::Syntax)?;
-    let keep_ms = u64::try_from(keep_ms)
-        .ok()
-        .filter(|&keep| keep > 0)
-        .ok_or(CommandError::InvalidExpire("lock.record"))?;
+    // Any keep a primary's claim could have had, whatever this node's `max-ttl`.
+    let keep_ms = parse_keep(keep.ok_or(CommandError::Syntax)?, "lock.record", i64::MAX)?;
     let deadline = deadline.map(parse_integer).transpose()?;
     if deadline.is_some_and(|d| d <= 0) {
         return Err(CommandError::InvalidExpire("lock.record"));

@@ -213,6 +213,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *m
                 note_loaded(rdb);
             }
             stats::LIVE_LOCKS.up();
+            if once_type::is_done_record(&value) {
+                stats::ONCE_DONE_RECORDS.up();
+            }
             value.into_raw().cast()
         })
     })
@@ -564,6 +567,10 @@ pub(super) fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
         stats::LIVE_LOCKS.down();
+        // SAFETY: a value of this type, not yet freed.
+        if unsafe { once_type::is_done_record_raw(value.cast()) } {
+            stats::ONCE_DONE_RECORDS.down();
+        }
         // SAFETY: a value of this type, freed once by Redis.
         unsafe { LockValue::free_raw(value.cast()) };
     }

@@ -119,6 +119,7 @@ impl<'a> LockKey<'a> {
         }
         self.value.set(None);
         let set_value = api!(RedisModule_ModuleTypeSetValue);
+        let done = super::once_type::is_done_record(&value);
         let value = value.into_raw();
         // SAFETY: ownership of `value` passes to Redis, which frees it with our `free`.
         let stored = unsafe { set_value(self.raw(), *LOCK_TYPE.raw_type.borrow(), value.cast()) }
@@ -126,6 +127,9 @@ impl<'a> LockKey<'a> {
         if stored {
             self.key.note_changed();
             crate::stats::LIVE_LOCKS.up();
+            if done {
+                crate::stats::ONCE_DONE_RECORDS.up();
+            }
         } else {
             // SAFETY: Redis refused the value, so it is still ours to free.
             unsafe { LockValue::free_raw(value) };
@@ -234,6 +238,7 @@ impl<'a> LockKey<'a> {
             return false;
         }
         self.value.set(None);
+        let new_done = super::once_type::is_done_record(&value);
         let new = value.into_raw();
         let mut old: *mut c_void = std::ptr::null_mut();
         // SAFETY: the key is open for writing and holds a value of our type; Redis
@@ -250,7 +255,13 @@ impl<'a> LockKey<'a> {
         // when it took the new, the new one when it refused.
         unsafe {
             if replaced {
+                if new_done {
+                    crate::stats::ONCE_DONE_RECORDS.up();
+                }
                 if !old.is_null() {
+                    if super::once_type::is_done_record_raw(old.cast()) {
+                        crate::stats::ONCE_DONE_RECORDS.down();
+                    }
                     LockValue::free_raw(old.cast());
                 }
             } else {

@@ -1,5 +1,6 @@
 //! A run-once record (`LOCK.ONCE` / `LOCK.DONE`) in the `fencelock` data type: its RDB
-//! payload, its effect form `LOCK.RECORD` (replication, AOF rewrite) and its digest.
+//! payload, its effect form `LOCK.RECORD` (replication, AOF rewrite), its digest, and
+//! whether a value is a done record (INFO counts those apart from held locks).
 //!
 //! RDB, kind 2 of encver 3 (a build that knows no such kind refuses the key rather
 //! than misread it; older files have none, so the encver stays): a state (unsigned: 0
@@ -14,12 +15,28 @@
 //! `PEXPIREAT`).
 
 use fencelock_core::once::OnceRecord;
+use fencelock_core::value::LockValue;
 use redis_module::raw;
 
 use super::data_type::{
     digest_buffer, digest_holding, digest_number, load_buffer, load_holding, load_unsigned,
     save_buffer, save_holding, save_unsigned, Carries,
 };
+
+/// Whether `value` is a run-once done record (a stored result: no lease).
+pub(crate) fn is_done_record(value: &LockValue) -> bool {
+    matches!(value, LockValue::Once(record) if record.is_done())
+}
+
+/// `is_done_record` of a value behind a pointer, reading only that value (safe on the
+/// lazy-free thread).
+///
+/// # Safety
+/// `value` must be a live value of this type.
+pub(crate) unsafe fn is_done_record_raw(value: *const u8) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { LockValue::once(value) }.is_some_and(|record| record.is_done())
+}
 
 const RUNNING: u64 = 0;
 const DONE: u64 = 1;

@@ -82,7 +82,12 @@ fn counters() -> Vec<(&'static CStr, i64)> {
             c"observers",
             i64::try_from(observing::total()).unwrap_or(i64::MAX),
         ),
-        (c"held_locks", stats::LIVE_LOCKS.get()),
+        // Lock values but done records, which hold no lease (counted on their own).
+        (
+            c"held_locks",
+            stats::LIVE_LOCKS.get() - stats::ONCE_DONE_RECORDS.get(),
+        ),
+        (c"once_done_records", stats::ONCE_DONE_RECORDS.get()),
         // Sessions the index knows keys of (some may have just lost their last holding).
         (
             c"sessions",

@@ -186,6 +186,11 @@ pub fn keyspace_subscriber(server: &Server, con: &mut Connection, subscribe: &[&
     subscriber
 }
 
+/// `CONFIG SET name value`.
+pub fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
+    cmd("CONFIG").arg("SET").arg(name).arg(value).query(con)
+}
+
 /// `CONFIG GET name`'s value.
 pub fn config_get(con: &mut Connection, name: &str) -> String {
     let pair: Vec<String> = cmd("CONFIG").arg("GET").arg(name).query(con).unwrap();

@@ -657,6 +657,34 @@ mod once {
     }
 
     #[test]
+    fn a_run_after_a_duplicate_was_answered_within_the_keep_time_is_caught() {
+        // The run's DONE outcome is unknown to its client (a failover lost the reply or
+        // the replication), yet a duplicate was answered its result: a later run of the
+        // key contradicts that answer.
+        let unknown = RunEnd::Unknown {
+            result: Some("a".into()),
+        };
+        let mut history = OnceHistory {
+            runs: vec![
+                run(1, 10, 0, 1, unknown),
+                run(2, 20, 5_100, 5_400, stored(5_450, "b")),
+            ],
+            replays: vec![replay(10, "a")],
+        };
+        assert_eq!(replayed_results_kept(&history, 60_000).len(), 1);
+        assert_eq!(all_anomalies(&history, 60_000).len(), 1);
+        assert!(
+            replayed_results_kept(&history, 1_000).is_empty(),
+            "after its keep time"
+        );
+        history.runs[1].claimed_us = 4_900 * MS;
+        assert!(
+            replayed_results_kept(&history, 60_000).is_empty(),
+            "claimed before the duplicate was answered: not surely later"
+        );
+    }
+
+    #[test]
     fn two_runs_at_once_or_out_of_fence_order_are_caught() {
         let released = RunEnd::Released { sent_us: 100 * MS };
         let mut history = OnceHistory {

@@ -6,8 +6,9 @@
 //! commandstats`), so the network does not count; the bounds leave room for a busy
 //! machine and still catch a return to scanning (10,000 holders cost 30–90× before).
 //! And an AOF without the RDB preamble loads a shared lock in O(n log n), and
-//! `LOCK.INFO` counts thousands of waiters without walking them, and a wait's deadlock
-//! check does not walk thousands of one session's waits.
+//! `LOCK.INFO` counts thousands of waiters without walking them, a wait's deadlock
+//! check does not walk thousands of one session's waits, and `LOCK.DONE` answers its
+//! key's waiting duplicates without walking thousands of waits for other keys.
 //!
 //! These are claims about growth, not about speed: each compares a small and a large
 //! state, both built first and then measured in alternating rounds, and takes the
@@ -327,6 +328,31 @@ fn an_aof_without_preamble_loads_a_shared_lock_in_n_log_n() {
     );
 }
 
+/// A server with room for 10,000 clients whose `key` is held, and `waiters` clients
+/// queued for it (`LOCK.ACQUIRE … BLOCK 0`, the i-th `SHARED` if `shared(i)`).
+fn held_with_queue(
+    key: &str,
+    waiters: usize,
+    shared: impl Fn(usize) -> bool,
+) -> (Server, Connection, Vec<RawClient>) {
+    let server = Server::with_args(&["maxclients", "10100"]);
+    let mut con = server.connect();
+    acquire(&mut con, key, 600_000, &[]).unwrap();
+    let queued: Vec<RawClient> = (0..waiters)
+        .map(|i| {
+            let mut waiter = RawClient::connect(server.port);
+            let mut argv = vec!["LOCK.ACQUIRE", key, "60000", "BLOCK", "0"];
+            if shared(i) {
+                argv.push("SHARED");
+            }
+            waiter.send(&argv.iter().map(|arg| arg.as_bytes()).collect::<Vec<_>>());
+            waiter
+        })
+        .collect();
+    wait_for_waiters(&mut con, key, i64::try_from(waiters).unwrap());
+    (server, con, queued)
+}
+
 /// A lock with `waiters` queued (half of them shared), whose `LOCK.INFO` is timed.
 struct InfoCost {
     server: Server,
@@ -336,21 +362,7 @@ struct InfoCost {
 
 impl InfoCost {
     fn build(waiters: usize) -> Self {
-        let server = Server::with_args(&["maxclients", "10100"]);
-        let mut con = server.connect();
-        acquire(&mut con, "rw", 600_000, &[]).unwrap();
-        let queued: Vec<RawClient> = (0..waiters)
-            .map(|i| {
-                let mut waiter = RawClient::connect(server.port);
-                let mut argv: Vec<&[u8]> = vec![b"LOCK.ACQUIRE", b"rw", b"60000", b"BLOCK", b"0"];
-                if i % 2 == 0 {
-                    argv.push(b"SHARED");
-                }
-                waiter.send(&argv);
-                waiter
-            })
-            .collect();
-        wait_for_waiters(&mut con, "rw", i64::try_from(waiters).unwrap());
+        let (server, con, queued) = held_with_queue("rw", waiters, |i| i % 2 == 0);
         InfoCost {
             server,
             con,
@@ -473,5 +485,67 @@ fn a_waits_deadlock_check_costs_the_same_at_10_and_thousands_of_one_sessions_wai
     assert!(
         per_wait <= 2.5,
         "another owner's wait: {lots_other:.2} µs with {many} waiters of one session"
+    );
+}
+
+/// A server with `waiters` clients queued for another key, on which run-once cycles
+/// (`LOCK.ONCE` of a fresh key, then its `LOCK.DONE`) are timed: answering the
+/// duplicates of the key done must look at that key's waits, not at every wait.
+struct DoneCost {
+    server: Server,
+    con: Connection,
+    cycles: usize,
+    _queued: Vec<RawClient>,
+}
+
+impl DoneCost {
+    fn build(waiters: usize) -> Self {
+        let (server, con, queued) = held_with_queue("elsewhere", waiters, |_| false);
+        DoneCost {
+            server,
+            con,
+            cycles: 0,
+            _queued: queued,
+        }
+    }
+
+    /// The server's CPU time per cycle, in µs (CPU time: thousands of connected
+    /// clients make the wall time of a busy machine's server stretch, as for
+    /// `InfoCost`), each cycle a claim with a chosen token and its `DONE`, pipelined.
+    fn round(&mut self) -> [f64; 1] {
+        let mut pipe = redis::pipe();
+        for _ in 0..CALLS {
+            self.cycles += 1;
+            let key = format!("order:{}", self.cycles);
+            pipe.cmd("LOCK.ONCE")
+                .arg(&key)
+                .arg(60_000)
+                .arg("KEEP")
+                .arg(60_000)
+                .arg("TOKEN")
+                .arg("run")
+                .ignore();
+            pipe.cmd("LOCK.DONE").arg(&key).arg("run").arg("paid");
+        }
+        let before = self.server.cpu_time();
+        let stored: Vec<i64> = pipe.query(&mut self.con).expect("pipeline");
+        let cost = (self.server.cpu_time() - before).as_secs_f64() * 1e6 / CALLS as f64;
+        assert!(stored.iter().all(|&s| s == 1), "every run stored");
+        [cost]
+    }
+}
+
+#[test]
+fn done_costs_the_same_beside_10_and_thousands_of_waiters_for_other_keys() {
+    let many = pick(4_000, 10_000);
+    let (mut small, mut large) = (DoneCost::build(10), DoneCost::build(many));
+    let (few, lots) = least_of_rounds(ROUNDS, || small.round(), || large.round());
+    let (few, lots) = (few[0], lots[0]);
+    eprintln!("LOCK.ONCE + LOCK.DONE: {few:.2} µs beside 10 waiters, {lots:.2} µs beside {many}");
+    // Walking every wait of the server at each DONE cost several times as much at
+    // 4,000 waiters.
+    assert!(
+        lots <= 2.0 * few.max(1.0),
+        "{lots:.2} µs beside {many} waiters against {few:.2} µs beside 10"
     );
 }

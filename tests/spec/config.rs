@@ -23,10 +23,6 @@ const DEFAULTS: [(&str, &str); 9] = [
     ("fencelock.max-result-length", "65536"),
 ];
 
-fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
-    cmd("CONFIG").arg("SET").arg(name).arg(value).query(con)
-}
-
 fn error_text(client: &mut RawClient, argv: &[&str]) -> String {
     match client.call_str(argv) {
         Reply::Error(text) => text,

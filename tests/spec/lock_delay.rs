@@ -84,12 +84,7 @@ fn a_live_lease_with_a_lock_delay_is_moved_only_by_its_holder() {
 fn a_lease_whose_key_cannot_outlast_it_by_the_delay_is_refused() {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("CONFIG")
-        .arg("SET")
-        .arg("fencelock.max-ttl")
-        .arg(i64::MAX)
-        .query(&mut con)
-        .unwrap();
+    config_set(&mut con, "fencelock.max-ttl", &i64::MAX.to_string()).unwrap();
     let refused: redis::RedisResult<redis::Value> = cmd("LOCK.ACQUIRE")
         .arg("lock:o")
         .arg(100_000)
@@ -125,12 +120,7 @@ fn a_lease_whose_key_cannot_outlast_it_by_the_delay_is_refused() {
 fn a_keepalive_that_would_overflow_a_lock_delay_is_refused_and_changes_nothing() {
     let server = Server::start();
     let mut con = server.connect();
-    let _: () = cmd("CONFIG")
-        .arg("SET")
-        .arg("fencelock.max-ttl")
-        .arg(i64::MAX)
-        .query(&mut con)
-        .unwrap();
+    config_set(&mut con, "fencelock.max-ttl", &i64::MAX.to_string()).unwrap();
     acquire(
         &mut con,
         "lock:k4",

@@ -4,6 +4,7 @@
 //! running and while done, the result bound, and what the mutex commands do with a
 //! running claim and a done record.
 
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use testkit::resp::Reply;
@@ -53,29 +54,52 @@ fn error_of(con: &mut Connection, args: &[&str]) -> String {
     )
 }
 
+/// `n` duplicates claiming `key` with `BLOCK block_ms`, each on its own connection and
+/// thread, all connected before any claims; the one granted the run calls `on_run` with
+/// its connection, token and fence (the work, and its `DONE` if any). Join each for its
+/// reply.
+fn waiting_claims(
+    server: &Server,
+    key: &str,
+    n: usize,
+    block_ms: i64,
+    on_run: impl Fn(&mut Connection, &str, i64) + Send + Clone + 'static,
+) -> Vec<JoinHandle<Claim>> {
+    let block = block_ms.to_string();
+    let connections: Vec<Connection> = (0..n).map(|_| server.connect()).collect();
+    connections
+        .into_iter()
+        .map(|mut con| {
+            let (key, block, on_run) = (key.to_owned(), block.clone(), on_run.clone());
+            std::thread::spawn(move || {
+                let got = claim(&mut con, &key, 10_000, 60_000, &["BLOCK", &block]);
+                if let Claim::Run { token, fence } = &got {
+                    on_run(&mut con, token, *fence);
+                }
+                got
+            })
+        })
+        .collect()
+}
+
+fn replies(claims: Vec<JoinHandle<Claim>>) -> Vec<Claim> {
+    claims.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 #[test]
 fn twenty_concurrent_duplicates_run_once_and_the_rest_get_its_result() {
     let server = Server::start();
-    let replies: Vec<Claim> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..20)
-            .map(|_| {
-                let mut con = server.connect();
-                scope.spawn(move || {
-                    let got = claim(&mut con, "order:1", 10_000, 60_000, &["BLOCK", "10000"]);
-                    if let Claim::Run { token, fence } = &got {
-                        // The work, then its result for every duplicate.
-                        std::thread::sleep(Duration::from_millis(100));
-                        assert_eq!(
-                            done(&mut con, "order:1", token, &format!("paid {fence}")),
-                            1
-                        );
-                    }
-                    got
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let replies = replies(waiting_claims(
+        &server,
+        "order:1",
+        20,
+        10_000,
+        |con, token, fence| {
+            // The work, then its result for every duplicate.
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(done(con, "order:1", token, &format!("paid {fence}")), 1);
+        },
+    ));
     let runs: Vec<i64> = replies
         .iter()
         .filter_map(|reply| match reply {
@@ -149,22 +173,13 @@ fn duplicates_after_giving_up(
     result: &str,
     give_up: impl FnOnce(&mut Connection),
 ) -> Vec<Claim> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    for _ in 0..3 {
-        let mut waiter = server.connect();
-        let (tx, key, result) = (tx.clone(), key.to_owned(), result.to_owned());
-        std::thread::spawn(move || {
-            let got = claim(&mut waiter, &key, 10_000, 60_000, &["BLOCK", "20000"]);
-            if let Claim::Run { token, .. } = &got {
-                assert_eq!(done(&mut waiter, &key, token, &result), 1);
-            }
-            tx.send(got).unwrap();
-        });
-    }
-    drop(tx);
+    let (stored_key, result) = (key.to_owned(), result.to_owned());
+    let claims = waiting_claims(server, key, 3, 20_000, move |waiter, token, _| {
+        assert_eq!(done(waiter, &stored_key, token, &result), 1);
+    });
     wait_for_waiters(con, key, 3);
     give_up(con);
-    rx.iter().collect()
+    replies(claims)
 }
 
 /// Of `replies`, exactly one run, above `fence`, and every other its result.
@@ -275,6 +290,69 @@ fn another_fingerprint_is_refused_while_running_and_while_done() {
     assert_eq!(
         info_field(&mut con, "fencelock", "fencelock_once_fingerprint_refused").as_deref(),
         Some("2")
+    );
+}
+
+/// `fencelock.max-token-length` bounds the fingerprints new claims store. Lowered below
+/// a stored one, a claim with that very fingerprint still matches the key (busy while
+/// it runs, answered its result once done), as a holder keeps working with a token
+/// granted under a larger limit; any other fingerprint over the limit is refused as
+/// invalid, and one within it but different as another fingerprint.
+#[test]
+fn a_stored_fingerprint_longer_than_a_lowered_limit_still_matches() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let long = "f".repeat(100);
+    let other = "g".repeat(100);
+    let Claim::Run { token, fence } =
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long])
+    else {
+        panic!("runs");
+    };
+    config_set(&mut con, "fencelock.max-token-length", "10").unwrap();
+    fn with(fp: &str) -> [&str; 7] {
+        [
+            "LOCK.ONCE",
+            "pay",
+            "10000",
+            "KEEP",
+            "60000",
+            "FINGERPRINT",
+            fp,
+        ]
+    }
+    assert_eq!(
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long]),
+        Claim::Busy,
+        "while running"
+    );
+    assert_eq!(done(&mut con, "pay", &token, "ok"), 1);
+    assert_eq!(
+        claim(&mut con, "pay", 10_000, 60_000, &["FINGERPRINT", &long]),
+        Claim::Replay {
+            fence,
+            result: "ok".into()
+        },
+        "while done"
+    );
+    assert_eq!(error_of(&mut con, &with(&other)), "ERR invalid fingerprint");
+    assert_eq!(
+        error_of(&mut con, &with("short")),
+        "FINGERPRINT this key was claimed with another fingerprint"
+    );
+    let free = [
+        "LOCK.ONCE",
+        "free",
+        "10000",
+        "KEEP",
+        "60000",
+        "FINGERPRINT",
+        &long,
+    ];
+    assert_eq!(
+        error_of(&mut con, &free),
+        "ERR invalid fingerprint",
+        "no new claim stores it"
     );
 }
 
@@ -412,13 +490,11 @@ fn a_claim_waiting_behind_a_plain_lock_runs_when_it_is_released() {
     let server = Server::start();
     let mut con = server.connect();
     let (plain, plain_fence) = acquire(&mut con, "k", 10_000, &[]).unwrap();
-    let mut waiter = server.connect();
-    let handle =
-        std::thread::spawn(move || claim(&mut waiter, "k", 10_000, 60_000, &["BLOCK", "20000"]));
+    let claims = waiting_claims(&server, "k", 1, 20_000, |_, _, _| {});
     wait_for_waiters(&mut con, "k", 1);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "k", &plain]), 1);
-    match handle.join().unwrap() {
-        Claim::Run { fence, .. } => assert!(fence > plain_fence),
+    match replies(claims).as_slice() {
+        [Claim::Run { fence, .. }] => assert!(*fence > plain_fence),
         other => panic!("the claim runs: {other:?}"),
     }
 }
@@ -496,9 +572,7 @@ fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() 
             claim(&mut con, "k", 60_000, 60_000, &[]),
             Claim::Run { .. }
         ));
-        let mut waiter = server.connect();
-        let waiting =
-            std::thread::spawn(move || claim(&mut waiter, "k", 10_000, 60_000, &["BLOCK", "8000"]));
+        let waiting = waiting_claims(&server, "k", 1, 8_000, |_, _, _| {});
         wait_for_waiters(&mut con, "k", 1);
         if moved {
             let _: () = cmd("RENAME").arg("src").arg("k").query(&mut con).unwrap();
@@ -515,7 +589,135 @@ fn a_waiting_duplicate_is_answered_when_its_key_becomes_a_done_record_any_way() 
             fence,
             result: "restored".into(),
         };
-        assert_eq!(waiting.join().unwrap(), expected, "{step}");
+        assert_eq!(replies(waiting), vec![expected], "{step}");
         assert_eq!(waiters(&mut con, "k"), 0, "{step}");
     }
+}
+
+/// A keep time no `LOCK.DONE` could turn into a key expiry is refused where it enters:
+/// by `LOCK.ONCE` even under the largest `fencelock.max-ttl`, and by `LOCK.RECORD`, the
+/// replication form, which accepts any keep a primary's `LOCK.ONCE` could have accepted
+/// (a replica may run with a lower `max-ttl`) and no more. The largest accepted keep
+/// still lets `LOCK.DONE` finish the run.
+#[test]
+fn a_keep_time_done_could_not_finish_is_refused() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let largest = (i64::MAX / 2).to_string();
+    let beyond = (i64::MAX / 2 + 1).to_string();
+    config_set(&mut con, "fencelock.max-ttl", &i64::MAX.to_string()).unwrap();
+    assert_eq!(
+        error_of(&mut con, &["LOCK.ONCE", "k", "1000", "KEEP", &beyond]),
+        "ERR invalid expire time in 'lock.once' command"
+    );
+    for keep in [beyond.as_str(), "9223372036854775807", "0"] {
+        assert_eq!(
+            error_of(
+                &mut con,
+                &["LOCK.RECORD", "r", "RUNNING", "tok", "5", "KEEP", keep]
+            ),
+            "ERR invalid expire time in 'lock.record' command",
+            "RUNNING, KEEP {keep}"
+        );
+        assert_eq!(
+            error_of(
+                &mut con,
+                &["LOCK.RECORD", "r", "DONE", "5", "paid", "KEEP", keep]
+            ),
+            "ERR invalid expire time in 'lock.record' command",
+            "DONE, KEEP {keep}"
+        );
+    }
+    let exists: i64 = cmd("EXISTS").arg("r").query(&mut con).unwrap();
+    assert_eq!(exists, 0, "a refused record writes nothing");
+    let Claim::Run { token, .. } = claim(&mut con, "k", 1_000, i64::MAX / 2, &[]) else {
+        panic!("the largest keep runs")
+    };
+    assert_eq!(done(&mut con, "k", &token, "paid"), 1);
+    let ok: String = cmd("LOCK.RECORD")
+        .arg(&["r", "RUNNING", "tok", "5", "KEEP", largest.as_str()][..])
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(done(&mut con, "r", "tok", "paid"), 1, "DONE finishes it");
+    // A deadline is an absolute time: any positive one is a key expiry (as `PXAT` is
+    // to `SET`), and DONE computes the result's own from its keep.
+    let far = i64::MAX.to_string();
+    let ok: String = cmd("LOCK.RECORD")
+        .arg(
+            &[
+                "p",
+                "RUNNING",
+                "tok",
+                "5",
+                "KEEP",
+                "1000",
+                "PXAT",
+                far.as_str(),
+            ][..],
+        )
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(done(&mut con, "p", "tok", "paid"), 1, "DONE finishes it");
+    assert_eq!(
+        error_of(
+            &mut con,
+            &[
+                "LOCK.RECORD",
+                "p",
+                "DONE",
+                "5",
+                "x",
+                "KEEP",
+                "9",
+                "PXAT",
+                "0"
+            ]
+        ),
+        "ERR invalid expire time in 'lock.record' command"
+    );
+}
+
+/// `fencelock_held_locks` and `fencelock_once_done_records` of `INFO fencelock`.
+fn held_and_done(con: &mut Connection) -> (i64, i64) {
+    let gauge = |con: &mut Connection, name: &str| -> i64 {
+        info_field(con, "fencelock", name)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    (
+        gauge(con, "fencelock_held_locks"),
+        gauge(con, "fencelock_once_done_records"),
+    )
+}
+
+/// A done record holds no lease: `fencelock_held_locks` stops counting its key when
+/// `LOCK.DONE` stores the result, and `fencelock_once_done_records` counts it until it
+/// goes, however it is written (`DONE`, `RESTORE`, a reload) or goes (`DEL`, expiry).
+#[test]
+fn a_done_record_counts_as_a_stored_result_not_as_a_held_lock() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let Claim::Run { token, .. } = claim(&mut con, "order", 10_000, 60_000, &[]) else {
+        panic!("a run")
+    };
+    assert_eq!(held_and_done(&mut con), (1, 0), "running: a held lock");
+    assert_eq!(done(&mut con, "order", &token, "paid"), 1);
+    assert_eq!(held_and_done(&mut con), (0, 1), "done: a stored result");
+    let dump: Vec<u8> = cmd("DUMP").arg("order").query(&mut con).unwrap();
+    let _: () = cmd("RESTORE")
+        .arg("copy")
+        .arg(0)
+        .arg(dump)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(held_and_done(&mut con), (0, 2));
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    assert_eq!(held_and_done(&mut con), (0, 2), "after a reload");
+    let _: i64 = cmd("DEL").arg("copy").query(&mut con).unwrap();
+    let _: i64 = cmd("PEXPIRE").arg("order").arg(1).query(&mut con).unwrap();
+    eventually(Duration::from_secs(10), "the record expired", || {
+        held_and_done(&mut con) == (0, 0)
+    });
 }

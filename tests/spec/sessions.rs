@@ -1321,10 +1321,6 @@ fn a_holder_paused_past_its_lease_is_not_overlapped_during_the_lock_delay() {
     drop(heartbeat);
 }
 
-fn config_set(con: &mut Connection, name: &str, value: &str) -> redis::RedisResult<()> {
-    cmd("CONFIG").arg("SET").arg(name).arg(value).query(con)
-}
-
 #[test]
 fn fencelock_lock_delay_is_the_default_stored_with_each_grant() {
     let server = Server::start();

@@ -1,9 +1,10 @@
 //! The history of run-once claims (`LOCK.ONCE` / `LOCK.DONE`) and its checks: per key,
 //! at most one successful run per keep window, every duplicate answered with that run's
-//! result (and fence), runs ordered by fence in real time, and never two runs at once
-//! (a run is granted only after the one before it stored nothing and ended: its
-//! release was sent, or its lease, which began no earlier than its claim was sent,
-//! could have run out). Each check returns the anomalies it found, as sentences; an
+//! result (and fence), a result once answered to a duplicate kept for its keep time (no
+//! run after it), runs ordered by fence in real time, and never two runs at once (a run
+//! is granted only after the one before it stored nothing and ended: its release was
+//! sent, or its lease, which began no earlier than its claim was sent, could have run
+//! out). Each check returns the anomalies it found, as sentences; an
 //! empty list means the property held. Times are wall-clock Unix microseconds, the
 //! server's own clock on this machine.
 
@@ -147,6 +148,38 @@ pub fn replays_match_their_run(history: &OnceHistory) -> Vec<String> {
         .collect()
 }
 
+/// A result answered to a duplicate is kept for its keep time: no run of its key is
+/// claimed after that answer and granted before the keep time can have run out. The
+/// result was stored after its run's grant was read, so it is kept at least until the
+/// grant plus `keep_ms`. This is what a duplicate relies on when it reports the result
+/// to its user, whether or not the run's own client learned that `DONE` held.
+pub fn replayed_results_kept(history: &OnceHistory, keep_ms: i64) -> Vec<String> {
+    let granted: HashMap<(&str, i64), i64> = history
+        .runs
+        .iter()
+        .map(|run| ((run.key.as_str(), run.fence), run.granted_us))
+        .collect();
+    let runs = runs_by_key(history);
+    let mut anomalies = Vec::new();
+    for replay in &history.replays {
+        let Some(&stored_after_us) = granted.get(&(replay.key.as_str(), replay.fence)) else {
+            continue; // replays_match_their_run reports a replay of no run
+        };
+        let later = runs.get(replay.key.as_str()).into_iter().flatten();
+        for run in later.filter(|run| {
+            run.fence != replay.fence
+                && run.claimed_us > replay.answered_us
+                && run.granted_us < stored_after_us + keep_ms * 1_000 - SLACK_US
+        }) {
+            anomalies.push(format!(
+                "{}: run {} (fence {}) granted after client {} was answered the result of                  fence {}, within its keep time",
+                replay.key, run.client, run.fence, replay.client, replay.fence
+            ));
+        }
+    }
+    anomalies
+}
+
 /// Runs of a key are ordered by fence in real time (a run granted before another was
 /// claimed has the smaller fence), and never overlap: a run is granted only once the
 /// one before it can have ended.
@@ -185,6 +218,7 @@ pub fn runs_in_order_one_at_a_time(history: &OnceHistory) -> Vec<String> {
 pub fn all_anomalies(history: &OnceHistory, keep_ms: i64) -> Vec<String> {
     let mut anomalies = one_success_per_keep(history, keep_ms);
     anomalies.extend(replays_match_their_run(history));
+    anomalies.extend(replayed_results_kept(history, keep_ms));
     anomalies.extend(runs_in_order_one_at_a_time(history));
     anomalies
 }

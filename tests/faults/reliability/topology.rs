@@ -256,8 +256,8 @@ fn fence_clock(server: &Server) -> i64 {
         .expect("fencelock_fence_clock")
 }
 
-/// `replica` follows the primary behind `port` and has its stream.
-fn follow(replica: &Server, port: u16) {
+/// `replica` follows the primary behind `port` (a proxy's) and has its stream.
+pub fn follow(replica: &Server, port: u16) {
     let mut con = replica.connect();
     let _: () = cmd("REPLICAOF")
         .arg("127.0.0.1")
