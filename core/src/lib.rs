@@ -43,6 +43,7 @@ pub mod fifo_queue;
 pub mod holding;
 pub mod limits;
 pub mod lock;
+pub mod lock_ref;
 pub mod mode;
 pub mod observe;
 pub mod once;

@@ -17,7 +17,7 @@
 use crate::args::parse_ttl;
 use crate::error::CommandError;
 use crate::holding::Holding;
-use crate::value::LockRef;
+use crate::lock_ref::LockRef;
 
 /// The first eight bytes of a run-once record.
 pub const ONCE_TAG: u64 = u64::MAX;

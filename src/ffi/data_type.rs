@@ -33,6 +33,10 @@ use redis_module::{native_types::RedisType, raw};
 
 use super::apply_form::ApplyForm;
 use super::once_type;
+use super::rdb_fields::{
+    digest_holding, digest_number, load_holding, load_signed, load_unsigned, save_holding,
+    save_unsigned, Carries,
+};
 use super::string_bytes::bytes_of;
 use super::{node_state_form, panic_guard};
 use crate::node_fence;
@@ -46,13 +50,6 @@ const BEFORE_VALUES_VERSION: i32 = 2;
 const BEFORE_SESSIONS_VERSION: i32 = 1;
 /// The layout before shared holders: an exclusive holding only.
 const EXCLUSIVE_ONLY_VERSION: i32 = 0;
-/// What a holding carries in an RDB of each encver from 1 on.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Carries {
-    TokenAndFence,
-    SessionAndDelay,
-    Value,
-}
 
 /// The kinds of value in encver 1 and later.
 const KIND_EXCLUSIVE: u64 = 0;
@@ -171,31 +168,6 @@ pub fn observe_unlinks(observer: UnlinkObserver) {
     let _ = UNLINK_OBSERVER.set(observer);
 }
 
-fn io_failed(rdb: *mut raw::RedisModuleIO) -> bool {
-    // SAFETY: `rdb` is the IO handle Redis passed to the callback.
-    unsafe { api!(RedisModule_IsIOError)(rdb) != 0 }
-}
-
-pub(super) fn load_buffer(rdb: *mut raw::RedisModuleIO) -> Option<Box<[u8]>> {
-    let mut len: usize = 0;
-    // SAFETY: Redis returns a buffer of `len` bytes that we copy and then free.
-    unsafe {
-        let buffer = api!(RedisModule_LoadStringBuffer)(rdb, &mut len);
-        if buffer.is_null() {
-            return None;
-        }
-        let token: Box<[u8]> = std::slice::from_raw_parts(buffer.cast::<u8>(), len).into();
-        api!(RedisModule_Free)(buffer.cast());
-        Some(token)
-    }
-}
-
-pub(super) fn load_unsigned(rdb: *mut raw::RedisModuleIO) -> Option<u64> {
-    // SAFETY: reads from the IO handle Redis passed in; checked for IO errors below.
-    let value = unsafe { api!(RedisModule_LoadUnsigned)(rdb) };
-    (!io_failed(rdb)).then_some(value)
-}
-
 unsafe extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     panic_guard::callback("RDB load", std::ptr::null_mut(), || {
         let value = match encver {
@@ -241,38 +213,6 @@ fn load_value(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<LockValu
     }
 }
 
-/// One holding (token, fence, and what else it `carries`) read from an RDB (or
-/// `RESTORE` payload), validated.
-pub(super) fn load_holding(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<Holding>> {
-    let token = load_buffer(rdb).filter(|_| !io_failed(rdb))?;
-    let fence = load_unsigned(rdb)?;
-    let (session, lock_delay_ms) = if carries >= Carries::SessionAndDelay {
-        let session = load_buffer(rdb).filter(|_| !io_failed(rdb))?;
-        (Some(session), load_unsigned(rdb)?)
-    } else {
-        (None, 0)
-    };
-    let lease_end = match lock_delay_ms {
-        0 => None,
-        _ => Some(load_signed(rdb)?),
-    };
-    let value = match carries {
-        Carries::Value => Some(load_buffer(rdb).filter(|_| !io_failed(rdb))?),
-        _ => None,
-    };
-    let extras = Extras {
-        session: session.as_deref().filter(|session| !session.is_empty()),
-        lock_delay_ms,
-        value: value.as_deref(),
-    };
-    let mut holding = Holding::from_persisted(&token, fence, extras)?;
-    if let Some(end) = lease_end {
-        holding.set_lease_end(end);
-    }
-    node_fence::observe(fence);
-    Some(holding)
-}
-
 /// A set of shared holders: limit, count, then each holder with its deadline. A set
 /// with no holders, or a limit it exceeds, is corrupt.
 fn load_shared(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<SharedHolders>> {
@@ -293,12 +233,6 @@ fn load_shared(rdb: *mut raw::RedisModuleIO, carries: Carries) -> Option<Box<Sha
         set.insert(holding, deadline).ok()?;
     }
     Some(set)
-}
-
-fn load_signed(rdb: *mut raw::RedisModuleIO) -> Option<i64> {
-    // SAFETY: reads from the IO handle Redis passed in; checked for IO errors below.
-    let value = unsafe { api!(RedisModule_LoadSigned)(rdb) };
-    (!io_failed(rdb)).then_some(value)
 }
 
 /// The lock behind a value pointer Redis passes to a callback.
@@ -350,28 +284,6 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
             }
         }
     });
-}
-
-pub(super) fn save_unsigned(rdb: *mut raw::RedisModuleIO, value: u64) {
-    // SAFETY: the IO handle Redis passed in.
-    unsafe { api!(RedisModule_SaveUnsigned)(rdb, value) };
-}
-
-pub(super) fn save_holding(rdb: *mut raw::RedisModuleIO, holding: &Holding) {
-    save_buffer(rdb, &holding.token());
-    save_unsigned(rdb, holding.fence());
-    save_buffer(rdb, holding.session().as_deref().unwrap_or_default());
-    save_unsigned(rdb, holding.lock_delay_ms());
-    if let Some(end) = holding.lease_end_ms() {
-        // SAFETY: the IO handle Redis passed in.
-        unsafe { api!(RedisModule_SaveSigned)(rdb, end) };
-    }
-    save_buffer(rdb, holding.value().unwrap_or_default());
-}
-
-pub(super) fn save_buffer(rdb: *mut raw::RedisModuleIO, bytes: &[u8]) {
-    // SAFETY: the IO handle Redis passed in and a buffer with its length.
-    unsafe { api!(RedisModule_SaveStringBuffer)(rdb, bytes.as_ptr().cast(), bytes.len()) };
 }
 
 /// Rewrites a held lock as the same `LOCK.APPLY` the replication stream uses: an
@@ -527,39 +439,6 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         // SAFETY: the digest Redis passed in.
         unsafe { api!(RedisModule_DigestEndSequence)(md) };
     });
-}
-
-pub(super) fn digest_holding(md: *mut raw::RedisModuleDigest, holding: &Holding) {
-    digest_buffer(md, &holding.token());
-    digest_number(md, i64::try_from(holding.fence()).unwrap_or(i64::MAX));
-    // Only what a holding has, so a lock without either digests as it always did.
-    if let Some(session) = holding.session() {
-        digest_buffer(md, &session);
-    }
-    if holding.lock_delay_ms() > 0 {
-        digest_number(
-            md,
-            i64::try_from(holding.lock_delay_ms()).unwrap_or(i64::MAX),
-        );
-    }
-    if let Some(end) = holding.lease_end_ms() {
-        digest_number(md, end);
-    }
-    if let Some(value) = holding.value() {
-        digest_buffer(md, value);
-    }
-}
-
-pub(super) fn digest_buffer(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
-    // SAFETY: the digest Redis passed in and a buffer with its length.
-    unsafe {
-        api!(RedisModule_DigestAddStringBuffer)(md, bytes.as_ptr().cast_mut().cast(), bytes.len());
-    }
-}
-
-pub(super) fn digest_number(md: *mut raw::RedisModuleDigest, number: i64) {
-    // SAFETY: the digest Redis passed in.
-    unsafe { api!(RedisModule_DigestAddLongLong)(md, number) };
 }
 
 /// Frees a value; may run on the lazy-free thread (no guard: nothing here can panic,

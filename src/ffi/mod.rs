@@ -61,6 +61,7 @@ pub mod once_type;
 pub mod open_key;
 pub mod panic_guard;
 pub mod post_jobs;
+mod rdb_fields;
 pub mod replicate;
 pub mod reply;
 pub mod server;

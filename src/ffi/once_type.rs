@@ -18,7 +18,7 @@ use fencelock_core::once::OnceRecord;
 use fencelock_core::value::LockValue;
 use redis_module::raw;
 
-use super::data_type::{
+use super::rdb_fields::{
     digest_buffer, digest_holding, digest_number, load_buffer, load_holding, load_unsigned,
     save_buffer, save_holding, save_unsigned, Carries,
 };

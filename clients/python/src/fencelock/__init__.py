@@ -42,6 +42,7 @@ from ._sync.lock import Lock
 from ._sync.locks import Locks
 from ._sync.multi import ManagedMultiLock, MultiLock
 from ._sync.shared import ReadWriteLock, Semaphore
+from ._version import __version__
 from .errors import (
     Deadlock,
     FingerprintMismatch,
@@ -55,8 +56,6 @@ from .errors import (
     WrongSession,
 )
 from .info import LockInfo
-
-__version__ = "0.3.0"
 
 __all__ = [
     "Deadlock",

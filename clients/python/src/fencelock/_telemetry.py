@@ -133,7 +133,7 @@ class _Otel:
     def __init__(self) -> None:
         from opentelemetry import metrics, trace
 
-        from . import __version__
+        from ._version import __version__
 
         self.trace = trace
         self.tracer = trace.get_tracer("fencelock", __version__)
