@@ -278,10 +278,6 @@ pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
     }
 }
 
-/// Called with the key open for writing (and its ended shared holders dropped): while
-/// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
-/// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
-/// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
 /// A key that holds a done record it did not get from `LOCK.DONE` (`RESTORE`,
 /// `RENAME`, `SWAPDB`, `LOCK.RECORD` put it there): its waiting duplicates are answered
 /// with the result, as `LOCK.DONE` answers them; plain acquires go on waiting.
@@ -294,6 +290,10 @@ fn answer_done_record(ctx: &Context, key: &LockKey) {
     answer_done(ctx, key, fence, fingerprint.as_deref(), &result);
 }
 
+/// Called with the key open for writing (and its ended shared holders dropped): while
+/// the lock admits the first waiter, that waiter becomes a holder now: one exclusive
+/// waiter, or every consecutive shared waiter that fits. A first waiter whose mode the
+/// holders refuse is answered `WRONGMODE`. Returns whether anyone was handed the lock.
 pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
     if !anyone_waiting() {
         return false;
