@@ -36,7 +36,7 @@ command -v redis-cli >/dev/null || fail "redis-cli is missing (make deps install
 
 version=$(dpkg-deb -f "$deb" Version)
 upstream=${version%-*}
-# MODULE LIST's ver: 0.3.0 -> 300.
+# MODULE LIST's ver: 0.4.0 -> 400.
 ver=$(echo "$upstream" | awk -F. '{ print $1 * 10000 + $2 * 100 + $3 }')
 
 work=$(mktemp -d)
