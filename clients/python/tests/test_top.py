@@ -183,6 +183,21 @@ def test_an_unreachable_server_is_said_plainly() -> None:
     assert shown.stderr.startswith("cannot reach redis://127.0.0.1:1")
 
 
+def test_a_password_in_the_url_is_never_shown(server: Server, r: redis.Redis) -> None:
+    r.execute_command("ACL", "SETUSER", "watcher", "on", ">s3cret", "+@all", "~*")
+    try:
+        url = f"redis://watcher:s3cret@127.0.0.1:{server.port}"
+        shown = top("--once", url)
+        assert shown.returncode == 0, shown.stderr
+        assert f"redis://watcher:***@127.0.0.1:{server.port}" in shown.stdout
+        unreachable = top("--once", "redis://watcher:s3cret@127.0.0.1:1")
+        assert unreachable.returncode == 1
+        for output in (shown.stdout, shown.stderr, unreachable.stderr):
+            assert "s3cret" not in output
+    finally:
+        r.execute_command("ACL", "DELUSER", "watcher")
+
+
 def test_the_interactive_view_needs_a_terminal(server: Server) -> None:
     shown = subprocess.run(
         [*TOP, server.url], capture_output=True, text=True, timeout=60,

@@ -15,6 +15,7 @@ fencelock`` never loads it."""
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
@@ -38,16 +39,28 @@ def run(url: str, once: bool, count: int, order: str, interval: float) -> int:
             file=sys.stderr,
         )
         return 2
+    # What is printed names the server, never its password.
+    shown = without_password(url)
     try:
         client = snapshot.connect(url)
         if once:
-            screen.once(client, url, count, order, Console())
+            screen.once(client, shown, count, order, Console())
         else:
-            screen.interactive(client, url, count, order, interval, Console())
+            screen.interactive(client, shown, count, order, interval, Console())
     except (ConnectionError, TimeoutError) as error:
-        print(f"cannot reach {url}: {error}", file=sys.stderr)
+        print(f"cannot reach {shown}: {error}", file=sys.stderr)
         return 1
     except RedisError as error:
-        print(f"{url}: {error}", file=sys.stderr)
+        print(f"{shown}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password, if it has one, shown as ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
