@@ -103,6 +103,10 @@ impl Summary {
 struct Recorder {
     waits: Distribution,
     holds: Distribution,
+    /// While an RDB or AOF loads: an AOF replays releases and `LOCK.DONE`s whose
+    /// holdings ended before the restart (or were counted already), so nothing is
+    /// recorded until the load ends.
+    loading: bool,
 }
 
 thread_local! {
@@ -110,6 +114,7 @@ thread_local! {
         RefCell::new(Recorder {
             waits: Distribution::new(),
             holds: Distribution::new(),
+            loading: false,
         })
     };
 }
@@ -133,7 +138,16 @@ pub fn wait_ended(us: u64) {
 
 /// A holding ended (released, expired, evicted, deleted, closed, done) after `us`.
 pub fn hold_ended(us: u64) {
-    with(|recorder| recorder.holds.record(us));
+    with(|recorder| {
+        if !recorder.loading {
+            recorder.holds.record(us);
+        }
+    });
+}
+
+/// An RDB or AOF began (`true`) or ended (`false`) loading.
+pub fn set_loading(loading: bool) {
+    with(|recorder| recorder.loading = loading);
 }
 
 /// How long a holding granted with `fence` has lasted at `now_us` (the fence is the

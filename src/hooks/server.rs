@@ -35,6 +35,7 @@ pub fn flushed(ctx: &Context, subevent: u64, data: EventData) {
 pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
     match subevent {
         LOADING_ENDED => {
+            durations::set_loading(false);
             observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
@@ -44,10 +45,14 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             blocking::follow_loaded(ctx, loaded);
         }
         LOADING_FAILED => {
+            durations::set_loading(false);
             drop(data_type::take_loaded());
             drop(data_type::take_loaded_any());
         }
-        _ => data_type::loading_started(),
+        _ => {
+            durations::set_loading(true);
+            data_type::loading_started();
+        }
     }
 }
 

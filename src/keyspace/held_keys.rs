@@ -98,6 +98,10 @@ pub fn flushed(db: Option<i32>) {
 
 /// `SWAPDB first second`.
 pub fn swapped(first: i32, second: i32) {
+    // `SWAPDB n n` changes nothing; taking both sides would leave the database empty.
+    if first == second {
+        return;
+    }
     with(|held| {
         let a = held.take(first);
         let b = held.take(second);

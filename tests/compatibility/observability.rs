@@ -65,3 +65,26 @@ fn a_replica_lists_the_locks_it_received_and_counts_their_ends() {
     let listed: Vec<String> = top_keys(&mut r, &[]).into_iter().map(|e| e.0).collect();
     assert_eq!(listed, ["lock:s"]);
 }
+
+/// A restart from the AOF replays the releases, deletes and `LOCK.DONE`s of holdings
+/// that ended before it: they were counted then, and the distributions start from
+/// nothing at a restart, so the replay counts none of them.
+#[test]
+fn an_aof_replay_counts_no_holding_that_ended_before_the_restart() {
+    let mut server = Server::with_args(&aof_always("no"));
+    let mut con = server.connect();
+    let (token, _) = hold(&mut con, "c", 60_000, &[]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "c", &token]), 1);
+    hold(&mut con, "d", 60_000, &[]);
+    assert_eq!(int(&mut con, &["DEL", "d"]), 1);
+    once_claim(&mut con, "job", 60_000, 60_000, &["TOKEN", "run"]);
+    assert_eq!(int(&mut con, &["LOCK.DONE", "job", "run", "ok"]), 1);
+    assert_eq!(holds(&mut con), 3);
+    server.restart();
+    let mut con = server.connect();
+    assert_eq!(holds(&mut con), 0);
+    // What happens after the load is counted again.
+    let (token, _) = hold(&mut con, "e", 60_000, &[]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "e", &token]), 1);
+    assert_eq!(holds(&mut con), 1);
+}

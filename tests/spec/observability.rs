@@ -285,6 +285,27 @@ fn lock_top_lists_the_most_waited_for_first_and_never_a_token() {
     assert!(!top_keys(&mut con, &[]).contains(&"idle".to_string()));
 }
 
+/// `SWAPDB` of a database with itself changes nothing, `LOCK.TOP`'s held keys included;
+/// a swap of two databases moves them.
+#[test]
+fn lock_top_keeps_its_held_keys_through_a_swapdb_of_a_database_with_itself() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for key in ["a", "b"] {
+        hold(&mut con, key, 60_000, &[]);
+    }
+    let _: () = cmd("SWAPDB").arg(0).arg(0).query(&mut con).unwrap();
+    let mut held = top_keys(&mut con, &[]);
+    held.sort();
+    assert_eq!(held, ["a", "b"]);
+    let _: () = cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
+    assert!(top_keys(&mut con, &[]).is_empty());
+    let _: () = cmd("SELECT").arg(1).query(&mut con).unwrap();
+    let mut moved = top_keys(&mut con, &[]);
+    moved.sort();
+    assert_eq!(moved, ["a", "b"]);
+}
+
 /// A user sees only the keys it may read; keys it may only write are left out.
 #[test]
 fn lock_top_leaves_out_keys_the_user_may_not_read() {
