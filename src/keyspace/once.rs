@@ -119,6 +119,14 @@ pub fn apply_record(
         .running_holding()
         .and_then(Holding::session)
         .map(std::borrow::Cow::into_owned);
+    // A done record over the running claim it finishes (a replica applying its
+    // primary's `LOCK.DONE`): that run's holding ends here, as it did on the primary.
+    let finished_run = record
+        .is_done()
+        .then(|| key.once().filter(|running| !running.is_done()))
+        .flatten()
+        .map(OnceRecord::fence)
+        .filter(|fence| *fence == record.fence());
     observers_hear(ctx, key);
     let value = LockValue::Once(record);
     let stored = match (key.lock()?.is_some(), deadline_ms) {
@@ -130,6 +138,9 @@ pub fn apply_record(
     };
     if !stored {
         return Err(CommandError::WriteFailed);
+    }
+    if let Some(fence) = finished_run {
+        durations::holding_ended_now(fence, server_clock::now_micros());
     }
     held_keys::note(selected_db(ctx), key.name().as_slice());
     if let Some(session) = session {

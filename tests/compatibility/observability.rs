@@ -64,6 +64,12 @@ fn a_replica_lists_the_locks_it_received_and_counts_their_ends() {
     );
     let listed: Vec<String> = top_keys(&mut r, &[]).into_iter().map(|e| e.0).collect();
     assert_eq!(listed, ["lock:s"]);
+    // A run that LOCK.DONE finishes ends its holding on the replica too.
+    once_claim(&mut p, "lock:job", 60_000, 60_000, &["TOKEN", "run"]);
+    assert_eq!(int(&mut p, &["LOCK.DONE", "lock:job", "run", "ok"]), 1);
+    wait_replicated(&mut p);
+    assert_eq!(holds(&mut r), 2, "the run's end reached the replica");
+    assert_eq!(holds(&mut p), 2);
 }
 
 /// A restart from the AOF replays the releases, deletes and `LOCK.DONE`s of holdings
