@@ -144,11 +144,18 @@ const CONFIGS: [Setting; 8] = [
 ];
 
 /// The `yes`/`no` configs, `fencelock.<name>`.
-const SWITCHES: [Switch; 1] = [Switch {
-    name: "deadlock-detection",
-    value: &config::DEADLOCK_DETECTION,
-    default: true,
-}];
+const SWITCHES: [Switch; 2] = [
+    Switch {
+        name: "deadlock-detection",
+        value: &config::DEADLOCK_DETECTION,
+        default: true,
+    },
+    Switch {
+        name: "track-held-keys",
+        value: &keyspace::held_keys::TRACKING,
+        default: true,
+    },
+];
 
 /// The server events the module follows, and who handles each.
 const SERVER_EVENTS: [(ServerEvent, ffi::events::ServerEventHandler); 6] = [

@@ -6,9 +6,15 @@
 //! `FLUSHALL`); `SWAPDB` swaps two databases' names. A name may stay a moment after its
 //! last holder left (a done record, a lock-delay): `LOCK.TOP` opens each key and shows
 //! only what holds or is waited for.
+//!
+//! The index costs about 45 B a held key (`fencelock.track-held-keys`, on by default).
+//! Switched off, nothing is noted and the index is dropped at the next grant:
+//! `LOCK.TOP` then sees only the keys clients wait for; switched on again, a key held
+//! meanwhile is noted at its next grant.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencelock_core::capacity::trim;
 use redis_module::{Context, RedisString};
@@ -45,6 +51,13 @@ thread_local! {
     static HELD: RefCell<Held> = RefCell::new(Held::default());
 }
 
+/// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
+pub static TRACKING: AtomicBool = AtomicBool::new(true);
+
+fn tracking() -> bool {
+    TRACKING.load(Ordering::Relaxed)
+}
+
 fn with<T>(f: impl FnOnce(&mut Held) -> T) -> T {
     HELD.with(|held| f(&mut held.borrow_mut()))
 }
@@ -52,6 +65,13 @@ fn with<T>(f: impl FnOnce(&mut Held) -> T) -> T {
 /// A holding was written under `name` in `db`.
 pub fn note(db: i32, name: &[u8]) {
     with(|held| {
+        if !tracking() {
+            // Switched off: what was noted before goes, once.
+            if !held.0.is_empty() {
+                held.0 = Vec::new();
+            }
+            return;
+        }
         // One hash: a name already there (one more shared holder) costs a copy.
         if let Some(names) = held.db_or_new(db) {
             names.insert(name.into());
@@ -116,6 +136,9 @@ pub fn swapped(first: i32, second: i32) {
 
 /// The names noted in `db` (a copy: opening a key may unlink it, which forgets it).
 pub fn names(db: i32) -> Vec<Vec<u8>> {
+    if !tracking() {
+        return Vec::new();
+    }
     with(|held| {
         held.db(db)
             .map(|names| names.iter().map(|name| name.to_vec()).collect())

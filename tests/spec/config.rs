@@ -1,5 +1,6 @@
 //! Module configs (`fencelock.max-ttl`, `max-waiters`, `max-token-length`,
-//! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`, `max-value-length`): defaults, `CONFIG
+//! `max-holders`, `lock-delay`, `max-keys`, `deadlock-detection`, `max-value-length`,
+//! `max-result-length`, `track-held-keys`): defaults, `CONFIG
 //! SET` taking effect on the next command, bounds refused with Redis's own message,
 //! values on the `loadmodule` line, in a config file (`redis.conf.example` itself), and
 //! `MODULE LOADEX … CONFIG`.
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-const DEFAULTS: [(&str, &str); 9] = [
+const DEFAULTS: [(&str, &str); 10] = [
     ("fencelock.max-ttl", "2592000000"),
     ("fencelock.max-waiters", "100000"),
     ("fencelock.max-token-length", "256"),
@@ -21,6 +22,7 @@ const DEFAULTS: [(&str, &str); 9] = [
     ("fencelock.deadlock-detection", "yes"),
     ("fencelock.max-value-length", "1024"),
     ("fencelock.max-result-length", "65536"),
+    ("fencelock.track-held-keys", "yes"),
 ];
 
 fn error_text(client: &mut RawClient, argv: &[&str]) -> String {

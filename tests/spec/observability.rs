@@ -306,6 +306,28 @@ fn lock_top_keeps_its_held_keys_through_a_swapdb_of_a_database_with_itself() {
     assert_eq!(moved, ["a", "b"]);
 }
 
+/// `fencelock.track-held-keys no`: no index of held keys, so `LOCK.TOP` lists only the
+/// keys clients wait for; switched on again, a key is listed from its next grant.
+#[test]
+fn without_the_held_key_index_lock_top_lists_the_keys_waited_for() {
+    let server = Server::start();
+    let mut con = server.connect();
+    config_set(&mut con, "fencelock.track-held-keys", "no").unwrap();
+    hold(&mut con, "quiet", 60_000, &[]);
+    hold(&mut con, "busy", 60_000, &[]);
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&["LOCK.ACQUIRE", "busy", "60000", "BLOCK", "0"]]);
+    eventually(Duration::from_secs(30), "the waiter queued", || {
+        waiters(&mut con, "busy") == 1
+    });
+    assert_eq!(top_keys(&mut con, &["BY", "held"]), ["busy"]);
+    config_set(&mut con, "fencelock.track-held-keys", "yes").unwrap();
+    hold(&mut con, "later", 60_000, &[]);
+    let mut listed = top_keys(&mut con, &["BY", "held"]);
+    listed.sort();
+    assert_eq!(listed, ["busy", "later"]);
+}
+
 /// A user sees only the keys it may read; keys it may only write are left out.
 #[test]
 fn lock_top_leaves_out_keys_the_user_may_not_read() {
