@@ -54,18 +54,22 @@ fn handoff_lateness_ms(server: &Server, con: &mut Connection, round: usize) -> i
     eventually(Duration::from_secs(5), "the probe waiter queued", || {
         lock_info(con, &key).is_some_and(|info| info["waiters"] == Value::Int(1))
     });
-    let shortened: i64 = if round.is_multiple_of(2) {
-        cmd("PEXPIRE").arg(&key).arg(20).query(con).unwrap()
+    // The new end is read in the same transaction as the shortening: read after it, a
+    // stall of the test longer than the 20 ms left (a busy machine) would read the next
+    // holder's expiry, or none once that one ended too.
+    let mut shorten = redis::pipe();
+    shorten.atomic();
+    if round.is_multiple_of(2) {
+        shorten.cmd("PEXPIRE").arg(&key).arg(20);
     } else {
-        cmd("LOCK.REFRESH")
-            .arg(&key)
-            .arg("holder")
-            .arg(20)
-            .query(con)
-            .unwrap()
-    };
+        shorten.cmd("LOCK.REFRESH").arg(&key).arg("holder").arg(20);
+    }
+    let (shortened, deadline): (i64, i64) = shorten
+        .cmd("PEXPIRETIME")
+        .arg(&key)
+        .query(con)
+        .expect("the shortening and the new end");
     assert_eq!(shortened, 1);
-    let deadline = expire_time(con, &key);
     let reply = waiter
         .try_read_reply(Duration::from_secs(5))
         .expect("the probe waiter was answered");
