@@ -61,9 +61,12 @@ fn a_keepalive_to_one_node_keeps_its_four_to_every_primary_all_twelve() {
             assert!(granted.is_some(), "{key}");
         };
 
+    // Leases long enough for the 12 grants and the keepalive on a loaded machine.
+    let ttl = 8_000;
     let session = random_token();
-    for key in keys_spread(&cluster, "lock:one-node", 4) {
-        take(&mut client, &key, &session, 3_000);
+    let keys = keys_spread(&cluster, "lock:one-node", 4);
+    for key in &keys {
+        take(&mut client, key, &session, ttl);
     }
     let kept: i64 = cmd("LOCK.KEEPALIVE")
         .arg(&session)
@@ -71,7 +74,12 @@ fn a_keepalive_to_one_node_keeps_its_four_to_every_primary_all_twelve() {
         .query(&mut client)
         .expect("LOCK.KEEPALIVE");
     assert_eq!(kept, 4, "one node's holdings");
-    eventually(Duration::from_secs(20), "the other leases run out", || {
+    let moved = keys
+        .iter()
+        .filter(|key| cmd("PTTL").arg(*key).query::<i64>(&mut client).unwrap() > ttl)
+        .count();
+    assert_eq!(moved, 4, "only that node's leases moved");
+    eventually(Duration::from_secs(30), "the other leases run out", || {
         held_everywhere(&cluster, &session) == 4
     });
 
