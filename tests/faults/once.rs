@@ -340,16 +340,24 @@ fn runs_once_through_a_failover_with_wait_after_grant_and_done() {
 /// granted a new run, contradicting what the duplicate was told.
 #[test]
 fn a_duplicate_answered_before_done_reached_the_replica_is_contradicted_after_failover() {
+    // A lease long enough for the steps between the grant and the `DONE` on a busy
+    // machine (the scenario's 300 ms could end before the `DONE`), after a replica
+    // known to be in sync (its first sync through the proxy may still be under way).
+    const LEASE_MS: i64 = 3_000;
     let (mut primary, replica, link) = replicated_through_a_proxy();
     let mut runner = primary.connect();
-    let grant = once_claim(&mut runner, "order", TTL_MS, KEEP_MS, &[]);
+    let _: () = cmd("SET").arg("synced").arg(1).query(&mut runner).unwrap();
+    let in_sync: i64 = cmd("WAIT").arg(1).arg(30_000).query(&mut runner).unwrap();
+    assert_eq!(in_sync, 1, "the replica finished its first sync");
+    let grant = once_claim(&mut runner, "order", LEASE_MS, KEEP_MS, &[]);
     let Value::Array(items) = grant else {
         panic!("a grant: {grant:?}")
     };
     let [Value::BulkString(token), Value::Int(fence)] = items.as_slice() else {
         panic!("a grant: {items:?}")
     };
-    assert!(replicated(&mut runner), "the grant reached the replica");
+    let reached: i64 = cmd("WAIT").arg(1).arg(30_000).query(&mut runner).unwrap();
+    assert_eq!(reached, 1, "the grant reached the replica");
     link.cut();
     let stored: i64 = cmd("LOCK.DONE")
         .arg("order")
@@ -360,7 +368,7 @@ fn a_duplicate_answered_before_done_reached_the_replica_is_contradicted_after_fa
     assert_eq!(stored, 1);
     assert!(!replicated(&mut runner), "DONE cannot reach the replica");
     let mut duplicate = primary.connect();
-    let replay = once_claim(&mut duplicate, "order", TTL_MS, KEEP_MS, &[]);
+    let replay = once_claim(&mut duplicate, "order", LEASE_MS, KEEP_MS, &[]);
     assert_eq!(
         replay,
         Value::Array(vec![
@@ -382,7 +390,13 @@ fn a_duplicate_answered_before_done_reached_the_replica_is_contradicted_after_fa
     );
     kill_primary_and_promote(&mut primary, &replica, &[], || {});
     let mut promoted = replica.connect();
-    let again = once_claim(&mut promoted, "order", TTL_MS, KEEP_MS, &["BLOCK", "5000"]);
+    let again = once_claim(
+        &mut promoted,
+        "order",
+        LEASE_MS,
+        KEEP_MS,
+        &["BLOCK", "30000"],
+    );
     let Value::Array(items) = again else {
         panic!("a new run: {again:?}")
     };
