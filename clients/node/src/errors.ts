@@ -62,11 +62,13 @@ export class StaleFence extends FencelockError {
   }
 }
 
-/** `LOCK.GUARD` refused a command: this lease's token does not hold the lock any more;
- * nothing ran. */
-export class NotHeld extends FencelockError {
-  constructor(readonly key: string) {
-    super(`lock ${JSON.stringify(key)}: this token does not hold the lock; the command did not run`);
+/** `LOCK.GUARD` refused a command: this lease's token does not hold the lock any more,
+ * and nothing ran. A loss of the lease like any other (a `LockLost`, reason `"gone"`
+ * when its lease could not have run out yet, else `"not-held"`). */
+export class NotHeld extends LockLost {
+  constructor(key: string, reason: LostReason = "not-held") {
+    super(key, reason);
+    this.message = `lock ${JSON.stringify(key)}: this token does not hold the lock, so the guarded command did not run (${MEANING[reason]})`;
   }
 }
 

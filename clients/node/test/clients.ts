@@ -1,0 +1,59 @@
+// The clients the tests run the package with: node-redis and ioredis, standalone and
+// cluster, each made as an application would make it, and closed by `close()`.
+import { Cluster as IoCluster, Redis as IoRedis, type RedisOptions } from "ioredis";
+import { createClient, createCluster } from "redis";
+import type { Cluster, Server } from "./harness/index.js";
+
+export type Library = "node-redis" | "ioredis";
+export const LIBRARIES: readonly Library[] = ["node-redis", "ioredis"];
+
+export interface Made {
+  readonly client: unknown;
+  close(): Promise<void>;
+}
+
+export interface ClientOptions {
+  /** ioredis `commandTimeout` / node-redis `socketTimeout`, in ms. */
+  timeout?: number;
+  /** ioredis only: more options. */
+  ioredis?: Partial<RedisOptions>;
+  port?: number;
+}
+
+export async function standalone(library: Library, server: Server, options: ClientOptions = {}): Promise<Made> {
+  const port = options.port ?? server.port;
+  if (library === "ioredis") {
+    const client = new IoRedis({
+      host: "127.0.0.1",
+      port,
+      ...(options.timeout === undefined ? {} : { commandTimeout: options.timeout }),
+      ...options.ioredis,
+    });
+    client.on("error", () => undefined);
+    return { client, close: async () => void client.disconnect() };
+  }
+  const client = createClient({
+    socket: {
+      host: "127.0.0.1",
+      port,
+      ...(options.timeout === undefined ? {} : { socketTimeout: options.timeout }),
+    },
+  });
+  client.on("error", () => undefined);
+  await client.connect();
+  return { client, close: async () => client.destroy() };
+}
+
+export async function clustered(library: Library, cluster: Cluster): Promise<Made> {
+  if (library === "ioredis") {
+    const client = new IoCluster(cluster.startup.map(({ host, port }) => ({ host, port })));
+    client.on("error", () => undefined);
+    return { client, close: async () => void client.disconnect() };
+  }
+  const client = createCluster({
+    rootNodes: cluster.startup.map(({ host, port }) => ({ socket: { host, port } })),
+  });
+  client.on("error", () => undefined);
+  await client.connect();
+  return { client, close: async () => client.destroy() };
+}
