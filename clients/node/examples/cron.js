@@ -57,7 +57,11 @@ await client.connect();
 const locks = new Locks(client);
 const me = `${os.hostname()}:${process.pid}`;
 
-/** The job itself: building a report, sending the newsletter, closing the books. */
+/**
+ * The job itself: building a report, sending the newsletter, closing the books.
+ *
+ * @param {number} slot
+ */
 async function dailyReport(slot) {
   console.log(`slot ${slot}: building the report`);
   await sleep(work);
