@@ -8,9 +8,10 @@
 // processed", with `Retry-After`) instead of charging again; one that comes after the
 // payment finds the order paid and answers `200` with `already-paid`.
 //
-// Each acquire gets a random token from the package. Never use the order id (or an
-// idempotency key) as the lock's token: two submissions with the same token are the
-// same holder to the server, and both would charge.
+// Each acquire gets a random token from the package, never one made from the order:
+// with the order id (or an idempotency key) as the token, two submissions would be
+// the same holder to the server, and both would charge. (Sending LOCK.ACQUIRE
+// yourself, keep that rule: a random TOKEN per acquire.)
 //
 // The payment is recorded through `lease.guard(…)` (LOCK.GUARD): the write happens
 // only if this request still holds the lock, checked in the same step on the server.
