@@ -69,7 +69,13 @@ export function createApp(client, charge = chargeCard) {
     try {
       // ttl: the lease, refreshed while the handler runs; wait: how long a second
       // submission queues before it is told the order is being processed.
-      const answer = await locks.lock(`checkout:{${id}}`, { ttl: 30_000, wait: 100 }, async (lease) => {
+      // session: false makes each request an owner of its own. In the manager's
+      // session the server would count all requests of this process as one owner:
+      // with two instances, each holding one order while a request of each waits for
+      // an order the other holds, that owner would seem to wait for itself, and the
+      // wait would be refused with `Deadlock` although no request waits for itself.
+      const options = { ttl: 30_000, wait: 100, session: false };
+      const answer = await locks.lock(`checkout:{${id}}`, options, async (lease) => {
         const recorded = await client.hgetall(order);
         if (recorded.status === 'paid') {
           return { status: 'already-paid', amountCents: Number(recorded.amountCents), fence: recorded.fence };

@@ -1,7 +1,8 @@
 // examples/checkout.js: a double-submitted order is charged once. In the test's own
 // process with a payment that waits for the test (so the second submission surely
 // arrives while the first is charging), and as two instances of the app started
-// from the command line, behind which every order is submitted three times at once.
+// from the command line, behind which every order is submitted three times at once
+// (on a standalone server and on a 3-primary cluster).
 import assert from "node:assert/strict";
 import { type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -11,8 +12,8 @@ import type { Server as HttpServer } from "node:http";
 
 import { Redis } from "ioredis";
 
-import { startServer, type Server } from "../harness/index.js";
-import { examplesDir, requireExampleDeps, runExample, stopAll } from "./run.js";
+import { startCluster, startServer, type Reply, type Server } from "../harness/index.js";
+import { examplesDir, requireExampleDeps, runExample, stopAll, type Target } from "./run.js";
 
 type Charge = (orderId: string, amountCents: number) => Promise<void>;
 
@@ -37,6 +38,60 @@ async function pay(port: number, orderId: string, amountCents = 1999): Promise<A
   return { status: response.status, body: (await response.json()) as Answer["body"] };
 }
 
+/** The payment provider of the in-process app: records each charge and holds it until
+ * the test lets it finish. */
+class Payments {
+  readonly charges: Array<[string, number]> = [];
+  readonly #started = new Map<string, () => void>();
+  readonly #startedPromises = new Map<string, Promise<void>>();
+  readonly #finish = new Map<string, () => void>();
+  readonly #finished = new Map<string, Promise<void>>();
+
+  #latch(orderId: string): void {
+    if (this.#startedPromises.has(orderId)) return;
+    this.#startedPromises.set(orderId, new Promise((done) => this.#started.set(orderId, done)));
+    this.#finished.set(orderId, new Promise((done) => this.#finish.set(orderId, done)));
+  }
+
+  readonly charge: Charge = async (orderId, amountCents) => {
+    this.#latch(orderId);
+    this.charges.push([orderId, amountCents]);
+    this.#started.get(orderId)?.();
+    await this.#finished.get(orderId);
+  };
+
+  /** Resolves once the charge of `orderId` has begun. */
+  started(orderId: string): Promise<void> {
+    this.#latch(orderId);
+    return this.#startedPromises.get(orderId) ?? Promise.resolve();
+  }
+
+  finish(orderId: string): void {
+    this.#latch(orderId);
+    this.#finish.get(orderId)?.();
+  }
+}
+
+/** The example's app in this process, on a client of its own (so a lock manager and
+ * session of its own, as another instance has), listening on a free port. */
+async function serve(server: Server, charge: Charge): Promise<{ port: number; close(): Promise<void> }> {
+  const { createApp } = (await import(pathToFileURL(join(examplesDir, "checkout.js")).href)) as CheckoutModule;
+  const client = new Redis(server.url);
+  const { app, locks } = createApp(client, charge);
+  const http = await new Promise<HttpServer>((ready) => {
+    const listening: HttpServer = app.listen(0, "127.0.0.1", () => ready(listening));
+  });
+  return {
+    port: (http.address() as AddressInfo).port,
+    async close(): Promise<void> {
+      http.closeAllConnections();
+      await new Promise((done) => http.close(done));
+      await locks.close();
+      await client.quit();
+    },
+  };
+}
+
 describe("examples/checkout.js", { timeout: 120_000 }, () => {
   let server: Server;
   before(async () => {
@@ -49,70 +104,96 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
   });
 
   test("a second submission while the first is charging is answered 409, a third after it 'already-paid'", async () => {
-    const { createApp } = (await import(pathToFileURL(join(examplesDir, "checkout.js")).href)) as CheckoutModule;
-    const charges: Array<[string, number]> = [];
-    let charging!: () => void;
-    const started = new Promise<void>((done) => (charging = done));
-    let finishCharge!: () => void;
-    const finished = new Promise<void>((done) => (finishCharge = done));
-    const charge: Charge = async (orderId, amountCents) => {
-      charges.push([orderId, amountCents]);
-      charging();
-      await finished;
-    };
-
-    const client = new Redis(server.url);
-    const { app, locks } = createApp(client, charge);
-    const http = await new Promise<HttpServer>((ready) => {
-      const listening: HttpServer = app.listen(0, "127.0.0.1", () => ready(listening));
-    });
+    const payments = new Payments();
+    const app = await serve(server, payments.charge);
     try {
-      const port = (http.address() as AddressInfo).port;
-      const first = pay(port, "42");
-      await started;
-      const second = await pay(port, "42");
+      const first = pay(app.port, "42");
+      await payments.started("42");
+      const second = await pay(app.port, "42");
       assert.equal(second.status, 409);
       assert.equal(second.body.status, "in-progress");
-      finishCharge();
+      payments.finish("42");
       const charged = await first;
       assert.equal(charged.status, 200);
       assert.equal(charged.body.status, "charged");
-      const third = await pay(port, "42");
+      const third = await pay(app.port, "42");
       assert.deepEqual([third.status, third.body.status, third.body.fence], [200, "already-paid", charged.body.fence]);
-      assert.deepEqual(charges, [["42", 1999]]);
+      assert.deepEqual(payments.charges, [["42", 1999]]);
       assert.deepEqual(await server.call("HGETALL", "order:{42}"), [
         "status", "paid", "amountCents", "1999", "fence", charged.body.fence,
       ]);
     } finally {
-      await new Promise((done) => http.close(done));
-      await locks.close();
-      await client.quit();
+      await app.close();
     }
   });
 
-  test("two instances of the app: ten orders each submitted three times at once are charged once", async () => {
-    const target = { url: server.url, cluster: false };
-    const apps = [0, 1].map(() => runExample("checkout.js", [], target, { PORT: "0" }));
-    const ports = await Promise.all(apps.map(async (app) => Number((await app.line(/^listening on (\d+)$/))[1])));
-    const orders = Array.from({ length: 10 }, (_, i) => `o${i}`);
-    // Each order: twice to one instance, once to the other, all at the same time.
-    const answers = await Promise.all(
-      orders.flatMap((order, i) => [0, 1, 2].map((n) => pay(ports[(i + n) % 2] ?? 0, order))),
-    );
-    for (const app of apps) app.child.kill("SIGTERM");
-    const outputs = await Promise.all(apps.map((app) => app.finish()));
+  // Found running two instances against a cluster: in the manager's session every
+  // request of an instance was one owner to the server, and a request of each waiting
+  // for the order the other instance was charging was refused with DEADLOCK (a 500).
+  test("two instances each charging one order and asked for the other's answer 409, not a deadlock", async () => {
+    const payments = new Payments();
+    const [a, b] = await Promise.all([serve(server, payments.charge), serve(server, payments.charge)]);
+    try {
+      const charging = [pay(a.port, "7"), pay(b.port, "8")];
+      await Promise.all([payments.started("7"), payments.started("8")]);
+      // Both waits at once: a waits for 8 (held by b), b for 7 (held by a).
+      const crossed = await Promise.all([pay(a.port, "8"), pay(b.port, "7")]);
+      assert.deepEqual(
+        crossed.map((answer) => `${answer.status} ${answer.body.status}`),
+        ["409 in-progress", "409 in-progress"],
+        JSON.stringify(crossed),
+      );
+      payments.finish("7");
+      payments.finish("8");
+      const charged = await Promise.all(charging);
+      assert.deepEqual(charged.map((answer) => answer.body.status), ["charged", "charged"]);
+      assert.deepEqual(payments.charges, [["7", 1999], ["8", 1999]]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
 
-    for (const order of orders) {
-      const mine = answers.filter((answer) => answer.body.orderId === order);
-      assert.equal(mine.length, 3);
-      const statuses = mine.map((answer) => `${answer.status} ${answer.body.status}`);
-      assert.equal(statuses.filter((s) => s === "200 charged").length, 1, `${order}: ${statuses}`);
-      for (const other of statuses.filter((s) => s !== "200 charged")) {
-        assert.ok(["409 in-progress", "200 already-paid"].includes(other), `${order}: ${statuses}`);
-      }
-      const charges = outputs.join("").split("\n").filter((line) => line.startsWith(`charging order ${order}:`));
-      assert.equal(charges.length, 1, `${order} charged once`);
-      assert.equal(await server.call("HGET", `order:{${order}}`, "status"), "paid");
+  test("two instances of the app: ten orders each submitted three times at once are charged once (standalone)", async () => {
+    await twoInstances({ url: server.url, cluster: false }, (key, field) => server.call("HGET", key, field));
+  });
+
+  test("two instances of the app: ten orders each submitted three times at once are charged once (3-primary cluster)", async () => {
+    const cluster = await startCluster();
+    try {
+      const first = cluster.nodes[0];
+      assert.ok(first);
+      await twoInstances({ url: first.url, cluster: true }, (key, field) => cluster.nodeOf(key).call("HGET", key, field));
+    } finally {
+      await stopAll();
+      await cluster.stop();
     }
   });
 });
+
+/** Two instances of the app started from the command line, behind which every order is
+ * submitted three times at once: each is charged once, answered `charged` once, and
+ * `in-progress` (409) or `already-paid` the other times. */
+async function twoInstances(target: Target, hget: (key: string, field: string) => Promise<Reply>): Promise<void> {
+  const apps = [0, 1].map(() => runExample("checkout.js", [], target, { PORT: "0" }));
+  const ports = await Promise.all(apps.map(async (app) => Number((await app.line(/^listening on (\d+)$/))[1])));
+  const orders = Array.from({ length: 10 }, (_, i) => `o${i}`);
+  // Each order: twice to one instance, once to the other, all at the same time.
+  const answers = await Promise.all(
+    orders.flatMap((order, i) => [0, 1, 2].map((n) => pay(ports[(i + n) % 2] ?? 0, order))),
+  );
+  for (const app of apps) app.child.kill("SIGTERM");
+  const outputs = await Promise.all(apps.map((app) => app.finish()));
+
+  for (const order of orders) {
+    const mine = answers.filter((answer) => answer.body.orderId === order);
+    assert.equal(mine.length, 3);
+    const statuses = mine.map((answer) => `${answer.status} ${answer.body.status}`);
+    assert.equal(statuses.filter((s) => s === "200 charged").length, 1, `${order}: ${statuses}`);
+    for (const other of statuses.filter((s) => s !== "200 charged")) {
+      assert.ok(["409 in-progress", "200 already-paid"].includes(other), `${order}: ${statuses}`);
+    }
+    const charges = outputs.join("").split("\n").filter((line) => line.startsWith(`charging order ${order}:`));
+    assert.equal(charges.length, 1, `${order} charged once`);
+    assert.equal(await hget(`order:{${order}}`, "status"), "paid");
+  }
+}
