@@ -42,10 +42,18 @@ node-lint: node-deps ## tsc --noEmit of the package (strict) and of the examples
 node-test: build node-deps ## the package's and the examples' tests (node --test) on FENCELOCK_REDIS_SERVER
 	scripts/test-node.sh $(NODE_TESTS)
 
-# prepack builds the package (dist/) again from its sources before packing.
-node-pack: node-deps ## the npm tarball (npm pack) into target/node/
-	rm -rf $(NODE_PACK_DIR) && mkdir -p $(NODE_PACK_DIR)
+# prepack builds the package (dist/) again from its sources before packing. The
+# tarball is then installed on its own into a throwaway folder, what `npm install`
+# gives a user without this repository, and loaded both ways (import and require).
+node-pack: node-deps ## the npm tarball (npm pack) into target/node/, checked to install and load on its own
+	rm -rf $(NODE_PACK_DIR) && mkdir -p $(NODE_PACK_DIR)/check
 	cd $(NODE_DIR) && $(NPM) pack --pack-destination $(abspath $(NODE_PACK_DIR))
+	cd $(NODE_PACK_DIR)/check && echo '{"private": true}' >package.json && \
+	  $(NPM) install ../fencelock-*.tgz && \
+	  node --input-type=module -e "import { Locks } from 'fencelock'; if (typeof Locks !== 'function') process.exit(1)" && \
+	  node -e "const { Locks } = require('fencelock'); if (typeof Locks !== 'function') process.exit(1)" && \
+	  node -p "'fencelock ' + require('fencelock/package.json').version + ' installs, imports and requires'"
+	rm -rf $(NODE_PACK_DIR)/check
 
 $(NODE_INSTALLED): $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
 	@scripts/install-node.sh
