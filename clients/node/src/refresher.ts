@@ -179,14 +179,24 @@ export class Refresher {
     let link: Link;
     let replies: unknown[];
     let sentAt: number;
+    let timer: NodeJS.Timeout | undefined;
     try {
       link = await this.#link(node);
       sentAt = now();
-      replies = await link.batch(batch.map(([args]) => args));
+      // Bounded: an answer later than the shortest lease in it is worth nothing, and a
+      // connection that does not answer is replaced.
+      const bound = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error("no answer in time")), this.#bound(batch));
+      });
+      const sending = link.batch(batch.map(([args]) => args));
+      sending.catch(() => undefined);
+      replies = await Promise.race([sending, bound]);
     } catch {
       this.#drop(node);
       for (const [, , retry] of batch) retry();
       return;
+    } finally {
+      clearTimeout(timer);
     }
     for (const [index, [, handler, retry]] of batch.entries()) {
       const reply = replies[index];
@@ -196,6 +206,11 @@ export class Refresher {
         retry();
       }
     }
+  }
+
+  /** The shortest lease among a batch's commands (their ttl argument), in ms. */
+  #bound(batch: Array<[Arg[], Handler, () => void]>): number {
+    return Math.min(...batch.map(([args]) => Number(args[args.length - 1])));
   }
 
   #refreshed(own: Own, reply: unknown, sentAt: number): void {

@@ -2,6 +2,7 @@
 // cluster, each made as an application would make it, and closed by `close()`.
 import { Cluster as IoCluster, Redis as IoRedis, type RedisOptions } from "ioredis";
 import { createClient, createCluster } from "redis";
+import { Locks, type LocksOptions } from "../src/index.js";
 import type { Cluster, Server } from "./harness/index.js";
 
 export type Library = "node-redis" | "ioredis";
@@ -13,7 +14,8 @@ export interface Made {
 }
 
 export interface ClientOptions {
-  /** ioredis `commandTimeout` / node-redis `socketTimeout`, in ms. */
+  /** ioredis `commandTimeout` / node-redis `socketTimeout` (with pings a third of it
+   * apart), in ms. */
   timeout?: number;
   /** ioredis only: more options. */
   ioredis?: Partial<RedisOptions>;
@@ -38,6 +40,9 @@ export async function standalone(library: Library, server: Server, options: Clie
       port,
       ...(options.timeout === undefined ? {} : { socketTimeout: options.timeout }),
     },
+    // node-redis closes a client whose socket stays idle past socketTimeout: pings keep
+    // an idle one open, as an application with a socketTimeout has to.
+    ...(options.timeout === undefined ? {} : { pingInterval: Math.floor(options.timeout / 3) }),
   });
   client.on("error", () => undefined);
   await client.connect();
@@ -56,4 +61,28 @@ export async function clustered(library: Library, cluster: Cluster): Promise<Mad
   client.on("error", () => undefined);
   await client.connect();
   return { client, close: async () => client.destroy() };
+}
+
+/** A lock manager on its own client; `close()` closes both. */
+export interface Manager {
+  readonly locks: Locks;
+  readonly made: Made;
+  close(): Promise<void>;
+}
+
+export async function managerOn(
+  library: Library,
+  server: Server,
+  options: ClientOptions & { locks?: LocksOptions } = {},
+): Promise<Manager> {
+  const made = await standalone(library, server, options);
+  const locks = new Locks(made.client, options.locks);
+  return {
+    locks,
+    made,
+    close: async () => {
+      await locks.close().catch(() => undefined);
+      await made.close();
+    },
+  };
 }

@@ -5,6 +5,7 @@ import { after, before, describe, test } from "node:test";
 import { LockLost, LockNotAcquired, Locks, ModuleNotLoaded, NotHeld, StaleFence } from "../src/index.js";
 import { startServer, type Server } from "./harness/index.js";
 import { LIBRARIES, standalone, type Made } from "./clients.js";
+import { sleep, untilWaiters } from "./waits.js";
 
 let server: Server;
 before(async () => {
@@ -137,15 +138,3 @@ test("a server without the module: ModuleNotLoaded", async () => {
   }
 });
 
-export async function untilWaiters(on: Server, key: string, count: number): Promise<void> {
-  for (;;) {
-    const info = (await on.call("LOCK.INFO", key)) as unknown[];
-    const at = info.indexOf("waiters");
-    if (Number(info[at + 1]) >= count) return;
-    await sleep(20);
-  }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((done) => setTimeout(done, ms));
-}

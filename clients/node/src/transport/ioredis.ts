@@ -22,6 +22,7 @@ export interface IoRedisLike {
   pipeline(): IoPipelineLike;
   connect(): Promise<void>;
   disconnect(reconnect?: boolean): void;
+  on(event: "error", listener: (error: unknown) => void): unknown;
   readonly status: string;
   readonly options: { host?: string; port?: number; name?: string; sentinels?: unknown };
 }
@@ -83,18 +84,15 @@ const LINK_OPTIONS: Record<string, unknown> = {
   autoResendUnfulfilledCommands: false,
   enableAutoPipelining: false,
   maxRetriesPerRequest: 1,
-  lazyConnect: true,
   enableOfflineQueue: true,
 };
 
-async function link(from: IoRedisLike, override: Record<string, unknown> = {}): Promise<Link> {
-  const own = from.duplicate({ ...LINK_OPTIONS, ...override });
-  try {
-    await own.connect();
-  } catch (error) {
-    own.disconnect();
-    throw error;
-  }
+function link(from: IoRedisLike, override: Record<string, unknown> = {}): Link {
+  // Connected on first use (ioredis queues commands until then): `close()` works at
+  // any moment, also while connecting.
+  const own = from.duplicate({ ...LINK_OPTIONS, ...override, lazyConnect: false });
+  // Its failures reach the commands sent on it; unheard, ioredis would log each one.
+  own.on("error", () => undefined);
   return {
     send: (args) => send(own, args),
     batch: (commands) => batch(own, commands),
@@ -115,7 +113,7 @@ export function ioRedisTransport(client: IoRedisLike): Transport {
     call: (_key, args) => send(client, args),
     callNode: (_node, args) => send(client, args),
     primaries: () => Promise.resolve([""]),
-    open: () => link(client),
+    open: () => Promise.resolve(link(client)),
     refreshRouting: () => undefined,
     describe: () => (sentinel ? `the master ${client.options.name ?? ""} of its Sentinels` : address(client)),
   };

@@ -95,20 +95,31 @@ async function batch(send: (args: Args) => Promise<unknown>, commands: Arg[][]):
 function withoutTimeouts(client: NodeRedisClientLike, socket: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     socket: { ...(client.options?.socket ?? {}), ...socket, socketTimeout: undefined },
+    // Pings would queue behind a wait; a link's socket has no timeout to keep away.
+    pingInterval: undefined,
     commandOptions: { ...(client.options?.commandOptions ?? {}), timeout: undefined, rejectInFlight: false },
   };
 }
 
-async function clientLink(own: NodeRedisClientLike): Promise<Link> {
+/** A link over `own`, connecting in the background: commands wait for the
+ * connection, and `close()` works at any moment, also while connecting. */
+function clientLink(own: NodeRedisClientLike): Link {
   // A failed connection would otherwise be an unhandled 'error' event.
   (own as unknown as { on?: (event: string, listener: (error: unknown) => void) => void }).on?.(
     "error",
     () => undefined,
   );
-  await own.connect();
+  const connected = own.connect();
+  connected.catch(() => undefined);
   return {
-    send: (args) => guarded(own.sendCommand(strings(args))),
-    batch: (commands) => batch((args) => own.sendCommand(args), commands),
+    send: async (args) => {
+      await connected;
+      return guarded(own.sendCommand(strings(args)));
+    },
+    batch: async (commands) => {
+      await connected;
+      return batch((args) => own.sendCommand(args), commands);
+    },
     close: () => {
       if (own.destroy !== undefined) own.destroy();
       else void own.disconnect?.().catch(() => undefined);
@@ -130,7 +141,7 @@ export function nodeRedisTransport(client: NodeRedisClientLike): Transport {
     call: (_key, args) => guarded(client.sendCommand(strings(args))),
     callNode: (_node, args) => guarded(client.sendCommand(strings(args))),
     primaries: () => Promise.resolve([""]),
-    open: () => clientLink(client.duplicate(withoutTimeouts(client))),
+    open: () => Promise.resolve(clientLink(client.duplicate(withoutTimeouts(client)))),
     refreshRouting: () => undefined,
     describe: () => where,
   };
@@ -178,18 +189,25 @@ export function nodeRedisSentinelTransport(sentinel: NodeRedisSentinelLike): Tra
     call: (_key, args) => guarded(sentinel.sendCommand(false, strings(args))),
     callNode: (_node, args) => guarded(sentinel.sendCommand(false, strings(args))),
     primaries: () => Promise.resolve([""]),
-    async open() {
+    open() {
       const own = sentinel.duplicate();
       (own as unknown as { on?: (event: string, listener: (error: unknown) => void) => void }).on?.(
         "error",
         () => undefined,
       );
-      await own.connect();
-      return {
-        send: (args) => guarded(own.sendCommand(false, strings(args))),
-        batch: (commands) => batch((args) => own.sendCommand(false, args), commands),
+      const connected = own.connect();
+      connected.catch(() => undefined);
+      return Promise.resolve({
+        send: async (args) => {
+          await connected;
+          return guarded(own.sendCommand(false, strings(args)));
+        },
+        batch: async (commands) => {
+          await connected;
+          return batch((args) => own.sendCommand(false, args), commands);
+        },
         close: () => void Promise.resolve(own.destroy()).catch(() => undefined),
-      };
+      });
     },
     refreshRouting: () => undefined,
     describe: () => {

@@ -14,3 +14,4 @@ export {
   type ServerOptions,
 } from "./servers.js";
 export { startProcess, stopProcess } from "./processes.js";
+export { startProxy, type Proxy } from "./proxy.js";
