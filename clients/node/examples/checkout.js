@@ -78,19 +78,25 @@ export function createApp(client, charge = chargeCard) {
       const answer = await locks.lock(`checkout:{${id}}`, options, async (lease) => {
         const recorded = await client.hgetall(order);
         if (recorded.status === 'paid') {
-          return { status: 'already-paid', amountCents: Number(recorded.amountCents), fence: recorded.fence };
+          const { amountCents: paid, fence } = recorded;
+          return { status: 'already-paid', amountCents: Number(paid), fence };
         }
         await charge(id, amountCents);
         // The fence grows with every grant of this lock: kept with the order, it says
         // which holder paid it.
         const fence = lease.fence.toString();
-        await lease.guard('HSET', order, 'status', 'paid', 'amountCents', String(amountCents), 'fence', fence);
+        await lease.guard('HSET', order, 'status', 'paid', 'amountCents', String(amountCents),
+          'fence', fence);
         return { status: 'charged', amountCents, fence };
       });
       res.json({ orderId: id, ...answer });
     } catch (err) {
       if (!(err instanceof LockNotAcquired)) throw err; // Express 5 answers 500
-      res.status(409).set('Retry-After', '1').json({ orderId: id, status: 'in-progress', error: `order ${id} is already being processed` });
+      res.status(409).set('Retry-After', '1').json({
+        orderId: id,
+        status: 'in-progress',
+        error: `order ${id} is already being processed`,
+      });
     }
   });
 

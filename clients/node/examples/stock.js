@@ -104,7 +104,8 @@ async function main() {
       refused += 1;
     }
     const sold = outcomes.length - refused;
-    console.log(`${sku}: ${sold} sold, ${refused} refused, ${await client.get(`{${sku}}:stock`)} in stock`);
+    const left = await client.get(`{${sku}}:stock`);
+    console.log(`${sku}: ${sold} sold, ${refused} refused, ${left} in stock`);
   } finally {
     await locks.close();
     await client.quit();

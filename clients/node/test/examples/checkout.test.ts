@@ -17,11 +17,15 @@ import { examplesDir, requireExampleDeps, runExample, stopAll, type Target } fro
 
 type Charge = (orderId: string, amountCents: number) => Promise<void>;
 
+/** What the test uses of examples/checkout.js (plain JavaScript, loaded at run time). */
 interface CheckoutModule {
   createApp(
     client: Redis,
     charge?: Charge,
-  ): { app: { listen(port: number, host: string, ready: () => void): HttpServer }; locks: { close(): Promise<void> } };
+  ): {
+    app: { listen(port: number, host: string, ready: () => void): HttpServer };
+    locks: { close(): Promise<void> };
+  };
 }
 
 interface Answer {
@@ -75,7 +79,8 @@ class Payments {
 /** The example's app in this process, on a client of its own (so a lock manager and
  * session of its own, as another instance has), listening on a free port. */
 async function serve(server: Server, charge: Charge): Promise<{ port: number; close(): Promise<void> }> {
-  const { createApp } = (await import(pathToFileURL(join(examplesDir, "checkout.js")).href)) as CheckoutModule;
+  const script = pathToFileURL(join(examplesDir, "checkout.js")).href;
+  const { createApp } = (await import(script)) as CheckoutModule;
   const client = new Redis(server.url);
   const { app, locks } = createApp(client, charge);
   const http = await new Promise<HttpServer>((ready) => {
@@ -103,7 +108,7 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
     await server?.stop();
   });
 
-  test("a second submission while the first is charging is answered 409, a third after it 'already-paid'", async () => {
+  test("a second submission while the first charges: 409; a third after it: 'already-paid'", async () => {
     const payments = new Payments();
     const app = await serve(server, payments.charge);
     try {
@@ -117,7 +122,10 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
       assert.equal(charged.status, 200);
       assert.equal(charged.body.status, "charged");
       const third = await pay(app.port, "42");
-      assert.deepEqual([third.status, third.body.status, third.body.fence], [200, "already-paid", charged.body.fence]);
+      assert.deepEqual(
+        [third.status, third.body.status, third.body.fence],
+        [200, "already-paid", charged.body.fence],
+      );
       assert.deepEqual(payments.charges, [["42", 1999]]);
       assert.deepEqual(await server.call("HGETALL", "order:{42}"), [
         "status", "paid", "amountCents", "1999", "fence", charged.body.fence,
@@ -130,7 +138,7 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
   // Found running two instances against a cluster: in the manager's session every
   // request of an instance was one owner to the server, and a request of each waiting
   // for the order the other instance was charging was refused with DEADLOCK (a 500).
-  test("two instances each charging one order and asked for the other's answer 409, not a deadlock", async () => {
+  test("two instances each charging an order, asked for the other's: 409, not a deadlock", async () => {
     const payments = new Payments();
     const [a, b] = await Promise.all([serve(server, payments.charge), serve(server, payments.charge)]);
     try {
@@ -153,16 +161,18 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
     }
   });
 
-  test("two instances of the app: ten orders each submitted three times at once are charged once (standalone)", async () => {
+  test("two instances: ten orders submitted three times at once, each charged once (standalone)", async () => {
     await twoInstances({ url: server.url, cluster: false }, (key, field) => server.call("HGET", key, field));
   });
 
-  test("two instances of the app: ten orders each submitted three times at once are charged once (3-primary cluster)", async () => {
+  test("two instances: ten orders submitted three times at once, each charged once (cluster)", async () => {
     const cluster = await startCluster();
     try {
       const first = cluster.nodes[0];
       assert.ok(first);
-      await twoInstances({ url: first.url, cluster: true }, (key, field) => cluster.nodeOf(key).call("HGET", key, field));
+      await twoInstances({ url: first.url, cluster: true }, (key, field) =>
+        cluster.nodeOf(key).call("HGET", key, field),
+      );
     } finally {
       await stopAll();
       await cluster.stop();
@@ -173,9 +183,14 @@ describe("examples/checkout.js", { timeout: 120_000 }, () => {
 /** Two instances of the app started from the command line, behind which every order is
  * submitted three times at once: each is charged once, answered `charged` once, and
  * `in-progress` (409) or `already-paid` the other times. */
-async function twoInstances(target: Target, hget: (key: string, field: string) => Promise<Reply>): Promise<void> {
+async function twoInstances(
+  target: Target,
+  hget: (key: string, field: string) => Promise<Reply>,
+): Promise<void> {
   const apps = [0, 1].map(() => runExample("checkout.js", [], target, { PORT: "0" }));
-  const ports = await Promise.all(apps.map(async (app) => Number((await app.line(/^listening on (\d+)$/))[1])));
+  const ports = await Promise.all(
+    apps.map(async (app) => Number((await app.line(/^listening on (\d+)$/))[1])),
+  );
   const orders = Array.from({ length: 10 }, (_, i) => `o${i}`);
   // Each order: twice to one instance, once to the other, all at the same time.
   const answers = await Promise.all(
@@ -192,7 +207,8 @@ async function twoInstances(target: Target, hget: (key: string, field: string) =
     for (const other of statuses.filter((s) => s !== "200 charged")) {
       assert.ok(["409 in-progress", "200 already-paid"].includes(other), `${order}: ${statuses}`);
     }
-    const charges = outputs.join("").split("\n").filter((line) => line.startsWith(`charging order ${order}:`));
+    const lines = outputs.join("").split("\n");
+    const charges = lines.filter((line) => line.startsWith(`charging order ${order}:`));
     assert.equal(charges.length, 1, `${order} charged once`);
     assert.equal(await hget(`order:{${order}}`, "status"), "paid");
   }

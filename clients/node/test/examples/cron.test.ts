@@ -64,7 +64,9 @@ describe("examples/cron.js", { timeout: 120_000 }, () => {
   test("runs once per slot across three processes (standalone)", async () => {
     const server: Server = await startServer();
     try {
-      await threeProcesses({ url: server.url, cluster: false }, () => server.call("LRANGE", "report:runs", 0, -1));
+      await threeProcesses({ url: server.url, cluster: false }, () =>
+        server.call("LRANGE", "report:runs", 0, -1),
+      );
     } finally {
       await stopAll();
       await server.stop();

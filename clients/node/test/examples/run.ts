@@ -53,7 +53,12 @@ export interface Target {
   cluster: boolean;
 }
 
-export function runExample(script: string, args: string[], target: Target, env: Record<string, string> = {}): Example {
+export function runExample(
+  script: string,
+  args: string[],
+  target: Target,
+  env: Record<string, string> = {},
+): Example {
   const child = spawn(process.execPath, [join(examplesDir, script), ...args], {
     cwd: examplesDir,
     env: {
@@ -104,7 +109,9 @@ export function runExample(script: string, args: string[], target: Target, env: 
           if (match) found(match);
           return match !== null;
         });
-        void exited.then((code) => failed(new Error(`exited (${code}) before a line matching ${pattern}: ${describe()}`)));
+        void exited.then((code) =>
+          failed(new Error(`exited (${code}) before a line matching ${pattern}: ${describe()}`)),
+        );
       });
     },
     async finish(): Promise<string> {

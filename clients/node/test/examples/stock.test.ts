@@ -54,7 +54,9 @@ describe("examples/stock.js", { timeout: 120_000 }, () => {
     try {
       const first = cluster.nodes[0];
       assert.ok(first);
-      await frozenWorkerRefused({ url: first.url, cluster: true }, (key) => cluster.nodeOf(key).call("GET", key));
+      await frozenWorkerRefused({ url: first.url, cluster: true }, (key) =>
+        cluster.nodeOf(key).call("GET", key),
+      );
     } finally {
       await stopAll();
       await cluster.stop();
