@@ -5,8 +5,8 @@
 # already there (distribution, NodeSource, nvm) is used as it is when it is new enough.
 set -eu
 
-# The oldest Node.js the package and its tests run on (`node --test`, AbortSignal.any
-# is not used, fetch is global from 18).
+# The oldest Node.js the package supports (its package.json's engines); `node --test`
+# and the global fetch the examples' tests use are there from 18 on.
 min_major=18
 
 node_major() {
