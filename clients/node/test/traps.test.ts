@@ -25,9 +25,10 @@ for (const library of LIBRARIES) {
       managers.push(made);
       return made;
     }
-    after(async () => {
-      for (const made of managers) await made.close();
-    });
+    async function closeManagers(): Promise<void> {
+      for (const made of managers.splice(0)) await made.close();
+    }
+    after(closeManagers);
 
     test("a client timeout shorter than the wait: the waiter still gets the lock", async () => {
       const holder = await manager();
@@ -81,6 +82,7 @@ for (const library of LIBRARIES) {
         assert.equal(await waiter.locks.release(lease), true);
         assert.equal(await server.call("EXISTS", held.key), 0);
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });
@@ -112,13 +114,14 @@ for (const library of LIBRARIES) {
         }
         await until("the key released", async () => (await server.call("EXISTS", key)) === 0, 5_000);
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });
 
     test("a refresh is not held up behind a wait of the same client", async () => {
       const other = await manager();
-      for (const session of [false, true]) {
+      const keptAlive = async (session: boolean): Promise<void> => {
         const locks = (await manager({ locks: { session } })).locks;
         const kept = await locks.acquire(`kept-${library}-${session}`, { ttl: 1_500 });
         const busy = await other.locks.acquire(`busy-${library}-${session}`, { ttl: 30_000 });
@@ -131,7 +134,9 @@ for (const library of LIBRARIES) {
         assert.ok(Number(await server.call("PTTL", kept.key)) > 0);
         assert.equal(await locks.release(kept), true);
         await other.locks.release(busy);
-      }
+      };
+      // A lease of its own (LOCK.REFRESH) and one of a session (LOCK.KEEPALIVE).
+      await Promise.all([keptAlive(false), keptAlive(true)]);
     });
 
     test("a lease that cannot be refreshed is lost at its deadline", async () => {
@@ -145,6 +150,7 @@ for (const library of LIBRARIES) {
         assert.throws(() => lease.ensureHeld(), LockLost);
         proxy.cut();
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });
