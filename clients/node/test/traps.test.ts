@@ -3,6 +3,7 @@
 // grant whose reply was lost (re-sent with the same token), a refresh queued behind a
 // wait on a shared connection. Standalone, with each client library.
 import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
 import { after, before, describe, test } from "node:test";
 import { Lease, LockLost, LockNotAcquired, ServerUnavailable } from "../src/index.js";
 import { startProxy, startServer, type Server } from "./harness/index.js";
@@ -137,6 +138,25 @@ for (const library of LIBRARIES) {
       };
       // A lease of its own (LOCK.REFRESH) and one of a session (LOCK.KEEPALIVE).
       await Promise.all([keptAlive(false), keptAlive(true)]);
+    });
+
+    test("the deadline counts from the acquire's send, not from its answer", async () => {
+      const proxy = await startProxy(server.port);
+      try {
+        const client = await manager({ port: proxy.port, locks: { session: false } });
+        await client.locks.release(await client.locks.acquire(`first-${library}`));
+        proxy.delay(1_000); // every answer a second late
+        const lease = await client.locks.acquire(`sent-${library}`, { ttl: 30_000 });
+        const answered = performance.now();
+        // Sent at least a second before its answer arrived.
+        assert.ok(lease.deadline <= answered - 1_000 + 30_000, `${lease.deadline} vs ${answered}`);
+        assert.ok(lease.acquiredAt <= answered - 1_000);
+        proxy.delay(0);
+        await client.locks.release(lease);
+      } finally {
+        await closeManagers();
+        await proxy.close();
+      }
     });
 
     test("a lease that cannot be refreshed is lost at its deadline", async () => {
