@@ -137,7 +137,8 @@ export async function acquire(
           link = await race(links.take(target), abort);
           continue;
         }
-        if (error.message.startsWith("TRYAGAIN") && tries++ < MAX_TRYAGAIN) {
+        // A slot in migration: asked again while the wait lasts.
+        if (error.message.startsWith("TRYAGAIN") && (tries++ < MAX_TRYAGAIN || now() < until)) {
           await race(pause(TRYAGAIN_PAUSE_MS), abort);
           continue;
         }

@@ -370,14 +370,15 @@ export class Locks {
     });
   }
 
-  /** Runs `work(lease)`, then `leave()`; the loss of the lease while it ran is thrown
+  /** Runs `work(lease)`, then `leave()` (or, if it fails, releases); the loss of the lease while it ran is thrown
    * (as `LockLost`) after it, unless `work` failed on its own. */
   async #holding<T>(lease: Lease, work: Work<T>, leave: () => Promise<unknown>): Promise<T> {
     let result: T;
     try {
       result = await work(lease);
     } catch (error) {
-      await leave().catch(() => undefined);
+      // Released whatever the recipe: a job that failed is to be run again.
+      await this.release(lease).catch(() => undefined);
       throw error;
     }
     try {

@@ -1,9 +1,9 @@
 // The clients the tests run the package with: node-redis and ioredis, standalone and
 // cluster, each made as an application would make it, and closed by `close()`.
 import { Cluster as IoCluster, Redis as IoRedis, type RedisOptions } from "ioredis";
-import { createClient, createCluster } from "redis";
+import { createClient, createCluster, createSentinel } from "redis";
 import { Locks, type LocksOptions } from "../src/index.js";
-import type { Cluster, Server } from "./harness/index.js";
+import type { Cluster, Sentinel, Server } from "./harness/index.js";
 
 export type Library = "node-redis" | "ioredis";
 export const LIBRARIES: readonly Library[] = ["node-redis", "ioredis"];
@@ -85,4 +85,19 @@ export async function managerOn(
       await made.close();
     },
   };
+}
+
+export async function throughSentinel(library: Library, sentinel: Sentinel): Promise<Made> {
+  if (library === "ioredis") {
+    const client = new IoRedis({ sentinels: [{ host: sentinel.host, port: sentinel.port }], name: sentinel.name });
+    client.on("error", () => undefined);
+    return { client, close: async () => void client.disconnect() };
+  }
+  const client = createSentinel({
+    name: sentinel.name,
+    sentinelRootNodes: [{ host: sentinel.host, port: sentinel.port }],
+  });
+  client.on("error", () => undefined);
+  await client.connect();
+  return { client, close: async () => void (await client.destroy()) };
 }

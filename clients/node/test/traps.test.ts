@@ -3,6 +3,7 @@
 // grant whose reply was lost (re-sent with the same token), a refresh queued behind a
 // wait on a shared connection. Standalone, with each client library.
 import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
 import { after, before, describe, test } from "node:test";
 import { Lease, LockLost, LockNotAcquired, ServerUnavailable } from "../src/index.js";
 import { startProxy, startServer, type Server } from "./harness/index.js";
@@ -25,9 +26,10 @@ for (const library of LIBRARIES) {
       managers.push(made);
       return made;
     }
-    after(async () => {
-      for (const made of managers) await made.close();
-    });
+    async function closeManagers(): Promise<void> {
+      for (const made of managers.splice(0)) await made.close();
+    }
+    after(closeManagers);
 
     test("a client timeout shorter than the wait: the waiter still gets the lock", async () => {
       const holder = await manager();
@@ -81,6 +83,7 @@ for (const library of LIBRARIES) {
         assert.equal(await waiter.locks.release(lease), true);
         assert.equal(await server.call("EXISTS", held.key), 0);
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });
@@ -112,13 +115,14 @@ for (const library of LIBRARIES) {
         }
         await until("the key released", async () => (await server.call("EXISTS", key)) === 0, 5_000);
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });
 
     test("a refresh is not held up behind a wait of the same client", async () => {
       const other = await manager();
-      for (const session of [false, true]) {
+      const keptAlive = async (session: boolean): Promise<void> => {
         const locks = (await manager({ locks: { session } })).locks;
         const kept = await locks.acquire(`kept-${library}-${session}`, { ttl: 1_500 });
         const busy = await other.locks.acquire(`busy-${library}-${session}`, { ttl: 30_000 });
@@ -131,6 +135,27 @@ for (const library of LIBRARIES) {
         assert.ok(Number(await server.call("PTTL", kept.key)) > 0);
         assert.equal(await locks.release(kept), true);
         await other.locks.release(busy);
+      };
+      // A lease of its own (LOCK.REFRESH) and one of a session (LOCK.KEEPALIVE).
+      await Promise.all([keptAlive(false), keptAlive(true)]);
+    });
+
+    test("the deadline counts from the acquire's send, not from its answer", async () => {
+      const proxy = await startProxy(server.port);
+      try {
+        const client = await manager({ port: proxy.port, locks: { session: false } });
+        await client.locks.release(await client.locks.acquire(`first-${library}`));
+        proxy.delay(1_000); // every answer a second late
+        const lease = await client.locks.acquire(`sent-${library}`, { ttl: 30_000 });
+        const answered = performance.now();
+        // Sent at least a second before its answer arrived.
+        assert.ok(lease.deadline <= answered - 1_000 + 30_000, `${lease.deadline} vs ${answered}`);
+        assert.ok(lease.acquiredAt <= answered - 1_000);
+        proxy.delay(0);
+        await client.locks.release(lease);
+      } finally {
+        await closeManagers();
+        await proxy.close();
       }
     });
 
@@ -145,6 +170,7 @@ for (const library of LIBRARIES) {
         assert.throws(() => lease.ensureHeld(), LockLost);
         proxy.cut();
       } finally {
+        await closeManagers(); // the proxied ones first, while their proxy is up
         await proxy.close();
       }
     });

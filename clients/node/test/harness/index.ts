@@ -8,8 +8,10 @@ export {
   modulePath,
   serverBinary,
   startCluster,
+  startSentinel,
   startServer,
   type Cluster,
+  type Sentinel,
   type Server,
   type ServerOptions,
 } from "./servers.js";

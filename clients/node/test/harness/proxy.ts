@@ -9,6 +9,8 @@ export interface Proxy {
   readonly port: number;
   /** From now on, the server's replies are thrown away. */
   drop(): void;
+  /** From now on, the server's replies reach the clients `ms` later. */
+  delay(ms: number): void;
   /** Closes every connection through the proxy; replies pass again on new ones. */
   cut(): void;
   /** How many connections were made through it so far. */
@@ -20,6 +22,7 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
   const port = await freePort();
   const open = new Set<Socket>();
   let dropping = false;
+  let delayMs = 0;
   let connections = 0;
   const server: NetServer = createServer((client) => {
     connections++;
@@ -28,7 +31,9 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     open.add(upstream);
     client.on("data", (chunk) => upstream.write(chunk));
     upstream.on("data", (chunk) => {
-      if (!dropping) client.write(chunk);
+      if (dropping) return;
+      if (delayMs === 0) client.write(chunk);
+      else setTimeout(() => client.write(chunk), delayMs);
     });
     const close = (): void => {
       client.destroy();
@@ -47,10 +52,14 @@ export async function startProxy(targetPort: number): Promise<Proxy> {
     drop: () => {
       dropping = true;
     },
+    delay: (ms) => {
+      delayMs = ms;
+    },
     cut: () => {
       for (const socket of open) socket.destroy();
       open.clear();
       dropping = false;
+      delayMs = 0;
     },
     get connections() {
       return connections;

@@ -5,7 +5,7 @@
 // libfencelock.so from clients/node). Every server is killed by `stop()`, and in any
 // case when the test process ends (processes.ts).
 import { type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -208,4 +208,51 @@ export async function startCluster(options: ServerOptions = {}): Promise<Cluster
       await Promise.all(nodes.map((node) => node.stop()));
     },
   };
+}
+
+export interface Sentinel {
+  readonly host: string;
+  readonly port: number;
+  /** The name the primary is monitored under. */
+  readonly name: string;
+  stop(): Promise<void>;
+}
+
+/** One Sentinel (quorum 1) monitoring `primary` as `name`, ready when it reports the
+ * primary's address. */
+export async function startSentinel(primary: Server, name = "fencelock"): Promise<Sentinel> {
+  for (let attempt = 0; ; attempt++) {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), "fencelock-node-sentinel-"));
+    const conf = join(dir, "sentinel.conf");
+    writeFileSync(
+      conf,
+      `port ${port}\nbind 127.0.0.1\ndir ${dir}\nlogfile ${dir}/sentinel.log\n` +
+        `sentinel monitor ${name} 127.0.0.1 ${primary.port} 1\n` +
+        `sentinel down-after-milliseconds ${name} 5000\n`,
+    );
+    const child = startProcess(serverBinary(), [conf, "--sentinel"]);
+    const stop = async (): Promise<void> => {
+      await stopProcess(child);
+      rmSync(dir, { recursive: true, force: true });
+    };
+    try {
+      await until(`the Sentinel on port ${port}`, async () => {
+        if (child.exitCode !== null) throw new Error("exited");
+        const address = await command(port, ["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name], 1000);
+        return Array.isArray(address) && Number(address[1]) === primary.port ? true : undefined;
+      });
+      return { host: "127.0.0.1", port, name, stop };
+    } catch (error) {
+      let log = "";
+      try {
+        log = readFileSync(join(dir, "sentinel.log"), "utf8");
+      } catch {
+        // no log
+      }
+      await stop();
+      if (attempt < 5 && log.includes("Failed listening on port")) continue;
+      throw new Error(`the Sentinel did not start (${String(error)}); log:\n${log}`);
+    }
+  }
 }
