@@ -1,7 +1,7 @@
 # fencelock — build, run and test the Redis lock module.
 #   make run    build the module and start redis-server with redis.conf.example
 #   make test   unit tests (core and module) and integration tests against a real
-#               redis-server
+#               redis-server, and the Node package's tests (clients/node)
 #   make lint   rustfmt check and clippy with warnings as errors
 #   make help   every target, one line each (from the `## ` text on its rule)
 
@@ -44,9 +44,12 @@ integration: build build-panic-injection ## integration tests against a real red
 	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --tests --no-fail-fast
 
 # The 10,000-waiter test needs ~10,000 sockets on each side. --no-fail-fast: every test
-# binary runs even after one fails, so one run shows every failure (and still fails).
-test: build build-panic-injection ## unit and integration tests
-	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; cargo test --release --workspace --lib --tests --no-fail-fast
+# binary runs even after one fails, so one run shows every failure (and still fails);
+# the Node package's and examples' tests (mk/node.mk) run after them either way.
+test: build build-panic-injection node-deps ## unit and integration tests, the Node package's and its examples' tests
+	ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)"; \
+	cargo test --release --workspace --lib --tests --no-fail-fast; rust=$$?; \
+	scripts/test-node.sh; node=$$?; [ $$rust -eq 0 ] && [ $$node -eq 0 ]
 
 lint: deps ## cargo fmt --check and clippy with warnings as errors
 	cargo fmt --check

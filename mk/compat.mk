@@ -7,8 +7,9 @@
 #                      and the client package (editable), pinned in
 #                      scripts/compat-requirements-redis5.txt
 #   make test-compat   the whole integration suite, the Python client's tests (with
-#                      redis-py 8 and with redis-py 5) and the Python examples' tests,
-#                      once per server: Debian redis-server 7.0, Redis 8.2, Valkey 9.1
+#                      redis-py 8 and with redis-py 5), the Python examples' tests and
+#                      the Node package's and examples' tests (mk/node.mk), once per
+#                      server: Debian redis-server 7.0, Redis 8.2, Valkey 9.1
 #   make python        the Python client (clients/python): lint (ruff), type check (mypy),
 #                      sdist and wheel into target/python/, and the wheel installed into a
 #                      fresh virtualenv as a check that it stands alone
@@ -56,7 +57,7 @@ $(VENV_REDIS5_STAMP): scripts/compat-requirements-redis5.txt $(PYTHON_CLIENT)/py
 	$(VENV_REDIS5)/bin/pip install --quiet --disable-pip-version-check -r scripts/compat-requirements-redis5.txt
 	touch $@
 
-test-compat: build build-panic-injection venv venv-redis5 python-lint ## all integration and Python tests on Redis 7.0, Redis 8.2 and Valkey 9.1
+test-compat: build build-panic-injection venv venv-redis5 python-lint node-lint ## all integration, Python and Node tests on Redis 7.0, Redis 8.2 and Valkey 9.1
 	VENV_REDIS5=$(VENV_REDIS5) PYTHON_TESTS_REDIS5="$(PYTHON_TESTS_REDIS5)" scripts/test-compat.sh $(VENV) $(COMPAT_ARGS)
 
 test-python: build venv venv-redis5 python-lint ## the Python client's tests (redis-py 8 and 5) and the Python examples

@@ -3,7 +3,8 @@
 #                  fencelock-<version>-<target>.tar.gz (the module with
 #                  redis.conf.example, LICENSE, README.md, CHANGELOG.md and their
 #                  SHA256SUMS; scripts/dist-tarball.sh), the Debian package, the Python
-#                  sdist and wheel (make python), and SHA256SUMS over all of them
+#                  sdist and wheel (make python), the npm tarball of the Node package
+#                  (make node-pack), and SHA256SUMS over all of them
 #   make deb       the Debian package alone, into target/dist/: cargo-deb with
 #                  Cargo.toml's [package.metadata.deb], packing the module `make build`
 #                  made (--no-build) and packaging/fencelock.conf
@@ -53,11 +54,12 @@ endef
 
 ##@ Release artifacts (target/dist/)
 
-dist: $(DIST_FILES) build python ## tarball of the module, .deb, Python sdist and wheel, SHA256SUMS
+dist: $(DIST_FILES) build python node-pack ## tarball of the module, .deb, Python sdist and wheel, npm tarball, SHA256SUMS
 	rm -rf $(DIST_DIR)
 	$(source_date_epoch) scripts/dist-tarball.sh $(MODULE) $(DIST_DIR)
 	$(cargo_deb)
 	cp $(PYTHON_DIST)/*.whl $(PYTHON_DIST)/*.tar.gz $(DIST_DIR)/
+	cp $(NODE_PACK_DIR)/fencelock-*.tgz $(DIST_DIR)/
 	cd $(DIST_DIR) && LC_ALL=C sha256sum fencelock[-_]* >SHA256SUMS
 	@echo "dist: $(DIST_DIR)/" && cat $(DIST_DIR)/SHA256SUMS
 

@@ -2,7 +2,8 @@
 # Runs the whole integration suite (`cargo test --release --tests`), the Python client's
 # tests (clients/python; with redis-py 8 from VENV, then with the oldest supported
 # redis-py, 5, from $VENV_REDIS5, default target/venv-redis5: $PYTHON_TESTS_REDIS5,
-# default all of them) and the Python examples' tests once per server of the
+# default all of them), the Python examples' tests and the Node package's and examples'
+# tests (scripts/test-node.sh; `make node-deps` first) once per server of the
 # compatibility matrix (scripts/compat-servers.sh), then prints one result line per
 # server. Every test binary runs on every server even after a failure
 # (--no-fail-fast), so one run shows all differences between servers.
@@ -40,6 +41,7 @@ while read -r name path; do
         -p no:cacheprovider $redis5_tests </dev/null) || failures="$failures FAILED (python client, redis-py 5)"
     PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m pytest -q -p no:cacheprovider \
         examples/python </dev/null || failures="$failures FAILED (python examples)"
+    scripts/test-node.sh </dev/null || failures="$failures FAILED (node package and examples)"
     result=${failures:-passed}
     [ -z "$failures" ] || failed=1
     summary="$summary

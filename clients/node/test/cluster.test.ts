@@ -1,0 +1,128 @@
+// The lock manager on a 3-primary Redis Cluster with each client library: every LOCK.*
+// command goes to the node that owns its key at once (no MOVED is ever answered), a
+// session spread over all three primaries keeps every lock (a keepalive to each), and
+// TRYAGAIN (a slot in migration) is asked again instead of reaching the application.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { keySlot, Locks } from "../src/index.js";
+import { startCluster, type Cluster, type Server } from "./harness/index.js";
+import { LIBRARIES, clustered, type Made } from "./clients.js";
+import { lockInfo, sleep, until, untilWaiters } from "./waits.js";
+
+let cluster: Cluster;
+before(async () => {
+  cluster = await startCluster();
+});
+after(async () => {
+  await cluster.stop();
+});
+
+async function movedAnswered(): Promise<number> {
+  let total = 0;
+  for (const node of cluster.nodes) {
+    const stats = String(await node.call("INFO", "errorstats"));
+    const match = /errorstat_MOVED:count=(\d+)/.exec(stats);
+    total += match?.[1] === undefined ? 0 : Number(match[1]);
+  }
+  return total;
+}
+
+/** Names whose keys (with the "lock:" prefix) fall `perNode` on each primary. */
+function spread(prefix: string, perNode: number): string[] {
+  const names: string[] = [];
+  const counts = new Map<Server, number>();
+  for (let i = 0; names.length < perNode * 3; i++) {
+    const name = `${prefix}-${i}`;
+    const node = cluster.nodeOf(`lock:${name}`);
+    if ((counts.get(node) ?? 0) < perNode) {
+      counts.set(node, (counts.get(node) ?? 0) + 1);
+      names.push(name);
+    }
+  }
+  return names;
+}
+
+for (const library of LIBRARIES) {
+  describe(`${library}, cluster`, () => {
+    const made: Made[] = [];
+    const managers: Locks[] = [];
+    async function manager(): Promise<Locks> {
+      const client = await clustered(library, cluster);
+      made.push(client);
+      const locks = new Locks(client.client);
+      managers.push(locks);
+      return locks;
+    }
+    after(async () => {
+      for (const locks of managers) await locks.close().catch(() => undefined);
+      for (const client of made) await client.close();
+    });
+
+    test("every LOCK.* command reaches the key's node at once", async () => {
+      const locks = await manager();
+      const other = await manager();
+      const before = await movedAnswered();
+      for (const name of spread(`route-${library}`, 4)) {
+        await locks.lock(name, { ttl: 30_000 }, async (lease) => {
+          assert.equal(await lease.guard("SET", `{${lease.key}}:data`, "1"), "OK");
+          assert.equal((await lockInfo(cluster.nodeOf(lease.key), lease.key)).held, 1);
+        });
+        // A wait, on the manager's own connection to that node.
+        const held = await other.acquire(name, { ttl: 30_000 });
+        const waiting = locks.acquire(name, { ttl: 30_000, wait: 30_000 });
+        await untilWaiters(cluster.nodeOf(held.key), held.key, 1);
+        await other.release(held);
+        await locks.release(await waiting);
+      }
+      assert.equal(await movedAnswered(), before);
+    });
+
+    test("a session of 12 locks over 3 primaries keeps all 12; close() ends them on each", async () => {
+      const locks = await manager();
+      const names = spread(`session-${library}`, 4);
+      const leases = [];
+      for (const name of names) leases.push(await locks.acquire(name, { ttl: 1_500 }));
+      const session = leases[0]?.session ?? "";
+      await sleep(4_500); // three leases long
+      for (const lease of leases) lease.ensureHeld();
+      for (const node of cluster.nodes) {
+        assert.equal(((await node.call("LOCK.HELD", session)) as unknown[]).length, 4);
+      }
+      await locks.close();
+      for (const lease of leases) {
+        assert.equal(lease.lostReason, "closed");
+        assert.equal(await cluster.nodeOf(lease.key).call("EXISTS", lease.key), 0);
+      }
+    });
+
+    test("lockAll on one slot (hash tags); a slot in migration answers TRYAGAIN, asked again", async () => {
+      const locks = await manager();
+      const other = await manager();
+      const tag = `{mig-${library}}`;
+      const names = [`${tag}a`, `${tag}b`];
+      const fences = await locks.lockAll(names, { ttl: 30_000 }, (held) => held.fences);
+      assert.equal(fences.length, 2);
+      // One key held (so it exists on the source), the other not: TRYAGAIN while the
+      // slot is migrating.
+      const held = await other.acquire(names[0] ?? "", { ttl: 30_000 });
+      const source = cluster.nodeOf(held.key);
+      const target = cluster.nodes.find((node) => node !== source) ?? source;
+      const slot = keySlot(held.key);
+      const idOf = async (node: Server): Promise<string> => String(await node.call("CLUSTER", "MYID"));
+      await target.call("CLUSTER", "SETSLOT", slot, "IMPORTING", await idOf(source));
+      await source.call("CLUSTER", "SETSLOT", slot, "MIGRATING", await idOf(target));
+      const tries = async (): Promise<number> => {
+        const stats = String(await source.call("INFO", "errorstats"));
+        return Number(/errorstat_TRYAGAIN:count=(\d+)/.exec(stats)?.[1] ?? 0);
+      };
+      const before = await tries();
+      const waiting = locks.lockAll(names, { ttl: 30_000, wait: 30_000 }, (all) => all.fences);
+      await until("TRYAGAIN answered", async () => (await tries()) > before);
+      await source.call("CLUSTER", "SETSLOT", slot, "STABLE");
+      await target.call("CLUSTER", "SETSLOT", slot, "STABLE");
+      await other.release(held);
+      const granted = await waiting;
+      assert.ok((granted[0] ?? 0n) > held.fence);
+    });
+  });
+}

@@ -1,0 +1,47 @@
+// The lock manager through a Sentinel, with each client library: the acquire, a wait on
+// the manager's own connection (resolved through the Sentinel too), a session kept
+// past its ttl, close().
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Locks } from "../src/index.js";
+import { startSentinel, startServer, type Sentinel, type Server } from "./harness/index.js";
+import { LIBRARIES, throughSentinel } from "./clients.js";
+import { sleep, untilWaiters } from "./waits.js";
+
+let primary: Server;
+let sentinel: Sentinel;
+before(async () => {
+  primary = await startServer();
+  sentinel = await startSentinel(primary);
+});
+after(async () => {
+  await sentinel.stop();
+  await primary.stop();
+});
+
+for (const library of LIBRARIES) {
+  test(`${library} through a Sentinel: lock, wait, session, close`, async () => {
+    const [one, two] = [await throughSentinel(library, sentinel), await throughSentinel(library, sentinel)];
+    const first = new Locks(one.client);
+    const second = new Locks(two.client);
+    try {
+      const name = `sentinel-${library}`;
+      const lease = await first.acquire(name, { ttl: 1_500 });
+      const waiting = second.acquire(name, { ttl: 30_000, wait: 30_000 });
+      await untilWaiters(primary, lease.key, 1);
+      await sleep(3_500); // past two leases: kept by the session's keepalive
+      lease.ensureHeld();
+      await first.close();
+      assert.equal(lease.lostReason, "closed");
+      const next = await waiting;
+      assert.ok(next.fence > lease.fence);
+      assert.equal(await second.release(next), true);
+      assert.equal(await primary.call("EXISTS", lease.key), 0);
+    } finally {
+      await first.close();
+      await second.close();
+      await one.close();
+      await two.close();
+    }
+  });
+}
