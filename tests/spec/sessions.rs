@@ -11,7 +11,8 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -428,13 +429,19 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
         .map(|grant| grant.as_ref().expect("granted").1)
         .collect();
 
-    // The heartbeat: one LOCK.KEEPALIVE every 100 ms for ten leases.
+    // The heartbeat: one LOCK.KEEPALIVE every 100 ms for ten leases, and on until every
+    // waiter is queued (on a busy machine, queueing 1,000 clients can outlast ten
+    // leases, and locks left to expire would be handed to the waiters already queued).
     let mut beating = server.connect();
+    let queued_all = Arc::new(AtomicBool::new(false));
+    let stop = Arc::clone(&queued_all);
     let heartbeat = thread::spawn(move || {
         let started = Instant::now();
         let mut next = started;
         let mut kept = Vec::new();
-        while started.elapsed() < Duration::from_millis(10 * TTL as u64) {
+        while started.elapsed() < Duration::from_millis(10 * TTL as u64)
+            || !stop.load(Ordering::Relaxed)
+        {
             kept.push(keepalive(&mut beating, "worker", TTL));
             next += Duration::from_millis(100);
             thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -452,9 +459,10 @@ fn a_thousand_locks_live_on_keepalive_alone_and_all_go_at_one_deadline() {
             client
         })
         .collect();
-    eventually(Duration::from_secs(10), "1,000 waiters", || {
+    eventually(Duration::from_secs(60), "1,000 waiters", || {
         info_field(&mut con, "fencelock", "fencelock_waiters").as_deref() == Some("1000")
     });
+    queued_all.store(true, Ordering::Relaxed);
     let listed = held(&mut con, "worker");
     let listed_keys: Vec<&str> = listed.iter().map(|h| h.key.as_str()).collect();
     let listed_fences: Vec<i64> = listed.iter().map(|h| h.fence).collect();
