@@ -218,21 +218,21 @@ class Lease:
             return
         self._reported = True
         reason = self.lost_reason or LockLost.NOT_HELD
-        log.warning(
-            "fencelock: lost the lock %r (fence %d): %s",
-            self.key,
-            self.fence,
-            LockLost.MEANING[reason],
-            # The fields of the holding's span, for structured log handlers.
-            extra=telemetry.hold_fields(
-                self.client,
-                (self.key,),
-                self.fence,
-                self.mode,
-                self.held_for(),
-                reason,
-            ),
+        # The fields of the holding's span and its trace context, for structured log
+        # handlers; made with the span current, wherever the loss was found (the
+        # refresher), so OpenTelemetry's logging handler links the record to it.
+        fields = telemetry.hold_fields(
+            self.client, (self.key,), self.fence, self.mode, self.held_for(), reason
         )
+        fields.update(self.holding.trace_fields())
+        with self.holding.current():
+            log.warning(
+                "fencelock: lost the lock %r (fence %d): %s",
+                self.key,
+                self.fence,
+                LockLost.MEANING[reason],
+                extra=fields,
+            )
         runner, self.runner = self.runner, None
         if runner is not None and runner is not current_owner():
             self.cancelled_runner = True
