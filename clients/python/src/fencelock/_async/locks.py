@@ -113,7 +113,7 @@ from ._compat import (
 from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
-from .lease import Lease, OnLost
+from .lease import Lease, OnLost, lease_end
 from .multi import ManagedMultiLock
 
 if TYPE_CHECKING:
@@ -982,7 +982,7 @@ class Locks:
         sent = time.monotonic()
         # A shorter ttl shortens the lease as soon as the server has it, answered or
         # not.
-        lease.deadline = min(lease.deadline, sent + to_ms(seconds) / 1000)
+        lease.deadline = min(lease.deadline, lease_end(sent, seconds))
         if await self._refresh_ms(lease, to_ms(seconds)):
             lease.confirmed(sent, seconds)
             return True
