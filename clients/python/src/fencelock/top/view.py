@@ -43,6 +43,9 @@ def frame(
                 f"+{len(left_out)} more {primaries}: {addresses}"
                 " (the terminal is too small)",
                 style="yellow",
+                # One line whatever the width: the count first, the names cut.
+                no_wrap=True,
+                overflow="ellipsis",
             )
         )
     return Group(*parts)
