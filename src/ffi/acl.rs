@@ -63,20 +63,12 @@ impl CallingUser {
         unsafe { bytes_of(self.name) }
     }
 
-    /// Whether the user may read the key `name` (any command that reads it: `%R~` or
-    /// `~` patterns), as Redis checks a key before a read-only command.
+    /// Whether the user may read the key `name` as `LOCK.TOP` shows it: may run
+    /// `LOCK.INFO` on it, one and the same selector allowing the command and the key.
+    /// (A key pattern alone is not enough: Redis's key check accepts a key that any
+    /// selector names, one that grants no command included.)
     pub fn may_read(&self, name: &[u8]) -> bool {
-        // SAFETY: a buffer with its length; no context: freed below.
-        let key = unsafe {
-            api!(RedisModule_CreateString)(std::ptr::null_mut(), name.as_ptr().cast(), name.len())
-        };
-        let access = std::ffi::c_int::try_from(raw::REDISMODULE_CMD_KEY_ACCESS).unwrap_or(0);
-        // SAFETY: the user held by `self` and a module string made above.
-        let allowed = unsafe { api!(RedisModule_ACLCheckKeyPermissions)(self.user, key, access) }
-            == raw::REDISMODULE_OK as std::ffi::c_int;
-        // SAFETY: made above without a context, freed once.
-        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), key) };
-        allowed
+        self.may(name, AsCommand::Info)
     }
 
     /// Whether the user may run `command` on the key `name`: the command and the key

@@ -16,7 +16,6 @@ macro_rules! required {
 /// The first required function this server lacks, if any.
 fn first_missing() -> Option<&'static str> {
     let present = required![
-        RedisModule_ACLCheckKeyPermissions,
         RedisModule_BlockClient,
         RedisModule_Call,
         RedisModule_CallReplyType,

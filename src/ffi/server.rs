@@ -62,6 +62,16 @@ fn ask_info(
     section: &CStr,
     judge: impl FnOnce(&dyn Fn(&CStr) -> Option<Vec<u8>>) -> bool,
 ) -> Option<bool> {
+    ask_info_on(ctx.ctx, section, judge)
+}
+
+/// `ask_info` on a raw context, or on none (null: the command filter has no context,
+/// and Redis and Valkey only use it to free the answer automatically).
+fn ask_info_on(
+    ctx: *mut raw::RedisModuleCtx,
+    section: &CStr,
+    judge: impl FnOnce(&dyn Fn(&CStr) -> Option<Vec<u8>>) -> bool,
+) -> Option<bool> {
     let (get_info, field, free_info) = (
         api!(RedisModule_GetServerInfo),
         api!(RedisModule_ServerInfoGetFieldC),
@@ -70,7 +80,7 @@ fn ask_info(
     // SAFETY: the info object lives until `free_info`; the C strings it hands out are
     // copied before that and never kept.
     unsafe {
-        let info = get_info(ctx.ctx, section.as_ptr());
+        let info = get_info(ctx, section.as_ptr());
         if info.is_null() {
             return None;
         }
@@ -79,19 +89,22 @@ fn ask_info(
             (!text.is_null()).then(|| CStr::from_ptr(text).to_bytes().to_vec())
         };
         let verdict = judge(&value);
-        free_info(ctx.ctx, info);
+        free_info(ctx, info);
         Some(verdict)
     }
 }
 
-/// Whether the server's own statistics were just reset (`CONFIG RESETSTAT`): Redis
-/// and Valkey zero `total_connections_received` there, which is otherwise at least the
-/// caller's own connection.
-pub fn stats_just_reset(ctx: &Context) -> bool {
-    ask_info(ctx, c"stats", |value| {
-        value(c"total_connections_received").as_deref() == Some(b"0")
-    })
-    .unwrap_or(false)
+/// The server's `total_commands_processed` (INFO stats): it only grows, except at a
+/// `CONFIG RESETSTAT` the server really ran, which sets it back to 0 (that command then
+/// counts 1). Asked without a context, so the command filter may ask it too.
+pub fn commands_processed() -> Option<u64> {
+    let mut count = None;
+    ask_info_on(std::ptr::null_mut(), c"stats", |value| {
+        count = value(c"total_commands_processed")
+            .and_then(|n| std::str::from_utf8(&n).ok()?.parse().ok());
+        true
+    })?;
+    count
 }
 
 /// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.

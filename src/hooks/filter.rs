@@ -19,26 +19,52 @@
 //!   client that is not blocked), with the id replaced by one no client has. (One
 //!   queued in `MULTI` is seen only when queued; there the handoff waits for the end
 //!   of the transaction instead, see `blocking::hand_off`.)
-//! - `CONFIG RESETSTAT` (Redis 7.0 has no module event for it): the module's counters
-//!   and distributions are reset with the server's own, once the event loop sees that
-//!   the server's statistics really were (`hooks::server::event_loop`), so a user the
-//!   ACL refuses `CONFIG` cannot reset them. (One queued in `MULTI` is not recognised.)
+//! - `CONFIG RESETSTAT` (Redis 7.0 has no module event for it): the filter notes the
+//!   server's `total_commands_processed` when it sees one, and the module's counters
+//!   and distributions are reset with the server's own once the event loop finds that
+//!   count gone back (`hooks::server::event_loop`): only a reset the server ran makes
+//!   it smaller. So neither a user the ACL refuses `CONFIG`, nor one queued in a
+//!   `MULTI` that is discarded or whose `EXEC` fails, resets them. (One queued in
+//!   `MULTI` whose `EXEC` comes in a later turn of the event loop is not recognised;
+//!   a second reset within as many commands as ran since the first is not either,
+//!   which leaves the module's figures counting a few commands more.)
 //! - The start of each command ends the note of an unlinked lock
 //!   (`keyspace::unlinked`), so an overwrite is never taken for a later expiry.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::blocking;
 use crate::ffi::filter::FilteredCommand;
+use crate::ffi::server;
 use crate::keyspace::{propagation, unlinked};
 
 static RUNNING_MIGRATE: AtomicBool = AtomicBool::new(false);
 static RUNNING_EXPIRE: AtomicBool = AtomicBool::new(false);
-static RESETSTAT_SEEN: AtomicBool = AtomicBool::new(false);
+/// The server's count of commands processed when the first `CONFIG RESETSTAT` since the
+/// last `take_resetstat` was seen (`NO_RESETSTAT`: none was).
+static RESETSTAT_BASELINE: AtomicU64 = AtomicU64::new(NO_RESETSTAT);
+const NO_RESETSTAT: u64 = u64::MAX;
 
-/// Whether a `CONFIG RESETSTAT` was seen since the last call (which clears it).
-pub fn take_resetstat() -> bool {
-    RESETSTAT_SEEN.swap(false, Ordering::Relaxed)
+/// The server's count of commands processed before the first `CONFIG RESETSTAT` seen
+/// since the last call (which clears it), if one was: a reset the server really ran
+/// leaves a smaller count behind.
+pub fn take_resetstat() -> Option<u64> {
+    let baseline = RESETSTAT_BASELINE.swap(NO_RESETSTAT, Ordering::Relaxed);
+    (baseline != NO_RESETSTAT).then_some(baseline)
+}
+
+/// A `CONFIG RESETSTAT` is about to run (or to be queued, or refused): the count it
+/// would set back, kept from the first one of this turn (a later one may follow a
+/// reset already made).
+fn note_resetstat() {
+    if let Some(count) = server::commands_processed() {
+        let _ = RESETSTAT_BASELINE.compare_exchange(
+            NO_RESETSTAT,
+            count,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
 }
 
 /// Whether the command being executed is `MIGRATE`.
@@ -70,7 +96,7 @@ pub fn before_command(command: &mut FilteredCommand) {
         propagation::replication_started();
     }
     if name.eq_ignore_ascii_case(b"config") && command.arg(1).eq_ignore_ascii_case(b"resetstat") {
-        RESETSTAT_SEEN.store(true, Ordering::Relaxed);
+        note_resetstat();
     }
     if name.eq_ignore_ascii_case(b"client") && command.arg(1).eq_ignore_ascii_case(b"unblock") {
         spare_answered_waiter(command);

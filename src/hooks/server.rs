@@ -90,7 +90,10 @@ pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
 pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
-        if filter::take_resetstat() && server::stats_just_reset(ctx) {
+        // Only a reset the server ran sets its count of commands back.
+        let reset = filter::take_resetstat()
+            .is_some_and(|before| server::commands_processed().is_some_and(|now| now < before));
+        if reset {
             stats::reset_counters();
             durations::reset();
         }

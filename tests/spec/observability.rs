@@ -226,6 +226,48 @@ fn config_resetstat_resets_the_distributions_and_counters_but_not_for_a_refused_
     assert!(count(&mut con, "fence_clock") > 0);
 }
 
+/// A `CONFIG RESETSTAT` the server did not run resets nothing: queued in a `MULTI` that
+/// is discarded, or whose `EXEC` fails, each sent in one write (so the event loop looks
+/// right after it), and after an earlier real reset left the server's count of
+/// connections at 0 (what the module once took for a reset). One that `EXEC` runs,
+/// in one write too, resets the module's figures with the server's.
+#[test]
+fn a_config_resetstat_in_a_transaction_that_does_not_run_resets_nothing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut raw = RawClient::connect(server.port);
+    assert!(raw.call_str(&["CONFIG", "RESETSTAT"]).is_ok());
+    assert!(raw
+        .call_str(&["LOCK.ACQUIRE", "k", "60000"])
+        .grant()
+        .is_some());
+    assert_eq!(count(&mut con, "acquired"), 1);
+    assert_eq!(count(&mut con, "holds"), 0);
+    let discarded: &[&[&str]] = &[&["MULTI"], &["CONFIG", "RESETSTAT"], &["DISCARD"]];
+    let failed: &[&[&str]] = &[
+        &["MULTI"],
+        &["CONFIG", "RESETSTAT"],
+        &["LOCK.ACQUIRE"],
+        &["EXEC"],
+    ];
+    for transaction in [discarded, failed] {
+        raw.send_pipeline(transaction);
+        for _ in transaction.iter() {
+            raw.read_reply();
+        }
+        let processed: u64 = info_field(&mut con, "stats", "total_commands_processed")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(processed > 2, "the server's statistics were not reset");
+        assert_eq!(count(&mut con, "acquired"), 1, "{transaction:?}");
+    }
+    raw.send_pipeline(&[&["MULTI"], &["CONFIG", "RESETSTAT"], &["EXEC"]]);
+    for _ in 0..3 {
+        raw.read_reply();
+    }
+    assert_eq!(count(&mut con, "acquired"), 0);
+}
+
 /// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
 /// first with 5, then the other with 1, then a held key nobody waits for; no token in
 /// any reply (holders' and waiters' chosen ones included).
@@ -328,7 +370,8 @@ fn without_the_held_key_index_lock_top_lists_the_keys_waited_for() {
     assert_eq!(listed, ["busy", "later"]);
 }
 
-/// A user sees only the keys it may read; keys it may only write are left out.
+/// A user sees only the keys it may read (run `LOCK.INFO` on); keys it may only write
+/// are left out.
 #[test]
 fn lock_top_leaves_out_keys_the_user_may_not_read() {
     let server = Server::start();
@@ -348,7 +391,7 @@ fn lock_top_leaves_out_keys_the_user_may_not_read() {
                 "%W~writeonly:*",
             ][..],
         )
-        .arg(&["-@all", "+lock.top"][..])
+        .arg(&["-@all", "+lock.top", "+lock.info"][..])
         .query(&mut con)
         .unwrap();
     let mut viewer = server.connect();
@@ -360,6 +403,51 @@ fn lock_top_leaves_out_keys_the_user_may_not_read() {
     let mut everything = top_keys(&mut con, &[]);
     everything.sort();
     assert_eq!(everything, ["app:a", "secret:b", "writeonly:c"]);
+}
+
+/// A key pattern in a selector that grants no command lets the user read nothing there
+/// (`~app:* (~secret:*)`): `LOCK.TOP` leaves those keys out, as Redis would refuse any
+/// read of them; nor does it show a key to a user who may not run `LOCK.INFO` at all.
+#[test]
+fn lock_top_judges_a_key_by_the_selector_that_grants_the_read() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for key in ["app:a", "secret:b"] {
+        hold(&mut con, key, 60_000, &[]);
+    }
+    let _: () = cmd("ACL")
+        .arg(&["SETUSER", "viewer", "on", ">secret", "resetkeys", "~app:*"][..])
+        .arg(&["-@all", "+lock.top", "+lock.info", "(~secret:*)"][..])
+        .query(&mut con)
+        .unwrap();
+    let _: () = cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "blind",
+                "on",
+                ">secret",
+                "~*",
+                "-@all",
+                "+lock.top",
+            ][..],
+        )
+        .query(&mut con)
+        .unwrap();
+    let mut viewer = server.connect();
+    let _: () = cmd("AUTH")
+        .arg(&["viewer", "secret"][..])
+        .query(&mut viewer)
+        .unwrap();
+    let refused: redis::RedisResult<Value> = cmd("LOCK.INFO").arg("secret:b").query(&mut viewer);
+    assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
+    assert_eq!(top_keys(&mut viewer, &[]), ["app:a"]);
+    let mut blind = server.connect();
+    let _: () = cmd("AUTH")
+        .arg(&["blind", "secret"][..])
+        .query(&mut blind)
+        .unwrap();
+    assert!(top_keys(&mut blind, &[]).is_empty());
 }
 
 #[test]

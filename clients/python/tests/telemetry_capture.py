@@ -44,6 +44,22 @@ def spans(name: str, lock: Any) -> list[ReadableSpan]:
     return found
 
 
+def named(name: str) -> list[ReadableSpan]:
+    """The ended spans called ``name``, whatever they belong to, oldest first."""
+    return [span for span in EXPORTER.get_finished_spans() if span.name == name]
+
+
+def parent_of(span: ReadableSpan) -> Optional[int]:
+    """The span id of ``span``'s parent (None for a root span)."""
+    return None if span.parent is None else span.parent.span_id
+
+
+def span_id(span: ReadableSpan) -> int:
+    context = span.get_span_context()
+    assert context is not None
+    return context.span_id
+
+
 def only(name: str, lock: Any) -> dict[str, Any]:
     """The attributes of the one span ``name`` of ``lock``."""
     found = spans(name, lock)

@@ -1,12 +1,14 @@
 """``python -m fencelock top``: ``--once`` prints the hottest lock of a server with a
 contended lock (and every primary of a cluster); the interactive view, driven in a
 real terminal (tmux: keys sent, the screen read back), shows it, follows a change at
-its next refresh and quits on q. The command runs as a user runs it, in a process of
-its own."""
+its next refresh and quits on q; a terminal too small for every primary says which
+it left out. The command runs as a user runs it, in a process of its own."""
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Optional
 
 import pytest
 import redis
@@ -21,6 +24,9 @@ import redis.cluster
 from servers import Server, wait_until
 
 import fencelock
+from fencelock.top import view
+from fencelock.top.snapshot import Frame, HotLock
+from fencelock.top.snapshot import Server as Primary
 
 TOP = [sys.executable, "-m", "fencelock", "top"]
 
@@ -115,10 +121,20 @@ def test_once_lists_the_hottest_lock_first(server: Server, r: redis.Redis) -> No
     with contention(server.port) as locks:
         locks.hold("lock:hot")
         locks.hold("lock:warm")
+        # A wait that gives up, and a try without BLOCK answered busy.
+        assert r.execute_command("LOCK.ACQUIRE", "lock:hot", 1000, "BLOCK", 1) is None
+        assert r.execute_command("LOCK.ACQUIRE", "lock:hot", 1000) is None
         locks.wait_for("lock:hot", 3)
         locks.wait_for("lock:warm", 1)
         shown = top("--once", server.url)
+        figures = r.info("fencelock")
     assert shown.returncode == 0, shown.stderr
+    # The counters line has what an operator acts on, as INFO says it; the busy
+    # answers to tries without BLOCK (fencelock_contended) are not among them.
+    (alerts,) = [row for row in shown.stdout.splitlines() if "block timeouts" in row]
+    assert f"block timeouts {figures['fencelock_block_timeouts']} " in alerts
+    assert f"evicted {figures['fencelock_evicted']}" in alerts
+    assert figures["fencelock_contended"] > 0 and "contended" not in shown.stdout
     table = rows(shown.stdout)
     assert list(table)[:2] == ["lock:hot", "lock:warm"], shown.stdout
     assert table["lock:hot"][0] == "3" and table["lock:warm"][0] == "1"
@@ -252,3 +268,76 @@ def test_the_interactive_view_in_a_terminal(server: Server, r: redis.Redis) -> N
             wait_until(lambda: "top exited 0" in screen(), 30, "top quit on q")
         finally:
             subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_frame_fits_the_terminal_and_says_what_it_left_out() -> None:
+    """Three primaries of five locks each, drawn in terminals of several heights:
+    never more lines than the terminal has, and every primary and every lock is
+    either shown or counted in a "+n more" line."""
+    from rich.console import Console
+
+    info = {"fencelock_acquired": 10, "fencelock_held_locks": 5}
+    primaries = [
+        Primary(
+            f"10.0.0.{n}:6379",
+            locks=[HotLock(f"lock:{n}:{i}", 5 - i, 100, 200) for i in range(5)],
+            info=info,
+        )
+        for n in (1, 2, 3)
+    ]
+    frame = Frame("redis://10.0.0.1:6379", "waiters", primaries)
+
+    def drawn(height: Optional[int]) -> list[str]:
+        console = Console(width=100, file=io.StringIO(), record=True)
+        console.print(view.frame(frame, "09:41:07", interactive=True, height=height))
+        return console.export_text().splitlines()
+
+    assert len(rows("\n".join(drawn(None)))) == 15
+    for height in (5, 9, 12, 16, 23, 30, 40):
+        lines = drawn(height)
+        assert len(lines) <= height, (height, lines)
+        text = "\n".join(lines)
+        blocks = text.split("server ")[1:]
+        more = re.search(r"\+(\d+) more primar(?:y|ies): (.*) \(", text)
+        named = [] if more is None else more.group(2).split(", ")
+        assert [block.split()[0] for block in blocks] + named == [
+            primary.address for primary in primaries
+        ], (height, text)
+        for block in blocks:
+            counted = re.search(r"\+(\d+) more locks?", block)
+            left_out = 0 if counted is None else int(counted.group(1))
+            assert len(rows(block)) + left_out == 5, (height, block)
+    assert len(rows("\n".join(drawn(40)))) == 15, "room for every lock"
+
+
+def test_a_small_terminal_names_the_primaries_it_cannot_show(
+    cluster: list[Server],
+) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    tmux = ["tmux", "-L", f"fencelock-top-small-{os.getpid()}"]
+    script = f"{' '.join([*TOP, cluster[0].url])}; echo top exited $?; sleep 60"
+
+    def screen() -> str:
+        return subprocess.run(
+            [*tmux, "capture-pane", "-p", "-t", "top"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout  # fmt: skip
+
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-s", "top", "-x", "100", "-y", "12", script],
+        check=True, timeout=10, env=_terminal_env(),
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: "more primaries" in screen() and "q quits" in screen(),
+            30,
+            "the view names the primaries it left out",
+        )
+        shown = screen()
+        for node in cluster:
+            assert f"127.0.0.1:{node.port}" in shown, shown
+        subprocess.run([*tmux, "send-keys", "-t", "top", "q"], check=True)
+        wait_until(lambda: "top exited 0" in screen(), 30, "top quit on q")
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)

@@ -49,6 +49,14 @@ def deadline(
     return now + blocking_timeout
 
 
+def wait_asked(blocking: bool, blocking_timeout: Optional[Number]) -> Optional[float]:
+    """The wait the caller asked for, as telemetry reports it: 0 one try, None
+    forever, else seconds (not what is left of it once the request is made)."""
+    if not blocking:
+        return 0
+    return None if blocking_timeout is None else float(blocking_timeout)
+
+
 def wait_left(blocking: bool, deadline: Optional[float], now: float) -> Optional[float]:
     """The ``wait`` for the next request: 0 one try, None forever, else seconds."""
     if not blocking:

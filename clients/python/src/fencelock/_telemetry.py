@@ -12,13 +12,21 @@ go to whatever providers the application set (no-ops until it sets some).
 Names follow OpenTelemetry's semantic conventions where they have one (database client
 spans: ``db.system.name``, ``db.operation.name``, ``db.namespace``, ``server.address``,
 ``server.port``, ``error.type``); the rest is ``fencelock.*``. ``hold_fields`` is also
-what the log record of a loss carries as ``extra=`` (``_async/lease.py``)."""
+what the log record of a loss carries as ``extra=`` (``_async/lease.py``), with the
+holding span's trace context (``Holding.trace_fields``), and the record is made while
+that span is current, so OpenTelemetry's logging handler links it to the span too.
+
+A holding's span is made current (``Holding.enter``/``leave``, a ``contextvars``
+context: a thread's own, a task's own) while the block that holds the lock runs, so
+the spans made inside it are its children."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Optional, Union
 
 from ._protocol import Key
@@ -33,6 +41,7 @@ GRANTED = "granted"
 BUSY = "busy"  # one try (wait 0), held by someone else
 TIMED_OUT = "timed_out"  # the wait ended before the grant
 DEADLOCK = "deadlock"  # refused: the wait would close a cycle
+CANCELLED = "cancelled"  # the caller gave up (asyncio: cancelled, ``wait_for``)
 REPLAYED = "replayed"  # a run-once duplicate answered with the stored result
 ERROR = "error"  # any other failure (``error.type`` says which)
 
@@ -131,10 +140,11 @@ class _Otel:
     proxies forward to the providers the application sets later)."""
 
     def __init__(self) -> None:
-        from opentelemetry import metrics, trace
+        from opentelemetry import context, metrics, trace
 
         from ._version import __version__
 
+        self.context = context
         self.trace = trace
         self.tracer = trace.get_tracer("fencelock", __version__)
         meter = metrics.get_meter("fencelock", __version__)
@@ -190,7 +200,8 @@ def _metric_fields(fields: Attributes) -> Attributes:
 class Attempt:
     """One acquire's span (``LOCK.ACQUIRE``, ``LOCK.ACQUIREALL``, ``LOCK.ONCE``) and
     its wait measured; a context manager: an exception leaving it is the outcome
-    (``LockNotAcquired``: busy or timed out, ``Deadlock``, any other an error)."""
+    (``LockNotAcquired``: busy or timed out, ``Deadlock``, a cancellation
+    ``cancelled``, any other an error)."""
 
     def __init__(
         self,
@@ -242,6 +253,11 @@ class Attempt:
         if isinstance(error, LockNotAcquired):
             self.not_granted()
             return
+        if _cancelled(error):
+            # The caller stopped waiting (``asyncio.wait_for``, a task cancelled):
+            # neither the lock's answer nor a failure.
+            self._end(CANCELLED, {})
+            return
         outcome = DEADLOCK if isinstance(error, Deadlock) else ERROR
         self._end(outcome, {"error.type": type(error).__qualname__}, error)
 
@@ -265,6 +281,13 @@ class Attempt:
             )
         self.span.end()
         self.otel.waits.record(waited, _metric_fields(self.fields))
+
+
+def _cancelled(error: BaseException) -> bool:
+    """Whether ``error`` is asyncio's cancellation (asyncio is not imported for it: a
+    program that never imported it cannot be cancelled by it)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(error, asyncio.CancelledError)
 
 
 def _fence_fields(fence: Union[int, Sequence[int]]) -> Attributes:
@@ -303,6 +326,46 @@ class Holding:
             attributes=hold_fields(client, keys, fence, mode, 0.0, None),
         )
         self.ended = False
+        # The context to restore when the block that made the span current ends.
+        self.restore: Optional[object] = None
+
+    def enter(self) -> None:
+        """Makes the span current in this thread's (task's) context until ``leave``:
+        the spans made by the block holding the lock are its children."""
+        if self.restore is None:
+            current = self.otel.trace.set_span_in_context(self.span)
+            self.restore = self.otel.context.attach(current)
+
+    def leave(self) -> None:
+        """The block ends: the context ``enter`` found is current again (in the
+        same thread or task, as a ``with`` block ends)."""
+        restore, self.restore = self.restore, None
+        if restore is not None:
+            self.otel.context.detach(restore)
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        """The span current while the body runs, wherever it runs (the refresher
+        that finds a loss): a log record made there belongs to it."""
+        restore = self.otel.context.attach(
+            self.otel.trace.set_span_in_context(self.span)
+        )
+        try:
+            yield
+        finally:
+            self.otel.context.detach(restore)
+
+    def trace_fields(self) -> Attributes:
+        """The span's trace context as OpenTelemetry writes it in log formats that
+        are not its own: ``trace_id``, ``span_id`` and ``trace_flags``, in hex."""
+        span = self.span.get_span_context()
+        if not span.is_valid:
+            return {}
+        return {
+            "trace_id": format(span.trace_id, "032x"),
+            "span_id": format(span.span_id, "016x"),
+            "trace_flags": format(int(span.trace_flags), "02x"),
+        }
 
     def end(self, lost: Optional[str] = None) -> None:
         if self.ended:
@@ -347,6 +410,18 @@ class _Nothing:
 
     def end(self, lost: Optional[str] = None) -> None:
         return None
+
+    def enter(self) -> None:
+        return None
+
+    def leave(self) -> None:
+        return None
+
+    def current(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def trace_fields(self) -> Attributes:
+        return {}
 
 
 NOTHING = _Nothing()

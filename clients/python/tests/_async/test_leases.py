@@ -29,6 +29,10 @@ from fencelock.asyncio import (
 
 from .helpers import drop_in, join, later, set_within, sleep, spawn, until
 
+# The server reads its clock in whole ms, rounded down: a lease may start up to 1 ms
+# before its request was sent, and the client counts its deadline 1 ms short.
+GRAIN = 0.001
+
 
 async def test_the_deadline_is_the_send_time_plus_the_ttl(
     r: redis.asyncio.Redis,
@@ -36,8 +40,8 @@ async def test_the_deadline_is_the_send_time_plus_the_ttl(
     before = time.monotonic()
     lease = await Locks(r).acquire("deadline", ttl=2)
     after = time.monotonic()
-    assert before + 2 <= lease.deadline <= after + 2
-    assert lease.acquired_at + 2 == lease.deadline
+    assert before + 2 - GRAIN <= lease.deadline <= after + 2 - GRAIN
+    assert lease.acquired_at + 2 - GRAIN == lease.deadline
     assert 1.5 < lease.time_left <= 2
 
 
@@ -49,7 +53,29 @@ async def test_a_confirmed_refresh_moves_the_deadline_from_its_send_time(
     await sleep(0.3)
     sent = time.monotonic()
     assert await locks.refresh(lease)
-    assert sent + 1 <= lease.deadline <= time.monotonic() + 1
+    assert sent + 1 - GRAIN <= lease.deadline <= time.monotonic() + 1 - GRAIN
+
+
+async def test_the_server_never_ends_a_lease_before_the_clients_deadline(
+    r: redis.asyncio.Redis,
+) -> None:
+    """The server starts a lease by its clock in whole ms, rounded down: an acquire
+    sent in the middle of a millisecond and run within it gets a lease that ends up
+    to that half millisecond before send time + ttl. Each acquire here is sent in the
+    middle of a millisecond of the wall clock (the server's), and the lease's end on
+    the server (``PEXPIRETIME``) is compared with the client's deadline, carried
+    over to the wall clock at the send: never earlier."""
+    locks = Locks(r, session=False)
+    for n in range(40):
+        while not 0.3 <= (time.time() * 1000) % 1 < 0.6:
+            pass
+        wall, monotonic = time.time(), time.monotonic()
+        lease = await locks.acquire(f"grain:{n}", ttl=10)
+        believed_end_ms = (wall + (lease.deadline - monotonic)) * 1000
+        server_end_ms = await r.execute_command("PEXPIRETIME", f"lock:grain:{n}")
+        # 0.01 ms: the two clocks read one after the other at the send.
+        assert server_end_ms >= believed_end_ms - 0.01, (n, believed_end_ms)
+        await locks.release(lease)
 
 
 async def test_a_long_wait_gives_the_lease_a_deadline_from_after_the_grant(

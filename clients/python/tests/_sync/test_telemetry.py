@@ -3,8 +3,10 @@
 """OpenTelemetry (the ``otel`` extra), read back from the SDK's in-memory span exporter
 and metric reader (``telemetry_capture``): a span per acquire with its outcome
 (granted, busy, timed out, deadlock, replayed) and fence, a span per holding with its
-duration and, when lost, why; histograms of wait and hold time and a counter of
-losses; the log record of a loss with the same fields. For the manager, the drop-in,
+duration and, when lost, why, current while the block holding the lock runs;
+histograms of wait and hold time and a counter of losses; the log record of a loss
+with the same fields and the holding span's trace context. (A cancelled asyncio wait
+is tests/test_asyncio_telemetry.py.) For the manager, the drop-in,
 multi-key locks, shared locks and semaphores, and run once. (That ``import fencelock``
 imports no OpenTelemetry, and that nothing is recorded without it, is
 tests/test_telemetry_optional.py.)"""
@@ -15,12 +17,17 @@ import logging
 
 import pytest
 import redis
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext
 from telemetry_capture import (
     boundaries,
     clear,
     count,
+    named,
     only,
+    parent_of,
     recorded,
+    span_id,
     spans,
     unit,
 )
@@ -146,6 +153,112 @@ def test_a_lost_holding_says_why_in_its_span_its_counter_and_its_log_record(
     ):
         assert fields[name] == held[name], name
     assert fields["fencelock.hold.duration"] >= 0
+    hold_span = spans(HOLD, "lock:lost")[0].get_span_context()
+    assert hold_span is not None
+    assert fields["trace_id"] == format(hold_span.trace_id, "032x")
+    assert fields["span_id"] == format(hold_span.span_id, "016x")
+    assert fields["trace_flags"] == format(int(hold_span.trace_flags), "02x")
+
+
+class CurrentSpans(logging.Handler):
+    """The span current when each record is emitted: what OpenTelemetry's logging
+    handler puts in the record as its trace and span id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[SpanContext] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "lost the lock" in record.getMessage():
+            self.seen.append(trace.get_current_span().get_span_context())
+
+
+def test_a_loss_found_outside_the_block_is_logged_inside_its_holding_span(
+    r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    clear()
+    locks = fencelock.Locks(r, session=False)
+    current = CurrentSpans()
+    logger = logging.getLogger("fencelock")
+    logger.addHandler(current)
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    try:
+        lease = locks.acquire("lost-outside", ttl=30)
+        r.delete("lock:lost-outside")
+        with pytest.raises(LockLost):
+            lease.ensure_held(check=True)
+    finally:
+        logger.removeHandler(current)
+    (hold_span,) = spans(HOLD, "lock:lost-outside")
+    context = hold_span.get_span_context()
+    assert context is not None
+    assert [(seen.trace_id, seen.span_id) for seen in current.seen] == [
+        (context.trace_id, context.span_id)
+    ]
+    (record,) = [one for one in caplog.records if "lost the lock" in one.message]
+    assert record.__dict__["span_id"] == format(context.span_id, "016x")
+    assert not trace.get_current_span().get_span_context().is_valid, "restored"
+    locks.close()
+
+
+def test_the_holding_span_is_current_while_the_block_runs(
+    r: redis.Redis,
+) -> None:
+    """Spans made inside a block holding a lock are children of its holding span;
+    nested blocks nest; leaving a block (by an exception too) restores what was
+    current before it."""
+    clear()
+    tracer = trace.get_tracer("fencelock-tests")
+    locks = fencelock.Locks(r, session=False)
+    with locks.lock("outer", ttl=10):
+        with tracer.start_as_current_span("work:outer"):
+            pass
+        with locks.lock("inner", ttl=10):
+            with tracer.start_as_current_span("work:inner"):
+                pass
+        with tracer.start_as_current_span("work:after-inner"):
+            pass
+    with pytest.raises(ValueError):
+        with locks.lock("raising", ttl=10):
+            raise ValueError("the block failed")
+    with tracer.start_as_current_span("work:after"):
+        pass
+    (outer,) = spans(HOLD, "lock:outer")
+    (inner,) = spans(HOLD, "lock:inner")
+    (work_outer,) = named("work:outer")
+    (work_inner,) = named("work:inner")
+    (after_inner,) = named("work:after-inner")
+    (after,) = named("work:after")
+    assert parent_of(work_outer) == span_id(outer)
+    assert parent_of(inner) == span_id(outer)
+    assert parent_of(work_inner) == span_id(inner)
+    assert parent_of(after_inner) == span_id(outer)
+    assert parent_of(after) is None
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_the_drop_ins_and_a_run_once_make_their_holding_span_current(
+    r: redis.Redis,
+) -> None:
+    clear()
+    tracer = trace.get_tracer("fencelock-tests")
+    with drop_in(r, "current-dropin", timeout=10):
+        with tracer.start_as_current_span("work:dropin"):
+            pass
+    with MultiLock(r, ["{c}:a", "{c}:b"], timeout=10):
+        with tracer.start_as_current_span("work:multi"):
+            pass
+    locks = fencelock.Locks(r, session=False)
+    with locks.once_result("current-once", keep=60) as once:
+        with tracer.start_as_current_span("work:once"):
+            once.set("done")
+    (work_dropin,) = named("work:dropin")
+    (work_multi,) = named("work:multi")
+    (work_once,) = named("work:once")
+    assert parent_of(work_dropin) == span_id(spans(HOLD, "current-dropin")[0])
+    assert parent_of(work_multi) == span_id(spans(HOLD, ["{c}:a", "{c}:b"])[0])
+    assert parent_of(work_once) == span_id(spans(HOLD, "lock:current-once")[0])
+    assert not trace.get_current_span().get_span_context().is_valid
 
 
 def test_the_drop_in_lock_has_the_same_spans(r: redis.Redis) -> None:
@@ -185,6 +298,26 @@ def test_a_drop_in_that_is_not_granted_is_busy_or_timed_out(
         for span in spans("LOCK.ACQUIRE", "taken")
     ]
     assert outcomes == ["granted", "busy", "timed_out"]
+
+
+def test_the_drop_ins_record_the_wait_asked_for(r: redis.Redis) -> None:
+    """``fencelock.wait.timeout`` is the ``blocking_timeout`` given, not what was left
+    of it when the request went out."""
+    clear()
+    lock = drop_in(r, "asked", timeout=10, blocking_timeout=1)
+    assert lock.acquire()
+    lock.release()
+    assert lock.acquire(blocking_timeout=2.5)
+    lock.release()
+    both = MultiLock(r, ["{w}:a", "{w}:b"], timeout=10, blocking_timeout=1)
+    assert both.acquire()
+    both.release()
+    asked = [
+        (span.attributes or {})["fencelock.wait.timeout"]
+        for span in spans("LOCK.ACQUIRE", "asked")
+    ]
+    assert asked == [1.0, 2.5]
+    assert only("LOCK.ACQUIREALL", ["{w}:a", "{w}:b"])["fencelock.wait.timeout"] == 1.0
 
 
 def test_shared_locks_and_semaphores_say_their_mode(

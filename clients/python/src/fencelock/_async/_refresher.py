@@ -48,7 +48,7 @@ from .._session import Sessions
 from ._commands import call
 from ._compat import dedicated
 from ._connection import pipelined
-from .lease import Lease
+from .lease import Lease, lease_end
 
 log = logging.getLogger("fencelock")
 
@@ -333,7 +333,7 @@ class Refresher:
             # A keepalive may shorten a lease (``session_ttl`` below the lock's
             # ttl): whatever its answer, the lease ends no later than this now.
             for lease in members:
-                lease.deadline = min(lease.deadline, sent + kept_ms / 1000)
+                lease.deadline = min(lease.deadline, lease_end(sent, kept_ms / 1000))
             earliest = min(lease.deadline for lease in members)
             timeout = min(MAX_READ, max(MIN_READ, earliest - sent))
             held = None

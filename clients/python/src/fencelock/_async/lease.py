@@ -4,9 +4,12 @@ was lost, and ``guard`` for commands that must only run while it is held.
 
 The deadline is what the client may believe: the monotonic time the acquire was
 *sent* plus the ttl, moved only by a refresh the server *confirmed* (its send time
-plus its ttl). The server's lease started no earlier than that send, so the client
-never believes it holds the lock after the server may have given it to someone else
-(clocks that run at the same rate assumed; no clock needs to agree with another)."""
+plus its ttl), less one millisecond (``lease_end``). The server's lease started no
+earlier than that send, by a clock it reads in whole milliseconds, rounded down: its
+lease may begin up to 1 ms before the send as the client's clock counts it. So the
+client never believes it holds the lock after the server may have given it to
+someone else (clocks that run at the same rate assumed; no clock needs to agree with
+another)."""
 
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ class Lease:
 
     def __post_init__(self) -> None:
         if not self.deadline:
-            self.deadline = self.acquired_at + _sent_as(self.ttl)
+            self.deadline = lease_end(self.acquired_at, self.ttl)
 
     @property
     def mode(self) -> Mode:
@@ -102,7 +105,7 @@ class Lease:
     def confirmed(self, sent_at: float, ttl: float) -> None:
         """A refresh sent at ``sent_at`` for ``ttl`` seconds was confirmed."""
         if not self.lost.is_set():
-            self.deadline = sent_at + _sent_as(ttl)
+            self.deadline = lease_end(sent_at, ttl)
 
     def expired(self, now: Optional[float] = None) -> bool:
         """Whether the lease counts as lost now: found lost, or past its deadline."""
@@ -218,21 +221,21 @@ class Lease:
             return
         self._reported = True
         reason = self.lost_reason or LockLost.NOT_HELD
-        log.warning(
-            "fencelock: lost the lock %r (fence %d): %s",
-            self.key,
-            self.fence,
-            LockLost.MEANING[reason],
-            # The fields of the holding's span, for structured log handlers.
-            extra=telemetry.hold_fields(
-                self.client,
-                (self.key,),
-                self.fence,
-                self.mode,
-                self.held_for(),
-                reason,
-            ),
+        # The fields of the holding's span and its trace context, for structured log
+        # handlers; made with the span current, wherever the loss was found (the
+        # refresher), so OpenTelemetry's logging handler links the record to it.
+        fields = telemetry.hold_fields(
+            self.client, (self.key,), self.fence, self.mode, self.held_for(), reason
         )
+        fields.update(self.holding.trace_fields())
+        with self.holding.current():
+            log.warning(
+                "fencelock: lost the lock %r (fence %d): %s",
+                self.key,
+                self.fence,
+                LockLost.MEANING[reason],
+                extra=fields,
+            )
         runner, self.runner = self.runner, None
         if runner is not None and runner is not current_owner():
             self.cancelled_runner = True
@@ -262,6 +265,14 @@ class Lease:
         )
 
 
-def _sent_as(ttl: float) -> float:
-    """A lease of ``ttl`` seconds as the server got it: whole ms, truncated."""
-    return to_ms(ttl) / 1000
+# The grain of the clock the server starts a lease by: whole milliseconds, rounded
+# down, so the lease may start up to this long before the request was sent.
+SERVER_CLOCK_GRAIN = 0.001
+
+
+def lease_end(sent_at: float, ttl: float) -> float:
+    """The earliest the server may end a lease of ``ttl`` seconds asked for (acquired,
+    refreshed, kept alive) by a request sent at ``sent_at`` (monotonic): the ttl as
+    the server got it (whole ms, truncated) from one grain of its clock before the
+    send."""
+    return sent_at + to_ms(ttl) / 1000 - SERVER_CLOCK_GRAIN

@@ -113,7 +113,7 @@ from ._compat import (
 from ._connection import command, exchange
 from ._refresher import Refresher
 from .info import lock_info
-from .lease import Lease, OnLost
+from .lease import Lease, OnLost, lease_end
 from .multi import ManagedMultiLock
 
 if TYPE_CHECKING:
@@ -370,12 +370,16 @@ class Locks:
             on_lost=on_lost,
             cancel_on_lost=cancel_on_lost,
         )
+        # The block runs inside the holding's span (its spans are children).
+        lease.holding.enter()
         try:
             yield lease
         except BaseException as error:
+            lease.holding.leave()
             if not await self._end_holding(lease, runner, error, None, lost_ok):
                 raise
             return
+        lease.holding.leave()
         await self._end_holding(lease, runner, None, min_hold, lost_ok)
 
     def _begin_holding(
@@ -637,13 +641,18 @@ class Locks:
             await shielded(self._abandon(lease))
             raise
         once = Once(key, lease.fence, serializer, lease=lease)
+        # The run's block inside the holding's span, as for ``lock``.
+        lease.holding.enter()
         try:
             yield once
             payload = once.payload()
         except BaseException as error:
+            lease.holding.leave()
             if not await self._end_holding(lease, runner, error, None, False):
                 raise
             return
+        finally:
+            lease.holding.leave()
         await shielded(self._store(lease, payload))
 
     async def _store(self, lease: Lease, payload: bytes) -> None:
@@ -973,7 +982,7 @@ class Locks:
         sent = time.monotonic()
         # A shorter ttl shortens the lease as soon as the server has it, answered or
         # not.
-        lease.deadline = min(lease.deadline, sent + to_ms(seconds) / 1000)
+        lease.deadline = min(lease.deadline, lease_end(sent, seconds))
         if await self._refresh_ms(lease, to_ms(seconds)):
             lease.confirmed(sent, seconds)
             return True

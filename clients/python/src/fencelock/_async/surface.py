@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 from redis.exceptions import LockError
 
 from .. import _forks
+from .. import _telemetry as telemetry
 from ..errors import ServerUnavailable, lock_error
 from ._compat import check_client, new_local
 
@@ -89,6 +90,8 @@ class RedisPyLock(ABC):
 
     async def __aenter__(self: S) -> S:
         if await self.acquire():
+            # The block runs inside the holding's span (its spans are children).
+            getattr(self.local, "holding", telemetry.NOTHING).enter()
             return self
         raise lock_error(
             LockError,
@@ -102,6 +105,7 @@ class RedisPyLock(ABC):
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
+        getattr(self.local, "holding", telemetry.NOTHING).leave()
         try:
             await self.release()
         except ServerUnavailable:

@@ -158,7 +158,7 @@ class Lock(RedisPyLock):
             (self.name,),
             "LOCK.ACQUIRE",
             self.mode,
-            state.wait_left(blocking, deadline, time.monotonic()),
+            state.wait_asked(blocking, blocking_timeout),
         ) as attempt:
             grant = self._take(blocking, deadline, encoded, sleep)
             if grant is None:

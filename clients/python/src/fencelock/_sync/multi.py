@@ -194,7 +194,7 @@ class MultiLock(RedisPyLock):
             self.names,
             "LOCK.ACQUIREALL",
             self.mode,
-            state.wait_left(blocking, deadline, time.monotonic()),
+            state.wait_asked(blocking, blocking_timeout),
         ) as attempt:
             grant = self._take(blocking, deadline, encoded)
             if grant is None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 from redis.exceptions import LockError
 
 from .. import _forks
+from .. import _telemetry as telemetry
 from ..errors import ServerUnavailable, lock_error
 from ._compat import check_client, new_local
 
@@ -91,6 +92,8 @@ class RedisPyLock(ABC):
 
     def __enter__(self: S) -> S:
         if self.acquire():
+            # The block runs inside the holding's span (its spans are children).
+            getattr(self.local, "holding", telemetry.NOTHING).enter()
             return self
         raise lock_error(
             LockError,
@@ -104,6 +107,7 @@ class RedisPyLock(ABC):
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> None:
+        getattr(self.local, "holding", telemetry.NOTHING).leave()
         try:
             self.release()
         except ServerUnavailable:

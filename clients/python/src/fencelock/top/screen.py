@@ -41,7 +41,11 @@ def interactive(
         with Live(console=console, screen=True, auto_refresh=False) as live:
             while True:
                 frame = snapshot.read(client, url, count, order)
-                live.update(view.frame(frame, _clock(), interactive=True), refresh=True)
+                # Fitted to the terminal's height as it is now (it may be resized).
+                shown = view.frame(
+                    frame, _clock(), interactive=True, height=console.size.height
+                )
+                live.update(shown, refresh=True)
                 if _quit_within(stdin, interval):
                     return
     except KeyboardInterrupt:
