@@ -1,11 +1,12 @@
-//! The lease deadline: counted from the moment the acquire was *sent*, never from its
-//! reply, since the server's lease starts somewhere in between.
+//! The lease deadline: counted from the moment the acquire was *sent*, less 1 ms, never
+//! from its reply, since the server's lease starts somewhere in between (at the whole
+//! millisecond it runs the command in, rounded down).
 
 use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
-/// `TIME`'s reply in Unix ms.
-fn time_ms(reply: &Reply) -> i64 {
+/// `TIME`'s reply in Unix µs.
+fn time_us(reply: &Reply) -> i64 {
     let Reply::Array(Some(parts)) = reply else {
         panic!("TIME: {reply:?}")
     };
@@ -16,7 +17,7 @@ fn time_ms(reply: &Reply) -> i64 {
             .and_then(|n| n.parse::<i64>().ok())
             .expect("a number")
     });
-    seconds * 1_000 + micros / 1_000
+    seconds * 1_000_000 + micros
 }
 
 /// The reply of an acquire reaches the client late: here the server, busy with the next
@@ -35,20 +36,21 @@ fn a_deadline_counted_from_the_reply_is_later_than_the_servers_expiry() {
         &["LOCK.ACQUIRE", "lock:report", "5000"],
         &["DEBUG", "SLEEP", "0.3"],
     ]);
-    let sent = time_ms(&client.read_reply());
+    let sent = time_us(&client.read_reply());
     assert!(grant_of(&client.read_reply()).is_some());
     assert!(client.read_reply().is_ok());
-    let replied = time_ms(&client.call_str(&["TIME"]));
+    let replied = time_us(&client.call_str(&["TIME"]));
 
-    let expiry = expire_time(&mut server.connect(), "lock:report");
+    let expiry = expire_time(&mut server.connect(), "lock:report") * 1_000;
+    let ttl = ttl * 1_000;
     assert!(
-        sent + ttl <= expiry,
-        "counted from the send: {} ms before the expiry",
-        expiry - (sent + ttl)
+        sent - 1_000 + ttl <= expiry,
+        "counted from the send less 1 ms: {} µs before the expiry",
+        expiry - (sent - 1_000 + ttl)
     );
     assert!(
         replied + ttl > expiry,
-        "counted from the reply: {} ms past the expiry",
+        "counted from the reply: {} µs past the expiry",
         replied + ttl - expiry
     );
 }
