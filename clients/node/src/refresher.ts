@@ -5,7 +5,7 @@
 // refresh moves the lease's deadline to ttl after the batch was *sent*; an answer that
 // the token no longer holds marks the lease lost at once. A batch that fails is tried
 // again soon; the lease's own deadline timer reports the loss if none gets through.
-import { now } from "./clock.js";
+import { now, timerDelay } from "./clock.js";
 import type { Lease } from "./lease.js";
 import { type Arg, parseFlag, parseHeld, toNumber } from "./protocol.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
@@ -109,7 +109,7 @@ export class Refresher {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (next === Infinity) return;
-    this.#timer = setTimeout(() => void this.#turn(), Math.max(0, Math.ceil(next - now())));
+    this.#timer = setTimeout(() => void this.#turn(), timerDelay(next - now()));
     this.#timer.unref();
   }
 
@@ -186,7 +186,7 @@ export class Refresher {
       // Bounded: an answer later than the shortest lease in it is worth nothing, and a
       // connection that does not answer is replaced.
       const bound = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error("no answer in time")), this.#bound(batch));
+        timer = setTimeout(() => reject(new Error("no answer in time")), timerDelay(this.#bound(batch)));
       });
       const sending = link.batch(batch.map(([args]) => args));
       sending.catch(() => undefined);
