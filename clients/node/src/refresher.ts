@@ -78,12 +78,20 @@ export class Refresher {
       }
       if (session !== undefined && session.nodes.size === 0) this.#sessions.delete(session.name);
     }
+    this.#stopIfIdle();
+  }
+
+  /** With nothing left to keep alive, its connections are closed: an open connection
+   * keeps the process alive. The next lease opens them again. */
+  #stopIfIdle(): void {
+    if (this.#own.size === 0 && this.#sessions.size === 0) this.stop();
   }
 
   /** The leases of session `name`, forgotten (the manager closed it). */
   takeSession(name: string): Lease[] {
     const session = this.#sessions.get(name);
     this.#sessions.delete(name);
+    this.#stopIfIdle();
     return [...(session?.nodes.values() ?? [])].flatMap((leases) => [...leases]);
   }
 
@@ -226,7 +234,7 @@ export class Refresher {
       own.lease.confirm(sentAt);
       own.due = sentAt + own.lease.ttl * REFRESH_SHARE;
     } else {
-      this.#own.delete(own.lease);
+      this.remove(own.lease);
       own.lease.foundGone();
     }
   }
