@@ -88,6 +88,9 @@ for (const library of LIBRARIES) {
       for (const node of cluster.nodes) {
         assert.equal(((await node.call("LOCK.HELD", session)) as unknown[]).length, 4);
       }
+      const held = await locks.held(); // every primary's, put together
+      assert.deepEqual(held.map((holding) => holding.key).sort(), leases.map((lease) => lease.key).sort());
+      assert.ok(held.every((holding) => holding.mode === "exclusive" && holding.pttl > 0));
       await locks.close();
       for (const lease of leases) {
         assert.equal(lease.lostReason, "closed");
