@@ -15,5 +15,5 @@ export {
   type LostReason,
 } from "./errors.js";
 export { keySlot } from "./slot.js";
-export { DEFAULT_TTL, HeldLocks, Locks, type LockAllOptions, type LockOptions, type LocksOptions, type OnceOptions } from "./locks.js";
+export { DEFAULT_TTL, HeldLocks, Locks, type Holding, type LockAllOptions, type LockOptions, type LocksOptions, type OnceOptions } from "./locks.js";
 export { Lease } from "./lease.js";

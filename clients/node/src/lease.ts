@@ -3,7 +3,7 @@
 // refresh, on `performance.now()`'s clock). The moment it is lost — the deadline passed
 // with no refresh confirmed, a refresh or keepalive found it gone, a guard refused, the
 // manager closed its session — `lost` is set and `signal` aborts with a `LockLost`.
-import { now } from "./clock.js";
+import { now, timerDelay } from "./clock.js";
 import { LockLost, NotHeld, StaleFence, type LostReason } from "./errors.js";
 import { type Arg, staleHighest } from "./protocol.js";
 import { fromReply } from "./replies.js";
@@ -184,11 +184,10 @@ export class Lease {
 
   #arm(): void {
     this.#disarm();
-    const wait = Math.max(0, this.#deadline - now());
     this.#timer = setTimeout(() => {
       if (now() >= this.#deadline) this.lose("deadline");
       else this.#arm();
-    }, Math.ceil(wait));
+    }, timerDelay(this.#deadline - now()));
     this.#timer.unref();
   }
 

@@ -12,7 +12,16 @@ import { WaitLinks, acquire, releaseQuietly, type Grant } from "./acquire.js";
 import { now } from "./clock.js";
 import { LockLost, LockNotAcquired } from "./errors.js";
 import { Lease, type LeaseHost } from "./lease.js";
-import { type AcquireRequest, type Arg, newSessionName, newToken, parseFlag, wholeMs } from "./protocol.js";
+import {
+  type AcquireRequest,
+  type Arg,
+  newSessionName,
+  newToken,
+  parseFlag,
+  toBigInt,
+  toNumber,
+  wholeMs,
+} from "./protocol.js";
 import { Refresher } from "./refresher.js";
 import { fromReply } from "./replies.js";
 import { ServerReply, type Transport, transportOf } from "./transport/index.js";
@@ -101,6 +110,20 @@ export class HeldLocks {
 }
 
 type Work<T> = (lease: Lease) => Promise<T> | T;
+
+/** One holding of a session, as `LOCK.HELD` lists it. */
+export interface Holding {
+  key: string;
+  mode: string;
+  fence: bigint;
+  /** The lease left, in ms (-1: made permanent). */
+  pttl: number;
+}
+
+function holdingOf(entry: unknown): Holding {
+  const [key, mode, fence, pttl] = Array.isArray(entry) ? entry : [];
+  return { key: String(key), mode: String(mode), fence: toBigInt(fence), pttl: toNumber(pttl) };
+}
 
 export class Locks {
   readonly prefix: string;
@@ -251,6 +274,26 @@ export class Locks {
     const failed = released.find((outcome) => outcome.status === "rejected");
     if (failed !== undefined) throw (failed as PromiseRejectedResult).reason;
     return result;
+  }
+
+  /** What the manager's sessions hold now, as the servers see it: `LOCK.HELD` of each
+   * session on every primary, put together (one entry per holding, never a token). */
+  async held(): Promise<Holding[]> {
+    const names = [...this.#sessions.values()];
+    if (names.length === 0) return [];
+    const primaries = await this.#transport.primaries();
+    const replies = await Promise.all(
+      primaries.flatMap((node) =>
+        names.map(async (name) => {
+          try {
+            return await this.#transport.callNode(node, ["LOCK.HELD", name]);
+          } catch (error) {
+            throw fromReply(error, "", "LOCK.HELD", this.#transport.describe(node));
+          }
+        }),
+      ),
+    );
+    return replies.flatMap((reply) => (Array.isArray(reply) ? reply : []).map(holdingOf));
   }
 
   /** Ends the manager's sessions: `LOCK.CLOSE` on every primary releases every lock

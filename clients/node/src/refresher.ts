@@ -5,7 +5,7 @@
 // refresh moves the lease's deadline to ttl after the batch was *sent*; an answer that
 // the token no longer holds marks the lease lost at once. A batch that fails is tried
 // again soon; the lease's own deadline timer reports the loss if none gets through.
-import { now } from "./clock.js";
+import { now, timerDelay } from "./clock.js";
 import type { Lease } from "./lease.js";
 import { type Arg, parseFlag, parseHeld, toNumber } from "./protocol.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
@@ -78,12 +78,20 @@ export class Refresher {
       }
       if (session !== undefined && session.nodes.size === 0) this.#sessions.delete(session.name);
     }
+    this.#stopIfIdle();
+  }
+
+  /** With nothing left to keep alive, its connections are closed: an open connection
+   * keeps the process alive. The next lease opens them again. */
+  #stopIfIdle(): void {
+    if (this.#own.size === 0 && this.#sessions.size === 0) this.stop();
   }
 
   /** The leases of session `name`, forgotten (the manager closed it). */
   takeSession(name: string): Lease[] {
     const session = this.#sessions.get(name);
     this.#sessions.delete(name);
+    this.#stopIfIdle();
     return [...(session?.nodes.values() ?? [])].flatMap((leases) => [...leases]);
   }
 
@@ -109,7 +117,7 @@ export class Refresher {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (next === Infinity) return;
-    this.#timer = setTimeout(() => void this.#turn(), Math.max(0, Math.ceil(next - now())));
+    this.#timer = setTimeout(() => void this.#turn(), timerDelay(next - now()));
     this.#timer.unref();
   }
 
@@ -186,7 +194,7 @@ export class Refresher {
       // Bounded: an answer later than the shortest lease in it is worth nothing, and a
       // connection that does not answer is replaced.
       const bound = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error("no answer in time")), this.#bound(batch));
+        timer = setTimeout(() => reject(new Error("no answer in time")), timerDelay(this.#bound(batch)));
       });
       const sending = link.batch(batch.map(([args]) => args));
       sending.catch(() => undefined);
@@ -226,7 +234,7 @@ export class Refresher {
       own.lease.confirm(sentAt);
       own.due = sentAt + own.lease.ttl * REFRESH_SHARE;
     } else {
-      this.#own.delete(own.lease);
+      this.remove(own.lease);
       own.lease.foundGone();
     }
   }

@@ -49,14 +49,20 @@ export async function standalone(library: Library, server: Server, options: Clie
   return { client, close: async () => client.destroy() };
 }
 
-export async function clustered(library: Library, cluster: Cluster): Promise<Made> {
+export async function clustered(library: Library, cluster: Cluster, options: ClientOptions = {}): Promise<Made> {
   if (library === "ioredis") {
-    const client = new IoCluster(cluster.startup.map(({ host, port }) => ({ host, port })));
+    const client = new IoCluster(
+      cluster.startup.map(({ host, port }) => ({ host, port })),
+      options.timeout === undefined ? {} : { redisOptions: { commandTimeout: options.timeout } },
+    );
     client.on("error", () => undefined);
     return { client, close: async () => void client.disconnect() };
   }
   const client = createCluster({
     rootNodes: cluster.startup.map(({ host, port }) => ({ socket: { host, port } })),
+    ...(options.timeout === undefined
+      ? {}
+      : { defaults: { socket: { socketTimeout: options.timeout }, pingInterval: Math.floor(options.timeout / 3) } }),
   });
   client.on("error", () => undefined);
   await client.connect();

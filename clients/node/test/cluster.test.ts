@@ -46,8 +46,8 @@ for (const library of LIBRARIES) {
   describe(`${library}, cluster`, () => {
     const made: Made[] = [];
     const managers: Locks[] = [];
-    async function manager(): Promise<Locks> {
-      const client = await clustered(library, cluster);
+    async function manager(timeout?: number): Promise<Locks> {
+      const client = await clustered(library, cluster, timeout === undefined ? {} : { timeout });
       made.push(client);
       const locks = new Locks(client.client);
       managers.push(locks);
@@ -88,11 +88,50 @@ for (const library of LIBRARIES) {
       for (const node of cluster.nodes) {
         assert.equal(((await node.call("LOCK.HELD", session)) as unknown[]).length, 4);
       }
+      const held = await locks.held(); // every primary's, put together
+      assert.deepEqual(held.map((holding) => holding.key).sort(), leases.map((lease) => lease.key).sort());
+      assert.ok(held.every((holding) => holding.mode === "exclusive" && holding.pttl > 0));
       await locks.close();
       for (const lease of leases) {
         assert.equal(lease.lostReason, "closed");
         assert.equal(await cluster.nodeOf(lease.key).call("EXISTS", lease.key), 0);
       }
+    });
+
+    test("a client timeout shorter than the wait; an abandoned wait leaves nothing behind", async () => {
+      const holder = await manager();
+      const waiter = await manager(200);
+      for (const name of spread(`timeouts-${library}`, 1)) {
+        const held = await holder.acquire(name, { ttl: 30_000 });
+        const node = cluster.nodeOf(held.key);
+        const waiting = waiter.acquire(name, { ttl: 30_000, wait: 20_000 });
+        await untilWaiters(node, held.key, 1);
+        await sleep(600); // three client timeouts
+        await holder.release(held);
+        const lease = await waiting;
+        assert.equal((await lockInfo(node, lease.key)).fence, Number(lease.fence));
+        // Abandoned: nothing queued, and the release grants nobody.
+        const controller = new AbortController();
+        const abandoned = holder.acquire(name, { ttl: 30_000, wait: 60_000, signal: controller.signal });
+        await untilWaiters(node, held.key, 1);
+        controller.abort();
+        await assert.rejects(abandoned, (error: unknown) => error instanceof Error && error.name === "AbortError");
+        await untilWaiters(node, held.key, 0);
+        assert.equal(await waiter.release(lease), true);
+        assert.equal(await node.call("EXISTS", held.key), 0);
+      }
+    });
+
+    test("once on three processes runs the job once", async () => {
+      const processes = [await manager(), await manager(), await manager()];
+      let runs = 0;
+      const name = `cron-${library}`;
+      const outcomes = await Promise.all(
+        processes.map((locks) => locks.once(name, { minHold: 30_000 }, () => ++runs)),
+      );
+      assert.equal(runs, 1);
+      assert.equal(outcomes.filter((outcome) => outcome === undefined).length, 2);
+      assert.ok(Number(await cluster.nodeOf(`lock:${name}`).call("PTTL", `lock:${name}`)) > 0);
     });
 
     test("lockAll on one slot (hash tags); a slot in migration answers TRYAGAIN, asked again", async () => {

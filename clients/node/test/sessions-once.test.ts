@@ -110,6 +110,20 @@ for (const library of LIBRARIES) {
       assert.ok((fences[1] ?? 0n) > busy.fence);
     });
 
+    test("value and lockDelay reach the server (VALUE, LOCKDELAY), also as the manager's default", async () => {
+      const { locks } = await manager({ locks: { lockDelay: 60_000 } });
+      const lease = await locks.acquire(`delay-${library}`, { ttl: 30_000, value: "worker-7" });
+      const info = await lockInfo(server, lease.key);
+      assert.equal(info.value, "worker-7");
+      // The key lives for the lease plus the delay; the lease itself is the ttl.
+      assert.ok(Number(info["ttl-ms"]) <= 30_000);
+      assert.ok(Number(await server.call("PTTL", lease.key)) > 60_000);
+      await locks.release(lease);
+      const own = await locks.acquire(`delay-${library}`, { ttl: 30_000, lockDelay: 90_000 });
+      assert.ok(Number(await server.call("PTTL", own.key)) > 90_000);
+      await locks.release(own);
+    });
+
     test("a wait that would close a cycle: Deadlock, nothing queued", async () => {
       const first = (await manager()).locks;
       const second = (await manager()).locks;

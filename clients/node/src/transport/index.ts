@@ -5,6 +5,7 @@ import {
   isNodeRedisClient,
   isNodeRedisCluster,
   isNodeRedisSentinel,
+  isOldNodeRedisSentinel,
   nodeRedisClusterTransport,
   nodeRedisSentinelTransport,
   nodeRedisTransport,
@@ -20,6 +21,13 @@ export function transportOf(client: unknown): Transport {
     if (isIoRedis(client)) return ioRedisTransport(client);
     if (isNodeRedisCluster(client)) return nodeRedisClusterTransport(client);
     if (isNodeRedisSentinel(client)) return nodeRedisSentinelTransport(client);
+    if (isOldNodeRedisSentinel(client)) {
+      throw new TypeError(
+        "a node-redis Sentinel client needs node-redis 6 or later here (its duplicate() makes" +
+          " the connections waits run on); with node-redis 5, use ioredis's Sentinel support or" +
+          " a client of the current master",
+      );
+    }
     if (isNodeRedisClient(client)) return nodeRedisTransport(client);
   }
   throw new TypeError(

@@ -1,7 +1,7 @@
 // The node-redis adapter (v5 and later): `createClient`, `createCluster` and
-// `createSentinel`. The cluster client routes by the key given with `sendCommand`
-// (module commands are unknown to it, so the key is passed by hand) and follows MOVED
-// and ASK itself; TRYAGAIN, which it hands to the application, is retried here. Links are
+// `createSentinel` (node-redis 6 and later: v5's has no `duplicate()`). The cluster
+// client routes by the key given with `sendCommand` (module commands are unknown to it,
+// so the key is passed by hand) and follows MOVED and ASK itself; TRYAGAIN, which it hands to the application, is retried here. Links are
 // `duplicate()`s without `socketTimeout` or command timeout.
 import type { Arg } from "../protocol.js";
 import { keySlot } from "../slot.js";
@@ -50,6 +50,11 @@ export function isNodeRedisCluster(client: object): client is NodeRedisClusterLi
 
 export function isNodeRedisSentinel(client: object): client is NodeRedisSentinelLike {
   return hasFunctions(client, ["sendCommand", "getMasterNode", "acquire", "duplicate"]);
+}
+
+/** node-redis 5's Sentinel client: no `duplicate()`. */
+export function isOldNodeRedisSentinel(client: object): boolean {
+  return hasFunctions(client, ["sendCommand", "getMasterNode", "acquire"]) && !isNodeRedisSentinel(client);
 }
 
 export function isNodeRedisClient(client: object): client is NodeRedisClientLike {
