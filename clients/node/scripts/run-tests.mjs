@@ -24,9 +24,19 @@ if (files.length === 0) {
   console.error("no test file matches");
   process.exit(1);
 }
-const run = spawnSync(
-  process.execPath,
-  ["--test", "--test-concurrency=1", ...files],
-  { stdio: "inherit" },
-);
-process.exit(run.status ?? 1);
+// One file at a time: `--test-concurrency` where this Node has it (20.10 and later);
+// Node 18 does not know the flag (a "bad option" error), so there each file gets a run
+// of its own, and the first failure is the exit status.
+const [major, minor] = process.versions.node.split(".").map(Number);
+if (major > 20 || (major === 20 && minor >= 10)) {
+  const run = spawnSync(process.execPath, ["--test", "--test-concurrency=1", ...files], {
+    stdio: "inherit",
+  });
+  process.exit(run.status ?? 1);
+}
+let status = 0;
+for (const file of files) {
+  const run = spawnSync(process.execPath, ["--test", file], { stdio: "inherit" });
+  if (status === 0) status = run.status ?? 1;
+}
+process.exit(status);

@@ -22,6 +22,13 @@ function commandOf(command: ReadonlyArray<Arg | readonly Arg[]>): Arg[] {
   return [...args];
 }
 
+/** Where a lease sent at `sentAt` with `ttl` ends for the client: 1 ms short of the send
+ * plus the ttl. The server starts a lease at the whole millisecond it runs the command
+ * in, rounded down, so its lease can end up to 1 ms before the send plus the ttl. */
+function leaseEnd(sentAt: number, ttl: number): number {
+  return sentAt + ttl - 1;
+}
+
 export class Lease {
   /** The lock's name, as given (without the manager's prefix). */
   readonly name: string;
@@ -67,12 +74,12 @@ export class Lease {
     this.ttl = fields.ttl;
     this.session = fields.session;
     this.acquiredAt = fields.sentAt;
-    this.#deadline = fields.sentAt + fields.ttl;
+    this.#deadline = leaseEnd(fields.sentAt, fields.ttl);
     this.#arm();
   }
 
   /** The time (on `performance.now()`'s clock, in ms) until which the lock is surely
-   * held: ttl after the send of the acquire, or of the last refresh (or session
+   * held: ttl less 1 ms after the send of the acquire, or of the last refresh (or session
    * keepalive) the server confirmed. The server's lease ends no earlier. */
   get deadline(): number {
     return this.#deadline;
@@ -146,7 +153,7 @@ export class Lease {
   /** @internal A refresh or keepalive sent at `sentAt` was confirmed. */
   confirm(sentAt: number): void {
     if (this.#lostError !== undefined || this.#released) return;
-    const deadline = sentAt + this.ttl;
+    const deadline = leaseEnd(sentAt, this.ttl);
     if (deadline > this.#deadline) {
       this.#deadline = deadline;
       this.#arm();
