@@ -226,6 +226,90 @@ fn config_resetstat_resets_the_distributions_and_counters_but_not_for_a_refused_
     assert!(count(&mut con, "fence_clock") > 0);
 }
 
+/// The server's clock in ms (`TIME`).
+fn server_ms(con: &mut Connection) -> i64 {
+    let (seconds, micros): (i64, i64) = cmd("TIME").query(con).unwrap();
+    seconds * 1_000 + micros / 1_000
+}
+
+/// A lease that ran out is a holding until its lease's end, not until Redis got round
+/// to deleting its key: with the expiry cycle off, the key stays 400 ms past its
+/// lease, and the holding still counts 100 ms — its lease as last refreshed (the
+/// refresh, pipelined with the grant, cut a 60 s lease to 100 ms), exclusive or shared.
+#[test]
+fn a_lease_that_ran_out_is_measured_to_its_end_not_to_the_keys_deletion() {
+    let server = Server::start();
+    let mut con = server.connect();
+    without_active_expiry(&mut con);
+    for (key, mode) in [("solo", &[][..]), ("shared", &["SHARED"][..])] {
+        let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+        let token = format!("token-{key}");
+        let mut pipe = redis::pipe();
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(key)
+            .arg(60_000)
+            .arg("TOKEN")
+            .arg(&token)
+            .arg(mode);
+        pipe.cmd("LOCK.REFRESH").arg(key).arg(&token).arg(100);
+        let ((_, fence), refreshed): ((String, i64), i64) = pipe.query(&mut con).unwrap();
+        assert_eq!(refreshed, 1);
+        eventually(
+            Duration::from_secs(30),
+            "the key outlived its lease",
+            || server_ms(&mut con) > fence_ms(fence) + 500,
+        );
+        // The read expires the key.
+        let _: bool = cmd("EXISTS").arg(key).query(&mut con).unwrap();
+        assert_eq!(count(&mut con, "holds"), 1, "{key}");
+        let held_us = count(&mut con, "hold_usec_sum");
+        // 100 ms, plus the moment between the grant and the refresh (pipelined; a
+        // measure to the deletion would be 500 ms or more).
+        assert!(
+            (99_000..250_000).contains(&held_us),
+            "{key}: held {held_us} µs"
+        );
+    }
+}
+
+/// Fences come from the clock only while the fence clock is not ahead of it: after a
+/// jump ahead (here `LOCK.CLOCK`, as a fence loaded or replicated from a server whose
+/// clock runs ahead would make it), a holding still shows its age in `LOCK.TOP` and
+/// counts its length in the hold histogram.
+#[test]
+fn after_the_fence_clock_jumps_ahead_a_holdings_age_and_length_still_count() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let hour_ahead_us = (server_ms(&mut con) + 3_600_000) * 1_000;
+    let _: () = cmd("LOCK.CLOCK")
+        .arg(hour_ahead_us)
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    let granted_ms = server_ms(&mut con);
+    let (token, fence) = hold(&mut con, "ahead", 60_000, &[]);
+    assert!(fence > hour_ahead_us, "the fence follows the clock ahead");
+    let (shared_token, _) = hold(&mut con, "ahead-shared", 60_000, &["SHARED"]);
+    eventually(Duration::from_secs(30), "300 ms went by", || {
+        server_ms(&mut con) > granted_ms + 300
+    });
+    for (key, held_ms) in top(&mut con, &["BY", "held"])
+        .into_iter()
+        .map(|entry| (entry.0, entry.3))
+    {
+        assert!(held_ms >= 300, "{key} held {held_ms} ms");
+    }
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "ahead", &token]), 1);
+    assert_eq!(
+        int(&mut con, &["LOCK.RELEASE", "ahead-shared", &shared_token]),
+        1
+    );
+    assert_eq!(count(&mut con, "holds"), 2);
+    // The exclusive holding counts its 300 ms and more; a shared holder's fence is all
+    // that tells its start, so it counts from the fence as before (0 here).
+    assert!(count(&mut con, "hold_usec_sum") >= 300_000);
+}
+
 /// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
 /// first with 5, then the other with 1, then a held key nobody waits for; no token in
 /// any reply (holders' and waiters' chosen ones included).
