@@ -32,11 +32,11 @@ pub struct Entry {
     pub key: Vec<u8>,
     /// Clients queued for the key.
     pub waiters: usize,
-    /// How long the first of them has waited, ms (0 without waiters).
-    pub longest_wait_ms: u64,
-    /// How long the current holding has lasted, ms: a shared lock's oldest holder's
-    /// (0 without a holder).
-    pub held_ms: u64,
+    /// How long the first of them has waited, µs (0 without waiters; shown in ms).
+    pub longest_wait_us: u64,
+    /// How long the current holding has lasted, µs: a shared lock's oldest holder's
+    /// (0 without a holder; shown in ms).
+    pub held_us: u64,
 }
 
 /// Parses the arguments after the command name. `COUNT` an integer (else
@@ -62,31 +62,33 @@ pub fn parse(args: &[&[u8]]) -> Result<TopRequest, CommandError> {
 
 /// How two entries compare in the order asked for: by waiters, then the longest wait,
 /// then the longest holding; by holding, then waiters, then the longest wait; the key's
-/// name last, so that the order is always the same.
+/// name last. Durations compare in µs, not in the ms shown: two keys whose ages share
+/// a millisecond keep their order from one call to the next, as their ages grow
+/// together.
 pub fn compare(by: By, a: &Entry, b: &Entry) -> Ordering {
     match by {
         By::Waiters => (
             Reverse(a.waiters),
-            Reverse(a.longest_wait_ms),
-            Reverse(a.held_ms),
+            Reverse(a.longest_wait_us),
+            Reverse(a.held_us),
             &a.key,
         )
             .cmp(&(
                 Reverse(b.waiters),
-                Reverse(b.longest_wait_ms),
-                Reverse(b.held_ms),
+                Reverse(b.longest_wait_us),
+                Reverse(b.held_us),
                 &b.key,
             )),
         By::Held => (
-            Reverse(a.held_ms),
+            Reverse(a.held_us),
             Reverse(a.waiters),
-            Reverse(a.longest_wait_ms),
+            Reverse(a.longest_wait_us),
             &a.key,
         )
             .cmp(&(
-                Reverse(b.held_ms),
+                Reverse(b.held_us),
                 Reverse(b.waiters),
-                Reverse(b.longest_wait_ms),
+                Reverse(b.longest_wait_us),
                 &b.key,
             )),
     }
@@ -107,16 +109,16 @@ pub fn rank(mut entries: Vec<Entry>, request: TopRequest) -> Vec<Entry> {
 
 /// Whether `ranked` (a `rank` of some of the keys) is the listing of all of them, when
 /// every key left out holds nobody's wait and has held no longer than `boundary`'s
-/// age, or as long but with a later name — `boundary` being `(age ms, name)` of the
+/// age, or as long but with a later name — `boundary` being `(age µs, name)` of the
 /// last key looked at, with the keys not looked at ordered after it: then none of them
 /// could come before the last entry listed.
 pub fn settled(ranked: &[Entry], request: TopRequest, boundary: (u64, &[u8])) -> bool {
-    let (held_ms, key) = boundary;
+    let (held_us, key) = boundary;
     let boundary = Entry {
         key: key.to_vec(),
         waiters: 0,
-        longest_wait_ms: 0,
-        held_ms,
+        longest_wait_us: 0,
+        held_us,
     };
     ranked.len() >= request.count
         && ranked
@@ -128,12 +130,12 @@ pub fn settled(ranked: &[Entry], request: TopRequest, boundary: (u64, &[u8])) ->
 mod tests {
     use super::*;
 
-    fn entry(key: &str, waiters: usize, longest_wait_ms: u64, held_ms: u64) -> Entry {
+    fn entry(key: &str, waiters: usize, longest_wait_us: u64, held_us: u64) -> Entry {
         Entry {
             key: key.as_bytes().to_vec(),
             waiters,
-            longest_wait_ms,
-            held_ms,
+            longest_wait_us,
+            held_us,
         }
     }
 

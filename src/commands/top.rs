@@ -112,8 +112,8 @@ fn line_of(
     }
     Some(Entry {
         waiters,
-        longest_wait_ms: held_for_us(waiting_since_us, now_us) / 1000,
-        held_ms: held_since.map_or(0, |since| held_for_us(since, now_us) / 1000),
+        longest_wait_us: held_for_us(waiting_since_us, now_us),
+        held_us: held_since.map_or(0, |since| held_for_us(since, now_us)),
         key: name.to_vec(),
     })
 }
@@ -149,7 +149,7 @@ fn reply(entry: Entry) -> RedisValue {
     RedisValue::Array(vec![
         RedisValue::StringBuffer(entry.key),
         integer(u64::try_from(entry.waiters).unwrap_or(u64::MAX)),
-        integer(entry.longest_wait_ms),
-        integer(entry.held_ms),
+        integer(entry.longest_wait_us / 1000),
+        integer(entry.held_us / 1000),
     ])
 }

@@ -300,7 +300,7 @@ pub fn noted(db: i32, name: &[u8]) -> Option<Noted> {
 }
 
 /// The first `want` names of `db` in the order of `LOCK.TOP BY held` if each were held
-/// as long as its note allows at `now_us` (its age in ms, longest first, then the name),
+/// as long as its note allows at `now_us` (its age in µs, longest first, then the name),
 /// each with that age: no holding of a name is older than its note (a shared lock's
 /// oldest holder may have left), so a listing taken from these is exact once the
 /// ages found are at least the last one's. Copies: opening a key may unlink it, which
@@ -316,8 +316,8 @@ pub fn oldest(db: i32, now_us: u64, want: usize) -> (Vec<(u64, Vec<u8>)>, bool) 
         // A max-heap of the best `want` so far: its top is the worst of them.
         let mut best: BinaryHeap<(Reverse<u64>, &[u8])> = BinaryHeap::with_capacity(want + 1);
         for (name, noted) in names.iter() {
-            let age_ms = now_us.saturating_sub(noted.since_us) / 1000;
-            let candidate = (Reverse(age_ms), name.as_bytes());
+            let age_us = now_us.saturating_sub(noted.since_us);
+            let candidate = (Reverse(age_us), name.as_bytes());
             if best.len() < want {
                 best.push(candidate);
             } else if best.peek().is_some_and(|worst| candidate < *worst) {
@@ -329,7 +329,7 @@ pub fn oldest(db: i32, now_us: u64, want: usize) -> (Vec<(u64, Vec<u8>)>, bool) 
         let listed = best
             .into_sorted_vec()
             .into_iter()
-            .map(|(Reverse(age_ms), name)| (age_ms, name.to_vec()))
+            .map(|(Reverse(age_us), name)| (age_us, name.to_vec()))
             .collect();
         (listed, all)
     })

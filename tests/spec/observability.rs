@@ -369,6 +369,50 @@ fn lock_top_lists_the_most_waited_for_first_and_never_a_token() {
     assert!(!top_keys(&mut con, &[]).contains(&"idle".to_string()));
 }
 
+/// Any `COUNT` lists the first entries of the whole listing, in either order: the keys
+/// `LOCK.TOP` looks at for a short listing (the longest held by their index entry)
+/// include every key that belongs in it, also where a shared lock's oldest holder left
+/// (its index entry then older than its holding) and where waiters come first.
+#[test]
+fn lock_top_with_any_count_lists_the_start_of_the_whole_listing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut leaving = Vec::new();
+    for i in 0..24 {
+        let key = format!("k{:02}", (i * 7) % 24);
+        if i % 3 == 0 {
+            let (first, _) = hold(&mut con, &key, 60_000, &["SHARED"]);
+            leaving.push((key.clone(), first));
+        }
+        hold(&mut con, &key, 60_000, &["SHARED"]);
+        if i % 5 == 0 {
+            thread::sleep(Duration::from_millis(3));
+        }
+    }
+    for (key, token) in &leaving {
+        assert_eq!(int(&mut con, &["LOCK.RELEASE", key, token]), 1);
+    }
+    let (_, _) = hold(&mut con, "waited", 60_000, &[]);
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&["LOCK.ACQUIRE", "waited", "60000", "BLOCK", "0"]]);
+    wait_for_waiters(&mut con, "waited", 1);
+    for by in ["waiters", "held"] {
+        let whole = top(&mut con, &["COUNT", "100", "BY", by]);
+        assert_eq!(whole.len(), 25);
+        for count in 1..=25 {
+            let listed = top(&mut con, &["COUNT", &count.to_string(), "BY", by]);
+            let keys = |entries: &[(String, i64, i64, i64)]| -> Vec<String> {
+                entries.iter().map(|entry| entry.0.clone()).collect()
+            };
+            assert_eq!(
+                keys(&listed),
+                keys(&whole[..count]),
+                "BY {by} COUNT {count}"
+            );
+        }
+    }
+}
+
 /// `SWAPDB` of a database with itself changes nothing, `LOCK.TOP`'s held keys included;
 /// a swap of two databases moves them.
 #[test]
