@@ -17,8 +17,8 @@
 //!
 //! Names of up to 22 bytes (most lock names) are kept inline in the table's slot, so
 //! noting and forgetting a lock allocates nothing: each is one hash and one probe.
-//! The index costs about 50 B a held key (`fencelock.track-held-keys`, on by default).
-//! Switched off, nothing is noted and the index is dropped at the next grant:
+//! The index costs about 60 B a held key (measured with 100,000 names of 18 bytes;
+//! `fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the index is dropped at the next grant:
 //! `LOCK.TOP` then sees only the keys clients wait for; switched on again, a key held
 //! meanwhile is noted at its next grant.
 
