@@ -366,8 +366,8 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
-        // Its holding's end is recorded with the key's deletion (`follow_latest_lease`).
-        follow_latest_lease(ctx, key)?;
+        // Its holding's end is recorded with the key's deletion.
+        delete_lock(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
     lock_events::notify(ctx, lock_events::RELEASED, name);
@@ -437,17 +437,29 @@ fn follow_latest_lease(ctx: &Context, key: &LockKey) -> Result<(), CommandError>
         Some(LockRef::Shared(set)) => set.latest_deadline(),
         _ => None,
     };
-    let written = match latest {
-        Some(latest) => key.set_deadline(latest),
-        None => {
-            let deleted = key.delete();
-            // What the key still held (an exclusive holding; a shared set's holders
-            // were taken out, and counted, before) ends here.
-            unlinked::deleted_by_us();
-            deleted
-        }
-    };
-    written.then_some(()).ok_or(CommandError::WriteFailed)
+    match latest {
+        Some(latest) => key
+            .set_deadline(latest)
+            .then_some(())
+            .ok_or(CommandError::WriteFailed),
+        None => delete_key(key),
+    }
+}
+
+/// An exclusive lock's holder left: its key goes (`follow_latest_lease` without the
+/// look at the value the caller already took).
+fn delete_lock(ctx: &Context, key: &LockKey) -> Result<(), CommandError> {
+    observers_hear(ctx, key);
+    delete_key(key)
+}
+
+/// Deletes a lock key whose last holder left.
+fn delete_key(key: &LockKey) -> Result<(), CommandError> {
+    let deleted = key.delete();
+    // What the key still held (an exclusive holding; a shared set's holders were taken
+    // out, and counted, before) ends here.
+    unlinked::deleted_by_us();
+    deleted.then_some(()).ok_or(CommandError::WriteFailed)
 }
 
 /// Removes the shared holders whose lease ended by `now_ms`, each announced as

@@ -107,7 +107,6 @@ pub const UNKNOWN_SINCE: u64 = 0;
 type Names = HashMap<Name, Noted, foldhash::fast::RandomState>;
 
 /// The names of each database, by its number (an empty table allocates nothing).
-#[derive(Default)]
 struct Held(Vec<Names>);
 
 impl Held {
@@ -129,7 +128,8 @@ impl Held {
 }
 
 thread_local! {
-    static HELD: RefCell<Held> = RefCell::new(Held::default());
+    // Made without a first-use check: every grant and unlink comes here.
+    static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
 }
 
 /// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
