@@ -25,6 +25,7 @@
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,12 +164,16 @@ pub fn note(db: i32, name: &[u8], noted: Noted, joined: bool) {
         let Some(names) = held.db_or_new(db) else {
             return;
         };
-        // One hash: a name already there (one more shared holder) is updated in place.
-        match names.get_mut(name) {
-            Some(kept) if joined => kept.since_us = kept.since_us.min(noted.since_us),
-            Some(kept) => *kept = noted,
-            None => {
-                names.insert(Name::new(name), noted);
+        // One hash: a name already there (one more shared holder) is updated in place
+        // (a name made for it is dropped: only one over `INLINE` bytes allocated).
+        match names.entry(Name::new(name)) {
+            Entry::Occupied(mut kept) if joined => {
+                let kept = kept.get_mut();
+                kept.since_us = kept.since_us.min(noted.since_us);
+            }
+            Entry::Occupied(mut kept) => *kept.get_mut() = noted,
+            Entry::Vacant(room) => {
+                room.insert(noted);
             }
         }
     });
