@@ -43,7 +43,7 @@ macro_rules! std_table {
     };
 }
 
-std_table!([K: Eq + Hash, V] HashMap<K, V>);
+std_table!([K: Eq + Hash, V, S: std::hash::BuildHasher] HashMap<K, V, S>);
 std_table!([T: Eq + Hash, S: std::hash::BuildHasher] HashSet<T, S>);
 std_table!([T] VecDeque<T>);
 

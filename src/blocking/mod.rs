@@ -399,6 +399,7 @@ fn grant_first(ctx: &Context, key: &mut LockKey, id: &KeyId) -> bool {
                 mode,
                 generated: generated.as_ref(),
                 extras: wanted.extras(),
+                now_us,
             };
             effects::grant(ctx, key, &new).map(|_| ())
         }

@@ -208,14 +208,9 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
     };
     let extras = asked.extras();
     let current = key.lock()?;
+    let now_us = server_clock::now_micros();
     let decision = node_fence::with_clock(|fences| {
-        lock::acquire(
-            current,
-            &request_of,
-            fences,
-            server_clock::now_micros(),
-            now_ms,
-        )
+        lock::acquire(current, &request_of, fences, now_us, now_ms)
     });
     match decision {
         Decision::Granted { .. } if server::out_of_memory(ctx) => Err(CommandError::OutOfMemory),
@@ -227,6 +222,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
                 mode: asked.mode,
                 generated: generated.as_ref(),
                 extras,
+                now_us,
             };
             let change = effects::grant(ctx, &mut key, &new)?;
             blocking::after(ctx, &mut key, change);

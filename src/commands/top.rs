@@ -7,9 +7,9 @@
 //! holder, as `longest-wait-ms` is without waiters. Never shows a token. Read-only and
 //! keyless: in a cluster each primary answers for its own keys.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use fencelock_core::top::{self, Entry};
+use fencelock_core::top::{self, Entry, TopRequest};
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisResult, RedisString, RedisValue};
 
@@ -32,7 +32,7 @@ impl Command for Top {
     fn run(ctx: &Context, args: &[RedisString]) -> RedisResult {
         let rest: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
         let request = top::parse(&rest).map_err(to_redis)?;
-        let entries = top::rank(entries(ctx), request);
+        let entries = listing(ctx, request);
         Ok(RedisValue::Array(entries.into_iter().map(reply).collect()))
     }
 }
@@ -47,55 +47,99 @@ pub const SPEC: CommandSpec = CommandSpec {
     replication_form: false,
     summary: "Lists the most waited-for (or longest held) locks of this server: [key, waiters, longest-wait-ms, held-ms] each.",
     since: c"0.4.0",
-    complexity: c"O(N log N) in the keys held or waited for in the database",
+    complexity: c"O(N + W + C log C): N keys held, W waited for, C the count",
     arity: -1,
     keys: Keys::Declared,
 };
 
-/// One entry per key held or waited for in the selected database that the caller may
-/// read, with its waiters and holding now.
-fn entries(ctx: &Context) -> Vec<Entry> {
+/// The listing of the selected database: every key clients wait for (the contended
+/// ones, few) is looked at; of the keys only held, those the index of held keys ranks
+/// first by how long they may have been held, more of them only while a key not looked
+/// at could still come before the last one listed. So `COUNT 1` opens a key or two,
+/// not every held key.
+fn listing(ctx: &Context, request: TopRequest) -> Vec<Entry> {
     let db = selected_db(ctx);
     let now_us = server_clock::now_micros();
-    let mut waited: HashMap<Vec<u8>, (usize, u64)> = blocking::queued_keys(db)
-        .into_iter()
-        .map(|(name, waiters, since_us)| (name, (waiters, since_us)))
-        .collect();
-    let mut names: HashSet<Vec<u8>> = held_keys::names(db).into_iter().collect();
-    names.extend(waited.keys().cloned());
     let user = CallingUser::of(ctx);
-    names
-        .into_iter()
-        .filter(|name| user.as_ref().is_none_or(|user| user.may_read(name)))
-        .filter_map(|name| {
-            let (waiters, since_us) = waited.remove(&name).unwrap_or((0, now_us));
-            let held_since = oldest_fence(ctx, &name);
-            if waiters == 0 && held_since.is_none() {
-                return None;
-            }
-            Some(Entry {
-                waiters,
-                longest_wait_ms: held_for_us(since_us, now_us) / 1000,
-                held_ms: held_since.map_or(0, |fence| held_for_us(fence, now_us) / 1000),
-                key: name,
-            })
+    let readable = |name: &[u8]| user.as_ref().is_none_or(|user| user.may_read(name));
+    let waited: Vec<(Vec<u8>, usize, u64)> = blocking::queued_keys(db);
+    let waited_names: HashSet<&[u8]> = waited.iter().map(|(name, ..)| name.as_slice()).collect();
+    let waited_entries: Vec<Entry> = waited
+        .iter()
+        .filter(|(name, ..)| readable(name))
+        .filter_map(|(name, waiters, since_us)| {
+            line_of(ctx, db, name, (*waiters, *since_us), now_us)
         })
-        .collect()
+        .collect();
+    let mut want = request
+        .count
+        .saturating_add(waited.len())
+        .max(MIN_LOOKED_AT);
+    loop {
+        let (oldest, all) = held_keys::oldest(db, now_us, want);
+        let held_entries = oldest
+            .iter()
+            .filter(|(_, name)| !waited_names.contains(name.as_slice()) && readable(name))
+            .filter_map(|(_, name)| line_of(ctx, db, name, (0, now_us), now_us));
+        let ranked = top::rank(
+            waited_entries.iter().cloned().chain(held_entries).collect(),
+            request,
+        );
+        let boundary = oldest
+            .last()
+            .map(|(age_ms, name)| (*age_ms, name.as_slice()));
+        if all || boundary.is_none_or(|boundary| top::settled(&ranked, request, boundary)) {
+            return ranked;
+        }
+        want = want.saturating_mul(4);
+    }
 }
 
-/// The fence of the oldest live holding of `name` (a fence is the server's µs clock at
-/// its grant), if anybody holds it.
-fn oldest_fence(ctx: &Context, name: &[u8]) -> Option<u64> {
+/// Held keys looked at, at least, in a listing.
+const MIN_LOOKED_AT: usize = 16;
+
+/// `name`'s line with its `(waiters, waiting since µs)`, if anybody holds it or waits.
+fn line_of(
+    ctx: &Context,
+    db: i32,
+    name: &[u8],
+    (waiters, waiting_since_us): (usize, u64),
+    now_us: u64,
+) -> Option<Entry> {
+    let held_since = held_since(ctx, db, name, now_us);
+    if waiters == 0 && held_since.is_none() {
+        return None;
+    }
+    Some(Entry {
+        waiters,
+        longest_wait_us: held_for_us(waiting_since_us, now_us),
+        held_us: held_since.map_or(0, |since| held_for_us(since, now_us)),
+        key: name.to_vec(),
+    })
+}
+
+/// When the current holding of `name` began (µs on this server's wall clock), if
+/// anybody holds it: an exclusive holding's start as noted at its grant, else its
+/// fence (the granting server's clock in µs); a shared lock's oldest live holder's
+/// fence. A fence ahead of the clock (the fence clock jumped ahead of it) is no time:
+/// the start noted by the index of held keys stands for it.
+fn held_since(ctx: &Context, db: i32, name: &[u8], now_us: u64) -> Option<u64> {
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
     let now_ms = server_clock::command_ms();
+    let noted = held_keys::noted(db, name).map(|noted| noted.since_us);
+    let noted = noted.filter(|since| *since != held_keys::UNKNOWN_SINCE);
     match key.lock().ok()?? {
-        LockRef::Exclusive(held) => Some(held.fence()),
+        LockRef::Exclusive(held) => Some(noted.unwrap_or(held.fence().min(now_us))),
         LockRef::Shared(set) => set
             .all()
             .filter(|holder| holder.is_live(now_ms))
             .map(|holder| holder.holding().fence())
-            .min(),
+            .min()
+            .map(|fence| match noted {
+                Some(since) if fence > now_us => since,
+                _ => fence.min(now_us),
+            }),
         LockRef::Quarantined(_) => None,
     }
 }
@@ -105,7 +149,7 @@ fn reply(entry: Entry) -> RedisValue {
     RedisValue::Array(vec![
         RedisValue::StringBuffer(entry.key),
         integer(u64::try_from(entry.waiters).unwrap_or(u64::MAX)),
-        integer(entry.longest_wait_ms),
-        integer(entry.held_ms),
+        integer(entry.longest_wait_us / 1000),
+        integer(entry.held_us / 1000),
     ])
 }

@@ -11,7 +11,6 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::blocking;
-use crate::durations;
 use crate::ffi::server::{selected_db, slot_served_elsewhere};
 use crate::ffi::server_clock;
 use crate::hooks::filter;
@@ -77,6 +76,11 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     ) {
         blocking::follow_anew(ctx, name);
     }
+    // An exclusive lease moved by hand (`PEXPIRE`, `PERSIST` of a lock key) now ends
+    // with the key's new expiry: the index of held keys keeps it for the hold histogram.
+    if matches!(event, "persist" | "expire") && held_keys::is_noted(db, name) {
+        held_keys::note_expiry(ctx, name);
+    }
     // A lock that arrives under this name brings its sessions' holdings with it.
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
@@ -98,15 +102,7 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
         && matches!(event, "expired" | "evicted" | "del")
         && !moved
     {
-        let now_us = server_clock::now_micros();
-        unlinked::each_held(|fence, end_us| {
-            let end_us = if end_us == 0 {
-                now_us
-            } else {
-                end_us.min(now_us)
-            };
-            durations::holding_ended_now(fence, end_us);
-        });
+        unlinked::held_ended(server_clock::now_micros());
     }
     // Keys nobody waits for need nothing more: the common case stays cheap.
     if !blocking::anyone_waiting() {
@@ -140,29 +136,42 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
         LockRef::Shared(set) => set.len(),
         LockRef::Exclusive(_) | LockRef::Quarantined(_) => 1,
     };
+    let noted = held_keys::forget(db, name);
     observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
-    unlinked::note(db, name, Gone::Lock { holders });
-    note_held(lock);
-    held_keys::forget(db, name);
+    unlinked::note(db, name, Gone::Lock { holders }, |held| {
+        note_held(lock, noted, held);
+    });
     blocking::note_unlinked(db, name);
 }
 
 /// The holdings of an unlinked lock, kept with the note until Redis says why it went
-/// (`on_event`): their fences, and the end of a lease with a lock-delay that ran out
-/// (a done record, also quarantined, has no holding left).
-fn note_held(lock: LockRef) {
+/// (`on_event`), as (start µs, end µs or 0): an exclusive holding's start and lease end
+/// as the index of held keys noted them (else its fence, and "when announced"), a
+/// shared holder's fence and lease end, a lock-delay's lease end (a done record, also
+/// quarantined, has no holding left).
+fn note_held(lock: LockRef, noted: Option<held_keys::Noted>, held: &mut Vec<(u64, u64)>) {
+    let us_of = |end_ms: i64| match u64::try_from(end_ms) {
+        Ok(end_ms) if end_ms != i64::MAX as u64 => end_ms.saturating_mul(1000),
+        _ => 0,
+    };
+    let start_of = |fence: u64| match noted {
+        Some(noted) if noted.since_us != held_keys::UNKNOWN_SINCE => noted.since_us,
+        _ => fence,
+    };
     match lock {
-        LockRef::Exclusive(held) => unlinked::note_held([(held.fence(), 0)]),
-        LockRef::Shared(set) => {
-            unlinked::note_held(set.all().map(|holder| (holder.holding().fence(), 0)));
+        LockRef::Exclusive(holding) => {
+            let end_ms = noted.map_or(i64::MAX, |noted| noted.lease_end_ms);
+            let end_ms = holding.lease_end_ms().map_or(end_ms, |own| own.min(end_ms));
+            held.push((start_of(holding.fence()), us_of(end_ms)));
         }
-        LockRef::Quarantined(held) if held.lock_delay_ms() > 0 => {
-            let end_us = held
-                .lease_end_ms()
-                .and_then(|end| u64::try_from(end).ok())
-                .map_or(0, |end| end.saturating_mul(1000));
-            unlinked::note_held([(held.fence(), end_us)]);
+        LockRef::Shared(set) => held.extend(
+            set.all()
+                .map(|holder| (holder.holding().fence(), us_of(holder.deadline_ms()))),
+        ),
+        LockRef::Quarantined(holding) if holding.lock_delay_ms() > 0 => {
+            let end_ms = holding.lease_end_ms().unwrap_or(i64::MAX);
+            held.push((start_of(holding.fence()), us_of(end_ms)));
         }
         LockRef::Quarantined(_) => {}
     }
@@ -170,5 +179,5 @@ fn note_held(lock: LockRef) {
 
 /// A fence mark is being unlinked; only its eviction or expiry (announced next) matters.
 pub fn on_mark_unlink(db: i32, name: &[u8], fence: u64) {
-    unlinked::note(db, name, Gone::Mark { fence });
+    unlinked::note(db, name, Gone::Mark { fence }, |_| {});
 }

@@ -71,6 +71,7 @@ pub fn write(
             mode: grant.mode,
             generated: grant.generated,
             extras: grant.extras,
+            now_us: server_clock::now_micros(),
         };
         effects::grant(ctx, key, &new)?
     } else {

@@ -57,6 +57,8 @@ pub struct NewHolder<'a> {
     pub generated: Option<&'a Generated>,
     /// The holding's session and lock-delay.
     pub extras: Extras<'a>,
+    /// The wall clock (µs) the fence was issued at: when the holding begins.
+    pub now_us: u64,
 }
 
 /// Makes `token` a holder under `fence` until `deadline_ms`, in `mode`: the key's value
@@ -71,6 +73,7 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
         mode,
         generated,
         extras,
+        now_us,
     } = *new;
     let holding = match generated {
         Some(generated) => Holding::pack_generated(generated, fence, extras),
@@ -84,6 +87,7 @@ pub fn grant(ctx: &Context, key: &mut LockKey, new: &NewHolder) -> Result<Change
         Some(deadline_ms),
         mode,
         generated.is_some(),
+        now_us,
     )?;
     let name = key.name();
     if let Some(session) = extras.session {
@@ -109,7 +113,15 @@ pub fn apply(
     mode: Mode,
 ) -> Result<Change, CommandError> {
     let session = holding.session().map(Cow::into_owned);
-    put_holder(ctx, key, holding, deadline_ms, mode, false)?;
+    put_holder(
+        ctx,
+        key,
+        holding,
+        deadline_ms,
+        mode,
+        false,
+        server_clock::now_micros(),
+    )?;
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }
@@ -118,7 +130,8 @@ pub fn apply(
 
 /// The one write of a holder, for grants and applies. A shared holder joins a set of
 /// its mode (its token looked up unless `fresh`) or starts one; the key's expiry stays
-/// the latest lease.
+/// the latest lease. The index of held keys notes it as begun at `now_us` (or at its
+/// fence, if older: a holding applied from a primary or the AOF counts from its grant).
 fn put_holder(
     ctx: &Context,
     key: &mut LockKey,
@@ -126,8 +139,16 @@ fn put_holder(
     deadline_ms: Option<i64>,
     mode: Mode,
     fresh: bool,
+    now_us: u64,
 ) -> Result<(), CommandError> {
     observers_hear(ctx, key);
+    let noted = held_keys::Noted {
+        since_us: held_keys::start_of(holding.fence(), now_us),
+        lease_end_ms: match mode {
+            Mode::Exclusive => deadline_ms.unwrap_or(i64::MAX),
+            _ => i64::MAX,
+        },
+    };
     let stored = match (mode, deadline_ms) {
         (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
         // The key stays through the lock-delay, quarantined once the lease is over.
@@ -146,7 +167,9 @@ fn put_holder(
                 } else {
                     set.put(holding, deadline)?;
                 }
-                return follow_latest_lease(ctx, key);
+                follow_latest_lease(ctx, key)?;
+                held_keys::note(selected_db(ctx), key.name().as_slice(), noted, true);
+                return Ok(());
             }
             None => {
                 let mut set = SharedHolders::new(mode);
@@ -159,7 +182,7 @@ fn put_holder(
     };
     if stored {
         // After the store: replacing a value unlinks the old one, which forgets the name.
-        held_keys::note(selected_db(ctx), key.name().as_slice());
+        held_keys::note(selected_db(ctx), key.name().as_slice(), noted, false);
     }
     stored.then_some(()).ok_or(CommandError::WriteFailed)
 }
@@ -214,6 +237,7 @@ fn extend_exclusive(
     if !key.set_deadline(expires_at) {
         return Err(CommandError::WriteFailed);
     }
+    held_keys::extended(selected_db(ctx), name.as_slice(), deadline_ms);
     match delayed {
         Some(carried) => carried.propagate(ctx, name, token, deadline_ms, Mode::Exclusive),
         None => propagate(ctx, || replicate::deadline(ctx, name, expires_at)),
@@ -342,8 +366,8 @@ pub fn release(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<Change,
         }
         propagate(ctx, || replicate::drop_holder(ctx, name, token));
     } else {
-        // Its holding's end is recorded with the key's deletion (`follow_latest_lease`).
-        follow_latest_lease(ctx, key)?;
+        // Its holding's end is recorded with the key's deletion.
+        delete_lock(ctx, key)?;
         propagate(ctx, || replicate::delete(ctx, name));
     }
     lock_events::notify(ctx, lock_events::RELEASED, name);
@@ -413,17 +437,29 @@ fn follow_latest_lease(ctx: &Context, key: &LockKey) -> Result<(), CommandError>
         Some(LockRef::Shared(set)) => set.latest_deadline(),
         _ => None,
     };
-    let written = match latest {
-        Some(latest) => key.set_deadline(latest),
-        None => {
-            let deleted = key.delete();
-            // What the key still held (an exclusive holding; a shared set's holders
-            // were taken out, and counted, before) ends here.
-            unlinked::deleted_by_us();
-            deleted
-        }
-    };
-    written.then_some(()).ok_or(CommandError::WriteFailed)
+    match latest {
+        Some(latest) => key
+            .set_deadline(latest)
+            .then_some(())
+            .ok_or(CommandError::WriteFailed),
+        None => delete_key(key),
+    }
+}
+
+/// An exclusive lock's holder left: its key goes (`follow_latest_lease` without the
+/// look at the value the caller already took).
+fn delete_lock(ctx: &Context, key: &LockKey) -> Result<(), CommandError> {
+    observers_hear(ctx, key);
+    delete_key(key)
+}
+
+/// Deletes a lock key whose last holder left.
+fn delete_key(key: &LockKey) -> Result<(), CommandError> {
+    let deleted = key.delete();
+    // What the key still held (an exclusive holding; a shared set's holders were taken
+    // out, and counted, before) ends here.
+    unlinked::deleted_by_us();
+    deleted.then_some(()).ok_or(CommandError::WriteFailed)
 }
 
 /// Removes the shared holders whose lease ended by `now_ms`, each announced as

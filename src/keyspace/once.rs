@@ -54,7 +54,11 @@ pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<(), Command
         return Err(CommandError::WriteFailed);
     }
     let name = key.name();
-    held_keys::note(selected_db(ctx), name.as_slice());
+    let noted = held_keys::Noted {
+        since_us: held_keys::start_of(new.fence, server_clock::now_micros()),
+        lease_end_ms: new.deadline_ms,
+    };
+    held_keys::note(selected_db(ctx), name.as_slice(), noted, false);
     if let Some(session) = new.session {
         sessions::note(selected_db(ctx), name.as_slice(), session);
     }
@@ -127,6 +131,8 @@ pub fn apply_record(
         .flatten()
         .map(OnceRecord::fence)
         .filter(|fence| *fence == record.fence());
+    let fence_of_record = record.fence();
+    let running = !record.is_done();
     observers_hear(ctx, key);
     let value = LockValue::Once(record);
     let stored = match (key.lock()?.is_some(), deadline_ms) {
@@ -139,10 +145,15 @@ pub fn apply_record(
     if !stored {
         return Err(CommandError::WriteFailed);
     }
+    let now_us = server_clock::now_micros();
     if let Some(fence) = finished_run {
-        durations::holding_ended_now(fence, server_clock::now_micros());
+        durations::holding_ended_now(fence, now_us);
     }
-    held_keys::note(selected_db(ctx), key.name().as_slice());
+    let noted = held_keys::Noted {
+        since_us: held_keys::start_of(fence_of_record, now_us),
+        lease_end_ms: deadline_ms.filter(|_| running).unwrap_or(i64::MAX),
+    };
+    held_keys::note(selected_db(ctx), key.name().as_slice(), noted, false);
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }

@@ -31,9 +31,10 @@ struct Unlinked {
     db: i32,
     name: Vec<u8>,
     gone: Gone,
-    /// Each of a lock's holdings when it was unlinked, as (fence, end µs or 0 for "at
-    /// the announcement"), for the hold distribution once Redis says the key expired or
-    /// was deleted: no clock is read for the deletions the module makes itself.
+    /// Each of a lock's holdings when it was unlinked, as (start µs, end µs or 0 for
+    /// "at the announcement"), for the hold distribution once Redis says the key expired
+    /// or was deleted (a lease that ran out ends at its end, not when Redis deleted the
+    /// key): no clock is read for the deletions the module makes itself.
     held: Vec<(u64, u64)>,
 }
 
@@ -49,8 +50,10 @@ thread_local! {
     };
 }
 
-/// A lock key or mark is going away (a data type's unlink callback).
-pub fn note(db: i32, name: &[u8], gone: Gone) {
+/// A lock key or mark is going away (a data type's unlink callback), with what `held`
+/// adds of its holdings, as (start µs, end µs or 0 for "when announced"): one visit of
+/// the note for both.
+pub fn note(db: i32, name: &[u8], gone: Gone, held: impl FnOnce(&mut Vec<(u64, u64)>)) {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
         last.noted = true;
@@ -59,12 +62,8 @@ pub fn note(db: i32, name: &[u8], gone: Gone) {
         last.name.clear();
         last.name.extend_from_slice(name);
         last.held.clear();
+        held(&mut last.held);
     });
-}
-
-/// With `note` of a lock: its holdings, as (fence, end µs, 0 for "when announced").
-pub fn note_held(held: impl IntoIterator<Item = (u64, u64)>) {
-    LAST_UNLINKED.with(|last| last.borrow_mut().held.extend(held));
 }
 
 /// The module deleted the key itself (a release, the last holder leaving): the
@@ -73,27 +72,31 @@ pub fn deleted_by_us() {
     let now_us = server_clock::now_micros();
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
-        for &(fence, end_us) in &last.held {
-            let end_us = if end_us == 0 {
-                now_us
-            } else {
-                end_us.min(now_us)
-            };
-            durations::holding_ended_now(fence, end_us);
+        for &(start_us, end_us) in &last.held {
+            durations::holding_ended_now(start_us, ended_at(end_us, now_us));
         }
         last.held.clear();
         last.noted = false;
     });
 }
 
-/// Each holding noted with the lock last taken (`take`).
-pub fn each_held(mut f: impl FnMut(u64, u64)) {
+/// The holdings noted with the lock last taken (`take`) ended by `now_us` (those whose
+/// lease ran out before, at their lease's end).
+pub fn held_ended(now_us: u64) {
     LAST_UNLINKED.with(|last| {
-        last.borrow()
-            .held
-            .iter()
-            .for_each(|&(fence, end)| f(fence, end))
+        for &(start_us, end_us) in &last.borrow().held {
+            durations::holding_ended_now(start_us, ended_at(end_us, now_us));
+        }
     });
+}
+
+/// When a holding noted to end at `end_us` (0: not known) ended, seen at `now_us`.
+fn ended_at(end_us: u64, now_us: u64) -> u64 {
+    if end_us == 0 {
+        now_us
+    } else {
+        end_us.min(now_us)
+    }
 }
 
 /// The command (or cycle) that unlinked it is over, or the deletion was our own.

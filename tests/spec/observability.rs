@@ -268,6 +268,90 @@ fn a_config_resetstat_in_a_transaction_that_does_not_run_resets_nothing() {
     assert_eq!(count(&mut con, "acquired"), 0);
 }
 
+/// The server's clock in ms (`TIME`).
+fn server_ms(con: &mut Connection) -> i64 {
+    let (seconds, micros): (i64, i64) = cmd("TIME").query(con).unwrap();
+    seconds * 1_000 + micros / 1_000
+}
+
+/// A lease that ran out is a holding until its lease's end, not until Redis got round
+/// to deleting its key: with the expiry cycle off, the key stays 400 ms past its
+/// lease, and the holding still counts 100 ms — its lease as last refreshed (the
+/// refresh, pipelined with the grant, cut a 60 s lease to 100 ms), exclusive or shared.
+#[test]
+fn a_lease_that_ran_out_is_measured_to_its_end_not_to_the_keys_deletion() {
+    let server = Server::start();
+    let mut con = server.connect();
+    without_active_expiry(&mut con);
+    for (key, mode) in [("solo", &[][..]), ("shared", &["SHARED"][..])] {
+        let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+        let token = format!("token-{key}");
+        let mut pipe = redis::pipe();
+        pipe.cmd("LOCK.ACQUIRE")
+            .arg(key)
+            .arg(60_000)
+            .arg("TOKEN")
+            .arg(&token)
+            .arg(mode);
+        pipe.cmd("LOCK.REFRESH").arg(key).arg(&token).arg(100);
+        let ((_, fence), refreshed): ((String, i64), i64) = pipe.query(&mut con).unwrap();
+        assert_eq!(refreshed, 1);
+        eventually(
+            Duration::from_secs(30),
+            "the key outlived its lease",
+            || server_ms(&mut con) > fence_ms(fence) + 500,
+        );
+        // The read expires the key.
+        let _: bool = cmd("EXISTS").arg(key).query(&mut con).unwrap();
+        assert_eq!(count(&mut con, "holds"), 1, "{key}");
+        let held_us = count(&mut con, "hold_usec_sum");
+        // 100 ms, plus the moment between the grant and the refresh (pipelined; a
+        // measure to the deletion would be 500 ms or more).
+        assert!(
+            (99_000..250_000).contains(&held_us),
+            "{key}: held {held_us} µs"
+        );
+    }
+}
+
+/// Fences come from the clock only while the fence clock is not ahead of it: after a
+/// jump ahead (here `LOCK.CLOCK`, as a fence loaded or replicated from a server whose
+/// clock runs ahead would make it), a holding still shows its age in `LOCK.TOP` and
+/// counts its length in the hold histogram.
+#[test]
+fn after_the_fence_clock_jumps_ahead_a_holdings_age_and_length_still_count() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let hour_ahead_us = (server_ms(&mut con) + 3_600_000) * 1_000;
+    let _: () = cmd("LOCK.CLOCK")
+        .arg(hour_ahead_us)
+        .arg(0)
+        .query(&mut con)
+        .unwrap();
+    let granted_ms = server_ms(&mut con);
+    let (token, fence) = hold(&mut con, "ahead", 60_000, &[]);
+    assert!(fence > hour_ahead_us, "the fence follows the clock ahead");
+    let (shared_token, _) = hold(&mut con, "ahead-shared", 60_000, &["SHARED"]);
+    eventually(Duration::from_secs(30), "300 ms went by", || {
+        server_ms(&mut con) > granted_ms + 300
+    });
+    for (key, held_ms) in top(&mut con, &["BY", "held"])
+        .into_iter()
+        .map(|entry| (entry.0, entry.3))
+    {
+        assert!(held_ms >= 300, "{key} held {held_ms} ms");
+    }
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "ahead", &token]), 1);
+    assert_eq!(
+        int(&mut con, &["LOCK.RELEASE", "ahead-shared", &shared_token]),
+        1
+    );
+    assert_eq!(count(&mut con, "holds"), 2);
+    // The exclusive holding counts its 300 ms and more; a shared holder's fence is all
+    // that tells its start, so it counts from the fence as before (0 here).
+    assert!(count(&mut con, "hold_usec_sum") >= 300_000);
+}
+
 /// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
 /// first with 5, then the other with 1, then a held key nobody waits for; no token in
 /// any reply (holders' and waiters' chosen ones included).
@@ -325,6 +409,50 @@ fn lock_top_lists_the_most_waited_for_first_and_never_a_token() {
     // Released, `idle` leaves the list.
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "idle", &idle_token]), 1);
     assert!(!top_keys(&mut con, &[]).contains(&"idle".to_string()));
+}
+
+/// Any `COUNT` lists the first entries of the whole listing, in either order: the keys
+/// `LOCK.TOP` looks at for a short listing (the longest held by their index entry)
+/// include every key that belongs in it, also where a shared lock's oldest holder left
+/// (its index entry then older than its holding) and where waiters come first.
+#[test]
+fn lock_top_with_any_count_lists_the_start_of_the_whole_listing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut leaving = Vec::new();
+    for i in 0..24 {
+        let key = format!("k{:02}", (i * 7) % 24);
+        if i % 3 == 0 {
+            let (first, _) = hold(&mut con, &key, 60_000, &["SHARED"]);
+            leaving.push((key.clone(), first));
+        }
+        hold(&mut con, &key, 60_000, &["SHARED"]);
+        if i % 5 == 0 {
+            thread::sleep(Duration::from_millis(3));
+        }
+    }
+    for (key, token) in &leaving {
+        assert_eq!(int(&mut con, &["LOCK.RELEASE", key, token]), 1);
+    }
+    let (_, _) = hold(&mut con, "waited", 60_000, &[]);
+    let mut waiter = RawClient::connect(server.port);
+    waiter.send_pipeline(&[&["LOCK.ACQUIRE", "waited", "60000", "BLOCK", "0"]]);
+    wait_for_waiters(&mut con, "waited", 1);
+    for by in ["waiters", "held"] {
+        let whole = top(&mut con, &["COUNT", "100", "BY", by]);
+        assert_eq!(whole.len(), 25);
+        for count in 1..=25 {
+            let listed = top(&mut con, &["COUNT", &count.to_string(), "BY", by]);
+            let keys = |entries: &[(String, i64, i64, i64)]| -> Vec<String> {
+                entries.iter().map(|entry| entry.0.clone()).collect()
+            };
+            assert_eq!(
+                keys(&listed),
+                keys(&whole[..count]),
+                "BY {by} COUNT {count}"
+            );
+        }
+    }
 }
 
 /// `SWAPDB` of a database with itself changes nothing, `LOCK.TOP`'s held keys included;
