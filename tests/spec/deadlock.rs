@@ -2,9 +2,9 @@
 //! tokens) is answered `DEADLOCK` at once, names the keys, queues nothing and changes
 //! nothing; counted in INFO and announced as `lock.deadlock`. Two sessions crossing
 //! over two accounts, a cycle of ten, cycles through shared holders and semaphore
-//! permits, through a wait for several keys; a long chain without a cycle waits;
-//! another thread of the same session holding the key is waited out; the config turns
-//! it off.
+//! permits, through a wait for several keys (past a semaphore waiter too); a long chain
+//! without a cycle waits; another thread of the same session holding the key is waited
+//! out; the config turns it off.
 
 use std::time::Duration;
 
