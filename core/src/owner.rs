@@ -64,8 +64,8 @@ pub fn waits_for_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool
 /// wait for several keys is held up until that wait is granted, and is then granted in
 /// the same step (shared beside shared), so it waits for what that wait waits for (the
 /// holders and queues of its keys), never for its owner's other holdings or waits. An
-/// exclusive waiter between them breaks that (`deadlock`); a semaphore
-/// waiter between them does not, as it is refused once that wait holds the key.
+/// exclusive waiter between them breaks that (`deadlock`); a semaphore waiter between
+/// them does not, as it is refused once that wait holds the key.
 pub fn waits_through_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool {
     waiting == Mode::Shared && before == Mode::Shared && before_keys > 1
 }
