@@ -8,9 +8,11 @@
 //! - the owners of the waits before it in each key's queue that it waits for
 //!   (`owner::waits_for_queued`: all but plain-shared single-key waits, for a plain
 //!   shared waiter; all of them otherwise);
-//! - for a plain shared waiter behind a plain shared wait for several keys, whatever
-//!   that wait waits for in each of its keys, not its owner (`owner::waits_through_
-//!   queued`): both are granted in the same step once that wait is.
+//! - for a plain shared waiter behind a plain shared wait for several keys with no
+//!   exclusive waiter between them, whatever that wait waits for in each of its keys
+//!   (`owner::waits_through_queued`): both are granted in the same step once that wait
+//!   is (a semaphore waiter between them is refused then). Not its owner, unless a
+//!   waiter of another mode stands between them, which waits for that owner.
 //!
 //! An owner waits for whatever any of its waits waits for. A new wait whose owner is
 //! reachable from what it would wait for is refused. What it would wait for in the very
@@ -82,6 +84,9 @@ pub trait WaitGraph<K> {
     /// The latest wait before `before` in `key`'s queue that asked for anything but
     /// plain `SHARED`.
     fn last_unshared_before(&mut self, key: &K, before: Ticket) -> Option<Ticket>;
+    /// The latest wait before `before` in `key`'s queue that asked for an exclusive
+    /// lock.
+    fn last_exclusive_before(&mut self, key: &K, before: Ticket) -> Option<Ticket>;
     /// Whether a linked wait of `key`'s queue belongs to another owner than `owner`.
     fn linked_other_than(&mut self, key: &K, owner: &Owner) -> bool;
     /// The linked waits of `key`'s queue with tickets in `from..to` whose owner is
@@ -172,11 +177,13 @@ pub fn find_cycle<K: Clone + Eq + Hash>(
     None
 }
 
-/// What one wait waits for in one key's queue: every wait before `all_before`, and the
-/// waits for several keys between that and the wait itself (`bound`).
+/// What one wait waits for in one key's queue: every wait before `all_before`, and what
+/// the plain shared waits for several keys between `through_from` and the wait itself
+/// (`bound`) wait for.
 struct QueueSpan {
     mode: Mode,
     all_before: Ticket,
+    through_from: Ticket,
     bound: Ticket,
     /// Whether anybody it waits for stands before it.
     someone_ahead: bool,
@@ -196,25 +203,48 @@ impl QueueSpan {
             return QueueSpan {
                 mode,
                 all_before: bound,
+                through_from: bound,
                 bound,
                 someone_ahead,
             };
         }
         // A plain shared waiter waits behind the latest waiter of another mode, which
-        // waits for everyone before it; and for shared waits of several keys after it.
+        // waits for everyone before it.
         let latest = graph.last_unshared_before(key, bound);
-        let mut behind = latest;
-        while let Some(ticket) =
-            behind.filter(|ticket| not_through.is_some_and(|owner| graph.owns(owner, *ticket)))
-        {
-            behind = graph.last_unshared_before(key, ticket);
-        }
+        let behind = Self::skip_own(graph, latest, not_through, |graph, ticket| {
+            graph.last_unshared_before(key, ticket)
+        });
+        // It is granted in the same step as the plain shared waits for several keys
+        // after the latest exclusive waiter: a semaphore waiter between them is refused
+        // once they hold the key (`lock::admits`). So it waits for what those wait for.
+        let exclusive = graph.last_exclusive_before(key, bound);
+        let barrier = Self::skip_own(graph, exclusive, not_through, |graph, ticket| {
+            graph.last_exclusive_before(key, ticket)
+        });
         QueueSpan {
             mode,
             all_before: behind.map_or(0, |ticket| ticket + 1),
+            through_from: barrier.map_or(0, |ticket| ticket + 1),
             bound,
             someone_ahead: latest.is_some(),
         }
+    }
+
+    /// `found`, or the one before it that `earlier` finds, passing over the waits of
+    /// `not_through`.
+    fn skip_own<K, G: WaitGraph<K>>(
+        graph: &mut G,
+        found: Option<Ticket>,
+        not_through: Option<&Owner>,
+        earlier: impl Fn(&mut G, Ticket) -> Option<Ticket>,
+    ) -> Option<Ticket> {
+        let mut behind = found;
+        while let Some(ticket) =
+            behind.filter(|ticket| not_through.is_some_and(|owner| graph.owns(owner, *ticket)))
+        {
+            behind = earlier(graph, ticket);
+        }
+        behind
     }
 }
 
@@ -289,9 +319,9 @@ impl<K: Clone + Eq + Hash> Search<'_, K> {
             })
         };
         let multi_key: Vec<QueuedWait> = graph
-            .linked_between(key, span.all_before, span.bound, &|_| true)
+            .linked_between(key, span.through_from, span.bound, &|_| true)
             .into_iter()
-            .filter(|wait| wait.keys > 1)
+            .filter(|wait| wait.keys > 1 && wait.mode == Mode::Shared)
             .collect();
         let someone_ahead = span.someone_ahead || !multi_key.is_empty();
         if first_hop || !self.holders_read.contains(key) {

@@ -63,7 +63,9 @@ pub fn waits_for_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool
 /// `before`, for `before_keys` keys) rather than for it: a shared waiter behind a shared
 /// wait for several keys is held up until that wait is granted, and is then granted in
 /// the same step (shared beside shared), so it waits for what that wait waits for (the
-/// holders and queues of its keys), never for its owner's other holdings or waits.
+/// holders and queues of its keys), never for its owner's other holdings or waits. An
+/// exclusive waiter between them breaks that (`deadlock`); a semaphore waiter between
+/// them does not, as it is refused once that wait holds the key.
 pub fn waits_through_queued(waiting: Mode, before: Mode, before_keys: usize) -> bool {
     waiting == Mode::Shared && before == Mode::Shared && before_keys > 1
 }

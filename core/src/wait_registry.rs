@@ -58,6 +58,10 @@ pub struct KeyQueue<T> {
     /// Waits that asked for anything but plain `SHARED`: the latest one before a shared
     /// waiter is the one it waits behind (`deadlock`).
     unshared: BTreeSet<Ticket>,
+    /// Its waits that asked for an exclusive lock: the only ones a plain `SHARED` wait
+    /// granted before them does not get past in the same step (a semaphore wait behind
+    /// shared holders is refused).
+    exclusive: BTreeSet<Ticket>,
     /// Waits that can lead a deadlock search out of this queue: those of several keys,
     /// and those whose owner waits elsewhere too. A search skips every other wait, whose
     /// owner waits for nothing this queue does not already show (`deadlock`).
@@ -78,6 +82,7 @@ impl<T> Default for KeyQueue<T> {
             by_token: HashMap::new(),
             shared: 0,
             unshared: BTreeSet::new(),
+            exclusive: BTreeSet::new(),
             linked: BTreeSet::new(),
             linked_owners: HashMap::new(),
             expiry_check: None,
@@ -112,6 +117,11 @@ impl<T> KeyQueue<T> {
     /// The latest wait before `ticket` that asked for anything but plain `SHARED`.
     fn last_unshared_before(&self, ticket: Ticket) -> Option<Ticket> {
         self.unshared.range(..ticket).next_back().copied()
+    }
+
+    /// The latest wait before `ticket` that asked for an exclusive lock.
+    fn last_exclusive_before(&self, ticket: Ticket) -> Option<Ticket> {
+        self.exclusive.range(..ticket).next_back().copied()
     }
 }
 
@@ -197,6 +207,9 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
             if mode != Mode::Shared {
                 waiting.unshared.insert(ticket);
             }
+            if mode == Mode::Exclusive {
+                waiting.exclusive.insert(ticket);
+            }
             if let Some(token) = &single_token {
                 waiting
                     .by_token
@@ -261,6 +274,7 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
                 waiting.shared = waiting.shared.saturating_sub(1);
             }
             waiting.unshared.remove(&ticket);
+            waiting.exclusive.remove(&ticket);
             waiting.link(ticket, &wait.owner, false);
             if let Some(token) = single_token {
                 if let Some(tickets) = waiting.by_token.get_mut(token) {
@@ -551,6 +565,12 @@ impl<K: Clone + Eq + Hash, C: Copy + Eq + Hash, W: Waiter, T: Copy> Waiters<K, C
     /// plain `SHARED`.
     pub fn last_unshared_before(&self, key: &K, before: Ticket) -> Option<Ticket> {
         self.keys.get(key)?.last_unshared_before(before)
+    }
+
+    /// The latest wait before `before` in `key`'s queue that asked for an exclusive
+    /// lock.
+    pub fn last_exclusive_before(&self, key: &K, before: Ticket) -> Option<Ticket> {
+        self.keys.get(key)?.last_exclusive_before(before)
     }
 
     /// The linked waits of `key`'s queue with tickets in `from..to` whose owner is
@@ -958,5 +978,10 @@ mod tests {
             vec!["k", "j"]
         );
         assert_eq!(book.last_unshared_before(&"k", both), Some(lone));
+        assert_eq!(book.last_exclusive_before(&"k", both), Some(lone));
+        book.take(1, None);
+        assert_eq!(book.last_exclusive_before(&"k", both + 1), Some(both));
+        book.take(3, None);
+        assert_eq!(book.last_exclusive_before(&"k", both + 1), None);
     }
 }

@@ -90,6 +90,10 @@ impl WaitGraph<u8> for World {
         self.book.last_unshared_before(key, before)
     }
 
+    fn last_exclusive_before(&mut self, key: &u8, before: Ticket) -> Option<Ticket> {
+        self.book.last_exclusive_before(key, before)
+    }
+
     fn linked_other_than(&mut self, key: &u8, owner: &Owner) -> bool {
         self.book.linked_other_than(key, owner)
     }
@@ -172,6 +176,18 @@ impl World {
             .filter(|w| w.keys.contains(&key) && w.ticket < ticket)
             .filter(|w| waits_for_queued(mode, w.mode, w.keys.len()))
             .collect();
+        // The latest waits before it (other than the first step's owner's) that a
+        // shared wait for several keys is not granted past in the same step (an
+        // exclusive one), and that waits for everyone before it (any but plain shared).
+        let latest = |which: &dyn Fn(Mode) -> bool| {
+            queued
+                .iter()
+                .filter(|w| which(w.mode) && skip_through != Some(&w.owner))
+                .map(|w| w.ticket)
+                .max()
+        };
+        let exclusive = latest(&|mode| mode == Mode::Exclusive);
+        let unshared = latest(&|mode| mode != Mode::Shared);
         let held = self.held.get(&key).cloned().unwrap_or_default();
         let mut deps: Vec<Dep> = Vec::new();
         if !held.admits(mode) || !queued.is_empty() {
@@ -180,6 +196,13 @@ impl World {
         for w in queued {
             if waits_through_queued(mode, w.mode, w.keys.len()) {
                 if skip_through == Some(&w.owner) {
+                    continue;
+                }
+                // Behind a waiter of another mode, which waits for its owner.
+                if unshared.is_some_and(|unshared| w.ticket < unshared) {
+                    deps.push((w.owner.clone(), Some(w.ticket), false, key));
+                }
+                if exclusive.is_some_and(|exclusive| w.ticket < exclusive) {
                     continue;
                 }
                 for other in &w.keys {
@@ -538,4 +561,35 @@ fn a_shared_wait_behind_another_sessions_shared_wait_for_several_keys_waits_out_
     world.hold(1, session(0), Mode::Exclusive);
     assert!(world.naive_deadlock(&session(0), &[0], Mode::Shared));
     assert!(world.detect(0, &[0], Mode::Shared));
+}
+
+#[test]
+fn a_shared_waiter_waits_through_a_shared_wait_for_several_keys_past_a_semaphore_waiter() {
+    // B (1) waits for key 1 (LIMIT 2), then shared for 1 and 4 together. C (2) waits for
+    // 4, then shared for 4 behind B's wait. B asks for 4 exclusively. C's shared wait is
+    // granted in the same step as B's wait for 1 and 4 (its own semaphore wait between
+    // them is refused once they hold 4), so it waits for what B's waits for in 1: B's
+    // semaphore wait, in another key than 4. With an exclusive waiter between them it
+    // waits for B's wait to end instead: B's own wait in 4, waited out.
+    for (between, cycle) in [
+        (None, true),
+        (Some(Mode::Semaphore(2)), true),
+        (Some(Mode::Exclusive), false),
+    ] {
+        let mut world = World::default();
+        world.enqueue(1, vec![1], Mode::Semaphore(2));
+        world.enqueue(1, vec![1, 4], Mode::Shared);
+        world.hold(0, session(2), Mode::Exclusive);
+        world.enqueue(2, vec![3], Mode::Exclusive);
+        if let Some(mode) = between {
+            world.enqueue(2, vec![4], mode);
+        }
+        world.enqueue(2, vec![4], Mode::Shared);
+        assert_eq!(
+            world.naive_deadlock(&session(1), &[4], Mode::Exclusive),
+            cycle,
+            "{between:?}"
+        );
+        assert_eq!(world.detect(1, &[4], Mode::Exclusive), cycle, "{between:?}");
+    }
 }

@@ -80,6 +80,10 @@ impl WaitGraph<KeyId> for Live<'_> {
         with_registry(|r| r.last_unshared_before(key, before))
     }
 
+    fn last_exclusive_before(&mut self, key: &KeyId, before: Ticket) -> Option<Ticket> {
+        with_registry(|r| r.last_exclusive_before(key, before))
+    }
+
     fn linked_other_than(&mut self, key: &KeyId, owner: &Owner) -> bool {
         with_registry(|r| r.linked_other_than(key, owner))
     }

@@ -2,9 +2,9 @@
 //! tokens) is answered `DEADLOCK` at once, names the keys, queues nothing and changes
 //! nothing; counted in INFO and announced as `lock.deadlock`. Two sessions crossing
 //! over two accounts, a cycle of ten, cycles through shared holders and semaphore
-//! permits, through a wait for several keys; a long chain without a cycle waits;
-//! another thread of the same session holding the key is waited out; the config turns
-//! it off.
+//! permits, through a wait for several keys (past a semaphore waiter too); a long chain
+//! without a cycle waits; another thread of the same session holding the key is waited
+//! out; the config turns it off.
 
 use std::time::Duration;
 
@@ -475,4 +475,84 @@ fn another_sessions_wait_for_a_key_held_elsewhere_by_the_asker_still_closes_a_cy
     let _b2 = blocked_acquire(&server, &mut con, "x", "B", &[]);
     assert_eq!(ask(&server, &A_ASKS_FOR_X).err(), Some(deadlock("x", "z")));
     assert_eq!(deadlocks(&mut con), 1);
+}
+
+/// A holds `z` shared and E waits for it exclusively; A waits shared for `k` and `z`
+/// together (behind E); C waits for `w` (held by W), for `k` in the mode `between` (if
+/// any), then shared for `k` behind both; then A asks for `k` exclusively. The ask's connection, how many wait
+/// for `k` before it, and the other waits' connections (kept while the test looks).
+fn a_asks_past_a_shared_wait_for_several_keys(
+    server: &Server,
+    con: &mut Connection,
+    between: Option<&[&str]>,
+) -> (RawClient, i64, Vec<RawClient>) {
+    hold_in_session(con, "z", "A", &["SHARED"]);
+    let e = blocked_acquire(server, con, "z", "E", &[]);
+    let mut all = RawClient::connect(server.port);
+    all.send(
+        &[
+            "LOCK.ACQUIREALL",
+            "2",
+            "k",
+            "z",
+            "60000",
+            "SESSION",
+            "A",
+            "SHARED",
+            "BLOCK",
+            "0",
+        ]
+        .map(str::as_bytes),
+    );
+    wait_for_waiters(con, "k", 1);
+    hold_in_session(con, "w", "W", &[]);
+    let mut kept = vec![e, all, blocked_acquire(server, con, "w", "C", &[])];
+    if let Some(mode) = between {
+        kept.push(blocked_acquire(server, con, "k", "C", mode));
+    }
+    kept.push(blocked_acquire(server, con, "k", "C", &["SHARED"]));
+    let queued = waiters(con, "k");
+    let mut ask = RawClient::connect(server.port);
+    ask.send(
+        &[
+            "LOCK.ACQUIRE",
+            "k",
+            "60000",
+            "SESSION",
+            "A",
+            "BLOCK",
+            "5000",
+        ]
+        .map(str::as_bytes),
+    );
+    (ask, queued, kept)
+}
+
+#[test]
+fn a_shared_waiter_past_a_semaphore_waiter_still_waits_for_what_a_shared_wait_for_several_keys_does(
+) {
+    // C's shared wait is granted in the same step as A's wait for k and z (a semaphore
+    // wait between them is refused once that wait holds k): it waits for what A's wait
+    // waits for in z, E, which waits for A's holding of z. A cycle closing in z, as
+    // with nobody between them. (C waits elsewhere too: a shared wait whose owner waits
+    // for nothing else is followed only within k, where A's own wait is waited out.)
+    for between in [None, Some(&["LIMIT", "2"][..])] {
+        let server = Server::start();
+        let mut con = server.connect();
+        let (mut ask, _, _kept) =
+            a_asks_past_a_shared_wait_for_several_keys(&server, &mut con, between);
+        match ask.read_reply() {
+            Reply::Error(text) => assert_eq!(text, deadlock("k", "z"), "{between:?}"),
+            other => panic!("{between:?}: expected DEADLOCK, got {other:?}"),
+        }
+        assert_eq!(deadlocks(&mut con), 1);
+    }
+    // An exclusive waiter between them is served only after A's wait for k and z has
+    // held k and let it go: C waits for A in k, the key A asks for, which is waited out.
+    let server = Server::start();
+    let mut con = server.connect();
+    let (_ask, queued, _kept) =
+        a_asks_past_a_shared_wait_for_several_keys(&server, &mut con, Some(&[]));
+    wait_for_waiters(&mut con, "k", queued + 1);
+    assert_eq!(deadlocks(&mut con), 0);
 }
