@@ -94,17 +94,32 @@ fn ask_info_on(
     }
 }
 
-/// The server's `total_commands_processed` (INFO stats): it only grows, except at a
-/// `CONFIG RESETSTAT` the server really ran, which sets it back to 0 (that command then
-/// counts 1). Asked without a context, so the command filter may ask it too.
-pub fn commands_processed() -> Option<u64> {
-    let mut count = None;
+/// The fields of INFO stats that only grow, except at a `CONFIG RESETSTAT` the server
+/// really ran, which sets each back to 0: commands processed, bytes read from clients,
+/// reads, connections received. Several, because after a reset each grows again with
+/// what comes next in the same turn of the event loop, and any one can outgrow what it
+/// was before (a reset followed by more commands than had run since the last one, by a
+/// long read, by new connections); all of them together hardly can.
+pub const RESET_MARKS: [&CStr; 4] = [
+    c"total_commands_processed",
+    c"total_net_input_bytes",
+    c"total_reads_processed",
+    c"total_connections_received",
+];
+
+/// The `RESET_MARKS` fields now (a field the server does not have reads 0, which never
+/// goes back). Asked without a context, so the command filter may ask it too.
+pub fn reset_marks() -> Option<[u64; RESET_MARKS.len()]> {
+    let mut marks = [0; RESET_MARKS.len()];
     ask_info_on(std::ptr::null_mut(), c"stats", |value| {
-        count = value(c"total_commands_processed")
-            .and_then(|n| std::str::from_utf8(&n).ok()?.parse().ok());
+        for (mark, name) in marks.iter_mut().zip(RESET_MARKS) {
+            *mark = value(name)
+                .and_then(|n| std::str::from_utf8(&n).ok()?.parse().ok())
+                .unwrap_or(0);
+        }
         true
     })?;
-    count
+    Some(marks)
 }
 
 /// Asks the server's INFO whether it has replicas, a replication backlog, or a primary.

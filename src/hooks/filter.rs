@@ -20,18 +20,19 @@
 //!   queued in `MULTI` is seen only when queued; there the handoff waits for the end
 //!   of the transaction instead, see `blocking::hand_off`.)
 //! - `CONFIG RESETSTAT` (Redis 7.0 has no module event for it): the filter notes the
-//!   server's `total_commands_processed` when it sees one, and the module's counters
-//!   and distributions are reset with the server's own once the event loop finds that
-//!   count gone back (`hooks::server::event_loop`): only a reset the server ran makes
-//!   it smaller. So neither a user the ACL refuses `CONFIG`, nor one queued in a
-//!   `MULTI` that is discarded or whose `EXEC` fails, resets them. (One queued in
-//!   `MULTI` whose `EXEC` comes in a later turn of the event loop is not recognised;
-//!   a second reset within as many commands as ran since the first is not either,
-//!   which leaves the module's figures counting a few commands more.)
+//!   server's statistics that only a reset sets back (`ffi::server::RESET_MARKS`:
+//!   commands processed, bytes read, reads, connections received) when it sees one,
+//!   and the module's counters and distributions are reset with the server's own once
+//!   the event loop finds any of them gone back (`hooks::server::event_loop`): only a
+//!   reset the server ran makes one smaller. So neither a user the ACL refuses
+//!   `CONFIG`, nor one queued in a `MULTI` that is discarded or whose `EXEC` fails,
+//!   resets them. (One queued in `MULTI` whose `EXEC` comes in a later turn of the
+//!   event loop is not recognised.)
 //! - The start of each command ends the note of an unlinked lock
 //!   (`keyspace::unlinked`), so an overwrite is never taken for a later expiry.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::blocking;
 use crate::ffi::filter::FilteredCommand;
@@ -40,30 +41,34 @@ use crate::keyspace::{propagation, unlinked};
 
 static RUNNING_MIGRATE: AtomicBool = AtomicBool::new(false);
 static RUNNING_EXPIRE: AtomicBool = AtomicBool::new(false);
-/// The server's count of commands processed when the first `CONFIG RESETSTAT` since the
-/// last `take_resetstat` was seen (`NO_RESETSTAT`: none was).
-static RESETSTAT_BASELINE: AtomicU64 = AtomicU64::new(NO_RESETSTAT);
-const NO_RESETSTAT: u64 = u64::MAX;
+/// The server's `RESET_MARKS` when the first `CONFIG RESETSTAT` since the last
+/// `take_resetstat` was seen (None: none was). Only the main thread runs the filter and
+/// the event loop's hook; the lock is never contended.
+static RESETSTAT_BASELINE: Mutex<Option<[u64; server::RESET_MARKS.len()]>> = Mutex::new(None);
 
-/// The server's count of commands processed before the first `CONFIG RESETSTAT` seen
-/// since the last call (which clears it), if one was: a reset the server really ran
-/// leaves a smaller count behind.
-pub fn take_resetstat() -> Option<u64> {
-    let baseline = RESETSTAT_BASELINE.swap(NO_RESETSTAT, Ordering::Relaxed);
-    (baseline != NO_RESETSTAT).then_some(baseline)
+fn baseline() -> MutexGuard<'static, Option<[u64; server::RESET_MARKS.len()]>> {
+    RESETSTAT_BASELINE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A `CONFIG RESETSTAT` is about to run (or to be queued, or refused): the count it
+/// Whether a `CONFIG RESETSTAT` seen since the last call (which forgets it) was run by
+/// the server: one of the statistics it sets back is smaller now than when it was seen.
+pub fn take_resetstat() -> bool {
+    let Some(before) = baseline().take() else {
+        return false;
+    };
+    server::reset_marks()
+        .is_some_and(|now| now.iter().zip(before).any(|(now, before)| *now < before))
+}
+
+/// A `CONFIG RESETSTAT` is about to run (or to be queued, or refused): the statistics it
 /// would set back, kept from the first one of this turn (a later one may follow a
 /// reset already made).
 fn note_resetstat() {
-    if let Some(count) = server::commands_processed() {
-        let _ = RESETSTAT_BASELINE.compare_exchange(
-            NO_RESETSTAT,
-            count,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+    let mut baseline = baseline();
+    if baseline.is_none() {
+        *baseline = server::reset_marks();
     }
 }
 

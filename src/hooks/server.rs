@@ -90,10 +90,8 @@ pub fn forked(ctx: &Context, subevent: u64, _: EventData) {
 pub fn event_loop(ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BEFORE_SLEEP {
         unlinked::forget();
-        // Only a reset the server ran sets its count of commands back.
-        let reset = filter::take_resetstat()
-            .is_some_and(|before| server::commands_processed().is_some_and(|now| now < before));
-        if reset {
+        // Only a reset the server ran sets its statistics back.
+        if filter::take_resetstat() {
             stats::reset_counters();
             durations::reset();
         }

@@ -226,6 +226,64 @@ fn config_resetstat_resets_the_distributions_and_counters_but_not_for_a_refused_
     assert!(count(&mut con, "fence_clock") > 0);
 }
 
+/// Every `CONFIG RESETSTAT` the server runs resets the module's figures too, however
+/// the statistics it sets back grow again in the same turn of the event loop: a reset
+/// after one where only leases ran out (no command between), a reset followed in one
+/// write by more commands than had run since the previous reset, and one inside a
+/// `MULTI` followed by 500 commands.
+#[test]
+fn every_config_resetstat_the_server_runs_resets_the_modules_figures() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut raw = RawClient::connect(server.port);
+    // Two resets with only expiries between them.
+    for key in ["a", "b"] {
+        assert!(raw
+            .call_str(&["LOCK.ACQUIRE", key, "100"])
+            .grant()
+            .is_some());
+    }
+    assert!(raw.call_str(&["CONFIG", "RESETSTAT"]).is_ok());
+    eventually(Duration::from_secs(10), "both leases ran out", || {
+        count(&mut con, "expired") == 2
+    });
+    assert!(raw.call_str(&["CONFIG", "RESETSTAT"]).is_ok());
+    assert_eq!(count(&mut con, "expired"), 0);
+    assert_eq!(count(&mut con, "holds"), 0);
+    // More commands after the reset, in the same write, than before it.
+    for i in 0..50 {
+        let key = format!("k{i}");
+        assert!(raw
+            .call_str(&["LOCK.ACQUIRE", &key, "60000"])
+            .grant()
+            .is_some());
+    }
+    let mut burst: Vec<&[&str]> = vec![&["CONFIG", "RESETSTAT"]];
+    burst.extend(std::iter::repeat_n(&["PING"][..], 500));
+    raw.send_pipeline(&burst);
+    for _ in 0..burst.len() {
+        raw.read_reply();
+    }
+    assert_eq!(count(&mut con, "acquired"), 0, "a reset before 500 PINGs");
+    // The same inside a transaction.
+    assert!(raw
+        .call_str(&["LOCK.ACQUIRE", "t", "60000"])
+        .grant()
+        .is_some());
+    let mut transaction: Vec<&[&str]> = vec![&["MULTI"], &["CONFIG", "RESETSTAT"]];
+    transaction.extend(std::iter::repeat_n(&["PING"][..], 500));
+    transaction.push(&["EXEC"]);
+    raw.send_pipeline(&transaction);
+    for _ in 0..transaction.len() {
+        raw.read_reply();
+    }
+    assert_eq!(
+        count(&mut con, "acquired"),
+        0,
+        "a reset in a MULTI of 500 PINGs"
+    );
+}
+
 /// A `CONFIG RESETSTAT` the server did not run resets nothing: queued in a `MULTI` that
 /// is discarded, or whose `EXEC` fails, each sent in one write (so the event loop looks
 /// right after it), and after an earlier real reset left the server's count of
