@@ -8,6 +8,7 @@
 // lost connection or a client-side TRYAGAIN is asked again (bounded), MOVED and ASK are
 // followed.
 import type { WaitLinks } from "./acquire.js";
+import { now, timerDelay } from "./clock.js";
 import type { Arg } from "./protocol.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
 import { MAX_REDIRECTS, MAX_TRYAGAIN, TRYAGAIN_PAUSE_MS, isTryAgain, pause, redirection } from "./transport/types.js";
@@ -30,9 +31,10 @@ export class OwnCommands {
     return this.callNode(await this.#transport.nodeOf(key), args);
   }
 
-  /** One command to `node`; `bound` (ms) closes its connection if no answer came by
-   * then, and the command fails. */
+  /** One command to `node`; `bound` (ms) limits it, tries again included: a
+   * connection with no answer by then is closed, and the command fails. */
   async callNode(node: string, args: Arg[], bound?: number): Promise<unknown> {
+    const until = bound === undefined ? Infinity : now() + bound;
     let target = node;
     let asking = false;
     let redirects = 0;
@@ -42,12 +44,12 @@ export class OwnCommands {
       const link = await this.#links.take(target);
       let reply: unknown;
       try {
-        reply = await bounded(link, asking ? askingSend(link, args) : link.send(args), bound);
+        reply = await bounded(link, asking ? askingSend(link, args) : link.send(args), until);
       } catch (error) {
         if (!(error instanceof ServerReply)) {
           // The connection was lost (or gave no answer in time): a new one.
           link.close();
-          if (bound !== undefined || reconnects++ >= RECONNECTS) throw error;
+          if (reconnects++ >= RECONNECTS || now() + RECONNECT_PAUSE_MS >= until) throw error;
           await pause(RECONNECT_PAUSE_MS);
           continue;
         }
@@ -75,14 +77,14 @@ async function askingSend(link: Link, args: Arg[]): Promise<unknown> {
   return reply;
 }
 
-async function bounded(link: Link, sending: Promise<unknown>, bound: number | undefined): Promise<unknown> {
-  if (bound === undefined) return sending;
+async function bounded(link: Link, sending: Promise<unknown>, until: number): Promise<unknown> {
+  if (until === Infinity) return sending;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       link.close();
       reject(new Error("no answer in time"));
-    }, bound);
+    }, timerDelay(until - now()));
     timer.unref();
   });
   sending.catch(() => undefined);

@@ -307,7 +307,8 @@ export class Locks {
    * own connections. Leases of their own (`session: false`, `once`) are left to their
    * holders. The manager can be used again, in new sessions. */
   async close(): Promise<void> {
-    const names = [...this.#sessions.values()];
+    const sessions = [...this.#sessions];
+    const names = sessions.map(([, name]) => name);
     this.#sessions = new Map();
     const closing: Lease[] = [];
     for (const name of names) {
@@ -321,8 +322,9 @@ export class Locks {
       const primaries = await this.#transport.primaries();
       await Promise.all(
         primaries.flatMap((node) =>
-          names.map((name) =>
-            this.#commands.callNode(node, ["LOCK.CLOSE", name]).catch((error: unknown) => {
+          // Bounded by the session's ttl: past it the server has ended the session.
+          sessions.map(([ttl, name]) =>
+            this.#commands.callNode(node, ["LOCK.CLOSE", name], ttl).catch((error: unknown) => {
               failure ??= { error, node };
             }),
           ),

@@ -6,7 +6,7 @@
 // the deadline. Standalone, with each client library.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { LockLost } from "../src/index.js";
+import { LockLost, ServerUnavailable } from "../src/index.js";
 import { startServer, type Server } from "./harness/index.js";
 import { LIBRARIES, managerOn, type Manager } from "./clients.js";
 import { sleep, until, untilWaiters } from "./waits.js";
@@ -101,6 +101,25 @@ for (const library of LIBRARIES) {
       }
       assert.equal(settledPaused, true);
       await until("the key gone", async () => (await server.call("EXISTS", `lock:${name}`)) === 0);
+    });
+
+    test("close() with the server gone: bounded by the session's ttl, and a message that names LOCK.CLOSE", async () => {
+      const gone = await startServer();
+      const manager = await managerOn(library, gone);
+      try {
+        await manager.locks.acquire(`gone-${library}`, { ttl: 1_000 });
+        await gone.stop();
+        await assert.rejects(
+          manager.locks.close(),
+          (error: unknown) =>
+            error instanceof ServerUnavailable &&
+            error.message.startsWith("no answer from ") &&
+            error.message.includes("LOCK.CLOSE"),
+        );
+      } finally {
+        await manager.made.close();
+        await gone.stop();
+      }
     });
 
     test("lease.lost reads true right after the process was frozen past the deadline", async () => {
