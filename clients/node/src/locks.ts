@@ -1,7 +1,7 @@
 // `Locks`: the lock manager over an application's node-redis or ioredis client.
 //
 //   const locks = new Locks(client);
-//   await locks.lock("order-42", { ttl: 30_000, wait: 5_000 }, async (lease) => { ... });
+//   await locks.lock("{order-42}", { ttl: 30_000, wait: 5_000 }, async (lease) => { ... });
 //
 // Every acquire sends a fresh random TOKEN (a re-sent acquire is the same grant); a wait
 // runs on a connection of the manager's own (acquire.ts); held leases are kept alive by
