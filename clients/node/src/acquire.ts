@@ -10,6 +10,7 @@
 // (the AbortSignal, an error) closes its connection — the server drops the queued wait —
 // and releases the token, in case it was granted in between.
 import { now } from "./clock.js";
+import type { OwnCommands } from "./commands.js";
 import { type AcquireRequest, acquireArgs, blockMs, parseGrant } from "./protocol.js";
 import { fromReply } from "./replies.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
@@ -83,10 +84,11 @@ export class WaitLinks {
   }
 }
 
-/** Releases `token`'s holdings of `keys`, ignoring every failure (a clean-up). */
-export async function releaseQuietly(transport: Transport, keys: readonly string[], token: string): Promise<void> {
+/** Releases `token`'s holdings of `keys`, ignoring every failure (a clean-up), on the
+ * package's own connections (the application's client may be closed by now). */
+export async function releaseQuietly(commands: OwnCommands, keys: readonly string[], token: string): Promise<void> {
   await Promise.all(
-    keys.map((key) => transport.call(key, ["LOCK.RELEASE", key, token]).catch(() => undefined)),
+    keys.map((key) => commands.call(key, ["LOCK.RELEASE", key, token]).catch(() => undefined)),
   );
 }
 
@@ -115,6 +117,7 @@ class Refused extends Error {
  * limit) in the server's queue; the grant, or null when busy for the whole wait. */
 export async function acquire(
   transport: Transport,
+  commands: OwnCommands,
   links: WaitLinks,
   request: AcquireRequest,
   waitMs: number,
@@ -127,12 +130,12 @@ export async function acquire(
   if (waitMs <= 0) {
     const sentAt = now();
     try {
-      const fences = parseGrant(await transport.call(key, acquireArgs(request, undefined)));
+      const fences = parseGrant(await commands.call(key, acquireArgs(request, undefined)));
       return fences === null ? null : { fences, sentAt, answeredAt: now() };
     } catch (error) {
       if (error instanceof ServerReply) throw fromReply(error, key, command, transport.describe(node));
       // Lost on the way: it may have been granted.
-      await releaseQuietly(transport, request.keys, request.token);
+      await releaseQuietly(commands, request.keys, request.token);
       throw fromReply(error, key, command, transport.describe(node));
     }
   }
@@ -195,7 +198,7 @@ export async function acquire(
     // Abandoned: the server drops a wait whose connection closes; a grant that came
     // first is released.
     link?.close();
-    await releaseQuietly(transport, request.keys, request.token);
+    await releaseQuietly(commands, request.keys, request.token);
     if (signal?.aborted) throw signal.reason;
     throw fromReply(error, key, command, transport.describe(target));
   }

@@ -134,7 +134,8 @@ export class ServerUnavailable extends FencelockError {
     options?: { cause?: unknown },
   ) {
     super(
-      `lock ${JSON.stringify(key)}: no answer from ${server}` +
+      // A command of no one lock (a session's) has no key to name.
+      (key === "" ? `no answer from ${server}` : `lock ${JSON.stringify(key)}: no answer from ${server}`) +
         (options?.cause instanceof Error ? `: ${options.cause.message}` : ""),
       options,
     );

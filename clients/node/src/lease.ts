@@ -91,12 +91,16 @@ export class Lease {
     return this.#controller.signal;
   }
 
-  /** Whether the lease was lost (see `lostReason`). */
+  /** Whether the lease was lost (see `lostReason`). Checks the deadline itself: after
+   * the process was frozen (a long synchronous step, a paused VM) the deadline timer has
+   * not run yet, and the lease would otherwise read as held until it does. */
   get lost(): boolean {
+    this.#checkDeadline();
     return this.#lostError !== undefined;
   }
 
   get lostReason(): LostReason | undefined {
+    this.#checkDeadline();
     return this.#lostError?.reason;
   }
 
@@ -108,9 +112,7 @@ export class Lease {
   /** Throws `LockLost` unless the lease still holds: not lost, and its deadline not
    * passed. Call it before an action that must not happen without the lock. */
   ensureHeld(): void {
-    if (this.#lostError === undefined && now() >= this.#deadline && !this.#released) {
-      this.lose("deadline");
-    }
+    this.#checkDeadline();
     if (this.#lostError !== undefined) throw this.#lostError;
     if (this.#released) throw new LockLost(this.key, "not-held");
   }
@@ -187,6 +189,11 @@ export class Lease {
   markReleased(): void {
     this.#released = true;
     this.#disarm();
+  }
+
+  /** Lost at the deadline, whether or not its timer has run yet. */
+  #checkDeadline(): void {
+    if (this.#lostError === undefined && !this.#released && now() >= this.#deadline) this.lose("deadline");
   }
 
   #arm(): void {

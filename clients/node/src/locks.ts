@@ -1,7 +1,7 @@
 // `Locks`: the lock manager over an application's node-redis or ioredis client.
 //
 //   const locks = new Locks(client);
-//   await locks.lock("order-42", { ttl: 30_000, wait: 5_000 }, async (lease) => { ... });
+//   await locks.lock("{order-42}", { ttl: 30_000, wait: 5_000 }, async (lease) => { ... });
 //
 // Every acquire sends a fresh random TOKEN (a re-sent acquire is the same grant); a wait
 // runs on a connection of the manager's own (acquire.ts); held leases are kept alive by
@@ -10,6 +10,7 @@
 // else a LOCK.REFRESH each. `close()` ends the sessions (LOCK.CLOSE on every primary).
 import { WaitLinks, acquire, releaseQuietly, type Grant } from "./acquire.js";
 import { now } from "./clock.js";
+import { OwnCommands } from "./commands.js";
 import { LockLost, LockNotAcquired } from "./errors.js";
 import { Lease, type LeaseHost } from "./lease.js";
 import {
@@ -132,6 +133,9 @@ export class Locks {
   readonly #lockDelay: number | undefined;
   readonly #refresher: Refresher;
   readonly #links: WaitLinks;
+  /** Every LOCK.* command of the manager but a guarded write goes on its own
+   * connections (commands.ts): none depends on the application's client staying open. */
+  readonly #commands: OwnCommands;
   readonly #host: LeaseHost;
   /** This manager's session name per ttl (a keepalive gives all holdings one ttl). */
   #sessions = new Map<number, string>();
@@ -147,6 +151,7 @@ export class Locks {
     this.#lockDelay = options.lockDelay === undefined ? undefined : wholeMs(options.lockDelay, "lockDelay");
     this.#refresher = new Refresher(this.#transport);
     this.#links = new WaitLinks(this.#transport);
+    this.#commands = new OwnCommands(this.#transport, this.#links);
     const transport = this.#transport;
     this.#host = {
       call: (key: string, args: Arg[]) => transport.call(key, args),
@@ -203,7 +208,7 @@ export class Locks {
     if (lease.released) return false;
     let held: boolean;
     try {
-      held = parseFlag(await this.#transport.call(lease.key, ["LOCK.RELEASE", lease.key, lease.token]));
+      held = parseFlag(await this.#commands.call(lease.key, ["LOCK.RELEASE", lease.key, lease.token]));
     } catch (error) {
       throw fromReply(error, lease.key, "LOCK.RELEASE", await this.#host.describe(lease.key));
     }
@@ -286,7 +291,7 @@ export class Locks {
       primaries.flatMap((node) =>
         names.map(async (name) => {
           try {
-            return await this.#transport.callNode(node, ["LOCK.HELD", name]);
+            return await this.#commands.callNode(node, ["LOCK.HELD", name]);
           } catch (error) {
             throw fromReply(error, "", "LOCK.HELD", this.#transport.describe(node));
           }
@@ -302,7 +307,8 @@ export class Locks {
    * own connections. Leases of their own (`session: false`, `once`) are left to their
    * holders. The manager can be used again, in new sessions. */
   async close(): Promise<void> {
-    const names = [...this.#sessions.values()];
+    const sessions = [...this.#sessions];
+    const names = sessions.map(([, name]) => name);
     this.#sessions = new Map();
     const closing: Lease[] = [];
     for (const name of names) {
@@ -311,14 +317,15 @@ export class Locks {
         closing.push(lease);
       }
     }
-    let failure: unknown;
+    let failure: { error: unknown; node: string } | undefined;
     if (names.length > 0) {
       const primaries = await this.#transport.primaries();
       await Promise.all(
         primaries.flatMap((node) =>
-          names.map((name) =>
-            this.#transport.callNode(node, ["LOCK.CLOSE", name]).catch((error: unknown) => {
-              failure ??= error;
+          // Bounded by the session's ttl: past it the server has ended the session.
+          sessions.map(([ttl, name]) =>
+            this.#commands.callNode(node, ["LOCK.CLOSE", name], ttl).catch((error: unknown) => {
+              failure ??= { error, node };
             }),
           ),
         ),
@@ -328,7 +335,8 @@ export class Locks {
     this.#links.close();
     this.#refresher.stop();
     if (failure !== undefined) {
-      throw fromReply(failure, closing[0]?.key ?? "", "LOCK.CLOSE", "a primary");
+      const where = `${this.#transport.describe(failure.node)} to LOCK.CLOSE of the manager's sessions`;
+      throw fromReply(failure.error, "", "LOCK.CLOSE", where);
     }
   }
 
@@ -348,7 +356,7 @@ export class Locks {
   async #sessionFor(node: string, ttl: number): Promise<string | undefined> {
     let known = this.#hasSessions.get(node);
     if (known === undefined) {
-      known = this.#transport
+      known = this.#commands
         .callNode(node, ["LOCK.KEEPALIVE", newSessionName(), 1])
         .then(
           () => true,
@@ -370,7 +378,7 @@ export class Locks {
     if (typeof wait !== "number" || Number.isNaN(wait) || wait < 0) {
       throw new RangeError(`wait must be 0 or more milliseconds (or Infinity), not ${String(wait)}`);
     }
-    const grant = await acquire(this.#transport, this.#links, request, wait, signal);
+    const grant = await acquire(this.#transport, this.#commands, this.#links, request, wait, signal);
     const key = request.keys[0] ?? "";
     if (grant === null) throw new LockNotAcquired(key);
     return grant;
@@ -386,7 +394,7 @@ export class Locks {
       if (grant.answeredAt - grant.sentAt > request.ttlMs / 3) {
         sentAt = now();
         const refreshed = await Promise.all(
-          keys.map((key) => this.#transport.call(key, ["LOCK.REFRESH", key, request.token, request.ttlMs])),
+          keys.map((key) => this.#commands.call(key, ["LOCK.REFRESH", key, request.token, request.ttlMs])),
         );
         if (!refreshed.every(parseFlag)) throw new LockLost(keys[0] ?? "", "not-held");
       }
@@ -394,7 +402,7 @@ export class Locks {
         throw new LockNotAcquired(keys[0] ?? "", `lock ${JSON.stringify(keys[0])}: the lock manager was closed while it was being acquired`);
       }
     } catch (error) {
-      await releaseQuietly(this.#transport, keys, request.token);
+      await releaseQuietly(this.#commands, keys, request.token);
       throw fromReply(error, keys[0] ?? "", "LOCK.REFRESH", this.#transport.describe(node));
     }
     return keys.map((key, index) => {
@@ -421,8 +429,15 @@ export class Locks {
       result = await work(lease);
     } catch (error) {
       // Released whatever the recipe: a job that failed is to be run again.
-      await this.release(lease).catch(() => undefined);
+      if (lease.lost) this.#releaseLost(lease);
+      else await this.release(lease).catch(() => undefined);
       throw error;
+    }
+    if (lease.lost) {
+      // Nothing to wait for: the caller learns of the loss now, even while the server
+      // does not answer (paused, cut off).
+      this.#releaseLost(lease);
+      throw lease.lostError();
     }
     try {
       await leave();
@@ -432,6 +447,20 @@ export class Locks {
     }
     if (lease.lost) throw lease.lostError();
     return result;
+  }
+
+  /** The release of a lost lease, in the background and bounded by its ttl: the server
+   * may still hold the token (its lease not run out yet, or the loss seen on the client
+   * only); past the ttl it holds it no more, and nothing is left to release. */
+  #releaseLost(lease: Lease): void {
+    this.#refresher.remove(lease);
+    if (lease.released) return;
+    lease.markReleased();
+    const args = ["LOCK.RELEASE", lease.key, lease.token];
+    void this.#transport
+      .nodeOf(lease.key)
+      .then((node) => this.#commands.callNode(node, args, lease.ttl))
+      .catch(() => undefined);
   }
 
   /** The end of a `once` job that went well: the lease cut to what is left of
@@ -445,7 +474,7 @@ export class Locks {
     this.#refresher.remove(lease);
     let held: boolean;
     try {
-      held = parseFlag(await this.#transport.call(lease.key, ["LOCK.REFRESH", lease.key, lease.token, left]));
+      held = parseFlag(await this.#commands.call(lease.key, ["LOCK.REFRESH", lease.key, lease.token, left]));
     } catch (error) {
       throw fromReply(error, lease.key, "LOCK.REFRESH", await this.#host.describe(lease.key));
     }

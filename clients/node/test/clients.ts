@@ -20,6 +20,9 @@ export interface ClientOptions {
   /** ioredis only: more options. */
   ioredis?: Partial<RedisOptions>;
   port?: number;
+  /** node-redis: no pings with the `timeout` (an application that sets only
+   * `socketTimeout`: its idle client is closed for good once it passes). */
+  noPings?: boolean;
 }
 
 export async function standalone(library: Library, server: Server, options: ClientOptions = {}): Promise<Made> {
@@ -42,7 +45,9 @@ export async function standalone(library: Library, server: Server, options: Clie
     },
     // node-redis closes a client whose socket stays idle past socketTimeout: pings keep
     // an idle one open, as an application with a socketTimeout has to.
-    ...(options.timeout === undefined ? {} : { pingInterval: Math.floor(options.timeout / 3) }),
+    ...(options.timeout === undefined || options.noPings === true
+      ? {}
+      : { pingInterval: Math.floor(options.timeout / 3) }),
   });
   client.on("error", () => undefined);
   await client.connect();
@@ -62,7 +67,12 @@ export async function clustered(library: Library, cluster: Cluster, options: Cli
     rootNodes: cluster.startup.map(({ host, port }) => ({ socket: { host, port } })),
     ...(options.timeout === undefined
       ? {}
-      : { defaults: { socket: { socketTimeout: options.timeout }, pingInterval: Math.floor(options.timeout / 3) } }),
+      : {
+          defaults: {
+            socket: { socketTimeout: options.timeout },
+            ...(options.noPings === true ? {} : { pingInterval: Math.floor(options.timeout / 3) }),
+          },
+        }),
   });
   client.on("error", () => undefined);
   await client.connect();

@@ -127,8 +127,14 @@ export function ioClusterTransport(cluster: IoClusterLike): Transport {
     }
   }
 
+  // A node connection the package's own connections are made like (duplicate()): kept,
+  // since while the cluster reconnects (its connections killed) it lists no node.
+  let template: IoRedisLike | undefined;
+
   function instance(node: string): IoRedisLike | undefined {
-    return cluster.nodes("all").find((candidate) => address(candidate) === node);
+    const all = cluster.nodes("all");
+    template = all[0] ?? template;
+    return all.find((candidate) => address(candidate) === node);
   }
 
   async function onNode(node: string, asking: boolean, args: Arg[]): Promise<unknown> {
@@ -168,7 +174,7 @@ export function ioClusterTransport(cluster: IoClusterLike): Transport {
     },
     async open(node) {
       await ready();
-      const from = instance(node) ?? cluster.nodes("master")[0];
+      const from = instance(node) ?? template;
       if (from === undefined) throw new Error("the cluster has no node");
       const [host, port] = [node.slice(0, node.lastIndexOf(":")), Number(node.slice(node.lastIndexOf(":") + 1))];
       return link(from, { host, port, readOnly: false });

@@ -56,6 +56,9 @@ export interface Server {
   call(...args: Array<string | number>): Promise<Reply>;
   /** The server's log so far. */
   log(): string;
+  /** Stops (SIGSTOP) or resumes (SIGCONT) the server process: a stalled server. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -104,7 +107,16 @@ class RunningServer implements Server {
     }
   }
 
+  pause(): void {
+    this.child.kill("SIGSTOP");
+  }
+
+  resume(): void {
+    this.child.kill("SIGCONT");
+  }
+
   async stop(): Promise<void> {
+    this.resume(); // a paused server would not end on the stop signal
     await stopProcess(this.child);
     rmSync(this.dir, { recursive: true, force: true });
   }
