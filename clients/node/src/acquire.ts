@@ -11,6 +11,7 @@
 // and releases the token, in case it was granted in between.
 import { now } from "./clock.js";
 import type { OwnCommands } from "./commands.js";
+import type { WaitLinks } from "./links.js";
 import { type AcquireRequest, acquireArgs, blockMs, parseGrant } from "./protocol.js";
 import { fromReply } from "./replies.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
@@ -19,69 +20,11 @@ import { MAX_REDIRECTS, MAX_TRYAGAIN, TRYAGAIN_PAUSE_MS, pause, redirection } fr
 // How often a wait whose connection was lost is asked again before giving up.
 const RECONNECTS = 3;
 const RECONNECT_PAUSE_MS = 100;
-// Idle wait connections kept per server for the next wait, each for a short while only:
-// an open connection keeps the process alive, and a script that is done should end.
-const IDLE_PER_NODE = 4;
-const IDLE_MS = 1_000;
-
 export interface Grant {
   fences: bigint[];
   /** When the granted acquire was sent, and when its answer came (`performance.now()`). */
   sentAt: number;
   answeredAt: number;
-}
-
-interface Idle {
-  link: Link;
-  timer: NodeJS.Timeout;
-}
-
-/** The wait connections of one manager, per server; idle ones are kept a while for
- * reuse. */
-export class WaitLinks {
-  readonly #idle = new Map<string, Idle[]>();
-  readonly #transport: Transport;
-
-  constructor(transport: Transport) {
-    this.#transport = transport;
-  }
-
-  async take(node: string): Promise<Link> {
-    const idle = this.#idle.get(node)?.pop();
-    if (idle === undefined) return this.#transport.open(node);
-    clearTimeout(idle.timer);
-    return idle.link;
-  }
-
-  give(node: string, link: Link): void {
-    let idle = this.#idle.get(node);
-    if (idle === undefined) this.#idle.set(node, (idle = []));
-    if (idle.length >= IDLE_PER_NODE) {
-      link.close();
-      return;
-    }
-    const entry: Idle = {
-      link,
-      timer: setTimeout(() => {
-        const left = this.#idle.get(node);
-        const at = left?.indexOf(entry) ?? -1;
-        if (at >= 0) left?.splice(at, 1);
-        link.close();
-      }, IDLE_MS),
-    };
-    entry.timer.unref();
-    idle.push(entry);
-  }
-
-  close(): void {
-    for (const idle of this.#idle.values()) {
-      for (const { link, timer } of idle) {
-        clearTimeout(timer);
-        link.close();
-      }
-    }
-    this.#idle.clear();
-  }
 }
 
 /** Releases `token`'s holdings of `keys`, ignoring every failure (a clean-up), on the

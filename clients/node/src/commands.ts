@@ -7,8 +7,8 @@
 // until its ttl. Every command here is idempotent by its token or session name, so a
 // lost connection or a client-side TRYAGAIN is asked again (bounded), MOVED and ASK are
 // followed.
-import type { WaitLinks } from "./acquire.js";
 import { now, timerDelay } from "./clock.js";
+import type { WaitLinks } from "./links.js";
 import type { Arg } from "./protocol.js";
 import { type Link, ServerReply, type Transport } from "./transport/index.js";
 import { MAX_REDIRECTS, MAX_TRYAGAIN, TRYAGAIN_PAUSE_MS, isTryAgain, pause, redirection } from "./transport/types.js";

@@ -8,7 +8,8 @@
 // one refresher per manager (refresher.ts): in the manager's session, one LOCK.KEEPALIVE
 // per server for all of them (sent to every primary of a cluster where it holds one),
 // else a LOCK.REFRESH each. `close()` ends the sessions (LOCK.CLOSE on every primary).
-import { WaitLinks, acquire, releaseQuietly, type Grant } from "./acquire.js";
+import { acquire, releaseQuietly, type Grant } from "./acquire.js";
+import { WaitLinks } from "./links.js";
 import { now } from "./clock.js";
 import { OwnCommands } from "./commands.js";
 import { LockLost, LockNotAcquired } from "./errors.js";
