@@ -7,8 +7,8 @@
 use testkit::resp::RawClient;
 use testkit::*;
 
-/// Makes user `name` (password `secret`) with `+@all` and these key rules.
-pub(crate) fn set_user(server: &Server, name: &str, rules: &[&str]) {
+/// Makes user `name` (password `secret`) with exactly these rules.
+pub(crate) fn define_user(server: &Server, name: &str, rules: &[&str]) {
     let mut admin = server.connect();
     let _: () = cmd("ACL")
         .arg("SETUSER")
@@ -16,13 +16,12 @@ pub(crate) fn set_user(server: &Server, name: &str, rules: &[&str]) {
         .arg("on")
         .arg(">secret")
         .arg(rules)
-        .arg("+@all")
         .query(&mut admin)
         .expect("ACL SETUSER");
 }
 
-fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
-    set_user(server, name, rules);
+/// A connection logged in as user `name` (password `secret`).
+pub(crate) fn login(server: &Server, name: &str) -> Connection {
     let mut con = server.connect();
     let _: () = cmd("AUTH")
         .arg(name)
@@ -30,6 +29,16 @@ fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
         .query(&mut con)
         .expect("AUTH");
     con
+}
+
+/// Makes user `name` (password `secret`) with these key rules and `+@all`.
+pub(crate) fn set_user(server: &Server, name: &str, rules: &[&str]) {
+    define_user(server, name, &[rules, &["+@all"]].concat());
+}
+
+fn user(server: &Server, name: &str, rules: &[&str]) -> Connection {
+    set_user(server, name, rules);
+    login(server, name)
 }
 
 /// The error code of a command's reply, or "OK" when it succeeded.

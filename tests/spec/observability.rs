@@ -8,6 +8,8 @@ use std::time::Duration;
 use testkit::resp::RawClient;
 use testkit::*;
 
+use crate::acl::{define_user, login};
+
 /// A field of `INFO fencelock` (`fencelock_` prefixed here).
 fn stat(con: &mut Connection, name: &str) -> String {
     info_field(con, "fencelock", &format!("fencelock_{name}"))
@@ -189,20 +191,8 @@ fn config_resetstat_resets_the_distributions_and_counters_but_not_for_a_refused_
     assert_eq!(count(&mut con, "waits"), 1);
     assert_eq!(count(&mut con, "holds"), 1);
     // A user the ACL refuses CONFIG: its RESETSTAT resets nothing.
-    let mut admin = server.connect();
-    let _: () = cmd("ACL")
-        .arg(
-            &[
-                "SETUSER", "viewer", "on", ">secret", "~*", "+@all", "-config",
-            ][..],
-        )
-        .query(&mut admin)
-        .unwrap();
-    let mut viewer = server.connect();
-    let _: () = cmd("AUTH")
-        .arg(&["viewer", "secret"][..])
-        .query(&mut viewer)
-        .unwrap();
+    define_user(&server, "viewer", &["~*", "+@all", "-config"]);
+    let mut viewer = login(&server, "viewer");
     let refused: redis::RedisResult<()> = cmd("CONFIG").arg("RESETSTAT").query(&mut viewer);
     assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
     let _: String = cmd("PING").query(&mut con).unwrap();
@@ -565,26 +555,19 @@ fn lock_top_leaves_out_keys_the_user_may_not_read() {
     for key in ["app:a", "secret:b", "writeonly:c"] {
         hold(&mut con, key, 60_000, &[]);
     }
-    let _: () = cmd("ACL")
-        .arg(
-            &[
-                "SETUSER",
-                "viewer",
-                "on",
-                ">secret",
-                "resetkeys",
-                "~app:*",
-                "%W~writeonly:*",
-            ][..],
-        )
-        .arg(&["-@all", "+lock.top", "+lock.info"][..])
-        .query(&mut con)
-        .unwrap();
-    let mut viewer = server.connect();
-    let _: () = cmd("AUTH")
-        .arg(&["viewer", "secret"][..])
-        .query(&mut viewer)
-        .unwrap();
+    define_user(
+        &server,
+        "viewer",
+        &[
+            "resetkeys",
+            "~app:*",
+            "%W~writeonly:*",
+            "-@all",
+            "+lock.top",
+            "+lock.info",
+        ],
+    );
+    let mut viewer = login(&server, "viewer");
     assert_eq!(top_keys(&mut viewer, &[]), ["app:a"]);
     let mut everything = top_keys(&mut con, &[]);
     everything.sort();
@@ -601,38 +584,24 @@ fn lock_top_judges_a_key_by_the_selector_that_grants_the_read() {
     for key in ["app:a", "secret:b"] {
         hold(&mut con, key, 60_000, &[]);
     }
-    let _: () = cmd("ACL")
-        .arg(&["SETUSER", "viewer", "on", ">secret", "resetkeys", "~app:*"][..])
-        .arg(&["-@all", "+lock.top", "+lock.info", "(~secret:*)"][..])
-        .query(&mut con)
-        .unwrap();
-    let _: () = cmd("ACL")
-        .arg(
-            &[
-                "SETUSER",
-                "blind",
-                "on",
-                ">secret",
-                "~*",
-                "-@all",
-                "+lock.top",
-            ][..],
-        )
-        .query(&mut con)
-        .unwrap();
-    let mut viewer = server.connect();
-    let _: () = cmd("AUTH")
-        .arg(&["viewer", "secret"][..])
-        .query(&mut viewer)
-        .unwrap();
+    define_user(
+        &server,
+        "viewer",
+        &[
+            "resetkeys",
+            "~app:*",
+            "-@all",
+            "+lock.top",
+            "+lock.info",
+            "(~secret:*)",
+        ],
+    );
+    define_user(&server, "blind", &["~*", "-@all", "+lock.top"]);
+    let mut viewer = login(&server, "viewer");
     let refused: redis::RedisResult<Value> = cmd("LOCK.INFO").arg("secret:b").query(&mut viewer);
     assert_eq!(refused.unwrap_err().code(), Some("NOPERM"));
     assert_eq!(top_keys(&mut viewer, &[]), ["app:a"]);
-    let mut blind = server.connect();
-    let _: () = cmd("AUTH")
-        .arg(&["blind", "secret"][..])
-        .query(&mut blind)
-        .unwrap();
+    let mut blind = login(&server, "blind");
     assert!(top_keys(&mut blind, &[]).is_empty());
 }
 
