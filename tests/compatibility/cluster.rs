@@ -149,6 +149,24 @@ pub(crate) fn node_id(node: &Server) -> String {
         .expect("CLUSTER MYID")
 }
 
+/// Gives `slot` to `to` with its keys still on their old owner (`CLUSTER SETSLOT … NODE`
+/// on the new owner, then a new epoch), as a failed or hand-made resharding does: the
+/// old owner learns it lost the slot and deletes the slot's keys.
+pub(crate) fn give_slot_with_its_keys_left_behind(slot: i64, to: &Server) {
+    let mut new = to.connect();
+    let _: () = cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg("NODE")
+        .arg(node_id(to))
+        .query(&mut new)
+        .expect("SETSLOT on the new owner");
+    let _: String = cmd("CLUSTER")
+        .arg("BUMPEPOCH")
+        .query(&mut new)
+        .expect("BUMPEPOCH");
+}
+
 /// `CLUSTER SLOTS` as (slot range, master node id) pairs.
 fn slot_owners(con: &mut Connection) -> Vec<(std::ops::RangeInclusive<i64>, String)> {
     let slots: Vec<Value> = cmd("CLUSTER").arg("SLOTS").query(con).unwrap();
@@ -467,18 +485,7 @@ fn a_slot_lost_with_its_keys_answers_the_waiters_there_tryagain() {
     );
 
     let slot: i64 = slot_of(&mut old, &key);
-    let mut new = new_owner.connect();
-    let _: () = cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("NODE")
-        .arg(node_id(new_owner))
-        .query(&mut new)
-        .expect("SETSLOT on the new owner");
-    let _: String = cmd("CLUSTER")
-        .arg("BUMPEPOCH")
-        .query(&mut new)
-        .expect("BUMPEPOCH");
+    give_slot_with_its_keys_left_behind(slot, new_owner);
 
     for (who, client) in [("waiter", &mut waiter), ("observer", &mut observer)] {
         let answer = client.read_reply();

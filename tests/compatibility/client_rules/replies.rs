@@ -7,7 +7,7 @@ use testkit::resp::{RawClient, Reply};
 use testkit::*;
 
 use super::{random_token, send};
-use crate::cluster::{key_per_node, node_id, Cluster, SlotMove};
+use crate::cluster::{give_slot_with_its_keys_left_behind, key_per_node, Cluster, SlotMove};
 
 fn error_text(reply: &Reply) -> &str {
     match reply {
@@ -178,16 +178,8 @@ fn a_wait_answered_tryagain_is_granted_when_sent_again() {
     );
     wait_for_waiters(&mut old, &key, 1);
 
-    let slot = slot_of(&mut old, &key);
+    give_slot_with_its_keys_left_behind(slot_of(&mut old, &key), new_owner);
     let mut new = new_owner.connect();
-    let _: () = cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg("NODE")
-        .arg(node_id(new_owner))
-        .query(&mut new)
-        .expect("SETSLOT on the new owner");
-    let _: String = cmd("CLUSTER").arg("BUMPEPOCH").query(&mut new).unwrap();
     assert!(error_text(&waiter.read_reply()).starts_with("TRYAGAIN"));
 
     let mut client = cluster.client();
