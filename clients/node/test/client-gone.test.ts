@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { LockLost, ServerUnavailable } from "../src/index.js";
 import { startServer, type Server } from "./harness/index.js";
-import { LIBRARIES, managerOn, type Manager } from "./clients.js";
+import { LIBRARIES, managerOn, managersOn, type Manager } from "./clients.js";
 import { sleep, until, untilWaiters } from "./waits.js";
 
 let server: Server;
@@ -50,15 +50,7 @@ describe("node-redis, socketTimeout without pings", () => {
 
 for (const library of LIBRARIES) {
   describe(`${library}`, () => {
-    const managers: Manager[] = [];
-    async function manager(): Promise<Manager> {
-      const made = await managerOn(library, server);
-      managers.push(made);
-      return made;
-    }
-    after(async () => {
-      for (const made of managers.splice(0)) await made.close();
-    });
+    const { manager } = managersOn(library, () => server);
 
     test("the application's client closed while a lease is held: it is kept, released, and the session closed", async () => {
       const { locks, made } = await manager();

@@ -1,6 +1,7 @@
 // The clients the tests run the package with: node-redis and ioredis, standalone and
 // cluster, each made as an application would make it, and closed by `close()`.
 import { Cluster as IoCluster, Redis as IoRedis, type RedisOptions } from "ioredis";
+import { after } from "node:test";
 import { createClient, createCluster, createSentinel } from "redis";
 import { Locks, type LocksOptions } from "../src/index.js";
 import type { Cluster, Sentinel, Server } from "./harness/index.js";
@@ -100,6 +101,31 @@ export async function managerOn(
       await locks.close().catch(() => undefined);
       await made.close();
     },
+  };
+}
+
+/** The managers one group of tests makes with `managerOn` on `server()` (read when a
+ * manager is made: the server starts in the file's `before`): `manager()` makes one,
+ * `closeAll()` closes every one made so far, and runs after the group by itself. */
+export function managersOn(
+  library: Library,
+  server: () => Server,
+): {
+  manager(options?: Parameters<typeof managerOn>[2]): Promise<Manager>;
+  closeAll(): Promise<void>;
+} {
+  const managers: Manager[] = [];
+  async function closeAll(): Promise<void> {
+    for (const made of managers.splice(0)) await made.close();
+  }
+  after(closeAll);
+  return {
+    async manager(options = {}) {
+      const made = await managerOn(library, server(), options);
+      managers.push(made);
+      return made;
+    },
+    closeAll,
   };
 }
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Deadlock, Lease, LockLost, LockNotAcquired } from "../src/index.js";
 import { startServer, type Server } from "./harness/index.js";
-import { LIBRARIES, managerOn, type Manager } from "./clients.js";
+import { LIBRARIES, managersOn } from "./clients.js";
 import { lockInfo, sleep, untilWaiters } from "./waits.js";
 
 let server: Server;
@@ -17,15 +17,7 @@ after(async () => {
 
 for (const library of LIBRARIES) {
   describe(`${library}`, () => {
-    const managers: Manager[] = [];
-    async function manager(options: Parameters<typeof managerOn>[2] = {}): Promise<Manager> {
-      const made = await managerOn(library, server, options);
-      managers.push(made);
-      return made;
-    }
-    after(async () => {
-      for (const made of managers.splice(0)) await made.close();
-    });
+    const { manager } = managersOn(library, () => server);
 
     test("a session keeps its leases with one keepalive; close() releases them all", async () => {
       const { locks } = await manager();

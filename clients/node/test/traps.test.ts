@@ -7,7 +7,7 @@ import { performance } from "node:perf_hooks";
 import { after, before, describe, test } from "node:test";
 import { Lease, LockLost, LockNotAcquired } from "../src/index.js";
 import { startProxy, startServer, type Server } from "./harness/index.js";
-import { LIBRARIES, managerOn, type Manager } from "./clients.js";
+import { LIBRARIES, managersOn } from "./clients.js";
 import { lockInfo, sleep, until, untilWaiters } from "./waits.js";
 
 let server: Server;
@@ -20,16 +20,7 @@ after(async () => {
 
 for (const library of LIBRARIES) {
   describe(`${library}`, () => {
-    const managers: Manager[] = [];
-    async function manager(options: Parameters<typeof managerOn>[2] = {}): Promise<Manager> {
-      const made = await managerOn(library, server, options);
-      managers.push(made);
-      return made;
-    }
-    async function closeManagers(): Promise<void> {
-      for (const made of managers.splice(0)) await made.close();
-    }
-    after(closeManagers);
+    const { manager, closeAll: closeManagers } = managersOn(library, () => server);
 
     test("a client timeout shorter than the wait: the waiter still gets the lock", async () => {
       const holder = await manager();
