@@ -10,6 +10,8 @@
 #                      redis-py 8 and with redis-py 5), the Python examples' tests and
 #                      the Node package's and examples' tests (mk/node.mk), once per
 #                      server: Debian redis-server 7.0, Redis 8.2, Valkey 9.1
+#                      (COMPAT_REDIS5_ON="redis-7.0 …": the redis-py 5 run on the
+#                      servers named only; COMPAT_COVERED: see scripts/test-compat.sh)
 #   make python        the Python client (clients/python): lint (ruff), type check (mypy),
 #                      sdist and wheel into target/python/, and the wheel installed into a
 #                      fresh virtualenv as a check that it stands alone
