@@ -28,10 +28,13 @@ pytestmark = pytest.mark.skipif(
 def test_computing_in_stretches_with_a_short_sleep_keeps_the_lock(
     server: Server, r: redis.Redis
 ) -> None:
-    # ttl 1 s; 30 stretches of 0.1 s, each followed by gevent.sleep(0.001).
+    # ttl 3 s; 45 stretches of 0.1 s (4.5 s: the lease must be refreshed), each
+    # followed by gevent.sleep(0.001). A 3 s lease leaves a refresh (due after 1 s)
+    # 2 s to arrive, which a loaded machine needs: with a 1 s lease, a run at a load
+    # of 11 on 2 cores lost the lock while the program kept to the recipe.
     script = str(HERE / "gevent_yielding.py")
     done = subprocess.run(
-        [sys.executable, script, server.url, "1", "30", "0.1", "0.001"],
+        [sys.executable, script, server.url, "3", "45", "0.1", "0.001"],
         capture_output=True,
         text=True,
         timeout=60,
