@@ -33,10 +33,12 @@ for (const library of LIBRARIES) {
       const second = new Locks(two.client);
       managers.push(first, second);
       const name = `sentinel-${library}`;
-      const lease = await first.acquire(name, { ttl: 1_500 });
+      // A 3 s lease: on a loaded machine (a load of 13 on 2 cores) a 1.5 s one ran out
+      // between keepalives, and the waiter was granted before it was ever seen queued.
+      const lease = await first.acquire(name, { ttl: 3_000 });
       const waiting = second.acquire(name, { ttl: 30_000, wait: 30_000 });
       await untilWaiters(primary, lease.key, 1);
-      await sleep(3_500); // past two leases: kept by the session's keepalive
+      await sleep(6_500); // past two leases: kept by the session's keepalive
       lease.ensureHeld();
       await first.close();
       assert.equal(lease.lostReason, "closed");
