@@ -37,7 +37,8 @@ mod wait;
 mod wanted;
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::error::CommandError;
 use fencelock_core::lock::{self, Admission};
@@ -108,8 +109,37 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
+/// Whether the registry had a waiter when it was last changed. Every acquire, refresh
+/// and release asks `anyone_waiting` and the answer is nearly always no: a plain
+/// static answers it without the thread-local lookup (`__tls_get_addr` in a shared
+/// object) and the registry's borrow. Only Redis's main thread touches the registry.
+static ANYONE_WAITING: AtomicBool = AtomicBool::new(false);
+
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
+    REGISTRY.with(|registry| f(&mut InStep(registry.borrow_mut())))
+}
+
+/// The registry borrowed; `ANYONE_WAITING` follows it when the borrow ends, also when
+/// a panic (caught by the entry point's guard) ends it.
+struct InStep<'a>(RefMut<'a, Registry>);
+
+impl Drop for InStep<'_> {
+    fn drop(&mut self) {
+        ANYONE_WAITING.store(!self.0.is_empty(), Relaxed);
+    }
+}
+
+impl std::ops::Deref for InStep<'_> {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for InStep<'_> {
+    fn deref_mut(&mut self) -> &mut Registry {
+        &mut self.0
+    }
 }
 
 /// Number of clients waiting for `key` in the selected database.
@@ -162,7 +192,7 @@ fn wait_began() -> u64 {
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
-    with_registry(|r| !r.is_empty())
+    ANYONE_WAITING.load(Relaxed)
 }
 
 /// Whether any client waits for `name` in the selected database (a new acquire queues
@@ -251,28 +281,27 @@ fn enqueue_all(
 /// holder's own lease end is followed, and an effect form settles the queue on the
 /// next turn. The one place a write's follow-ups are decided.
 pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
-    let name = key.name().as_slice();
     match change {
         Change::Granted(mode) => {
             if mode.is_shared() {
-                holder_leases::watch(ctx, name, key);
+                holder_leases::watch(ctx, key);
             }
         }
         Change::Extended => {
-            lease_changed(ctx, name, key);
-            holder_leases::watch(ctx, name, key);
+            lease_changed(ctx, key);
+            holder_leases::watch(ctx, key);
         }
         Change::Released => {
             hand_off(ctx, key);
         }
-        Change::Dropped => key_changed(ctx, selected_db(ctx), name),
+        Change::Dropped => key_changed(ctx, selected_db(ctx), key.name().as_slice()),
         Change::Applied(mode) => {
             // Waiters for this name (on a primary) follow the new holding's deadline;
             // a shared holder's own lease end is followed from here (AOF replay, a
             // replica that may be promoted, a lock restored by hand).
-            key_changed(ctx, selected_db(ctx), name);
+            key_changed(ctx, selected_db(ctx), key.name().as_slice());
             if mode.is_shared() {
-                holder_leases::watch(ctx, name, key);
+                holder_leases::watch(ctx, key);
             }
         }
     }
@@ -352,7 +381,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         }
     }
     if handed {
-        holder_leases::watch(ctx, name.as_slice(), key);
+        holder_leases::watch(ctx, key);
     }
     handed
 }

@@ -56,6 +56,12 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
     }
 }
 
+/// `CONFIG SET` may have turned the AOF on (`appendonly`), which from then on reads
+/// the replication stream.
+pub fn config_changed(ctx: &Context, _subevent: u64, _: EventData) {
+    propagation::check_aof(ctx);
+}
+
 /// A server that was ever a replica keeps a backlog for its own replicas.
 pub fn role_changed(_ctx: &Context, subevent: u64, _: EventData) {
     if subevent == BECAME_REPLICA {

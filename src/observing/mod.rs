@@ -28,8 +28,9 @@ mod timers;
 
 pub use callbacks::observed_reply;
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::capacity;
 use fencelock_core::lock;
@@ -81,8 +82,37 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
+/// Whether any key was observed when the registry was last changed. Every grant,
+/// refresh and release asks `anyone_observing`, and the answer is nearly always no: a
+/// plain static answers it without the thread-local lookup (`__tls_get_addr` in a
+/// shared object). Only Redis's main thread touches the registry.
+static ANYONE_OBSERVING: AtomicBool = AtomicBool::new(false);
+
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
+    REGISTRY.with(|registry| f(&mut InStep(registry.borrow_mut())))
+}
+
+/// The registry borrowed; `ANYONE_OBSERVING` follows it when the borrow ends, also
+/// when a panic (caught by the entry point's guard) ends it.
+struct InStep<'a>(RefMut<'a, Registry>);
+
+impl Drop for InStep<'_> {
+    fn drop(&mut self) {
+        ANYONE_OBSERVING.store(!self.0.keys.is_empty(), Relaxed);
+    }
+}
+
+impl std::ops::Deref for InStep<'_> {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for InStep<'_> {
+    fn deref_mut(&mut self) -> &mut Registry {
+        &mut self.0
+    }
 }
 
 /// Observers waiting for `name` in database `db`.
@@ -106,7 +136,7 @@ pub fn observed_keys() -> Vec<(i32, Vec<u8>)> {
 
 /// Whether any client observes any key.
 pub fn anyone_observing() -> bool {
-    with_registry(|r| !r.keys.is_empty())
+    ANYONE_OBSERVING.load(Relaxed)
 }
 
 /// Something may have changed what `name` in database `db` shows.
