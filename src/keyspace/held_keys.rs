@@ -1,41 +1,56 @@
-//! The lock keys held on this server, per database: what `LOCK.TOP` looks at besides
-//! the keys clients wait for, so that it never walks the keyspace. A name is added
-//! when a holding is written under it (grant, apply, run, load, a lock arriving by
-//! `RESTORE`, `RENAME`, `MOVE` or `COPY`) and removed when Redis unlinks the key (any
-//! deletion, expiry, eviction or overwrite), or with its database (`FLUSHDB`,
-//! `FLUSHALL`); `SWAPDB` swaps two databases' names. A name may stay a moment after its
-//! last holder left (a done record, a lock-delay): `LOCK.TOP` opens each key it lists
-//! and shows only what holds or is waited for.
+//! The holdings granted on this server, per database, in grant order: what `LOCK.TOP`
+//! looks at besides the keys clients wait for, so that it never walks the keyspace,
+//! and what the hold histogram needs of a holding that its key cannot say once it is
+//! gone.
 //!
-//! With each name it keeps when the holding began on this server's wall clock and when
-//! an exclusive lease ends. A fence is the granting server's clock in µs only while the
-//! fence clock is not ahead of the wall clock (after a jump ahead, fences count up by
-//! one a grant), so the start is `min(fence, now)`: a holding's age and the hold
-//! histogram stay right after such a jump. The lease end is what Redis's expiry of the
-//! key no longer says once the key is gone: a lease that ran out is measured to its end,
-//! not to when Redis got round to deleting the key.
+//! Each grant appends one entry (its fence, its lease end, its key's name) to its
+//! database's log. Fences only grow, so a grant's entry goes at the end: no hashing,
+//! no table to grow, nothing moved. A refresh of an exclusive lease (and a `PEXPIRE`
+//! of its key) finds its entry by binary search on the fence and writes the new lease
+//! end; an ending holding (release, expiry, deletion, a shared holder leaving, a run
+//! done) marks its entry ended the same way, and the ended entries are dropped when
+//! they make a quarter of the log (at a grant: each entry is moved once, a cost spread
+//! over the grants). An entry that arrives out of order (a lock moved in by `RESTORE`,
+//! `RENAME`, `MOVE` or `COPY`, a load, a holding a replica applies again) is put at its
+//! place. `FLUSHDB`/`FLUSHALL` drop a database's log, `SWAPDB` swaps two.
 //!
-//! Names of up to 22 bytes (most lock names) are kept inline in the table's slot, so
-//! noting and forgetting a lock allocates nothing: each is one hash and one probe.
-//! The index costs about 60 B a held key (measured with 100,000 names of 18 bytes;
-//! `fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the index is dropped at the next grant:
-//! `LOCK.TOP` then sees only the keys clients wait for; switched on again, a key held
-//! meanwhile is noted at its next grant.
+//! Why the lease end: Redis removes a key's expiry before a module hears that the key
+//! is unlinked (Redis 7.0 deletes it first), so a lease that ran out is measured to the
+//! end kept here, not to when Redis got round to deleting its key.
+//!
+//! A fence is the granting server's clock in µs only while the fence clock is not
+//! ahead of the wall clock (after a jump ahead, fences count up by one a grant): a
+//! holding granted (or loaded) with a fence ahead of the clock has its start, the
+//! wall clock then, kept by its fence in a small side table, so that its age and its
+//! length count from its grant; every other holding starts at its fence. The side
+//! table follows the holding through `RENAME`, `MOVE` and `RESTORE … REPLACE` (kept by
+//! fence, not by name) and is cleared of ended holdings with the log.
+//!
+//! Oldest first: in log order, a holding's start is its fence, so `LOCK.TOP BY held`
+//! reads from the front of the log (and the few holdings of the side table) and stops
+//! once no later entry could come before the last one listed.
+//!
+//! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes, no
+//! allocation of its own. With the log's spare room (it doubles as it grows) and ended
+//! entries not yet dropped, a held key costs 40–70 B, about 60 B
+//! (`fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the
+//! logs are dropped at the next grant: `LOCK.TOP` then sees only the keys clients wait
+//! for, and a holding not noted counts from its fence and, if its lease ran out, to its
+//! key's deletion; switched on again, a key held meanwhile is noted at its next grant.
 
-use std::borrow::Borrow;
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{Hash, Hasher};
+use std::cmp::Ordering as Order;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use fencelock_core::capacity::trim;
+use foldhash::fast::FixedState;
+
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
-use crate::ffi::server::selected_db;
+use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
 
 /// Bytes of a name kept inline.
@@ -70,67 +85,317 @@ impl Name {
     }
 }
 
-// Hashed and compared as its bytes, so that the table is searched with a `&[u8]`.
-impl Hash for Name {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
+/// The lease end of an entry whose holding ended.
+const ENDED: i64 = i64::MIN;
+
+/// One holding: its fence, when its lease ends (Unix ms; `i64::MAX` none or not known
+/// here: a shared holder's, which its set keeps), its key. Ordered by fence, then name.
+struct Entry {
+    fence: u64,
+    lease_end_ms: i64,
+    name: Name,
+}
+
+impl Entry {
+    fn is_live(&self) -> bool {
+        self.lease_end_ms != ENDED
+    }
+
+    fn cmp_to(&self, fence: u64, name: &[u8]) -> Order {
+        (self.fence, self.name.as_bytes()).cmp(&(fence, name))
     }
 }
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
+/// One database's entries: those noted in grant order (`entries`, sorted by fence,
+/// then name) and those noted out of it (`arrived`, sorted the same way, merged into
+/// `entries` once they are an eighth of them: a lock moved in costs no move of the
+/// whole log), and how many of both ended.
+#[derive(Default)]
+struct Log {
+    entries: Vec<Entry>,
+    arrived: Vec<Entry>,
+    ended: usize,
+}
+
+/// Where a holding's entry is: in `entries` or in `arrived`, at this index.
+#[derive(Clone, Copy)]
+enum At {
+    Entries(usize),
+    Arrived(usize),
+}
+
+fn find_in(entries: &[Entry], fence: u64, name: &[u8]) -> Result<usize, usize> {
+    entries.binary_search_by(|entry| entry.cmp_to(fence, name))
+}
+
+/// The first live entry of `entries` after `(fence, name)` (all of them for `None`).
+fn next_in<'a>(entries: &'a [Entry], after: Option<(u64, &[u8])>) -> Option<&'a Entry> {
+    let from = after.map_or(0, |(fence, name)| {
+        entries.partition_point(|entry| entry.cmp_to(fence, name) != Order::Greater)
+    });
+    entries.get(from..)?.iter().find(|entry| entry.is_live())
+}
+
+/// The live entries of `entries` with `fence`.
+fn with_fence(entries: &[Entry], fence: u64) -> impl Iterator<Item = &Entry> {
+    let from = entries.partition_point(|entry| entry.fence < fence);
+    entries
+        .get(from..)
+        .unwrap_or(&[])
+        .iter()
+        .take_while(move |entry| entry.fence == fence)
+        .filter(|entry| entry.is_live())
+}
+
+impl Log {
+    fn find(&self, fence: u64, name: &[u8]) -> Option<At> {
+        find_in(&self.entries, fence, name)
+            .map(At::Entries)
+            .or_else(|_| find_in(&self.arrived, fence, name).map(At::Arrived))
+            .ok()
+    }
+
+    fn get_mut(&mut self, at: At) -> Option<&mut Entry> {
+        match at {
+            At::Entries(at) => self.entries.get_mut(at),
+            At::Arrived(at) => self.arrived.get_mut(at),
+        }
+    }
+
+    /// Notes a holding: at the end (a grant: the highest fence yet), else updated where
+    /// it is, else among the arrivals. Returns whether ended entries were dropped (see
+    /// `Held::compacted`).
+    fn note(&mut self, fence: u64, name: &[u8], lease_end_ms: i64) -> bool {
+        let last = self.entries.last();
+        if last.is_none_or(|last| last.cmp_to(fence, name) == Order::Less) {
+            let compacted = self.compact_if_sparse();
+            self.entries.push(Entry {
+                fence,
+                lease_end_ms,
+                name: Name::new(name),
+            });
+            return compacted;
+        }
+        if let Some(at) = self.find(fence, name) {
+            let mut revived = false;
+            if let Some(entry) = self.get_mut(at) {
+                revived = !entry.is_live();
+                entry.lease_end_ms = lease_end_ms;
+            }
+            if revived {
+                self.ended = self.ended.saturating_sub(1);
+            }
+            return false;
+        }
+        let at = find_in(&self.arrived, fence, name).unwrap_or_else(|at| at);
+        let entry = Entry {
+            fence,
+            lease_end_ms,
+            name: Name::new(name),
+        };
+        self.arrived.insert(at, entry);
+        if self.arrived.len() > 64 && self.arrived.len() * 8 > self.entries.len() {
+            self.merge();
+            return true;
+        }
+        false
+    }
+
+    /// Notes many holdings at once (a load): sorted, then merged.
+    fn note_all(&mut self, mut batch: Vec<Entry>) {
+        batch.sort_unstable_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
+        let mut fresh = Vec::with_capacity(batch.len());
+        for entry in batch {
+            let (fence, name) = (entry.fence, entry.name.as_bytes());
+            let noted = self.find(fence, name);
+            let duplicate = fresh
+                .last()
+                .is_some_and(|last: &Entry| last.cmp_to(fence, name) == Order::Equal);
+            match noted {
+                Some(at) => {
+                    let lease_end_ms = entry.lease_end_ms;
+                    let mut revived = false;
+                    if let Some(kept) = self.get_mut(at) {
+                        revived = !kept.is_live();
+                        kept.lease_end_ms = lease_end_ms;
+                    }
+                    if revived {
+                        self.ended = self.ended.saturating_sub(1);
+                    }
+                }
+                None if duplicate => {}
+                None => fresh.push(entry),
+            }
+        }
+        if !fresh.is_empty() {
+            let arrived = std::mem::take(&mut self.arrived);
+            self.arrived = merged(arrived, fresh);
+            self.merge();
+        }
+    }
+
+    /// The arrivals join the entries; ended entries of both go.
+    fn merge(&mut self) {
+        let entries = std::mem::take(&mut self.entries);
+        let arrived = std::mem::take(&mut self.arrived);
+        self.entries = merged(entries, arrived);
+        self.entries.retain(Entry::is_live);
+        self.ended = 0;
+    }
+
+    /// The live entry of this holding, if noted.
+    fn live_mut(&mut self, fence: u64, name: &[u8]) -> Option<&mut Entry> {
+        let at = self.find(fence, name)?;
+        self.get_mut(at).filter(|entry| entry.is_live())
+    }
+
+    /// Marks a holding's entry ended: its lease end, if it was noted.
+    fn end(&mut self, fence: u64, name: &[u8]) -> Option<i64> {
+        let entry = self.live_mut(fence, name)?;
+        let lease_end_ms = std::mem::replace(&mut entry.lease_end_ms, ENDED);
+        self.ended += 1;
+        Some(lease_end_ms)
+    }
+
+    /// Drops the ended entries once they are a quarter of the log (and the room of a
+    /// log that shrank to a quarter of it).
+    fn compact_if_sparse(&mut self) -> bool {
+        let len = self.entries.len() + self.arrived.len();
+        if self.ended < 16 || self.ended * 4 < len {
+            return false;
+        }
+        self.entries.retain(Entry::is_live);
+        self.arrived.retain(Entry::is_live);
+        self.ended = 0;
+        if self.entries.capacity() > 4 * self.entries.len() + 16 {
+            self.entries.shrink_to(2 * self.entries.len());
+        }
+        true
+    }
+
+    /// Whether a live entry has `fence`.
+    fn holds_fence(&self, fence: u64) -> bool {
+        with_fence(&self.entries, fence).next().is_some()
+            || with_fence(&self.arrived, fence).next().is_some()
+    }
+
+    /// The first live entry after `after`, in (fence, name) order.
+    fn next(&self, after: Option<(u64, &[u8])>) -> Option<&Entry> {
+        match (next_in(&self.entries, after), next_in(&self.arrived, after)) {
+            (Some(a), Some(b)) if b.cmp_to(a.fence, a.name.as_bytes()) == Order::Less => Some(b),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
+        }
+    }
+
+    fn live(&self) -> usize {
+        (self.entries.len() + self.arrived.len()).saturating_sub(self.ended)
     }
 }
 
-impl Eq for Name {}
-
-impl Borrow<[u8]> for Name {
-    fn borrow(&self) -> &[u8] {
-        self.as_bytes()
+/// Two sorted runs of entries as one.
+fn merged(a: Vec<Entry>, b: Vec<Entry>) -> Vec<Entry> {
+    if b.is_empty() {
+        return a;
     }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut b = b.into_iter().peekable();
+    for entry in a {
+        while let Some(next) =
+            b.next_if(|next| next.cmp_to(entry.fence, entry.name.as_bytes()) == Order::Less)
+        {
+            out.push(next);
+        }
+        out.push(entry);
+    }
+    out.extend(b);
+    out
 }
 
-/// What is kept of a held key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Noted {
-    /// When its holding began, µs on this server's wall clock (a shared lock's: its
-    /// earliest holder still counted; `UNKNOWN_SINCE` for a key loaded from disk, whose
-    /// fences say it).
-    pub since_us: u64,
-    /// When an exclusive holding's lease ends (Unix ms; `i64::MAX` unknown or none).
-    pub lease_end_ms: i64,
+/// Every database's log, by its number, and the starts of holdings whose fence was
+/// ahead of the clock (by fence).
+struct Held {
+    logs: Vec<Log>,
+    ahead: Ahead,
 }
 
-/// `since_us` of a key whose holdings' fences are the only account of their start.
-pub const UNKNOWN_SINCE: u64 = 0;
+/// Fences are not chosen by clients: a fixed seed is enough, and lets the table be
+/// made without a first-use check.
+type Ahead = HashMap<u64, u64, FixedState>;
 
-type Names = HashMap<Name, Noted, foldhash::fast::RandomState>;
-
-/// The names of each database, by its number (an empty table allocates nothing).
-struct Held(Vec<Names>);
+const NO_AHEAD: Ahead = HashMap::with_hasher(FixedState::with_seed(0x5eed_f3c3));
 
 impl Held {
-    fn db(&mut self, db: i32) -> Option<&mut Names> {
-        self.0.get_mut(usize::try_from(db).ok()?)
+    fn log(&mut self, db: i32) -> Option<&mut Log> {
+        self.logs.get_mut(usize::try_from(db).ok()?)
     }
 
-    fn db_or_new(&mut self, db: i32) -> Option<&mut Names> {
+    fn log_or_new(&mut self, db: i32) -> Option<&mut Log> {
         let at = usize::try_from(db).ok()?;
-        if self.0.len() <= at {
-            self.0.resize_with(at + 1, Names::default);
+        if self.logs.len() <= at {
+            self.logs.resize_with(at + 1, Log::default);
         }
-        self.0.get_mut(at)
+        self.logs.get_mut(at)
     }
 
-    fn take(&mut self, db: i32) -> Names {
-        self.db(db).map(std::mem::take).unwrap_or_default()
+    fn take(&mut self, db: i32) -> Log {
+        self.log(db).map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Notes a holding of `name` in `db`; a fence ahead of `now_us` keeps `now_us` as
+    /// its start (a start already kept stays: the holding moved, or was noted again).
+    fn note(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
+        let Some(log) = self.log_or_new(db) else {
+            return;
+        };
+        if log.note(fence, name, lease_end_ms) {
+            self.compacted();
+        }
+        if fence > now_us {
+            self.ahead.entry(fence).or_insert(now_us);
+        }
+    }
+
+    /// Notes many holdings of `db` at once (see `note`).
+    fn note_all(&mut self, db: i32, batch: Vec<Entry>, now_us: u64) {
+        for entry in &batch {
+            if entry.fence > now_us {
+                self.ahead.entry(entry.fence).or_insert(now_us);
+            }
+        }
+        if let Some(log) = self.log_or_new(db) {
+            log.note_all(batch);
+        }
+        self.compacted();
+    }
+
+    /// After a log dropped its ended entries: starts kept for holdings that no log
+    /// holds any more go too.
+    fn compacted(&mut self) {
+        if self.ahead.is_empty() {
+            return;
+        }
+        let logs = &self.logs;
+        self.ahead
+            .retain(|fence, _| logs.iter().any(|log| log.holds_fence(*fence)));
+    }
+
+    fn since_of(&self, fence: u64) -> u64 {
+        if self.ahead.is_empty() {
+            return fence;
+        }
+        self.ahead.get(&fence).copied().unwrap_or(fence)
     }
 }
 
 thread_local! {
     // Made without a first-use check: every grant and unlink comes here.
-    static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
+    static HELD: RefCell<Held> = const {
+        RefCell::new(Held {
+            logs: Vec::new(),
+            ahead: NO_AHEAD,
+        })
+    };
 }
 
 /// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
@@ -144,87 +409,160 @@ fn with<T>(f: impl FnOnce(&mut Held) -> T) -> T {
     HELD.with(|held| f(&mut held.borrow_mut()))
 }
 
-/// The start of a holding granted with `fence` and written at `now_us`.
-pub fn start_of(fence: u64, now_us: u64) -> u64 {
-    fence.min(now_us)
-}
-
-/// A holding was written under `name` in `db`: an exclusive one (which replaced
-/// whatever the key held: its start and lease end are the key's now), or a shared
-/// holder joining (`joined`: the key's start stays its earliest).
-pub fn note(db: i32, name: &[u8], noted: Noted, joined: bool) {
+/// A holding was granted (or applied, or a run claimed) under `name` in `db` with
+/// `fence` at `now_us`; an exclusive one's lease ends at `lease_end_ms` (`i64::MAX`
+/// for a shared holder, whose set keeps its lease).
+pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
     with(|held| {
         if !tracking() {
             // Switched off: what was noted before goes, once.
-            if !held.0.is_empty() {
-                held.0 = Vec::new();
+            if !held.logs.is_empty() || !held.ahead.is_empty() {
+                held.logs = Vec::new();
+                held.ahead = NO_AHEAD;
             }
             return;
         }
-        let Some(names) = held.db_or_new(db) else {
-            return;
-        };
-        // One hash: a name already there (one more shared holder) is updated in place
-        // (a name made for it is dropped: only one over `INLINE` bytes allocated).
-        match names.entry(Name::new(name)) {
-            Entry::Occupied(mut kept) if joined => {
-                let kept = kept.get_mut();
-                kept.since_us = kept.since_us.min(noted.since_us);
-            }
-            Entry::Occupied(mut kept) => *kept.get_mut() = noted,
-            Entry::Vacant(room) => {
-                room.insert(noted);
-            }
-        }
+        held.note(db, name, fence, now_us, lease_end_ms);
     });
 }
 
-/// The exclusive lease of `name` now ends at `lease_end_ms` (a refresh, a `PEXPIRE`).
-pub fn extended(db: i32, name: &[u8], lease_end_ms: i64) {
+/// The exclusive holding `fence` of `name` now ends its lease at `lease_end_ms` (a
+/// refresh, a `PEXPIRE`).
+pub fn extended(db: i32, name: &[u8], fence: u64, lease_end_ms: i64) {
     with(|held| {
-        if let Some(kept) = held.db(db).and_then(|names| names.get_mut(name)) {
-            kept.lease_end_ms = lease_end_ms;
+        if let Some(entry) = held.log(db).and_then(|log| log.live_mut(fence, name)) {
+            entry.lease_end_ms = lease_end_ms;
         }
     });
 }
 
-/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): noted if it is a
-/// lock, with the oldest fence it holds as its start and an exclusive lock's lease end
-/// (its key's expiry, without a lock-delay).
-pub fn note_if_lock(ctx: &Context, name: &[u8]) {
+/// What is known of a holding that ended: when it began (µs on this server's wall
+/// clock) and when its lease ended (Unix ms; `i64::MAX` not known here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    pub since_us: u64,
+    pub lease_end_ms: i64,
+}
+
+/// The holding `fence` of `name` in `db` ended: its entry is marked so.
+pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
+    with(|held| {
+        let lease_end_ms = held
+            .log(db)
+            .and_then(|log| log.end(fence, name))
+            .unwrap_or(i64::MAX);
+        Ended {
+            since_us: held.since_of(fence),
+            lease_end_ms,
+        }
+    })
+}
+
+/// The holding `fence` of `name` in `db` ended at `end_us` while its key stays (a
+/// shared holder left or ran out, a run became a done record): counted in the hold
+/// histogram from its start.
+pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64) {
+    let ended = ended(db, name, fence);
+    durations::holding_ended_now(ended.since_us, end_us);
+}
+
+/// When the holding granted with `fence` began, µs on this server's wall clock: its
+/// fence, unless the fence was ahead of the clock at its grant or load.
+pub fn since_of(fence: u64) -> u64 {
+    with(|held| held.since_of(fence))
+}
+
+/// The holdings the lock `name` holds now, as (fence, lease end): an exclusive lease
+/// ends with its key, unless a lock-delay keeps the key longer; a shared holder's
+/// lease is its set's.
+fn holdings_of(ctx: &Context, name: &[u8]) -> Vec<(u64, i64)> {
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
-    let now_us = server_clock::now_micros();
-    let noted = match key.lock() {
-        Ok(Some(LockRef::Exclusive(holding))) => Noted {
-            since_us: start_of(holding.fence(), now_us),
-            lease_end_ms: holding.lease_end_ms().unwrap_or_else(|| {
+    match key.lock() {
+        Ok(Some(LockRef::Exclusive(holding) | LockRef::Quarantined(holding))) => {
+            let lease_end_ms = holding.lease_end_ms().unwrap_or_else(|| {
                 key.remaining_ms().map_or(i64::MAX, |remaining| {
                     server_clock::now_ms().saturating_add(remaining)
                 })
-            }),
-        },
-        Ok(Some(LockRef::Shared(set))) => Noted {
-            since_us: set
-                .all()
-                .map(|holder| start_of(holder.holding().fence(), now_us))
-                .min()
-                .unwrap_or(now_us),
-            lease_end_ms: i64::MAX,
-        },
-        Ok(Some(LockRef::Quarantined(holding))) => Noted {
-            since_us: start_of(holding.fence(), now_us),
-            lease_end_ms: holding.lease_end_ms().unwrap_or(i64::MAX),
-        },
-        _ => return,
-    };
-    drop(key);
-    note(selected_db(ctx), name, noted, false);
+            });
+            vec![(holding.fence(), lease_end_ms)]
+        }
+        Ok(Some(LockRef::Shared(set))) => set
+            .all()
+            .map(|holder| (holder.holding().fence(), i64::MAX))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): its holdings are
+/// noted if it is a lock. A holding noted before keeps its start (kept by fence): a
+/// lock renamed or moved, or restored over itself, keeps its age.
+pub fn arrived(ctx: &Context, name: &[u8]) {
+    if !tracking() {
+        return;
+    }
+    let db = selected_db(ctx);
+    let now_us = server_clock::now_micros();
+    let holdings = holdings_of(ctx, name);
+    with(|held| {
+        if holdings.len() > 1 {
+            let batch = holdings
+                .iter()
+                .map(|&(fence, lease_end_ms)| Entry {
+                    fence,
+                    lease_end_ms,
+                    name: Name::new(name),
+                })
+                .collect();
+            held.note_all(db, batch, now_us);
+        } else {
+            for (fence, lease_end_ms) in holdings {
+                held.note(db, name, fence, now_us, lease_end_ms);
+            }
+        }
+    });
+}
+
+/// Every lock key a load brought (`(db, name)`), noted at the load's end: a holding
+/// whose fence is ahead of the clock starts then (its real start is not known here).
+pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
+    if !tracking() || loaded.is_empty() {
+        return;
+    }
+    let now_us = server_clock::now_micros();
+    let mut by_db: Vec<(i32, Vec<Entry>)> = Vec::new();
+    for (db, name) in loaded {
+        if !select_db(ctx, *db) {
+            continue;
+        }
+        let entries = holdings_of(ctx, name)
+            .into_iter()
+            .map(|(fence, lease_end_ms)| Entry {
+                fence,
+                lease_end_ms,
+                name: Name::new(name),
+            });
+        match by_db.iter_mut().find(|(noted_db, _)| noted_db == db) {
+            Some((_, batch)) => batch.extend(entries),
+            None => by_db.push((*db, entries.collect())),
+        }
+    }
+    with(|held| {
+        for (db, batch) in by_db {
+            held.note_all(db, batch, now_us);
+        }
+    });
 }
 
 /// The expiry of the lock key `name` was changed by hand (`PEXPIRE`, `PERSIST`): an
 /// exclusive lease without a lock-delay ends with the key now.
-pub fn note_expiry(ctx: &Context, name: &[u8]) {
+pub fn expiry_changed(ctx: &Context, name: &[u8]) {
+    let db = selected_db(ctx);
+    // Most such events are of other keys: looked at only while locks are held here.
+    if !with(|held| held.log(db).is_some_and(|log| log.live() > 0)) {
+        return;
+    }
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
     let Ok(Some(LockRef::Exclusive(holding))) = key.lock() else {
@@ -233,48 +571,22 @@ pub fn note_expiry(ctx: &Context, name: &[u8]) {
     if holding.lease_end_ms().is_some() {
         return;
     }
+    let fence = holding.fence();
     let lease_end_ms = key.remaining_ms().map_or(i64::MAX, |remaining| {
         server_clock::now_ms().saturating_add(remaining)
     });
     drop(key);
-    extended(selected_db(ctx), name, lease_end_ms);
-}
-
-/// Whether `name` is noted in `db` (what makes a `PEXPIRE` of it worth a look).
-pub fn is_noted(db: i32, name: &[u8]) -> bool {
-    with(|held| held.db(db).is_some_and(|names| names.contains_key(name)))
-}
-
-/// Every lock key a load brought (their fences say when their holdings began).
-pub fn note_loaded(loaded: &[(i32, Vec<u8>)]) {
-    let unknown = Noted {
-        since_us: UNKNOWN_SINCE,
-        lease_end_ms: i64::MAX,
-    };
-    for (db, name) in loaded {
-        note(*db, name, unknown, false);
-    }
-}
-
-/// Redis unlinked the lock key `name` of `db`: what was noted of it.
-pub fn forget(db: i32, name: &[u8]) -> Option<Noted> {
-    with(|held| {
-        let names = held.db(db)?;
-        let noted = names.remove(name);
-        // A table that emptied gives its room back, without a table made and freed on
-        // every cycle of one lock.
-        if noted.is_some() {
-            trim(names);
-        }
-        noted
-    })
+    extended(db, name, fence, lease_end_ms);
 }
 
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`).
 pub fn flushed(db: Option<i32>) {
-    with(|held| match db {
-        Some(db) => drop(held.take(db)),
-        None => held.0.clear(),
+    with(|held| {
+        match db {
+            Some(db) => drop(held.take(db)),
+            None => held.logs.clear(),
+        }
+        held.compacted();
     });
 }
 
@@ -287,79 +599,218 @@ pub fn swapped(first: i32, second: i32) {
     with(|held| {
         let a = held.take(first);
         let b = held.take(second);
-        if let Some(names) = held.db_or_new(second) {
-            *names = a;
+        if let Some(log) = held.log_or_new(second) {
+            *log = a;
         }
-        if let Some(names) = held.db_or_new(first) {
-            *names = b;
+        if let Some(log) = held.log_or_new(first) {
+            *log = b;
         }
     });
 }
 
-/// What is noted of `name` in `db`.
-pub fn noted(db: i32, name: &[u8]) -> Option<Noted> {
+/// A noted holding: its fence and its key's name.
+pub type Noted = (u64, Vec<u8>);
+
+/// The first live entry of `db` after `after` (a fence and name) in grant order, the
+/// oldest first. Copied out: opening its key may unlink it, which writes the log.
+pub fn next_noted(db: i32, after: Option<(u64, &[u8])>) -> Option<Noted> {
     if !tracking() {
         return None;
     }
-    with(|held| held.db(db).and_then(|names| names.get(name).copied()))
+    with(|held| {
+        let entry = held.log(db)?.next(after)?;
+        Some((entry.fence, entry.name.as_bytes().to_vec()))
+    })
 }
 
-/// The first `want` names of `db` in the order of `LOCK.TOP BY held` if each were held
-/// as long as its note allows at `now_us` (its age in µs, longest first, then the name),
-/// each with that age: no holding of a name is older than its note (a shared lock's
-/// oldest holder may have left), so a listing taken from these is exact once the
-/// ages found are at least the last one's. Copies: opening a key may unlink it, which
-/// forgets it. The flag says whether these are all the names there are.
-pub fn oldest(db: i32, now_us: u64, want: usize) -> (Vec<(u64, Vec<u8>)>, bool) {
-    if !tracking() || want == 0 {
-        return (Vec::new(), true);
+/// The live entries of `db` whose holding began before its fence (the fence was ahead
+/// of the clock): few, and out of the log's order of starts.
+pub fn noted_ahead(db: i32) -> Vec<Noted> {
+    if !tracking() {
+        return Vec::new();
     }
     with(|held| {
-        let Some(names) = held.db(db) else {
-            return (Vec::new(), true);
-        };
-        // A max-heap of the best `want` so far: its top is the worst of them.
-        let mut best: BinaryHeap<(Reverse<u64>, &[u8])> = BinaryHeap::with_capacity(want + 1);
-        for (name, noted) in names.iter() {
-            let age_us = now_us.saturating_sub(noted.since_us);
-            let candidate = (Reverse(age_us), name.as_bytes());
-            if best.len() < want {
-                best.push(candidate);
-            } else if best.peek().is_some_and(|worst| candidate < *worst) {
-                best.pop();
-                best.push(candidate);
-            }
+        if held.ahead.is_empty() {
+            return Vec::new();
         }
-        let all = best.len() == names.len();
-        let listed = best
-            .into_sorted_vec()
-            .into_iter()
-            .map(|(Reverse(age_us), name)| (age_us, name.to_vec()))
-            .collect();
-        (listed, all)
+        let Held { logs, ahead } = held;
+        let Some(log) = usize::try_from(db).ok().and_then(|db| logs.get(db)) else {
+            return Vec::new();
+        };
+        ahead
+            .keys()
+            .flat_map(|fence| {
+                with_fence(&log.entries, *fence).chain(with_fence(&log.arrived, *fence))
+            })
+            .map(|entry| (entry.fence, entry.name.as_bytes().to_vec()))
+            .collect()
     })
+}
+
+/// `LOCK.TOP` found that the key of an entry no longer has its holding (a holding
+/// replaced where nothing said so): the entry goes, nothing is counted.
+pub fn gone(db: i32, name: &[u8], fence: u64) {
+    with(|held| {
+        if let Some(log) = held.log(db) {
+            log.end(fence, name);
+        }
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every entry in (fence, name) order, with whether it is live.
+    fn entry_names(log: &Log) -> Vec<(u64, &[u8], bool)> {
+        let mut all: Vec<&Entry> = log.entries.iter().chain(&log.arrived).collect();
+        all.sort_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
+        all.into_iter()
+            .map(|entry| (entry.fence, entry.name.as_bytes(), entry.is_live()))
+            .collect()
+    }
+
+    /// The live entries as `next` walks them.
+    fn walked(log: &Log) -> Vec<u64> {
+        let mut after: Option<(u64, Vec<u8>)> = None;
+        let mut fences = Vec::new();
+        while let Some(entry) = log.next(after.as_ref().map(|(f, n)| (*f, n.as_slice()))) {
+            fences.push(entry.fence);
+            after = Some((entry.fence, entry.name.as_bytes().to_vec()));
+        }
+        fences
+    }
+
     #[test]
-    fn a_name_is_found_by_its_bytes_inline_or_not() {
-        let mut names = Names::default();
+    fn names_are_kept_inline_up_to_22_bytes() {
         let short = b"lock:order:12345".as_slice();
         let long = b"lock:a-name-longer-than-twenty-two-bytes".as_slice();
-        let noted = Noted {
-            since_us: 1,
-            lease_end_ms: 2,
-        };
-        names.insert(Name::new(short), noted);
-        names.insert(Name::new(long), noted);
         assert!(matches!(Name::new(short), Name::Inline { .. }));
         assert!(matches!(Name::new(long), Name::Heap(_)));
-        assert_eq!(names.get(short), Some(&noted));
-        assert_eq!(names.get(long), Some(&noted));
-        assert_eq!(names.get(b"lock:order:1234".as_slice()), None);
+        assert_eq!(Name::new(short).as_bytes(), short);
+        assert_eq!(Name::new(long).as_bytes(), long);
         assert_eq!(std::mem::size_of::<Name>(), 24);
+        assert_eq!(std::mem::size_of::<Entry>(), 40);
+    }
+
+    #[test]
+    fn grants_append_and_arrivals_go_to_their_place() {
+        let mut log = Log::default();
+        log.note(10, b"a", 100);
+        log.note(20, b"b", 200);
+        log.note(15, b"moved", 150);
+        // Noted again (a replica applying it once more): updated, not repeated.
+        log.note(20, b"b", 250);
+        assert_eq!(
+            entry_names(&log),
+            [
+                (10, &b"a"[..], true),
+                (15, b"moved", true),
+                (20, b"b", true)
+            ]
+        );
+        assert_eq!(log.arrived.len(), 1, "not moved into the grants");
+        assert_eq!(walked(&log), [10, 15, 20]);
+        assert_eq!(log.live_mut(20, b"b").map(|e| e.lease_end_ms), Some(250));
+        assert_eq!(log.end(15, b"moved"), Some(150));
+        assert_eq!(log.end(15, b"moved"), None, "ended once");
+        assert_eq!(log.end(15, b"other"), None);
+        assert_eq!(log.live(), 2);
+        assert_eq!(walked(&log), [10, 20]);
+    }
+
+    #[test]
+    fn a_load_is_sorted_and_merged_once() {
+        let mut log = Log::default();
+        log.note(50, b"granted", 0);
+        let batch = [
+            (70, &b"z"[..]),
+            (30, b"y"),
+            (50, b"granted"),
+            (30, b"x"),
+            (30, b"x"),
+        ]
+        .into_iter()
+        .map(|(fence, name)| Entry {
+            fence,
+            lease_end_ms: 1,
+            name: Name::new(name),
+        })
+        .collect();
+        log.note_all(batch);
+        assert!(log.arrived.is_empty());
+        assert_eq!(
+            entry_names(&log),
+            [
+                (30, &b"x"[..], true),
+                (30, b"y", true),
+                (50, b"granted", true),
+                (70, b"z", true)
+            ]
+        );
+        assert_eq!(
+            log.live_mut(50, b"granted").map(|e| e.lease_end_ms),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn arrivals_join_the_grants_once_they_are_an_eighth_of_them() {
+        let mut log = Log::default();
+        for fence in 1_000..1_600 {
+            log.note(fence, b"k", 0);
+        }
+        for fence in 0..75 {
+            log.note(fence, b"moved", 0);
+        }
+        assert_eq!(log.arrived.len(), 75);
+        log.note(900, b"moved", 0);
+        assert!(log.arrived.is_empty());
+        assert_eq!(log.entries.len(), 676);
+        assert_eq!(walked(&log).len(), 676);
+        assert!(log
+            .entries
+            .windows(2)
+            .all(|w| w[0].cmp_to(w[1].fence, w[1].name.as_bytes()) == Order::Less));
+    }
+
+    #[test]
+    fn ended_entries_go_once_they_are_a_quarter_of_the_log() {
+        let mut log = Log::default();
+        for fence in 1..=100 {
+            log.note(fence, b"k", 0);
+        }
+        for fence in 1..=24 {
+            log.end(fence, b"k");
+        }
+        assert!(!log.compact_if_sparse(), "under a quarter");
+        log.end(25, b"k");
+        log.note(101, b"k", 0);
+        assert_eq!(log.entries.len(), 76, "75 live and the new one");
+        assert_eq!(log.ended, 0);
+        assert_eq!(log.entries.first().map(|e| e.fence), Some(26));
+    }
+
+    #[test]
+    fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_no_log_has_it() {
+        let mut held = Held {
+            logs: Vec::new(),
+            ahead: NO_AHEAD,
+        };
+        held.note(0, b"a", 5_000, 1_000, 0);
+        held.note(0, b"b", 900, 1_000, 0);
+        assert_eq!(held.since_of(5_000), 1_000);
+        assert_eq!(held.since_of(900), 900);
+        // Renamed: ended under one name, noted under another, later.
+        if let Some(log) = held.log(0) {
+            log.end(5_000, b"a");
+        }
+        held.note(0, b"c", 5_000, 3_000, 0);
+        assert_eq!(held.since_of(5_000), 1_000, "the start stays");
+        if let Some(log) = held.log(0) {
+            log.end(5_000, b"c");
+        }
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 5_000, "gone with its holding");
     }
 }
