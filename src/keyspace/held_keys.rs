@@ -124,8 +124,54 @@ enum At {
     Arrived(usize),
 }
 
+/// Where `(fence, name)` is in `entries` (sorted), or would go. Fences grow with the
+/// clock, so a fence's place is first guessed from where it falls between the first
+/// and the last fence, then bracketed by steps doubling away from the guess, and only
+/// that bracket is searched: a few looks close together, where a plain binary search
+/// of a large log would jump across it (a cache miss a step).
 fn find_in(entries: &[Entry], fence: u64, name: &[u8]) -> Result<usize, usize> {
-    entries.binary_search_by(|entry| entry.cmp_to(fence, name))
+    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+        return Err(0);
+    };
+    let span = last.fence.saturating_sub(first.fence);
+    let guess = match fence.checked_sub(first.fence) {
+        Some(_) if span == 0 => 0,
+        Some(offset) => {
+            let at = u128::from(offset.min(span)) * (entries.len() as u128 - 1) / u128::from(span);
+            usize::try_from(at).unwrap_or(0)
+        }
+        None => 0,
+    };
+    let below = |at: usize| {
+        entries
+            .get(at)
+            .is_some_and(|entry| entry.cmp_to(fence, name) == Order::Less)
+    };
+    // The bracket [lo, hi) that holds the place: doubling steps from the guess.
+    let (mut lo, mut hi) = (guess, guess + 1);
+    if below(guess) {
+        let mut step = 1;
+        lo = guess + 1;
+        hi = guess + 1 + step;
+        while hi <= entries.len() && below(hi - 1) {
+            lo = hi;
+            step *= 2;
+            hi = hi.saturating_add(step);
+        }
+        hi = hi.min(entries.len());
+    } else {
+        let mut step = 1;
+        while lo > 0 && !below(lo - 1) {
+            hi = lo;
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+    }
+    let bracket = entries.get(lo..hi).unwrap_or(&[]);
+    bracket
+        .binary_search_by(|entry| entry.cmp_to(fence, name))
+        .map(|at| lo + at)
+        .map_err(|at| lo + at)
 }
 
 /// The first live entry of `entries` after `(fence, name)` (all of them for `None`).
@@ -679,6 +725,40 @@ mod tests {
             after = Some((entry.fence, entry.name.as_bytes().to_vec()));
         }
         fences
+    }
+
+    #[test]
+    fn a_place_is_found_as_a_binary_search_finds_it() {
+        // Fences in bursts and gaps, equal fences under several names.
+        let mut fences: Vec<u64> = Vec::new();
+        let mut fence = 1_000;
+        for i in 0..2_000u64 {
+            fence += match i % 7 {
+                0 => 5_000,
+                1 | 2 => 0,
+                _ => 1,
+            };
+            fences.push(fence);
+        }
+        let entries: Vec<Entry> = fences
+            .iter()
+            .enumerate()
+            .map(|(i, &fence)| Entry {
+                fence,
+                lease_end_ms: 0,
+                name: Name::new(format!("k{}", i % 3).as_bytes()),
+            })
+            .collect();
+        let mut sorted = entries;
+        sorted.sort_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
+        sorted.dedup_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()) == Order::Equal);
+        for probe in 0..(fence + 10) {
+            for name in [&b"k0"[..], b"k1", b"k2", b"k", b"z"] {
+                let expected = sorted.binary_search_by(|entry| entry.cmp_to(probe, name));
+                assert_eq!(find_in(&sorted, probe, name), expected, "{probe}");
+            }
+        }
+        assert_eq!(find_in(&[], 5, b"a"), Err(0));
     }
 
     #[test]
