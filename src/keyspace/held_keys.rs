@@ -88,123 +88,210 @@ impl Name {
 /// The lease end of an entry whose holding ended.
 const ENDED: i64 = i64::MIN;
 
-/// One holding: its fence, when its lease ends (Unix ms; `i64::MAX` none or not known
-/// here: a shared holder's, which its set keeps), its key. Ordered by fence, then name.
+/// One holding, as a load or an arrival brings it: its fence, when its lease ends
+/// (Unix ms; `i64::MAX` none or not known here: a shared holder's, which its set
+/// keeps), its key.
 struct Entry {
     fence: u64,
+    kept: Kept,
+}
+
+/// What an entry keeps besides its fence.
+struct Kept {
     lease_end_ms: i64,
     name: Name,
 }
 
-impl Entry {
+impl Kept {
     fn is_live(&self) -> bool {
         self.lease_end_ms != ENDED
     }
+}
 
-    fn cmp_to(&self, fence: u64, name: &[u8]) -> Order {
-        (self.fence, self.name.as_bytes()).cmp(&(fence, name))
+/// Entries sorted by fence, then name, the fences apart (eight to a cache line): a
+/// search looks at fences, and at names only among equal fences.
+#[derive(Default)]
+struct Run {
+    fences: Vec<u64>,
+    kept: Vec<Kept>,
+}
+
+impl Run {
+    fn len(&self) -> usize {
+        self.fences.len()
+    }
+
+    /// Where `(fence, name)` is, or would go.
+    fn find(&self, fence: u64, name: &[u8]) -> Result<usize, usize> {
+        let mut at = place_of(&self.fences, fence);
+        while self.fences.get(at) == Some(&fence) {
+            match self.kept.get(at).map(|kept| kept.name.as_bytes().cmp(name)) {
+                Some(Order::Less) => at += 1,
+                Some(Order::Equal) => return Ok(at),
+                _ => break,
+            }
+        }
+        Err(at)
+    }
+
+    /// Whether `(fence, name)` goes after every entry.
+    fn goes_last(&self, fence: u64, name: &[u8]) -> bool {
+        match (self.fences.last(), self.kept.last()) {
+            (Some(&last), Some(kept)) => (last, kept.name.as_bytes()) < (fence, name),
+            _ => true,
+        }
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.fences.push(entry.fence);
+        self.kept.push(entry.kept);
+    }
+
+    fn insert(&mut self, at: usize, entry: Entry) {
+        self.fences.insert(at, entry.fence);
+        self.kept.insert(at, entry.kept);
+    }
+
+    fn get_mut(&mut self, at: usize) -> Option<&mut Kept> {
+        self.kept.get_mut(at)
+    }
+
+    /// Drops the ended entries, and the room of a run that shrank to a quarter of it.
+    fn retain_live(&mut self) {
+        let mut live = self.kept.iter().map(Kept::is_live);
+        self.fences.retain(|_| live.next().unwrap_or(false));
+        self.kept.retain(Kept::is_live);
+        if self.fences.capacity() > 4 * self.fences.len() + 16 {
+            self.fences.shrink_to(2 * self.fences.len());
+            self.kept.shrink_to(2 * self.kept.len());
+        }
+    }
+
+    /// The first live entry after `(fence, name)` (from the first for `None`).
+    fn next(&self, after: Option<(u64, &[u8])>) -> Option<(u64, &Kept)> {
+        let from = after.map_or(0, |(fence, name)| match self.find(fence, name) {
+            Ok(at) => at + 1,
+            Err(at) => at,
+        });
+        let live = self.kept.get(from..)?.iter().position(Kept::is_live)?;
+        let at = from + live;
+        Some((*self.fences.get(at)?, self.kept.get(at)?))
+    }
+
+    /// The live entries with `fence`.
+    fn with_fence(&self, fence: u64) -> impl Iterator<Item = &Kept> {
+        let from = place_of(&self.fences, fence);
+        let same = self
+            .fences
+            .get(from..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(move |other| **other == fence)
+            .count();
+        self.kept
+            .get(from..from + same)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|kept| kept.is_live())
+    }
+
+    fn into_entries(self) -> impl Iterator<Item = Entry> {
+        self.fences
+            .into_iter()
+            .zip(self.kept)
+            .map(|(fence, kept)| Entry { fence, kept })
     }
 }
 
-/// One database's entries: those noted in grant order (`entries`, sorted by fence,
-/// then name) and those noted out of it (`arrived`, sorted the same way, merged into
-/// `entries` once they are an eighth of them: a lock moved in costs no move of the
-/// whole log), and how many of both ended.
-#[derive(Default)]
-struct Log {
-    entries: Vec<Entry>,
-    arrived: Vec<Entry>,
-    ended: usize,
-}
-
-/// Where a holding's entry is: in `entries` or in `arrived`, at this index.
-#[derive(Clone, Copy)]
-enum At {
-    Entries(usize),
-    Arrived(usize),
-}
-
-/// Where `(fence, name)` is in `entries` (sorted), or would go. Fences grow with the
-/// clock, so a fence's place is first guessed from where it falls between the first
+/// Where the first fence not below `fence` is in `fences` (sorted). Fences grow with
+/// the clock, so the place is first guessed from where `fence` falls between the first
 /// and the last fence, then bracketed by steps doubling away from the guess, and only
 /// that bracket is searched: a few looks close together, where a plain binary search
 /// of a large log would jump across it (a cache miss a step).
-fn find_in(entries: &[Entry], fence: u64, name: &[u8]) -> Result<usize, usize> {
-    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-        return Err(0);
+fn place_of(fences: &[u64], fence: u64) -> usize {
+    let (Some(&first), Some(&last)) = (fences.first(), fences.last()) else {
+        return 0;
     };
-    let span = last.fence.saturating_sub(first.fence);
-    let guess = match fence.checked_sub(first.fence) {
-        Some(_) if span == 0 => 0,
-        Some(offset) => {
-            let at = u128::from(offset.min(span)) * (entries.len() as u128 - 1) / u128::from(span);
-            usize::try_from(at).unwrap_or(0)
-        }
-        None => 0,
-    };
-    let below = |at: usize| {
-        entries
-            .get(at)
-            .is_some_and(|entry| entry.cmp_to(fence, name) == Order::Less)
-    };
-    // The bracket [lo, hi) that holds the place: doubling steps from the guess.
-    let (mut lo, mut hi) = (guess, guess + 1);
+    if fence <= first {
+        return 0;
+    }
+    if fence > last {
+        return fences.len();
+    }
+    let span = u128::from(last - first);
+    let offset = u128::from(fence - first);
+    let guess = usize::try_from(offset * (fences.len() as u128 - 1) / span.max(1)).unwrap_or(0);
+    let below = |at: usize| fences.get(at).is_some_and(|other| *other < fence);
+    // The bracket [lo, hi) holding the place.
+    let (mut lo, mut hi);
     if below(guess) {
         let mut step = 1;
         lo = guess + 1;
-        hi = guess + 1 + step;
-        while hi <= entries.len() && below(hi - 1) {
+        hi = lo + step;
+        while hi <= fences.len() && below(hi - 1) {
             lo = hi;
             step *= 2;
             hi = hi.saturating_add(step);
         }
-        hi = hi.min(entries.len());
+        hi = hi.min(fences.len());
     } else {
         let mut step = 1;
+        hi = guess + 1;
+        lo = guess;
         while lo > 0 && !below(lo - 1) {
             hi = lo;
             lo = lo.saturating_sub(step);
             step *= 2;
         }
     }
-    let bracket = entries.get(lo..hi).unwrap_or(&[]);
-    bracket
-        .binary_search_by(|entry| entry.cmp_to(fence, name))
-        .map(|at| lo + at)
-        .map_err(|at| lo + at)
-}
-
-/// The first live entry of `entries` after `(fence, name)` (all of them for `None`).
-fn next_in<'a>(entries: &'a [Entry], after: Option<(u64, &[u8])>) -> Option<&'a Entry> {
-    let from = after.map_or(0, |(fence, name)| {
-        entries.partition_point(|entry| entry.cmp_to(fence, name) != Order::Greater)
-    });
-    entries.get(from..)?.iter().find(|entry| entry.is_live())
-}
-
-/// The live entries of `entries` with `fence`.
-fn with_fence(entries: &[Entry], fence: u64) -> impl Iterator<Item = &Entry> {
-    let from = entries.partition_point(|entry| entry.fence < fence);
-    entries
-        .get(from..)
+    lo + fences
+        .get(lo..hi)
         .unwrap_or(&[])
-        .iter()
-        .take_while(move |entry| entry.fence == fence)
-        .filter(|entry| entry.is_live())
+        .partition_point(|other| *other < fence)
+}
+
+/// One database's entries: those noted in grant order (`granted`) and those noted out
+/// of it (`arrived`, merged into `granted` once they are an eighth of them: a lock
+/// moved in costs no move of the whole log), and how many of both ended.
+#[derive(Default)]
+struct Log {
+    granted: Run,
+    arrived: Run,
+    ended: usize,
+}
+
+/// Where a holding's entry is: in `granted` or in `arrived`, at this index.
+#[derive(Clone, Copy)]
+enum At {
+    Granted(usize),
+    Arrived(usize),
 }
 
 impl Log {
     fn find(&self, fence: u64, name: &[u8]) -> Option<At> {
-        find_in(&self.entries, fence, name)
-            .map(At::Entries)
-            .or_else(|_| find_in(&self.arrived, fence, name).map(At::Arrived))
+        self.granted
+            .find(fence, name)
+            .map(At::Granted)
+            .or_else(|_| self.arrived.find(fence, name).map(At::Arrived))
             .ok()
     }
 
-    fn get_mut(&mut self, at: At) -> Option<&mut Entry> {
+    fn get_mut(&mut self, at: At) -> Option<&mut Kept> {
         match at {
-            At::Entries(at) => self.entries.get_mut(at),
+            At::Granted(at) => self.granted.get_mut(at),
             At::Arrived(at) => self.arrived.get_mut(at),
+        }
+    }
+
+    /// Updates a noted entry's lease end (it lives again if it had ended).
+    fn update(&mut self, at: At, lease_end_ms: i64) {
+        let mut revived = false;
+        if let Some(kept) = self.get_mut(at) {
+            revived = !kept.is_live();
+            kept.lease_end_ms = lease_end_ms;
+        }
+        if revived {
+            self.ended = self.ended.saturating_sub(1);
         }
     }
 
@@ -212,35 +299,25 @@ impl Log {
     /// it is, else among the arrivals. Returns whether ended entries were dropped (see
     /// `Held::compacted`).
     fn note(&mut self, fence: u64, name: &[u8], lease_end_ms: i64) -> bool {
-        let last = self.entries.last();
-        if last.is_none_or(|last| last.cmp_to(fence, name) == Order::Less) {
-            let compacted = self.compact_if_sparse();
-            self.entries.push(Entry {
-                fence,
+        let entry = |name: &[u8]| Entry {
+            fence,
+            kept: Kept {
                 lease_end_ms,
                 name: Name::new(name),
-            });
+            },
+        };
+        if self.granted.goes_last(fence, name) {
+            let compacted = self.compact_if_sparse();
+            self.granted.push(entry(name));
             return compacted;
         }
         if let Some(at) = self.find(fence, name) {
-            let mut revived = false;
-            if let Some(entry) = self.get_mut(at) {
-                revived = !entry.is_live();
-                entry.lease_end_ms = lease_end_ms;
-            }
-            if revived {
-                self.ended = self.ended.saturating_sub(1);
-            }
+            self.update(at, lease_end_ms);
             return false;
         }
-        let at = find_in(&self.arrived, fence, name).unwrap_or_else(|at| at);
-        let entry = Entry {
-            fence,
-            lease_end_ms,
-            name: Name::new(name),
-        };
-        self.arrived.insert(at, entry);
-        if self.arrived.len() > 64 && self.arrived.len() * 8 > self.entries.len() {
+        let at = self.arrived.find(fence, name).unwrap_or_else(|at| at);
+        self.arrived.insert(at, entry(name));
+        if self.arrived.len() > 64 && self.arrived.len() * 8 > self.granted.len() {
             self.merge();
             return true;
         }
@@ -249,112 +326,110 @@ impl Log {
 
     /// Notes many holdings at once (a load): sorted, then merged.
     fn note_all(&mut self, mut batch: Vec<Entry>) {
-        batch.sort_unstable_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
-        let mut fresh = Vec::with_capacity(batch.len());
+        batch.sort_unstable_by(|a, b| {
+            (a.fence, a.kept.name.as_bytes()).cmp(&(b.fence, b.kept.name.as_bytes()))
+        });
+        let mut fresh = Run::default();
         for entry in batch {
-            let (fence, name) = (entry.fence, entry.name.as_bytes());
-            let noted = self.find(fence, name);
-            let duplicate = fresh
-                .last()
-                .is_some_and(|last: &Entry| last.cmp_to(fence, name) == Order::Equal);
-            match noted {
-                Some(at) => {
-                    let lease_end_ms = entry.lease_end_ms;
-                    let mut revived = false;
-                    if let Some(kept) = self.get_mut(at) {
-                        revived = !kept.is_live();
-                        kept.lease_end_ms = lease_end_ms;
-                    }
-                    if revived {
-                        self.ended = self.ended.saturating_sub(1);
-                    }
-                }
-                None if duplicate => {}
-                None => fresh.push(entry),
+            let (fence, name) = (entry.fence, entry.kept.name.as_bytes());
+            if let Some(at) = self.find(fence, name) {
+                self.update(at, entry.kept.lease_end_ms);
+            } else if fresh.goes_last(fence, name) {
+                fresh.push(entry);
             }
         }
-        if !fresh.is_empty() {
+        if fresh.len() > 0 {
             let arrived = std::mem::take(&mut self.arrived);
             self.arrived = merged(arrived, fresh);
             self.merge();
         }
     }
 
-    /// The arrivals join the entries; ended entries of both go.
+    /// The arrivals join the granted entries; ended entries of both go.
     fn merge(&mut self) {
-        let entries = std::mem::take(&mut self.entries);
+        let granted = std::mem::take(&mut self.granted);
         let arrived = std::mem::take(&mut self.arrived);
-        self.entries = merged(entries, arrived);
-        self.entries.retain(Entry::is_live);
+        self.granted = merged(granted, arrived);
+        self.granted.retain_live();
         self.ended = 0;
     }
 
     /// The live entry of this holding, if noted.
-    fn live_mut(&mut self, fence: u64, name: &[u8]) -> Option<&mut Entry> {
+    fn live_mut(&mut self, fence: u64, name: &[u8]) -> Option<&mut Kept> {
         let at = self.find(fence, name)?;
-        self.get_mut(at).filter(|entry| entry.is_live())
+        self.get_mut(at).filter(|kept| kept.is_live())
     }
 
     /// Marks a holding's entry ended: its lease end, if it was noted.
     fn end(&mut self, fence: u64, name: &[u8]) -> Option<i64> {
-        let entry = self.live_mut(fence, name)?;
-        let lease_end_ms = std::mem::replace(&mut entry.lease_end_ms, ENDED);
+        let kept = self.live_mut(fence, name)?;
+        let lease_end_ms = std::mem::replace(&mut kept.lease_end_ms, ENDED);
         self.ended += 1;
         Some(lease_end_ms)
     }
 
-    /// Drops the ended entries once they are a quarter of the log (and the room of a
-    /// log that shrank to a quarter of it).
+    /// Drops the ended entries once they are a quarter of the log.
     fn compact_if_sparse(&mut self) -> bool {
-        let len = self.entries.len() + self.arrived.len();
+        let len = self.granted.len() + self.arrived.len();
         if self.ended < 16 || self.ended * 4 < len {
             return false;
         }
-        self.entries.retain(Entry::is_live);
-        self.arrived.retain(Entry::is_live);
+        self.granted.retain_live();
+        self.arrived.retain_live();
         self.ended = 0;
-        if self.entries.capacity() > 4 * self.entries.len() + 16 {
-            self.entries.shrink_to(2 * self.entries.len());
-        }
         true
     }
 
     /// Whether a live entry has `fence`.
     fn holds_fence(&self, fence: u64) -> bool {
-        with_fence(&self.entries, fence).next().is_some()
-            || with_fence(&self.arrived, fence).next().is_some()
+        self.granted.with_fence(fence).next().is_some()
+            || self.arrived.with_fence(fence).next().is_some()
     }
 
     /// The first live entry after `after`, in (fence, name) order.
-    fn next(&self, after: Option<(u64, &[u8])>) -> Option<&Entry> {
-        match (next_in(&self.entries, after), next_in(&self.arrived, after)) {
-            (Some(a), Some(b)) if b.cmp_to(a.fence, a.name.as_bytes()) == Order::Less => Some(b),
+    fn next(&self, after: Option<(u64, &[u8])>) -> Option<(u64, &Kept)> {
+        match (self.granted.next(after), self.arrived.next(after)) {
+            (Some(a), Some(b)) if (b.0, b.1.name.as_bytes()) < (a.0, a.1.name.as_bytes()) => {
+                Some(b)
+            }
             (Some(a), _) => Some(a),
             (None, b) => b,
         }
     }
 
+    /// The names of the live entries with `fence`.
+    fn names_with_fence(&self, fence: u64) -> impl Iterator<Item = &[u8]> {
+        self.granted
+            .with_fence(fence)
+            .chain(self.arrived.with_fence(fence))
+            .map(|kept| kept.name.as_bytes())
+    }
+
     fn live(&self) -> usize {
-        (self.entries.len() + self.arrived.len()).saturating_sub(self.ended)
+        (self.granted.len() + self.arrived.len()).saturating_sub(self.ended)
     }
 }
 
 /// Two sorted runs of entries as one.
-fn merged(a: Vec<Entry>, b: Vec<Entry>) -> Vec<Entry> {
-    if b.is_empty() {
+fn merged(a: Run, b: Run) -> Run {
+    if b.len() == 0 {
         return a;
     }
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let mut b = b.into_iter().peekable();
-    for entry in a {
-        while let Some(next) =
-            b.next_if(|next| next.cmp_to(entry.fence, entry.name.as_bytes()) == Order::Less)
-        {
+    let mut out = Run {
+        fences: Vec::with_capacity(a.len() + b.len()),
+        kept: Vec::with_capacity(a.len() + b.len()),
+    };
+    let mut b = b.into_entries().peekable();
+    for entry in a.into_entries() {
+        let key = (entry.fence, entry.kept.name.as_bytes());
+        while let Some(next) = b.next_if(|next| (next.fence, next.kept.name.as_bytes()) < key) {
             out.push(next);
         }
         out.push(entry);
     }
-    out.extend(b);
+    for entry in b {
+        out.push(entry);
+    }
     out
 }
 
@@ -476,8 +551,8 @@ pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64)
 /// refresh, a `PEXPIRE`).
 pub fn extended(db: i32, name: &[u8], fence: u64, lease_end_ms: i64) {
     with(|held| {
-        if let Some(entry) = held.log(db).and_then(|log| log.live_mut(fence, name)) {
-            entry.lease_end_ms = lease_end_ms;
+        if let Some(kept) = held.log(db).and_then(|log| log.live_mut(fence, name)) {
+            kept.lease_end_ms = lease_end_ms;
         }
     });
 }
@@ -557,8 +632,10 @@ pub fn arrived(ctx: &Context, name: &[u8]) {
                 .iter()
                 .map(|&(fence, lease_end_ms)| Entry {
                     fence,
-                    lease_end_ms,
-                    name: Name::new(name),
+                    kept: Kept {
+                        lease_end_ms,
+                        name: Name::new(name),
+                    },
                 })
                 .collect();
             held.note_all(db, batch, now_us);
@@ -586,8 +663,10 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
             .into_iter()
             .map(|(fence, lease_end_ms)| Entry {
                 fence,
-                lease_end_ms,
-                name: Name::new(name),
+                kept: Kept {
+                    lease_end_ms,
+                    name: Name::new(name),
+                },
             });
         match by_db.iter_mut().find(|(noted_db, _)| noted_db == db) {
             Some((_, batch)) => batch.extend(entries),
@@ -664,8 +743,8 @@ pub fn next_noted(db: i32, after: Option<(u64, &[u8])>) -> Option<Noted> {
         return None;
     }
     with(|held| {
-        let entry = held.log(db)?.next(after)?;
-        Some((entry.fence, entry.name.as_bytes().to_vec()))
+        let (fence, kept) = held.log(db)?.next(after)?;
+        Some((fence, kept.name.as_bytes().to_vec()))
     })
 }
 
@@ -685,10 +764,10 @@ pub fn noted_ahead(db: i32) -> Vec<Noted> {
         };
         ahead
             .keys()
-            .flat_map(|fence| {
-                with_fence(&log.entries, *fence).chain(with_fence(&log.arrived, *fence))
+            .flat_map(|&fence| {
+                log.names_with_fence(fence)
+                    .map(move |name| (fence, name.to_vec()))
             })
-            .map(|entry| (entry.fence, entry.name.as_bytes().to_vec()))
             .collect()
     })
 }
@@ -707,58 +786,30 @@ pub fn gone(db: i32, name: &[u8], fence: u64) {
 mod tests {
     use super::*;
 
-    /// Every entry in (fence, name) order, with whether it is live.
-    fn entry_names(log: &Log) -> Vec<(u64, &[u8], bool)> {
-        let mut all: Vec<&Entry> = log.entries.iter().chain(&log.arrived).collect();
-        all.sort_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
-        all.into_iter()
-            .map(|entry| (entry.fence, entry.name.as_bytes(), entry.is_live()))
-            .collect()
+    fn entry(fence: u64, name: &[u8], lease_end_ms: i64) -> Entry {
+        Entry {
+            fence,
+            kept: Kept {
+                lease_end_ms,
+                name: Name::new(name),
+            },
+        }
     }
 
     /// The live entries as `next` walks them.
-    fn walked(log: &Log) -> Vec<u64> {
+    fn walked(log: &Log) -> Vec<(u64, Vec<u8>)> {
         let mut after: Option<(u64, Vec<u8>)> = None;
-        let mut fences = Vec::new();
-        while let Some(entry) = log.next(after.as_ref().map(|(f, n)| (*f, n.as_slice()))) {
-            fences.push(entry.fence);
-            after = Some((entry.fence, entry.name.as_bytes().to_vec()));
+        let mut all = Vec::new();
+        while let Some((fence, kept)) = log.next(after.as_ref().map(|(f, n)| (*f, n.as_slice()))) {
+            let noted = (fence, kept.name.as_bytes().to_vec());
+            all.push(noted.clone());
+            after = Some(noted);
         }
-        fences
+        all
     }
 
-    #[test]
-    fn a_place_is_found_as_a_binary_search_finds_it() {
-        // Fences in bursts and gaps, equal fences under several names.
-        let mut fences: Vec<u64> = Vec::new();
-        let mut fence = 1_000;
-        for i in 0..2_000u64 {
-            fence += match i % 7 {
-                0 => 5_000,
-                1 | 2 => 0,
-                _ => 1,
-            };
-            fences.push(fence);
-        }
-        let entries: Vec<Entry> = fences
-            .iter()
-            .enumerate()
-            .map(|(i, &fence)| Entry {
-                fence,
-                lease_end_ms: 0,
-                name: Name::new(format!("k{}", i % 3).as_bytes()),
-            })
-            .collect();
-        let mut sorted = entries;
-        sorted.sort_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()));
-        sorted.dedup_by(|a, b| a.cmp_to(b.fence, b.name.as_bytes()) == Order::Equal);
-        for probe in 0..(fence + 10) {
-            for name in [&b"k0"[..], b"k1", b"k2", b"k", b"z"] {
-                let expected = sorted.binary_search_by(|entry| entry.cmp_to(probe, name));
-                assert_eq!(find_in(&sorted, probe, name), expected, "{probe}");
-            }
-        }
-        assert_eq!(find_in(&[], 5, b"a"), Err(0));
+    fn fences(walked: &[(u64, Vec<u8>)]) -> Vec<u64> {
+        walked.iter().map(|(fence, _)| *fence).collect()
     }
 
     #[test]
@@ -769,8 +820,32 @@ mod tests {
         assert!(matches!(Name::new(long), Name::Heap(_)));
         assert_eq!(Name::new(short).as_bytes(), short);
         assert_eq!(Name::new(long).as_bytes(), long);
+        // 8 bytes of fence and 32 kept: 40 bytes an entry.
         assert_eq!(std::mem::size_of::<Name>(), 24);
-        assert_eq!(std::mem::size_of::<Entry>(), 40);
+        assert_eq!(std::mem::size_of::<Kept>(), 32);
+    }
+
+    #[test]
+    fn a_place_is_found_as_a_binary_search_finds_it() {
+        // Fences in bursts and gaps.
+        let mut all: Vec<u64> = Vec::new();
+        let mut fence = 1_000;
+        for i in 0..2_000u64 {
+            fence += match i % 7 {
+                0 => 5_000,
+                1 | 2 => 0,
+                _ => 1,
+            };
+            all.push(fence);
+        }
+        for probe in 0..(fence + 10) {
+            assert_eq!(
+                place_of(&all, probe),
+                all.partition_point(|other| *other < probe),
+                "{probe}"
+            );
+        }
+        assert_eq!(place_of(&[], 5), 0);
     }
 
     #[test]
@@ -779,24 +854,28 @@ mod tests {
         log.note(10, b"a", 100);
         log.note(20, b"b", 200);
         log.note(15, b"moved", 150);
+        log.note(15, b"copy", 150);
         // Noted again (a replica applying it once more): updated, not repeated.
         log.note(20, b"b", 250);
+        assert_eq!(log.arrived.len(), 2, "not moved into the grants");
         assert_eq!(
-            entry_names(&log),
+            walked(&log),
             [
-                (10, &b"a"[..], true),
-                (15, b"moved", true),
-                (20, b"b", true)
+                (10, b"a".to_vec()),
+                (15, b"copy".to_vec()),
+                (15, b"moved".to_vec()),
+                (20, b"b".to_vec())
             ]
         );
-        assert_eq!(log.arrived.len(), 1, "not moved into the grants");
-        assert_eq!(walked(&log), [10, 15, 20]);
-        assert_eq!(log.live_mut(20, b"b").map(|e| e.lease_end_ms), Some(250));
+        assert_eq!(log.live_mut(20, b"b").map(|k| k.lease_end_ms), Some(250));
         assert_eq!(log.end(15, b"moved"), Some(150));
         assert_eq!(log.end(15, b"moved"), None, "ended once");
         assert_eq!(log.end(15, b"other"), None);
-        assert_eq!(log.live(), 2);
-        assert_eq!(walked(&log), [10, 20]);
+        assert_eq!(log.live(), 3);
+        assert_eq!(fences(&walked(&log)), [10, 15, 20]);
+        assert!(log.holds_fence(15));
+        log.end(15, b"copy");
+        assert!(!log.holds_fence(15));
     }
 
     #[test]
@@ -811,25 +890,21 @@ mod tests {
             (30, b"x"),
         ]
         .into_iter()
-        .map(|(fence, name)| Entry {
-            fence,
-            lease_end_ms: 1,
-            name: Name::new(name),
-        })
+        .map(|(fence, name)| entry(fence, name, 1))
         .collect();
         log.note_all(batch);
-        assert!(log.arrived.is_empty());
+        assert_eq!(log.arrived.len(), 0);
         assert_eq!(
-            entry_names(&log),
+            walked(&log),
             [
-                (30, &b"x"[..], true),
-                (30, b"y", true),
-                (50, b"granted", true),
-                (70, b"z", true)
+                (30, b"x".to_vec()),
+                (30, b"y".to_vec()),
+                (50, b"granted".to_vec()),
+                (70, b"z".to_vec())
             ]
         );
         assert_eq!(
-            log.live_mut(50, b"granted").map(|e| e.lease_end_ms),
+            log.live_mut(50, b"granted").map(|k| k.lease_end_ms),
             Some(1)
         );
     }
@@ -845,13 +920,10 @@ mod tests {
         }
         assert_eq!(log.arrived.len(), 75);
         log.note(900, b"moved", 0);
-        assert!(log.arrived.is_empty());
-        assert_eq!(log.entries.len(), 676);
+        assert_eq!(log.arrived.len(), 0);
+        assert_eq!(log.granted.len(), 676);
         assert_eq!(walked(&log).len(), 676);
-        assert!(log
-            .entries
-            .windows(2)
-            .all(|w| w[0].cmp_to(w[1].fence, w[1].name.as_bytes()) == Order::Less));
+        assert!(log.granted.fences.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
@@ -866,9 +938,10 @@ mod tests {
         assert!(!log.compact_if_sparse(), "under a quarter");
         log.end(25, b"k");
         log.note(101, b"k", 0);
-        assert_eq!(log.entries.len(), 76, "75 live and the new one");
+        assert_eq!(log.granted.len(), 76, "75 live and the new one");
         assert_eq!(log.ended, 0);
-        assert_eq!(log.entries.first().map(|e| e.fence), Some(26));
+        assert_eq!(log.granted.fences.first(), Some(&26));
+        assert_eq!(fences(&walked(&log)).len(), 76);
     }
 
     #[test]
