@@ -38,7 +38,7 @@
 //! for, and a holding not noted counts from its fence and, if its lease ran out, to its
 //! key's deletion; switched on again, a key held meanwhile is noted at its next grant.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering as Order;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,13 +108,22 @@ impl Kept {
     }
 }
 
-/// Entries sorted by fence, then name, the fences apart (eight to a cache line): a
-/// search looks at fences, and at names only among equal fences.
+/// Entries sorted by fence, then name, the fences apart (eight to a cache line), and
+/// every `STRIDE`th fence once more (`skip`, small enough to stay in cache): a search
+/// looks at the skip list, then at the fences of one stride, and at names only among
+/// equal fences.
 #[derive(Default)]
 struct Run {
     fences: Vec<u64>,
     kept: Vec<Kept>,
+    skip: Vec<u64>,
+    /// Where the last search ended: the same lock refreshed again, or the next one in
+    /// grant order, is found there without a search.
+    hint: Cell<usize>,
 }
+
+/// Fences a step of the skip list covers (256 bytes of fences, four cache lines).
+const STRIDE: usize = 32;
 
 impl Run {
     fn len(&self) -> usize {
@@ -123,11 +132,26 @@ impl Run {
 
     /// Where `(fence, name)` is, or would go.
     fn find(&self, fence: u64, name: &[u8]) -> Result<usize, usize> {
-        let mut at = place_of(&self.fences, fence);
+        let is_at = |at: usize| {
+            self.fences.get(at) == Some(&fence)
+                && self
+                    .kept
+                    .get(at)
+                    .is_some_and(|kept| kept.name.as_bytes() == name)
+        };
+        let hint = self.hint.get();
+        if let Some(at) = [hint, hint + 1].into_iter().find(|at| is_at(*at)) {
+            self.hint.set(at);
+            return Ok(at);
+        }
+        let mut at = place_of(&self.fences, &self.skip, fence);
         while self.fences.get(at) == Some(&fence) {
             match self.kept.get(at).map(|kept| kept.name.as_bytes().cmp(name)) {
                 Some(Order::Less) => at += 1,
-                Some(Order::Equal) => return Ok(at),
+                Some(Order::Equal) => {
+                    self.hint.set(at);
+                    return Ok(at);
+                }
                 _ => break,
             }
         }
@@ -143,13 +167,22 @@ impl Run {
     }
 
     fn push(&mut self, entry: Entry) {
+        if self.fences.len() % STRIDE == 0 {
+            self.skip.push(entry.fence);
+        }
         self.fences.push(entry.fence);
         self.kept.push(entry.kept);
     }
 
+    /// An entry put in the middle (only among the arrivals, which are few).
     fn insert(&mut self, at: usize, entry: Entry) {
         self.fences.insert(at, entry.fence);
         self.kept.insert(at, entry.kept);
+        self.skip_again();
+    }
+
+    fn skip_again(&mut self) {
+        self.skip = self.fences.iter().step_by(STRIDE).copied().collect();
     }
 
     fn get_mut(&mut self, at: usize) -> Option<&mut Kept> {
@@ -165,6 +198,7 @@ impl Run {
             self.fences.shrink_to(2 * self.fences.len());
             self.kept.shrink_to(2 * self.kept.len());
         }
+        self.skip_again();
     }
 
     /// The first live entry after `(fence, name)` (from the first for `None`).
@@ -180,7 +214,7 @@ impl Run {
 
     /// The live entries with `fence`.
     fn with_fence(&self, fence: u64) -> impl Iterator<Item = &Kept> {
-        let from = place_of(&self.fences, fence);
+        let from = place_of(&self.fences, &self.skip, fence);
         let same = self
             .fences
             .get(from..)
@@ -203,47 +237,16 @@ impl Run {
     }
 }
 
-/// Where the first fence not below `fence` is in `fences` (sorted). Fences grow with
-/// the clock, so the place is first guessed from where `fence` falls between the first
-/// and the last fence, then bracketed by steps doubling away from the guess, and only
-/// that bracket is searched: a few looks close together, where a plain binary search
-/// of a large log would jump across it (a cache miss a step).
-fn place_of(fences: &[u64], fence: u64) -> usize {
-    let (Some(&first), Some(&last)) = (fences.first(), fences.last()) else {
-        return 0;
-    };
-    if fence <= first {
+/// Where the first fence not below `fence` is in `fences` (sorted), `skip` being every
+/// `STRIDE`th of them: the stride is found in `skip`, the place in that stride.
+fn place_of(fences: &[u64], skip: &[u64], fence: u64) -> usize {
+    let step = skip.partition_point(|other| *other < fence);
+    if step == 0 {
         return 0;
     }
-    if fence > last {
-        return fences.len();
-    }
-    let span = u128::from(last - first);
-    let offset = u128::from(fence - first);
-    let guess = usize::try_from(offset * (fences.len() as u128 - 1) / span.max(1)).unwrap_or(0);
-    let below = |at: usize| fences.get(at).is_some_and(|other| *other < fence);
-    // The bracket [lo, hi) holding the place.
-    let (mut lo, mut hi);
-    if below(guess) {
-        let mut step = 1;
-        lo = guess + 1;
-        hi = lo + step;
-        while hi <= fences.len() && below(hi - 1) {
-            lo = hi;
-            step *= 2;
-            hi = hi.saturating_add(step);
-        }
-        hi = hi.min(fences.len());
-    } else {
-        let mut step = 1;
-        hi = guess + 1;
-        lo = guess;
-        while lo > 0 && !below(lo - 1) {
-            hi = lo;
-            lo = lo.saturating_sub(step);
-            step *= 2;
-        }
-    }
+    // fences[lo] < fence, and fences[hi] (if any) is not.
+    let lo = (step - 1) * STRIDE;
+    let hi = (step * STRIDE).min(fences.len());
     lo + fences
         .get(lo..hi)
         .unwrap_or(&[])
@@ -418,6 +421,8 @@ fn merged(a: Run, b: Run) -> Run {
     let mut out = Run {
         fences: Vec::with_capacity(a.len() + b.len()),
         kept: Vec::with_capacity(a.len() + b.len()),
+        skip: Vec::new(),
+        hint: Cell::new(0),
     };
     let mut b = b.into_entries().peekable();
     for entry in a.into_entries() {
@@ -838,14 +843,15 @@ mod tests {
             };
             all.push(fence);
         }
+        let skip: Vec<u64> = all.iter().step_by(STRIDE).copied().collect();
         for probe in 0..(fence + 10) {
             assert_eq!(
-                place_of(&all, probe),
+                place_of(&all, &skip, probe),
                 all.partition_point(|other| *other < probe),
                 "{probe}"
             );
         }
-        assert_eq!(place_of(&[], 5), 0);
+        assert_eq!(place_of(&[], &[], 5), 0);
     }
 
     #[test]
@@ -924,6 +930,8 @@ mod tests {
         assert_eq!(log.granted.len(), 676);
         assert_eq!(walked(&log).len(), 676);
         assert!(log.granted.fences.windows(2).all(|w| w[0] < w[1]));
+        let skip: Vec<u64> = log.granted.fences.iter().step_by(STRIDE).copied().collect();
+        assert_eq!(log.granted.skip, skip);
     }
 
     #[test]
