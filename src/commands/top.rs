@@ -3,7 +3,7 @@
 //! waited-for first, or (`BY held`) the longest held. Looks only at the keys the module
 //! keeps track of, those held (`keyspace::held_keys`) and those waited for (the wait
 //! registry): never a walk of the keyspace. A key the calling user may not read is left
-//! out. `held-ms` of a shared lock or semaphore is its oldest holder's; 0 without a
+//! out. `held-ms` of a shared lock or semaphore is its oldest live holder's; 0 without a
 //! holder, as `longest-wait-ms` is without waiters. Never shows a token. Read-only and
 //! keyless: in a cluster each primary answers for its own keys.
 
@@ -47,7 +47,7 @@ pub const SPEC: CommandSpec = CommandSpec {
     replication_form: false,
     summary: "Lists the most waited-for (or longest held) locks of this server: [key, waiters, longest-wait-ms, held-ms] each.",
     since: c"0.4.0",
-    complexity: c"O(N + W + C log C): N keys held, W waited for, C the count",
+    complexity: c"O(K + W + C log C): K held keys looked at (a few for COUNT 1), W waited for, C the count",
     arity: -1,
     keys: Keys::Declared,
 };
