@@ -167,7 +167,7 @@ impl Run {
     }
 
     fn push(&mut self, entry: Entry) {
-        if self.fences.len() % STRIDE == 0 {
+        if self.fences.len().is_multiple_of(STRIDE) {
             self.skip.push(entry.fence);
         }
         self.fences.push(entry.fence);
