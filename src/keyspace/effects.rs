@@ -164,13 +164,14 @@ fn put_holder(
                 } else {
                     set.put(holding, deadline)?;
                 }
+                let oldest = held_keys::oldest_fence(set);
                 follow_latest_lease(ctx, key)?;
-                held_keys::granted(
+                held_keys::joined(
                     selected_db(ctx),
                     key.name().as_slice(),
                     fence,
+                    oldest,
                     now_us,
-                    lease_end_ms,
                 );
                 return Ok(());
             }
@@ -409,9 +410,12 @@ fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool,
     let Some(removed) = key.shared_mut().and_then(|set| set.remove(token)) else {
         return Ok(false);
     };
-    let name = key.name().as_slice();
-    let fence = removed.holding().fence();
-    held_keys::holding_ended(selected_db(ctx), name, fence, server_clock::now_micros());
+    let oldest = key
+        .shared_mut()
+        .and_then(|set| held_keys::oldest_fence(set));
+    let (name, fence) = (key.name().as_slice(), removed.holding().fence());
+    let now_us = server_clock::now_micros();
+    held_keys::holding_ended(selected_db(ctx), name, fence, now_us, oldest);
     forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
     follow_latest_lease(ctx, key)?;
     Ok(true)
@@ -485,6 +489,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     if ended.is_empty() {
         return Ok(());
     }
+    let oldest = held_keys::oldest_fence(set);
     forget_sessions_left(ctx, key, &ended);
     follow_latest_lease(ctx, key)?;
     let name = key.name();
@@ -494,7 +499,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
             .unwrap_or(0)
             .saturating_mul(1000);
         let fence = holder.holding().fence();
-        held_keys::holding_ended(selected_db(ctx), name.as_slice(), fence, ended_us);
+        held_keys::holding_ended(selected_db(ctx), name.as_slice(), fence, ended_us, oldest);
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
         lock_events::notify(ctx, lock_events::EXPIRED, name);

@@ -1,18 +1,21 @@
-//! The holdings granted on this server, per database, in grant order: what `LOCK.TOP`
-//! looks at besides the keys clients wait for, so that it never walks the keyspace,
-//! and what the hold histogram needs of a holding that its key cannot say once it is
-//! gone.
+//! The locks held on this server, per database, in grant order: what `LOCK.TOP` looks
+//! at besides the keys clients wait for, so that it never walks the keyspace, and what
+//! the hold histogram needs of a holding that its key cannot say once it is gone.
 //!
-//! Each grant appends one entry (its fence, its lease end, its key's name) to its
-//! database's log. Fences only grow, so a grant's entry goes at the end: no hashing,
-//! no table to grow, nothing moved. A refresh of an exclusive lease (and a `PEXPIRE`
-//! of its key) finds its entry by binary search on the fence and writes the new lease
-//! end; an ending holding (release, expiry, deletion, a shared holder leaving, a run
-//! done) marks its entry ended the same way, and the ended entries are dropped when
-//! they make a quarter of the log (at a grant: each entry is moved once, a cost spread
-//! over the grants). An entry that arrives out of order (a lock moved in by `RESTORE`,
-//! `RENAME`, `MOVE` or `COPY`, a load, a holding a replica applies again) is put at its
-//! place. `FLUSHDB`/`FLUSHALL` drop a database's log, `SWAPDB` swaps two.
+//! Each grant of an exclusive lock (or of a shared lock's first holder) appends one
+//! entry (its fence, its lease end, its key's name) to its database's log. Fences only
+//! grow, so a grant's entry goes at the end: no hashing, no table to grow, nothing
+//! moved. A shared lock is noted once, at its oldest holder: when that one leaves, the
+//! key is noted again at the oldest left (out of grant order, see below); other holders
+//! joining or leaving change nothing here. A refresh of an exclusive lease (and a
+//! `PEXPIRE` of its key) finds its entry by its fence and writes the new lease end; an
+//! ending holding (release, expiry, deletion, a run done) marks its entry ended the
+//! same way, and the ended entries are dropped when they make a quarter of the log (at
+//! a grant: each entry is moved once, a cost spread over the grants). An entry noted
+//! out of grant order (a lock moved in by `RESTORE`, `RENAME`, `MOVE` or `COPY`, a
+//! load, a shared lock's next oldest holder) joins a small sorted side run, merged into
+//! the log once it is an eighth of it. `FLUSHDB`/`FLUSHALL` drop a database's log,
+//! `SWAPDB` swaps two.
 //!
 //! Why the lease end: Redis removes a key's expiry before a module hears that the key
 //! is unlinked (Redis 7.0 deletes it first), so a lease that ran out is measured to the
@@ -22,21 +25,22 @@
 //! ahead of the wall clock (after a jump ahead, fences count up by one a grant): a
 //! holding granted (or loaded) with a fence ahead of the clock has its start, the
 //! wall clock then, kept by its fence in a small side table, so that its age and its
-//! length count from its grant; every other holding starts at its fence. The side
-//! table follows the holding through `RENAME`, `MOVE` and `RESTORE … REPLACE` (kept by
-//! fence, not by name) and is cleared of ended holdings with the log.
+//! length count from its grant; every other holding starts at its fence. Kept by
+//! fence, not by name, the start follows the holding through `RENAME`, `MOVE` and
+//! `RESTORE … REPLACE`; it goes some time after its holding ended.
 //!
-//! Oldest first: in log order, a holding's start is its fence, so `LOCK.TOP BY held`
-//! reads from the front of the log (and the few holdings of the side table) and stops
-//! once no later entry could come before the last one listed.
+//! Oldest first: in log order, a lock's start is its entry's fence (or later), so
+//! `LOCK.TOP BY held` reads from the front of the log (and the few holdings whose start
+//! is kept apart) and stops once no later entry could come before the last one listed.
 //!
-//! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes, no
+//! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes (the
+//! fences apart from the rest, so that a search reads eight of them a cache line), no
 //! allocation of its own. With the log's spare room (it doubles as it grows) and ended
-//! entries not yet dropped, a held key costs 40–70 B, about 60 B
+//! entries not yet dropped, a held lock costs about 40–80 B, nothing per shared holder
 //! (`fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the
 //! logs are dropped at the next grant: `LOCK.TOP` then sees only the keys clients wait
 //! for, and a holding not noted counts from its fence and, if its lease ran out, to its
-//! key's deletion; switched on again, a key held meanwhile is noted at its next grant.
+//! key's deletion; switched on again, a lock held meanwhile is noted at its next grant.
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering as Order;
@@ -45,6 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use foldhash::fast::FixedState;
 
+use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
@@ -383,12 +388,6 @@ impl Log {
         true
     }
 
-    /// Whether a live entry has `fence`.
-    fn holds_fence(&self, fence: u64) -> bool {
-        self.granted.with_fence(fence).next().is_some()
-            || self.arrived.with_fence(fence).next().is_some()
-    }
-
     /// The first live entry after `after`, in (fence, name) order.
     fn next(&self, after: Option<(u64, &[u8])>) -> Option<(u64, &Kept)> {
         match (self.granted.next(after), self.arrived.next(after)) {
@@ -443,7 +442,14 @@ fn merged(a: Run, b: Run) -> Run {
 struct Held {
     logs: Vec<Log>,
     ahead: Ahead,
+    /// Starts in `ahead` of holdings that ended (flagged `ENDED_START`), kept until
+    /// they are half of it: a holding renamed, moved or restored over itself ends
+    /// under one name and comes back under another in the same command.
+    ahead_ended: usize,
 }
+
+/// The flag of a start in `Held::ahead` whose holding ended.
+const ENDED_START: u64 = 1 << 63;
 
 /// Fences are not chosen by clients: a fixed seed is enough, and lets the table be
 /// made without a first-use check.
@@ -478,39 +484,64 @@ impl Held {
             self.compacted();
         }
         if fence > now_us {
-            self.ahead.entry(fence).or_insert(now_us);
+            self.keep_start(fence, now_us);
+        }
+    }
+
+    /// Keeps `now_us` as the start of the holding `fence`, unless one is kept already
+    /// (which holds again if its holding had ended: the holding moved).
+    fn keep_start(&mut self, fence: u64, now_us: u64) {
+        match self.ahead.get_mut(&fence) {
+            Some(since) if *since & ENDED_START != 0 => {
+                *since &= !ENDED_START;
+                self.ahead_ended = self.ahead_ended.saturating_sub(1);
+            }
+            Some(_) => {}
+            None => {
+                self.ahead.insert(fence, now_us);
+            }
+        }
+    }
+
+    /// The holding `fence` ended: its start, if kept, is flagged so, and the flagged
+    /// ones go once they are half of them.
+    fn start_ended(&mut self, fence: u64) {
+        if let Some(since) = self.ahead.get_mut(&fence) {
+            if *since & ENDED_START == 0 {
+                *since |= ENDED_START;
+                self.ahead_ended += 1;
+            }
+        }
+        if self.ahead_ended > 64 && self.ahead_ended * 2 > self.ahead.len() {
+            self.compacted();
         }
     }
 
     /// Notes many holdings of `db` at once (see `note`).
-    fn note_all(&mut self, db: i32, batch: Vec<Entry>, now_us: u64) {
-        for entry in &batch {
-            if entry.fence > now_us {
-                self.ahead.entry(entry.fence).or_insert(now_us);
-            }
-        }
+    fn note_all(&mut self, db: i32, batch: Vec<Entry>) {
         if let Some(log) = self.log_or_new(db) {
             log.note_all(batch);
         }
         self.compacted();
     }
 
-    /// After a log dropped its ended entries: starts kept for holdings that no log
-    /// holds any more go too.
+    /// After a log dropped its ended entries: the starts kept of holdings that ended
+    /// go too.
     fn compacted(&mut self) {
-        if self.ahead.is_empty() {
+        if self.ahead_ended == 0 {
             return;
         }
-        let logs = &self.logs;
-        self.ahead
-            .retain(|fence, _| logs.iter().any(|log| log.holds_fence(*fence)));
+        self.ahead.retain(|_, since| *since & ENDED_START == 0);
+        self.ahead_ended = 0;
     }
 
     fn since_of(&self, fence: u64) -> u64 {
         if self.ahead.is_empty() {
             return fence;
         }
-        self.ahead.get(&fence).copied().unwrap_or(fence)
+        self.ahead
+            .get(&fence)
+            .map_or(fence, |since| since & !ENDED_START)
     }
 }
 
@@ -520,6 +551,7 @@ thread_local! {
         RefCell::new(Held {
             logs: Vec::new(),
             ahead: NO_AHEAD,
+            ahead_ended: 0,
         })
     };
 }
@@ -545,6 +577,7 @@ pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64)
             if !held.logs.is_empty() || !held.ahead.is_empty() {
                 held.logs = Vec::new();
                 held.ahead = NO_AHEAD;
+                held.ahead_ended = 0;
             }
             return;
         }
@@ -577,8 +610,12 @@ pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
             .log(db)
             .and_then(|log| log.end(fence, name))
             .unwrap_or(i64::MAX);
+        let since_us = held.since_of(fence);
+        if !held.ahead.is_empty() {
+            held.start_ended(fence);
+        }
         Ended {
-            since_us: held.since_of(fence),
+            since_us,
             lease_end_ms,
         }
     })
@@ -586,10 +623,43 @@ pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
 
 /// The holding `fence` of `name` in `db` ended at `end_us` while its key stays (a
 /// shared holder left or ran out, a run became a done record): counted in the hold
-/// histogram from its start.
-pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64) {
-    let ended = ended(db, name, fence);
-    durations::holding_ended_now(ended.since_us, end_us);
+/// histogram from its start. A shared lock is noted once, at its oldest holder: when
+/// that one leaves, the key is noted again at `oldest_left`, the oldest still there.
+pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64, oldest_left: Option<u64>) {
+    let since_us = with(|held| {
+        let since_us = held.since_of(fence);
+        if !held.ahead.is_empty() {
+            held.start_ended(fence);
+        }
+        let was_noted = held.log(db).and_then(|log| log.end(fence, name)).is_some();
+        if let (true, Some(oldest)) = (was_noted, oldest_left) {
+            held.note(db, name, oldest, since_us.min(oldest), i64::MAX);
+        }
+        since_us
+    });
+    durations::holding_ended_now(since_us, end_us);
+}
+
+/// A holder with `fence` joined the shared lock `name`, whose oldest holder has
+/// `oldest`: the key stays noted at that one (noted now if it was not, as when the
+/// index was switched on meanwhile); a fence ahead of `now_us` keeps its start.
+pub fn joined(db: i32, name: &[u8], fence: u64, oldest: Option<u64>, now_us: u64) {
+    with(|held| {
+        if !tracking() {
+            return;
+        }
+        if fence > now_us {
+            held.keep_start(fence, now_us);
+        }
+        if let Some(oldest) = oldest {
+            held.note(db, name, oldest, now_us.max(oldest), i64::MAX);
+        }
+    });
+}
+
+/// The fence of a shared lock's oldest holder (the one the index notes it at).
+pub fn oldest_fence(set: &SharedHolders) -> Option<u64> {
+    set.all().next().map(|holder| holder.holding().fence())
 }
 
 /// When the holding granted with `fence` began, µs on this server's wall clock: its
@@ -598,10 +668,18 @@ pub fn since_of(fence: u64) -> u64 {
     with(|held| held.since_of(fence))
 }
 
-/// The holdings the lock `name` holds now, as (fence, lease end): an exclusive lease
-/// ends with its key, unless a lock-delay keeps the key longer; a shared holder's
-/// lease is its set's.
-fn holdings_of(ctx: &Context, name: &[u8]) -> Vec<(u64, i64)> {
+/// What the index notes of a lock that arrived or was loaded: its entry (an exclusive
+/// holding, or a shared lock's oldest holder) as (fence, lease end), and the fence of
+/// every holding (whose start is kept if it is ahead of the clock).
+#[derive(Default)]
+struct Found {
+    entry: Option<(u64, i64)>,
+    fences: Vec<u64>,
+}
+
+/// What the lock `name` holds now: an exclusive lease ends with its key, unless a
+/// lock-delay keeps the key longer; a shared holder's lease is its set's.
+fn holdings_of(ctx: &Context, name: &[u8]) -> Found {
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
     match key.lock() {
@@ -611,43 +689,45 @@ fn holdings_of(ctx: &Context, name: &[u8]) -> Vec<(u64, i64)> {
                     server_clock::now_ms().saturating_add(remaining)
                 })
             });
-            vec![(holding.fence(), lease_end_ms)]
+            Found {
+                entry: Some((holding.fence(), lease_end_ms)),
+                fences: vec![holding.fence()],
+            }
         }
-        Ok(Some(LockRef::Shared(set))) => set
-            .all()
-            .map(|holder| (holder.holding().fence(), i64::MAX))
-            .collect(),
-        _ => Vec::new(),
+        Ok(Some(LockRef::Shared(set))) => Found {
+            entry: oldest_fence(set).map(|fence| (fence, i64::MAX)),
+            fences: set.all().map(|holder| holder.holding().fence()).collect(),
+        },
+        _ => Found::default(),
     }
 }
 
-/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): its holdings are
-/// noted if it is a lock. A holding noted before keeps its start (kept by fence): a
-/// lock renamed or moved, or restored over itself, keeps its age.
+impl Held {
+    /// Keeps `now_us` as the start of each of `fences` ahead of it (one kept already
+    /// stays: the holding moved, or was noted before).
+    fn starts_ahead(&mut self, fences: &[u64], now_us: u64) {
+        for &fence in fences {
+            if fence > now_us || self.ahead.contains_key(&fence) {
+                self.keep_start(fence, now_us);
+            }
+        }
+    }
+}
+
+/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): noted if it is a
+/// lock. A holding noted before keeps its start (kept by fence): a lock renamed or
+/// moved, or restored over itself, keeps its age.
 pub fn arrived(ctx: &Context, name: &[u8]) {
     if !tracking() {
         return;
     }
     let db = selected_db(ctx);
     let now_us = server_clock::now_micros();
-    let holdings = holdings_of(ctx, name);
+    let found = holdings_of(ctx, name);
     with(|held| {
-        if holdings.len() > 1 {
-            let batch = holdings
-                .iter()
-                .map(|&(fence, lease_end_ms)| Entry {
-                    fence,
-                    kept: Kept {
-                        lease_end_ms,
-                        name: Name::new(name),
-                    },
-                })
-                .collect();
-            held.note_all(db, batch, now_us);
-        } else {
-            for (fence, lease_end_ms) in holdings {
-                held.note(db, name, fence, now_us, lease_end_ms);
-            }
+        held.starts_ahead(&found.fences, now_us);
+        if let Some((fence, lease_end_ms)) = found.entry {
+            held.note(db, name, fence, now_us, lease_end_ms);
         }
     });
 }
@@ -660,27 +740,32 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
     }
     let now_us = server_clock::now_micros();
     let mut by_db: Vec<(i32, Vec<Entry>)> = Vec::new();
+    let mut fences = Vec::new();
     for (db, name) in loaded {
         if !select_db(ctx, *db) {
             continue;
         }
-        let entries = holdings_of(ctx, name)
-            .into_iter()
-            .map(|(fence, lease_end_ms)| Entry {
-                fence,
-                kept: Kept {
-                    lease_end_ms,
-                    name: Name::new(name),
-                },
-            });
+        let found = holdings_of(ctx, name);
+        fences.extend(found.fences);
+        let Some((fence, lease_end_ms)) = found.entry else {
+            continue;
+        };
+        let entry = Entry {
+            fence,
+            kept: Kept {
+                lease_end_ms,
+                name: Name::new(name),
+            },
+        };
         match by_db.iter_mut().find(|(noted_db, _)| noted_db == db) {
-            Some((_, batch)) => batch.extend(entries),
-            None => by_db.push((*db, entries.collect())),
+            Some((_, batch)) => batch.push(entry),
+            None => by_db.push((*db, vec![entry])),
         }
     }
     with(|held| {
+        held.starts_ahead(&fences, now_us);
         for (db, batch) in by_db {
-            held.note_all(db, batch, now_us);
+            held.note_all(db, batch);
         }
     });
 }
@@ -711,12 +796,13 @@ pub fn expiry_changed(ctx: &Context, name: &[u8]) {
 
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`).
 pub fn flushed(db: Option<i32>) {
-    with(|held| {
-        match db {
-            Some(db) => drop(held.take(db)),
-            None => held.logs.clear(),
+    with(|held| match db {
+        Some(db) => drop(held.take(db)),
+        None => {
+            held.logs.clear();
+            held.ahead.clear();
+            held.ahead_ended = 0;
         }
-        held.compacted();
     });
 }
 
@@ -763,13 +849,14 @@ pub fn noted_ahead(db: i32) -> Vec<Noted> {
         if held.ahead.is_empty() {
             return Vec::new();
         }
-        let Held { logs, ahead } = held;
+        let Held { logs, ahead, .. } = held;
         let Some(log) = usize::try_from(db).ok().and_then(|db| logs.get(db)) else {
             return Vec::new();
         };
         ahead
-            .keys()
-            .flat_map(|&fence| {
+            .iter()
+            .filter(|(_, since)| **since & ENDED_START == 0)
+            .flat_map(|(&fence, _)| {
                 log.names_with_fence(fence)
                     .map(move |name| (fence, name.to_vec()))
             })
@@ -879,9 +966,9 @@ mod tests {
         assert_eq!(log.end(15, b"other"), None);
         assert_eq!(log.live(), 3);
         assert_eq!(fences(&walked(&log)), [10, 15, 20]);
-        assert!(log.holds_fence(15));
+        assert_eq!(log.names_with_fence(15).count(), 1);
         log.end(15, b"copy");
-        assert!(!log.holds_fence(15));
+        assert_eq!(log.names_with_fence(15).count(), 0);
     }
 
     #[test]
@@ -953,10 +1040,11 @@ mod tests {
     }
 
     #[test]
-    fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_no_log_has_it() {
+    fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_it_ends() {
         let mut held = Held {
             logs: Vec::new(),
             ahead: NO_AHEAD,
+            ahead_ended: 0,
         };
         held.note(0, b"a", 5_000, 1_000, 0);
         held.note(0, b"b", 900, 1_000, 0);
@@ -966,11 +1054,13 @@ mod tests {
         if let Some(log) = held.log(0) {
             log.end(5_000, b"a");
         }
+        held.start_ended(5_000);
+        held.starts_ahead(&[5_000], 3_000);
         held.note(0, b"c", 5_000, 3_000, 0);
         assert_eq!(held.since_of(5_000), 1_000, "the start stays");
-        if let Some(log) = held.log(0) {
-            log.end(5_000, b"c");
-        }
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 1_000, "its holding goes on");
+        held.start_ended(5_000);
         held.compacted();
         assert_eq!(held.since_of(5_000), 5_000, "gone with its holding");
     }

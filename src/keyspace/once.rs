@@ -106,7 +106,7 @@ pub fn store_done(
         sessions::forget(&session, &(selected_db(ctx), name.as_slice().into()));
     }
     let now_us = server_clock::now_micros();
-    held_keys::holding_ended(selected_db(ctx), name.as_slice(), run_fence, now_us);
+    held_keys::holding_ended(selected_db(ctx), name.as_slice(), run_fence, now_us, None);
     propagate(ctx, &args);
     events::notify(ctx, events::DONE, name);
     stats::ONCE_DONE.bump();
@@ -151,7 +151,7 @@ pub fn apply_record(
     let now_us = server_clock::now_micros();
     let (db, name) = (selected_db(ctx), key.name().as_slice());
     if let Some(fence) = finished_run {
-        held_keys::holding_ended(db, name, fence, now_us);
+        held_keys::holding_ended(db, name, fence, now_us, None);
     }
     if running {
         let lease_end_ms = deadline_ms.unwrap_or(i64::MAX);
