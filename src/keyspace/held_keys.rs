@@ -25,7 +25,8 @@
 //! ahead of the wall clock (after a jump ahead, fences count up by one a grant): a
 //! holding granted (or loaded) with a fence ahead of the clock has its start, the
 //! wall clock then, kept by its fence in a small side table, so that its age and its
-//! length count from its grant; every other holding starts at its fence. Kept by
+//! length count from its grant; every other holding starts at its fence (one at most
+//! 1 ms ahead, issued in a burst of grants, too: within a millisecond). Kept by
 //! fence, not by name, the start follows the holding through `RENAME`, `MOVE` and
 //! `RESTORE … REPLACE`; it goes some time after its holding ended.
 //!
@@ -448,6 +449,17 @@ struct Held {
     ahead_ended: usize,
 }
 
+/// How far a fence may run ahead of the clock and still be its holding's start (µs):
+/// grants faster than one a µs (a pipeline, an `ACQUIREALL` of many keys) issue fences
+/// a few µs ahead, which are as good as a start and kept nowhere; after a jump ahead
+/// of the fence clock, fences are minutes or hours ahead.
+const AHEAD_SLACK_US: u64 = 1_000;
+
+/// Whether `fence`, issued at `now_us`, says nothing of its start.
+fn is_ahead(fence: u64, now_us: u64) -> bool {
+    fence > now_us.saturating_add(AHEAD_SLACK_US)
+}
+
 /// The flag of a start in `Held::ahead` whose holding ended.
 const ENDED_START: u64 = 1 << 63;
 
@@ -477,14 +489,19 @@ impl Held {
     /// Notes a holding of `name` in `db`; a fence ahead of `now_us` keeps `now_us` as
     /// its start (a start already kept stays: the holding moved, or was noted again).
     fn note(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
+        self.note_entry(db, name, fence, lease_end_ms);
+        if is_ahead(fence, now_us) {
+            self.keep_start(fence, now_us);
+        }
+    }
+
+    /// Notes the entry of a holding (its start kept, if it needs one, apart).
+    fn note_entry(&mut self, db: i32, name: &[u8], fence: u64, lease_end_ms: i64) {
         let Some(log) = self.log_or_new(db) else {
             return;
         };
         if log.note(fence, name, lease_end_ms) {
             self.compacted();
-        }
-        if fence > now_us {
-            self.keep_start(fence, now_us);
         }
     }
 
@@ -633,7 +650,7 @@ pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64, oldest_left:
         }
         let was_noted = held.log(db).and_then(|log| log.end(fence, name)).is_some();
         if let (true, Some(oldest)) = (was_noted, oldest_left) {
-            held.note(db, name, oldest, since_us.min(oldest), i64::MAX);
+            held.note_entry(db, name, oldest, i64::MAX);
         }
         since_us
     });
@@ -648,11 +665,11 @@ pub fn joined(db: i32, name: &[u8], fence: u64, oldest: Option<u64>, now_us: u64
         if !tracking() {
             return;
         }
-        if fence > now_us {
+        if is_ahead(fence, now_us) {
             held.keep_start(fence, now_us);
         }
         if let Some(oldest) = oldest {
-            held.note(db, name, oldest, now_us.max(oldest), i64::MAX);
+            held.note_entry(db, name, oldest, i64::MAX);
         }
     });
 }
@@ -707,7 +724,7 @@ impl Held {
     /// stays: the holding moved, or was noted before).
     fn starts_ahead(&mut self, fences: &[u64], now_us: u64) {
         for &fence in fences {
-            if fence > now_us || self.ahead.contains_key(&fence) {
+            if is_ahead(fence, now_us) || self.ahead.contains_key(&fence) {
                 self.keep_start(fence, now_us);
             }
         }
