@@ -39,7 +39,7 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
-            held_keys::note_loaded(&data_type::take_loaded_any());
+            held_keys::loaded(ctx, &data_type::take_loaded_any());
             let loaded = data_type::take_loaded();
             sessions::index_loaded(ctx, &loaded);
             blocking::follow_loaded(ctx, loaded);
