@@ -35,6 +35,7 @@ pub mod commands;
 pub mod config;
 pub mod durations;
 pub mod fault;
+pub mod flagged;
 pub mod hooks;
 pub mod keyspace;
 pub mod node_fence;

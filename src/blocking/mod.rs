@@ -37,7 +37,7 @@ mod wait;
 mod wanted;
 
 use std::borrow::Cow;
-use std::cell::{RefCell, RefMut};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::error::CommandError;
@@ -54,6 +54,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
+use crate::flagged::{Flagged, Occupied};
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::lock_events;
 use crate::node_fence;
@@ -109,36 +110,16 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
-/// Whether the registry had a waiter when it was last changed. Every acquire, refresh
-/// and release asks `anyone_waiting` and the answer is nearly always no: a plain
-/// static answers it without the thread-local lookup (`__tls_get_addr` in a shared
-/// object) and the registry's borrow. Only Redis's main thread touches the registry.
+/// Whether the registry had a waiter when it was last changed (see `flagged`).
 static ANYONE_WAITING: AtomicBool = AtomicBool::new(false);
 
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|registry| f(&mut InStep(registry.borrow_mut())))
+    REGISTRY.with(|registry| f(&mut Flagged::new(registry.borrow_mut(), &ANYONE_WAITING)))
 }
 
-/// The registry borrowed; `ANYONE_WAITING` follows it when the borrow ends, also when
-/// a panic (caught by the entry point's guard) ends it.
-struct InStep<'a>(RefMut<'a, Registry>);
-
-impl Drop for InStep<'_> {
-    fn drop(&mut self) {
-        ANYONE_WAITING.store(!self.0.is_empty(), Relaxed);
-    }
-}
-
-impl std::ops::Deref for InStep<'_> {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for InStep<'_> {
-    fn deref_mut(&mut self) -> &mut Registry {
-        &mut self.0
+impl Occupied for Registry {
+    fn occupied(&self) -> bool {
+        !self.is_empty()
     }
 }
 

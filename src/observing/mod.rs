@@ -28,7 +28,7 @@ mod timers;
 
 pub use callbacks::observed_reply;
 
-use std::cell::{RefCell, RefMut};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -43,6 +43,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{select_db, slot_served_elsewhere};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
+use crate::flagged::{Flagged, Occupied};
 use crate::stats;
 use callbacks::{Answer, ObserverWaiting};
 
@@ -82,36 +83,16 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
-/// Whether any key was observed when the registry was last changed. Every grant,
-/// refresh and release asks `anyone_observing`, and the answer is nearly always no: a
-/// plain static answers it without the thread-local lookup (`__tls_get_addr` in a
-/// shared object). Only Redis's main thread touches the registry.
+/// Whether any key was observed when the registry was last changed (see `flagged`).
 static ANYONE_OBSERVING: AtomicBool = AtomicBool::new(false);
 
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    REGISTRY.with(|registry| f(&mut InStep(registry.borrow_mut())))
+    REGISTRY.with(|registry| f(&mut Flagged::new(registry.borrow_mut(), &ANYONE_OBSERVING)))
 }
 
-/// The registry borrowed; `ANYONE_OBSERVING` follows it when the borrow ends, also
-/// when a panic (caught by the entry point's guard) ends it.
-struct InStep<'a>(RefMut<'a, Registry>);
-
-impl Drop for InStep<'_> {
-    fn drop(&mut self) {
-        ANYONE_OBSERVING.store(!self.0.keys.is_empty(), Relaxed);
-    }
-}
-
-impl std::ops::Deref for InStep<'_> {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for InStep<'_> {
-    fn deref_mut(&mut self) -> &mut Registry {
-        &mut self.0
+impl Occupied for Registry {
+    fn occupied(&self) -> bool {
+        !self.keys.is_empty()
     }
 }
 
