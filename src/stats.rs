@@ -2,10 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One monotonically increasing counter. Only Redis's main thread counts (commands,
-/// timers, events), so a count is a load and a store, not a locked add on every
-/// command. (The gauges below may go down on the thread that frees values lazily, and
-/// stay locked adds.)
+/// One monotonically increasing counter.
 pub struct Counter(AtomicU64);
 
 impl Counter {
@@ -14,12 +11,11 @@ impl Counter {
     }
 
     pub fn bump(&self) {
-        self.add(1);
+        self.0.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn add(&self, n: u64) {
-        let now = self.0.load(Ordering::Relaxed);
-        self.0.store(now.wrapping_add(n), Ordering::Relaxed);
+        self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn get(&self) -> u64 {

@@ -38,7 +38,6 @@ mod wanted;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::error::CommandError;
 use fencelock_core::lock::{self, Admission};
@@ -54,7 +53,6 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
-use crate::flagged::{Flagged, Occupied};
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::lock_events;
 use crate::node_fence;
@@ -110,17 +108,8 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
-/// Whether the registry had a waiter when it was last changed (see `flagged`).
-static ANYONE_WAITING: AtomicBool = AtomicBool::new(false);
-
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|registry| f(&mut Flagged::new(registry.borrow_mut(), &ANYONE_WAITING)))
-}
-
-impl Occupied for Registry {
-    fn occupied(&self) -> bool {
-        !self.is_empty()
-    }
+    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
 }
 
 /// Number of clients waiting for `key` in the selected database.
@@ -173,7 +162,7 @@ fn wait_began() -> u64 {
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
-    ANYONE_WAITING.load(Relaxed)
+    with_registry(|r| !r.is_empty())
 }
 
 /// Whether any client waits for `name` in the selected database (a new acquire queues
@@ -262,27 +251,28 @@ fn enqueue_all(
 /// holder's own lease end is followed, and an effect form settles the queue on the
 /// next turn. The one place a write's follow-ups are decided.
 pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
+    let name = key.name().as_slice();
     match change {
         Change::Granted(mode) => {
             if mode.is_shared() {
-                holder_leases::watch(ctx, key);
+                holder_leases::watch(ctx, name, key);
             }
         }
         Change::Extended => {
-            lease_changed(ctx, key);
-            holder_leases::watch(ctx, key);
+            lease_changed(ctx, name, key);
+            holder_leases::watch(ctx, name, key);
         }
         Change::Released => {
             hand_off(ctx, key);
         }
-        Change::Dropped => key_changed(ctx, selected_db(ctx), key.name().as_slice()),
+        Change::Dropped => key_changed(ctx, selected_db(ctx), name),
         Change::Applied(mode) => {
             // Waiters for this name (on a primary) follow the new holding's deadline;
             // a shared holder's own lease end is followed from here (AOF replay, a
             // replica that may be promoted, a lock restored by hand).
-            key_changed(ctx, selected_db(ctx), key.name().as_slice());
+            key_changed(ctx, selected_db(ctx), name);
             if mode.is_shared() {
-                holder_leases::watch(ctx, key);
+                holder_leases::watch(ctx, name, key);
             }
         }
     }
@@ -362,7 +352,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         }
     }
     if handed {
-        holder_leases::watch(ctx, key);
+        holder_leases::watch(ctx, name.as_slice(), key);
     }
     handed
 }

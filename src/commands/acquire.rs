@@ -46,8 +46,7 @@ impl Command for Acquire {
         blocking::counting_wait(request.asked.block_ms.is_some(), || {
             acquire(ctx, &request, &limits)
         })
-        // The key's name only for an error (reading it asks Redis).
-        .map_err(|error| to_redis_on(request.key.as_slice())(error))
+        .map_err(to_redis_on(request.key.as_slice()))
     }
 }
 
@@ -203,8 +202,7 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         token,
         mode: asked.mode,
         max_holders: limits.max_holders,
-        // Asked first: the name is read (a call into Redis) only if anyone waits.
-        queued_before: blocking::anyone_waiting() && blocking::is_queued(ctx, name.as_slice()),
+        queued_before: blocking::is_queued(ctx, name.as_slice()),
         fresh_token: asked.token.is_none(),
         session: asked.session.as_deref(),
     };
