@@ -157,9 +157,10 @@ pub fn held_for_us(fence: u64, now_us: u64) -> u64 {
     now_us.saturating_sub(fence)
 }
 
-/// A holding granted with `fence` ended now.
-pub fn holding_ended_now(fence: u64, now_us: u64) {
-    hold_ended(held_for_us(fence, now_us));
+/// A holding that began at `start_us` (its fence, or the start the index of held keys
+/// kept for it) ended at `end_us`.
+pub fn holding_ended_now(start_us: u64, end_us: u64) {
+    hold_ended(held_for_us(start_us, end_us));
 }
 
 /// The waits' and the holdings' summaries now.

@@ -35,6 +35,7 @@ pub mod commands;
 pub mod config;
 pub mod durations;
 pub mod fault;
+pub mod flagged;
 pub mod hooks;
 pub mod keyspace;
 pub mod node_fence;
@@ -158,7 +159,7 @@ const SWITCHES: [Switch; 2] = [
 ];
 
 /// The server events the module follows, and who handles each.
-const SERVER_EVENTS: [(ServerEvent, ffi::events::ServerEventHandler); 6] = [
+const SERVER_EVENTS: [(ServerEvent, ffi::events::ServerEventHandler); 7] = [
     (ServerEvent::FlushDb, hooks::server::flushed),
     (ServerEvent::Loading, hooks::server::loaded),
     (
@@ -168,6 +169,7 @@ const SERVER_EVENTS: [(ServerEvent, ffi::events::ServerEventHandler); 6] = [
     (ServerEvent::SwapDb, hooks::server::swapped_databases),
     (ServerEvent::EventLoop, hooks::server::event_loop),
     (ServerEvent::ForkChild, hooks::server::forked),
+    (ServerEvent::Config, hooks::server::config_changed),
 ];
 
 /// The keyspace events the module follows: deletions, expiries, evictions and every

@@ -1,40 +1,41 @@
 //! The node-wide fence clock shared by every key on this server, the floor of evicted
 //! fence marks, and what restores them.
 //!
-//! Redis runs module commands, loading and callbacks on its main thread; the mutex only
-//! keeps Rust honest about the static. A poisoned lock still holds a valid clock, so it
-//! is recovered rather than propagated as a panic into Redis.
+//! Redis runs module commands, loading and callbacks on its main thread, so the clock
+//! is one atomic number (its last fence) rather than a mutex, which cost every grant a
+//! lock and an unlock. It only ever rises (`fetch_max`), whatever happens.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use fencelock_core::fence_clock::FenceClock;
 
-static CLOCK: Mutex<FenceClock> = Mutex::new(FenceClock::new());
+/// The highest fence issued or observed (`FenceClock::last`).
+static LAST_FENCE: AtomicU64 = AtomicU64::new(0);
 
 /// The highest fence of any mark the server evicted: a missing mark admits nothing
 /// below it. Only ever rises (like the clock, it is saved, replicated and rewritten).
 static MARK_FLOOR: AtomicU64 = AtomicU64::new(0);
 
-fn clock() -> MutexGuard<'static, FenceClock> {
-    CLOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Runs `decide` with exclusive access to the clock (a grant issues a fence inside it).
+/// Runs `decide` with the clock (a grant issues a fence inside it); what it issued is
+/// kept. Only the main thread issues fences, so nothing issues one meanwhile.
 pub fn with_clock<T>(decide: impl FnOnce(&mut FenceClock) -> T) -> T {
-    decide(&mut clock())
+    let before = LAST_FENCE.load(Ordering::Relaxed);
+    let mut clock = FenceClock::resumed(before);
+    let decided = decide(&mut clock);
+    if clock.last() > before {
+        LAST_FENCE.fetch_max(clock.last(), Ordering::Relaxed);
+    }
+    decided
 }
 
 /// Raises the clock past a fence seen on disk, in a replicated effect or in aux data.
 pub fn observe(fence: u64) {
-    clock().observe(fence);
+    LAST_FENCE.fetch_max(fence, Ordering::Relaxed);
 }
 
 /// The highest fence issued or observed, persisted as RDB aux data.
 pub fn last() -> u64 {
-    clock().last()
+    LAST_FENCE.load(Ordering::Relaxed)
 }
 
 /// The floor a missing mark holds fences to.

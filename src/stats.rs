@@ -2,7 +2,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One monotonically increasing counter.
+/// One monotonically increasing counter. Only Redis's main thread counts (commands,
+/// timers, events), so a count is a load and a store, not a locked add on every
+/// command. (The gauges below may go down on the thread that frees values lazily, and
+/// stay locked adds.)
 pub struct Counter(AtomicU64);
 
 impl Counter {
@@ -11,11 +14,12 @@ impl Counter {
     }
 
     pub fn bump(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.add(1);
     }
 
     pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        let now = self.0.load(Ordering::Relaxed);
+        self.0.store(now.wrapping_add(n), Ordering::Relaxed);
     }
 
     pub fn get(&self) -> u64 {

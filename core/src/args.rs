@@ -8,6 +8,21 @@ use crate::token;
 /// Parses a signed 64-bit integer exactly as Redis's `string2ll` does: optional `-`,
 /// no `+`, no spaces, no leading zeros, no overflow.
 pub fn parse_integer(bytes: &[u8]) -> Result<i64, CommandError> {
+    // The usual argument (a ttl, a timeout): positive, at most 18 digits, so it cannot
+    // overflow and one pass reads it.
+    if let [first @ b'1'..=b'9', rest @ ..] = bytes {
+        if rest.len() < 18 {
+            let mut value = i64::from(first - b'0');
+            for &digit in rest {
+                let digit = digit.wrapping_sub(b'0');
+                if digit > 9 {
+                    return Err(CommandError::NotAnInteger);
+                }
+                value = value * 10 + i64::from(digit);
+            }
+            return Ok(value);
+        }
+    }
     let (negative, digits) = match bytes {
         [b'-', rest @ ..] => (true, rest),
         _ => (false, bytes),

@@ -20,6 +20,11 @@ impl FenceClock {
         Self { last: 0 }
     }
 
+    /// A clock whose highest fence issued or observed is `last` (as `last()` read it).
+    pub const fn resumed(last: u64) -> Self {
+        Self { last }
+    }
+
     /// Issues the next fence. Never returns 0 and never repeats or goes down: once
     /// `MAX_FENCE` has been issued or observed there is no next fence (`None`), rather
     /// than a repeated one. (At one grant per microsecond that is 290,000 years away;
@@ -71,6 +76,15 @@ mod tests {
         assert_eq!(clock.issue(1_000), Some(9_000_001));
         clock.observe(5);
         assert_eq!(clock.last(), 9_000_001);
+    }
+
+    #[test]
+    fn a_resumed_clock_goes_on_from_where_it_was() {
+        let mut clock = FenceClock::new();
+        clock.issue(7_000);
+        let mut resumed = FenceClock::resumed(clock.last());
+        assert_eq!(resumed.issue(10), Some(7_001));
+        assert_eq!(FenceClock::resumed(0).issue(0), Some(1));
     }
 
     #[test]

@@ -51,12 +51,12 @@ fn armed_at(db: i32, name: &[u8]) -> Option<i64> {
     })
 }
 
-/// A shared lock `name` (in the selected database) was written: make sure a timer fires
+/// A shared lock (`key`, in the selected database) was written: make sure a timer fires
 /// when its earliest holder's lease ends, unless the key's own expiry comes first (it
 /// takes every holder with it). A key without expiry (`PERSIST`) is always watched, so
 /// it still goes with its last holder. The set remembers its timer (`watched_at`), so a
 /// grant to a watched lock looks nothing up.
-pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
+pub fn watch(ctx: &Context, key: &mut LockKey) {
     let Some(earliest) = key
         .shared_mut()
         .filter(|set| set.watched_at().is_none())
@@ -73,7 +73,12 @@ pub fn watch(ctx: &Context, name: &[u8], key: &mut LockKey) {
         return;
     }
     // A holder holds through its deadline's millisecond; it has ended one later.
-    let fires_at = arm(ctx, selected_db(ctx), name, earliest.saturating_add(1));
+    let fires_at = arm(
+        ctx,
+        selected_db(ctx),
+        key.name().as_slice(),
+        earliest.saturating_add(1),
+    );
     if let Some(set) = key.shared_mut() {
         set.set_watched_at(Some(fires_at));
     }
@@ -88,7 +93,7 @@ pub fn follow_anew(ctx: &Context, name: &[u8]) {
     if let Some(set) = key.shared_mut() {
         set.set_watched_at(None);
     }
-    watch(ctx, name.as_slice(), &mut key);
+    watch(ctx, &mut key);
 }
 
 /// A load brought these shared locks: follow their holders' lease ends.
@@ -252,6 +257,6 @@ impl Timer for HolderLeaseEnd {
         // A failed drop leaves the ended holders counted as gone by every decision.
         let _ = effects::drop_ended(ctx, &mut key, server_clock::now_ms());
         hand_off(ctx, &mut key);
-        watch(ctx, name.as_slice(), &mut key);
+        watch(ctx, &mut key);
     }
 }

@@ -38,6 +38,7 @@ mod wanted;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::error::CommandError;
 use fencelock_core::lock::{self, Admission};
@@ -53,6 +54,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
+use crate::flagged::{Flagged, Occupied};
 use crate::keyspace::effects::{self, Change};
 use crate::keyspace::lock_events;
 use crate::node_fence;
@@ -108,8 +110,17 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
+/// Whether the registry had a waiter when it was last changed (see `flagged`).
+static ANYONE_WAITING: AtomicBool = AtomicBool::new(false);
+
 fn with_registry<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
-    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
+    REGISTRY.with(|registry| f(&mut Flagged::new(registry.borrow_mut(), &ANYONE_WAITING)))
+}
+
+impl Occupied for Registry {
+    fn occupied(&self) -> bool {
+        !self.is_empty()
+    }
 }
 
 /// Number of clients waiting for `key` in the selected database.
@@ -162,7 +173,7 @@ fn wait_began() -> u64 {
 
 /// Whether any client waits for any key: the fast path of every release and acquire.
 pub fn anyone_waiting() -> bool {
-    with_registry(|r| !r.is_empty())
+    ANYONE_WAITING.load(Relaxed)
 }
 
 /// Whether any client waits for `name` in the selected database (a new acquire queues
@@ -251,28 +262,27 @@ fn enqueue_all(
 /// holder's own lease end is followed, and an effect form settles the queue on the
 /// next turn. The one place a write's follow-ups are decided.
 pub fn after(ctx: &Context, key: &mut LockKey, change: Change) {
-    let name = key.name().as_slice();
     match change {
         Change::Granted(mode) => {
             if mode.is_shared() {
-                holder_leases::watch(ctx, name, key);
+                holder_leases::watch(ctx, key);
             }
         }
         Change::Extended => {
-            lease_changed(ctx, name, key);
-            holder_leases::watch(ctx, name, key);
+            lease_changed(ctx, key);
+            holder_leases::watch(ctx, key);
         }
         Change::Released => {
             hand_off(ctx, key);
         }
-        Change::Dropped => key_changed(ctx, selected_db(ctx), name),
+        Change::Dropped => key_changed(ctx, selected_db(ctx), key.name().as_slice()),
         Change::Applied(mode) => {
             // Waiters for this name (on a primary) follow the new holding's deadline;
             // a shared holder's own lease end is followed from here (AOF replay, a
             // replica that may be promoted, a lock restored by hand).
-            key_changed(ctx, selected_db(ctx), name);
+            key_changed(ctx, selected_db(ctx), key.name().as_slice());
             if mode.is_shared() {
-                holder_leases::watch(ctx, name, key);
+                holder_leases::watch(ctx, key);
             }
         }
     }
@@ -352,7 +362,7 @@ pub fn hand_off(ctx: &Context, key: &mut LockKey) -> bool {
         }
     }
     if handed {
-        holder_leases::watch(ctx, name.as_slice(), key);
+        holder_leases::watch(ctx, key);
     }
     handed
 }

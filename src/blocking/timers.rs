@@ -66,13 +66,13 @@ pub fn settle_all_queues(ctx: &Context) {
     }
 }
 
-/// A command of ours moved a lease of `name` (in the selected database, open as `key`):
+/// A command of ours moved a lease of the lock open as `key` (in the selected database):
 /// its waiters' handoff timer must not fire later than the lock's next change by itself.
-pub fn lease_changed(ctx: &Context, name: &[u8], key: &LockKey) {
+pub fn lease_changed(ctx: &Context, key: &LockKey) {
     if !anyone_waiting() {
         return;
     }
-    let id: KeyId = (selected_db(ctx), name.to_vec());
+    let id: KeyId = (selected_db(ctx), key.name().as_slice().to_vec());
     if !has_waiters(&id) {
         return;
     }

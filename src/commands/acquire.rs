@@ -46,7 +46,8 @@ impl Command for Acquire {
         blocking::counting_wait(request.asked.block_ms.is_some(), || {
             acquire(ctx, &request, &limits)
         })
-        .map_err(to_redis_on(request.key.as_slice()))
+        // The key's name only for an error (reading it asks Redis).
+        .map_err(|error| to_redis_on(request.key.as_slice())(error))
     }
 }
 
@@ -202,7 +203,8 @@ fn acquire(ctx: &Context, request: &Request, limits: &Limits) -> Result<RedisVal
         token,
         mode: asked.mode,
         max_holders: limits.max_holders,
-        queued_before: blocking::is_queued(ctx, name.as_slice()),
+        // Asked first: the name is read (a call into Redis) only if anyone waits.
+        queued_before: blocking::anyone_waiting() && blocking::is_queued(ctx, name.as_slice()),
         fresh_token: asked.token.is_none(),
         session: asked.session.as_deref(),
     };

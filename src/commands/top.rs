@@ -3,7 +3,7 @@
 //! waited-for first, or (`BY held`) the longest held. Looks only at the keys the module
 //! keeps track of, those held (`keyspace::held_keys`) and those waited for (the wait
 //! registry): never a walk of the keyspace. A key the calling user may not read is left
-//! out. `held-ms` of a shared lock or semaphore is its oldest holder's; 0 without a
+//! out. `held-ms` of a shared lock or semaphore is its oldest live holder's; 0 without a
 //! holder, as `longest-wait-ms` is without waiters. Never shows a token. Read-only and
 //! keyless: in a cluster each primary answers for its own keys.
 
@@ -47,66 +47,133 @@ pub const SPEC: CommandSpec = CommandSpec {
     replication_form: false,
     summary: "Lists the most waited-for (or longest held) locks of this server: [key, waiters, longest-wait-ms, held-ms] each.",
     since: c"0.4.0",
-    complexity: c"O(N + W + C log C): N keys held, W waited for, C the count",
+    complexity: c"O(K + W + C log C): K held keys looked at (a few for COUNT 1), W waited for, C the count",
     arity: -1,
     keys: Keys::Declared,
 };
 
 /// The listing of the selected database: every key clients wait for (the contended
-/// ones, few) is looked at; of the keys only held, those the index of held keys ranks
-/// first by how long they may have been held, more of them only while a key not looked
-/// at could still come before the last one listed. So `COUNT 1` opens a key or two,
-/// not every held key.
+/// ones, few) is looked at, and every holding whose fence was ahead of the clock (few);
+/// then the held keys in the order their holdings were granted, the oldest first,
+/// only while a key not looked at yet could still come before the last one listed. So
+/// `COUNT 1` opens a key or two, not every held key, whatever holders left before.
 fn listing(ctx: &Context, request: TopRequest) -> Vec<Entry> {
     let db = selected_db(ctx);
     let now_us = server_clock::now_micros();
     let user = CallingUser::of(ctx);
     let readable = |name: &[u8]| user.as_ref().is_none_or(|user| user.may_read(name));
     let waited: Vec<(Vec<u8>, usize, u64)> = blocking::queued_keys(db);
-    let waited_names: HashSet<&[u8]> = waited.iter().map(|(name, ..)| name.as_slice()).collect();
-    let waited_entries: Vec<Entry> = waited
-        .iter()
-        .filter(|(name, ..)| readable(name))
-        .filter_map(|(name, waiters, since_us)| {
-            line_of(ctx, db, name, (*waiters, *since_us), now_us)
-        })
-        .collect();
-    let mut want = request
-        .count
-        .saturating_add(waited.len())
-        .max(MIN_LOOKED_AT);
-    loop {
-        let (oldest, all) = held_keys::oldest(db, now_us, want);
-        let held_entries = oldest
+    let mut listed = Listed {
+        entries: waited
             .iter()
-            .filter(|(_, name)| !waited_names.contains(name.as_slice()) && readable(name))
-            .filter_map(|(_, name)| line_of(ctx, db, name, (0, now_us), now_us));
-        let ranked = top::rank(
-            waited_entries.iter().cloned().chain(held_entries).collect(),
-            request,
-        );
-        let boundary = oldest
-            .last()
-            .map(|(age_ms, name)| (*age_ms, name.as_slice()));
-        if all || boundary.is_none_or(|boundary| top::settled(&ranked, request, boundary)) {
-            return ranked;
+            .filter(|(name, ..)| readable(name))
+            .filter_map(|(name, waiters, since_us)| {
+                line_of(ctx, name, (*waiters, *since_us), now_us)
+            })
+            .collect(),
+        seen: waited.into_iter().map(|(name, ..)| name).collect(),
+    };
+    for (fence, name) in held_keys::noted_ahead(db) {
+        listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
+    }
+    // Checked for the end once this many keys are listed, then twice as many, ...: a
+    // ranking per key looked at would cost more than the keys.
+    let mut check_at = listed.entries.len().saturating_add(request.count);
+    let mut after: Option<(u64, Vec<u8>)> = None;
+    loop {
+        let next = held_keys::next_noted(db, after.as_ref().map(|(f, n)| (*f, n.as_slice())));
+        let Some((fence, name)) = next else {
+            return top::rank(listed.entries, request);
+        };
+        if listed.entries.len() >= check_at {
+            // Every key not looked at yet began at this fence or later.
+            let boundary = (now_us.saturating_sub(fence), &[][..]);
+            let ranked = top::rank(listed.entries.clone(), request);
+            if top::settled(&ranked, request, boundary) {
+                return ranked;
+            }
+            check_at = check_at.saturating_mul(2);
         }
-        want = want.saturating_mul(4);
+        listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
+        after = Some((fence, name));
     }
 }
 
-/// Held keys looked at, at least, in a listing.
-const MIN_LOOKED_AT: usize = 16;
+/// The lines so far, and the keys done with (listed, waited for, or not readable).
+struct Listed {
+    entries: Vec<Entry>,
+    seen: HashSet<Vec<u8>>,
+}
 
-/// `name`'s line with its `(waiters, waiting since µs)`, if anybody holds it or waits.
-fn line_of(
+impl Listed {
+    /// The key of a noted holding, at its first live entry (its oldest holding noted):
+    /// listed if anybody holds it; looked at again at its next entry only if the key
+    /// did not have this one.
+    fn look_at(
+        &mut self,
+        ctx: &Context,
+        db: i32,
+        name: &[u8],
+        fence: u64,
+        readable: bool,
+        now_us: u64,
+    ) {
+        if self.seen.contains(name) {
+            return;
+        }
+        if !readable {
+            self.seen.insert(name.to_vec());
+            return;
+        }
+        match held_line(ctx, db, name, fence, now_us) {
+            Some(Some(entry)) => {
+                self.entries.push(entry);
+                self.seen.insert(name.to_vec());
+            }
+            Some(None) => {
+                self.seen.insert(name.to_vec());
+            }
+            None => {}
+        }
+    }
+}
+
+/// The line of a key only held, looked at for its holding `fence`: `None` if the key
+/// does not have it (its entry goes), else its line if anybody holds it.
+fn held_line(
     ctx: &Context,
     db: i32,
+    name: &[u8],
+    fence: u64,
+    now_us: u64,
+) -> Option<Option<Entry>> {
+    match held_since(ctx, name, Some(fence), now_us) {
+        Look::Missing => {
+            held_keys::gone(db, name, fence);
+            None
+        }
+        Look::Nothing => Some(None),
+        Look::Since(since_us) => Some(Some(Entry {
+            waiters: 0,
+            longest_wait_us: 0,
+            held_us: held_for_us(since_us, now_us),
+            key: name.to_vec(),
+        })),
+    }
+}
+
+/// The line of a key clients wait for: its `(waiters, waiting since µs)` and how
+/// long it has been held (0 if nobody holds it); `None` if nobody waits or holds.
+fn line_of(
+    ctx: &Context,
     name: &[u8],
     (waiters, waiting_since_us): (usize, u64),
     now_us: u64,
 ) -> Option<Entry> {
-    let held_since = held_since(ctx, db, name, now_us);
+    let held_since = match held_since(ctx, name, None, now_us) {
+        Look::Since(since_us) => Some(since_us),
+        Look::Nothing | Look::Missing => None,
+    };
     if waiters == 0 && held_since.is_none() {
         return None;
     }
@@ -118,29 +185,49 @@ fn line_of(
     })
 }
 
-/// When the current holding of `name` began (µs on this server's wall clock), if
-/// anybody holds it: an exclusive holding's start as noted at its grant, else its
-/// fence (the granting server's clock in µs); a shared lock's oldest live holder's
-/// fence. A fence ahead of the clock (the fence clock jumped ahead of it) is no time:
-/// the start noted by the index of held keys stands for it.
-fn held_since(ctx: &Context, db: i32, name: &[u8], now_us: u64) -> Option<u64> {
+/// What a key holds, looked at for one of its holdings (or for none).
+enum Look {
+    /// Held since (µs on this server's wall clock), at that holding if one was asked.
+    Since(u64),
+    /// Nobody holds it.
+    Nothing,
+    /// The key does not have the holding asked.
+    Missing,
+}
+
+/// When the current holding of `name` began, if anybody holds it: an exclusive
+/// holding's start, a shared lock's oldest live holder's (each holding's start is its
+/// fence, unless the fence was ahead of the clock: see `held_keys::since_of`).
+fn held_since(ctx: &Context, name: &[u8], fence: Option<u64>, now_us: u64) -> Look {
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
     let now_ms = server_clock::command_ms();
-    let noted = held_keys::noted(db, name).map(|noted| noted.since_us);
-    let noted = noted.filter(|since| *since != held_keys::UNKNOWN_SINCE);
-    match key.lock().ok()?? {
-        LockRef::Exclusive(held) => Some(noted.unwrap_or(held.fence().min(now_us))),
-        LockRef::Shared(set) => set
-            .all()
-            .filter(|holder| holder.is_live(now_ms))
-            .map(|holder| holder.holding().fence())
-            .min()
-            .map(|fence| match noted {
-                Some(since) if fence > now_us => since,
-                _ => fence.min(now_us),
-            }),
-        LockRef::Quarantined(_) => None,
+    let lock = match key.lock() {
+        Ok(Some(lock)) => lock,
+        _ => return Look::Missing,
+    };
+    match lock {
+        LockRef::Exclusive(held) if fence.is_none_or(|fence| fence == held.fence()) => {
+            Look::Since(held_keys::since_of(held.fence()).min(now_us))
+        }
+        LockRef::Exclusive(_) => Look::Missing,
+        LockRef::Shared(set) => {
+            if let Some(fence) = fence {
+                if !set.all().any(|holder| holder.holding().fence() == fence) {
+                    return Look::Missing;
+                }
+            }
+            let oldest = set
+                .all()
+                .filter(|holder| holder.is_live(now_ms))
+                .map(|holder| held_keys::since_of(holder.holding().fence()).min(now_us))
+                .min();
+            oldest.map_or(Look::Nothing, Look::Since)
+        }
+        LockRef::Quarantined(held) if fence.is_none_or(|fence| fence == held.fence()) => {
+            Look::Nothing
+        }
+        LockRef::Quarantined(_) => Look::Missing,
     }
 }
 

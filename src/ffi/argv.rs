@@ -6,7 +6,7 @@
 use std::ffi::c_int;
 use std::mem::ManuallyDrop;
 
-use redis_module::{raw, Context, RedisResult, RedisString};
+use redis_module::{raw, Context, RedisResult, RedisString, RedisValue};
 use smallvec::SmallVec;
 
 use super::{context_flags, panic_guard};
@@ -49,5 +49,19 @@ pub unsafe extern "C" fn entry<C: Command>(
     let result = context_flags::command_scope(ctx, || {
         panic_guard::command(C::NAME, || C::run(&context, args))
     });
-    context.reply(result) as c_int
+    reply(&context, result)
+}
+
+/// Sends a command's result. The usual ones (a reply already written, an integer) go
+/// straight to Redis: redis-module's general `Context::reply` is a large function
+/// every command would otherwise pass through.
+fn reply(context: &Context, result: RedisResult) -> c_int {
+    match result {
+        Ok(RedisValue::NoReply) => raw::REDISMODULE_OK as c_int,
+        Ok(RedisValue::Integer(n)) => {
+            // SAFETY: a live command context; nothing was replied yet.
+            unsafe { api!(RedisModule_ReplyWithLongLong)(context.ctx, n) }
+        }
+        other => context.reply(other) as c_int,
+    }
 }

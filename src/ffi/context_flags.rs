@@ -101,14 +101,20 @@ static SCOPE_FLAGS: AtomicI32 = AtomicI32::new(UNREAD);
 /// No flag read yet (the flags are bits below the sign bit).
 const UNREAD: c_int = -1;
 
+/// Whether a command's entry point runs on `ctx` now (its scope is open).
+pub fn in_scope(ctx: &Context) -> bool {
+    SCOPE_CTX.load(Relaxed) == ctx.ctx
+}
+
 /// Runs the command `body` on `ctx` with its flags kept for the command, then restores
 /// the scope of the command around it, if any (a command called from a guard's inner
 /// command through `RM_Call`). `body` must not unwind (the panic guard runs inside).
 pub fn command_scope<R>(ctx: *mut raw::RedisModuleCtx, body: impl FnOnce() -> R) -> R {
-    let outer = (
-        SCOPE_CTX.swap(ctx, Relaxed),
-        SCOPE_FLAGS.swap(UNREAD, Relaxed),
-    );
+    // Loads and stores rather than swaps: one thread only, and a swap is a locked
+    // instruction on every command.
+    let outer = (SCOPE_CTX.load(Relaxed), SCOPE_FLAGS.load(Relaxed));
+    SCOPE_CTX.store(ctx, Relaxed);
+    SCOPE_FLAGS.store(UNREAD, Relaxed);
     let result = body();
     SCOPE_CTX.store(outer.0, Relaxed);
     SCOPE_FLAGS.store(outer.1, Relaxed);

@@ -20,9 +20,11 @@ pub enum ServerEvent {
     SwapDb,
     EventLoop,
     ForkChild,
+    /// `CONFIG SET` changed configs (Redis ≥ 7.0).
+    Config,
 }
 
-const EVENTS: usize = 6;
+const EVENTS: usize = 7;
 
 impl ServerEvent {
     fn id(self) -> u64 {
@@ -33,6 +35,7 @@ impl ServerEvent {
             ServerEvent::SwapDb => raw::REDISMODULE_EVENT_SWAPDB,
             ServerEvent::EventLoop => raw::REDISMODULE_EVENT_EVENTLOOP,
             ServerEvent::ForkChild => raw::REDISMODULE_EVENT_FORK_CHILD,
+            ServerEvent::Config => raw::REDISMODULE_EVENT_CONFIG,
         }
     }
 
@@ -48,6 +51,7 @@ impl ServerEvent {
             ServerEvent::SwapDb,
             ServerEvent::EventLoop,
             ServerEvent::ForkChild,
+            ServerEvent::Config,
         ]
         .into_iter()
         .find(|event| event.id() == id)

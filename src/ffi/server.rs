@@ -51,8 +51,10 @@ pub fn in_cluster(ctx: &Context) -> bool {
 
 /// Whether a client command is running on this context (not a timer or a callback).
 pub fn in_command(ctx: &Context) -> bool {
-    // SAFETY: reads the context's current command, if any.
-    !unsafe { api!(RedisModule_GetCurrentCommandName)(ctx.ctx) }.is_null()
+    // A command's own context is known without asking (the question of every write).
+    context_flags::in_scope(ctx)
+        // SAFETY: reads the context's current command, if any.
+        || !unsafe { api!(RedisModule_GetCurrentCommandName)(ctx.ctx) }.is_null()
 }
 
 /// Asks the server's INFO section `section`, judged by `judge` (which gets each field's

@@ -91,10 +91,20 @@ fn sets_expiry(name: &[u8]) -> bool {
             .any(|expire| name.eq_ignore_ascii_case(expire.as_bytes()))
 }
 
+/// The lengths of the command names the filter looks for.
+const LOOKED_FOR_LENGTHS: std::ops::RangeInclusive<usize> = "sync".len()..="pexpireat".len();
+
 /// The filter: runs before every command.
 pub fn before_command(command: &mut FilteredCommand) {
     unlinked::forget();
     let name = command.arg(0);
+    // Every name looked for here is 4 to 9 bytes long (`sync` to `pexpireat`): any
+    // other command (every `LOCK.*` one, `GET`, `SET`) is settled by its length alone.
+    if !LOOKED_FOR_LENGTHS.contains(&name.len()) {
+        RUNNING_MIGRATE.store(false, Ordering::Relaxed);
+        RUNNING_EXPIRE.store(false, Ordering::Relaxed);
+        return;
+    }
     RUNNING_MIGRATE.store(name.eq_ignore_ascii_case(b"migrate"), Ordering::Relaxed);
     RUNNING_EXPIRE.store(sets_expiry(name), Ordering::Relaxed);
     if name.eq_ignore_ascii_case(b"psync") || name.eq_ignore_ascii_case(b"sync") {
@@ -119,5 +129,31 @@ fn spare_answered_waiter(command: &mut FilteredCommand) {
         .and_then(|id| id.parse::<u64>().ok());
     if id.is_some_and(blocking::reply_pending) {
         command.replace(2, NO_CLIENT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LOOKED_FOR_LENGTHS;
+
+    #[test]
+    fn every_name_looked_for_passes_the_length_check() {
+        let looked_for = [
+            "migrate",
+            "expire",
+            "pexpire",
+            "expireat",
+            "pexpireat",
+            "psync",
+            "sync",
+            "config",
+            "client",
+        ];
+        for name in looked_for {
+            assert!(LOOKED_FOR_LENGTHS.contains(&name.len()), "{name}");
+        }
+        for name in ["lock.acquire", "lock.release", "lock.refresh", "get", "set"] {
+            assert!(!LOOKED_FOR_LENGTHS.contains(&name.len()), "{name}");
+        }
     }
 }

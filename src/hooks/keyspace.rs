@@ -78,13 +78,13 @@ pub fn on_event(ctx: &Context, event: &str, name: &[u8]) {
     }
     // An exclusive lease moved by hand (`PEXPIRE`, `PERSIST` of a lock key) now ends
     // with the key's new expiry: the index of held keys keeps it for the hold histogram.
-    if matches!(event, "persist" | "expire") && held_keys::is_noted(db, name) {
-        held_keys::note_expiry(ctx, name);
+    if matches!(event, "persist" | "expire") {
+        held_keys::expiry_changed(ctx, name);
     }
     // A lock that arrives under this name brings its sessions' holdings with it.
     if matches!(event, "restore" | "rename_to" | "move_to" | "copy_to") {
         sessions::index_key(ctx, name);
-        held_keys::note_if_lock(ctx, name);
+        held_keys::arrived(ctx, name);
     }
     // The key left for another node (`MIGRATE`, Redis 8.4+ trimming a slot it gave
     // away, or the keys of a slot this node lost, which Valkey and Redis delete as
@@ -136,44 +136,43 @@ pub fn on_unlink(db: i32, name: &[u8], lock: LockRef) {
         LockRef::Shared(set) => set.len(),
         LockRef::Exclusive(_) | LockRef::Quarantined(_) => 1,
     };
-    let noted = held_keys::forget(db, name);
     observing::note_changed(db, name);
     sessions::unlinked(db, name, lock);
     unlinked::note(db, name, Gone::Lock { holders }, |held| {
-        note_held(lock, noted, held);
+        note_held(db, name, lock, held);
     });
     blocking::note_unlinked(db, name);
 }
 
 /// The holdings of an unlinked lock, kept with the note until Redis says why it went
-/// (`on_event`), as (start µs, end µs or 0): an exclusive holding's start and lease end
-/// as the index of held keys noted them (else its fence, and "when announced"), a
-/// shared holder's fence and lease end, a lock-delay's lease end (a done record, also
-/// quarantined, has no holding left).
-fn note_held(lock: LockRef, noted: Option<held_keys::Noted>, held: &mut Vec<(u64, u64)>) {
+/// (`on_event`), as (start µs, end µs or 0): each holding's start and, for an exclusive
+/// one, its lease end as the index of held keys kept them (a lease it did not see ends
+/// "when announced"), a shared holder's lease end from its set, a lock-delay's from its
+/// holding (a done record has no holding left). Their entries in the index end here.
+fn note_held(db: i32, name: &[u8], lock: LockRef, held: &mut Vec<(u64, u64)>) {
     let us_of = |end_ms: i64| match u64::try_from(end_ms) {
         Ok(end_ms) if end_ms != i64::MAX as u64 => end_ms.saturating_mul(1000),
         _ => 0,
     };
-    let start_of = |fence: u64| match noted {
-        Some(noted) if noted.since_us != held_keys::UNKNOWN_SINCE => noted.since_us,
-        _ => fence,
-    };
     match lock {
         LockRef::Exclusive(holding) => {
-            let end_ms = noted.map_or(i64::MAX, |noted| noted.lease_end_ms);
-            let end_ms = holding.lease_end_ms().map_or(end_ms, |own| own.min(end_ms));
-            held.push((start_of(holding.fence()), us_of(end_ms)));
+            let ended = held_keys::ended(db, name, holding.fence());
+            let end_ms = holding
+                .lease_end_ms()
+                .map_or(ended.lease_end_ms, |own| own.min(ended.lease_end_ms));
+            held.push((ended.since_us, us_of(end_ms)));
         }
-        LockRef::Shared(set) => held.extend(
-            set.all()
-                .map(|holder| (holder.holding().fence(), us_of(holder.deadline_ms()))),
-        ),
-        LockRef::Quarantined(holding) if holding.lock_delay_ms() > 0 => {
-            let end_ms = holding.lease_end_ms().unwrap_or(i64::MAX);
-            held.push((start_of(holding.fence()), us_of(end_ms)));
+        LockRef::Shared(set) => held.extend(set.all().map(|holder| {
+            let ended = held_keys::ended(db, name, holder.holding().fence());
+            (ended.since_us, us_of(holder.deadline_ms()))
+        })),
+        LockRef::Quarantined(holding) => {
+            let ended = held_keys::ended(db, name, holding.fence());
+            if holding.lock_delay_ms() > 0 {
+                let end_ms = holding.lease_end_ms().unwrap_or(i64::MAX);
+                held.push((ended.since_us, us_of(end_ms)));
+            }
         }
-        LockRef::Quarantined(_) => {}
     }
 }
 

@@ -39,7 +39,7 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             observing::note_all_changed();
             propagation::check_server(ctx);
             blocking::settle_all_queues(ctx);
-            held_keys::note_loaded(&data_type::take_loaded_any());
+            held_keys::loaded(ctx, &data_type::take_loaded_any());
             let loaded = data_type::take_loaded();
             sessions::index_loaded(ctx, &loaded);
             blocking::follow_loaded(ctx, loaded);
@@ -54,6 +54,12 @@ pub fn loaded(ctx: &Context, subevent: u64, _: EventData) {
             data_type::loading_started();
         }
     }
+}
+
+/// `CONFIG SET` may have turned the AOF on (`appendonly`), which from then on reads
+/// the replication stream.
+pub fn config_changed(ctx: &Context, _subevent: u64, _: EventData) {
+    propagation::check_aof(ctx);
 }
 
 /// A server that was ever a replica keeps a backlog for its own replicas.

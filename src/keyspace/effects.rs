@@ -18,7 +18,6 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{Context, RedisString};
 
 use super::{held_keys, lock_events, propagation, sessions, unlinked};
-use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::mark_key::MarkKey;
 use crate::ffi::node_state_form;
@@ -142,12 +141,10 @@ fn put_holder(
     now_us: u64,
 ) -> Result<(), CommandError> {
     observers_hear(ctx, key);
-    let noted = held_keys::Noted {
-        since_us: held_keys::start_of(holding.fence(), now_us),
-        lease_end_ms: match mode {
-            Mode::Exclusive => deadline_ms.unwrap_or(i64::MAX),
-            _ => i64::MAX,
-        },
+    let fence = holding.fence();
+    let lease_end_ms = match mode {
+        Mode::Exclusive => deadline_ms.unwrap_or(i64::MAX),
+        _ => i64::MAX,
     };
     let stored = match (mode, deadline_ms) {
         (Mode::Exclusive, None) => key.store_without_deadline(LockValue::Exclusive(holding)),
@@ -167,8 +164,15 @@ fn put_holder(
                 } else {
                     set.put(holding, deadline)?;
                 }
+                let oldest = held_keys::oldest_fence(set);
                 follow_latest_lease(ctx, key)?;
-                held_keys::note(selected_db(ctx), key.name().as_slice(), noted, true);
+                held_keys::joined(
+                    selected_db(ctx),
+                    key.name().as_slice(),
+                    fence,
+                    oldest,
+                    now_us,
+                );
                 return Ok(());
             }
             None => {
@@ -182,7 +186,13 @@ fn put_holder(
     };
     if stored {
         // After the store: replacing a value unlinks the old one, which forgets the name.
-        held_keys::note(selected_db(ctx), key.name().as_slice(), noted, false);
+        held_keys::granted(
+            selected_db(ctx),
+            key.name().as_slice(),
+            fence,
+            now_us,
+            lease_end_ms,
+        );
     }
     stored.then_some(()).ok_or(CommandError::WriteFailed)
 }
@@ -228,6 +238,7 @@ fn extend_exclusive(
     let expires_at = deadline_ms
         .checked_add(lock_delay(holding))
         .ok_or(CommandError::InvalidExpire("lock.refresh"))?;
+    let fence = holding.fence();
     let delayed = holding.lease_end_ms().is_some().then(|| {
         holding.set_lease_end(deadline_ms);
         Carried::of(holding)
@@ -237,7 +248,7 @@ fn extend_exclusive(
     if !key.set_deadline(expires_at) {
         return Err(CommandError::WriteFailed);
     }
-    held_keys::extended(selected_db(ctx), name.as_slice(), deadline_ms);
+    held_keys::extended(selected_db(ctx), name.as_slice(), fence, deadline_ms);
     match delayed {
         Some(carried) => carried.propagate(ctx, name, token, deadline_ms, Mode::Exclusive),
         None => propagate(ctx, || replicate::deadline(ctx, name, expires_at)),
@@ -399,7 +410,12 @@ fn remove_shared(ctx: &Context, key: &mut LockKey, token: &[u8]) -> Result<bool,
     let Some(removed) = key.shared_mut().and_then(|set| set.remove(token)) else {
         return Ok(false);
     };
-    durations::holding_ended_now(removed.holding().fence(), server_clock::now_micros());
+    let oldest = key
+        .shared_mut()
+        .and_then(|set| held_keys::oldest_fence(set));
+    let (name, fence) = (key.name().as_slice(), removed.holding().fence());
+    let now_us = server_clock::now_micros();
+    held_keys::holding_ended(selected_db(ctx), name, fence, now_us, oldest);
     forget_sessions_left(ctx, key, std::slice::from_ref(&removed));
     follow_latest_lease(ctx, key)?;
     Ok(true)
@@ -473,6 +489,7 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
     if ended.is_empty() {
         return Ok(());
     }
+    let oldest = held_keys::oldest_fence(set);
     forget_sessions_left(ctx, key, &ended);
     follow_latest_lease(ctx, key)?;
     let name = key.name();
@@ -481,7 +498,8 @@ pub fn drop_ended(ctx: &Context, key: &mut LockKey, now_ms: i64) -> Result<(), C
         let ended_us = u64::try_from(holder.deadline_ms().min(now_ms))
             .unwrap_or(0)
             .saturating_mul(1000);
-        durations::holding_ended_now(holder.holding().fence(), ended_us);
+        let fence = holder.holding().fence();
+        held_keys::holding_ended(selected_db(ctx), name.as_slice(), fence, ended_us, oldest);
         let token = holder.holding().token();
         propagate(ctx, || replicate::drop_holder(ctx, name, &token));
         lock_events::notify(ctx, lock_events::EXPIRED, name);

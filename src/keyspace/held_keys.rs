@@ -1,136 +1,199 @@
-//! The lock keys held on this server, per database: what `LOCK.TOP` looks at besides
-//! the keys clients wait for, so that it never walks the keyspace. A name is added
-//! when a holding is written under it (grant, apply, run, load, a lock arriving by
-//! `RESTORE`, `RENAME`, `MOVE` or `COPY`) and removed when Redis unlinks the key (any
-//! deletion, expiry, eviction or overwrite), or with its database (`FLUSHDB`,
-//! `FLUSHALL`); `SWAPDB` swaps two databases' names. A name may stay a moment after its
-//! last holder left (a done record, a lock-delay): `LOCK.TOP` opens each key it lists
-//! and shows only what holds or is waited for.
+//! The locks held on this server, per database, in grant order: what `LOCK.TOP` looks
+//! at besides the keys clients wait for, so that it never walks the keyspace, and what
+//! the hold histogram needs of a holding that its key cannot say once it is gone.
 //!
-//! With each name it keeps when the holding began on this server's wall clock and when
-//! an exclusive lease ends. A fence is the granting server's clock in µs only while the
-//! fence clock is not ahead of the wall clock (after a jump ahead, fences count up by
-//! one a grant), so the start is `min(fence, now)`: a holding's age and the hold
-//! histogram stay right after such a jump. The lease end is what Redis's expiry of the
-//! key no longer says once the key is gone: a lease that ran out is measured to its end,
-//! not to when Redis got round to deleting the key.
+//! Each grant of an exclusive lock (or of a shared lock's first holder) appends one
+//! entry (its fence, its lease end, its key's name) to its database's log. Fences only
+//! grow, so a grant's entry goes at the end: no hashing, no table to grow, nothing
+//! moved. A shared lock is noted once, at its oldest holder: when that one leaves, the
+//! key is noted again at the oldest left (out of grant order, see below); other holders
+//! joining or leaving change nothing here. A refresh of an exclusive lease (and a
+//! `PEXPIRE` of its key) finds its entry by its fence and writes the new lease end; an
+//! ending holding (release, expiry, deletion, a run done) marks its entry ended the
+//! same way, and the ended entries are dropped when they make a quarter of the log (at
+//! a grant: each entry is moved once, a cost spread over the grants). An entry noted
+//! out of grant order (a lock moved in by `RESTORE`, `RENAME`, `MOVE` or `COPY`, a
+//! load, a shared lock's next oldest holder) joins a small sorted side run, merged into
+//! the log once it is an eighth of it. `FLUSHDB`/`FLUSHALL` drop a database's log,
+//! `SWAPDB` swaps two.
 //!
-//! Names of up to 22 bytes (most lock names) are kept inline in the table's slot, so
-//! noting and forgetting a lock allocates nothing: each is one hash and one probe.
-//! The index costs about 60 B a held key (measured with 100,000 names of 18 bytes;
-//! `fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the index is dropped at the next grant:
-//! `LOCK.TOP` then sees only the keys clients wait for; switched on again, a key held
-//! meanwhile is noted at its next grant.
+//! Why the lease end: Redis removes a key's expiry before a module hears that the key
+//! is unlinked (Redis 7.0 deletes it first), so a lease that ran out is measured to the
+//! end kept here, not to when Redis got round to deleting its key.
+//!
+//! A fence is the granting server's clock in µs only while the fence clock is not
+//! ahead of the wall clock (after a jump ahead, fences count up by one a grant): a
+//! holding granted (or loaded) with a fence ahead of the clock has its start, the
+//! wall clock then, kept by its fence in a small side table, so that its age and its
+//! length count from its grant; every other holding starts at its fence (one at most
+//! 1 ms ahead, issued in a burst of grants, too: within a millisecond). Kept by
+//! fence, not by name, the start follows the holding through `RENAME`, `MOVE` and
+//! `RESTORE … REPLACE`; it goes some time after its holding ended.
+//!
+//! Oldest first: in log order, a lock's start is its entry's fence (or later), so
+//! `LOCK.TOP BY held` reads from the front of the log (and the few holdings whose start
+//! is kept apart) and stops once no later entry could come before the last one listed.
+//!
+//! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes (the
+//! fences apart from the rest, so that a search reads eight of them a cache line), no
+//! allocation of its own. With the log's spare room (it doubles as it grows) and ended
+//! entries not yet dropped, a held lock costs 40–80 B (53 B measured with 100,000
+//! held locks of 21-byte names), nothing per shared holder
+//! (`fencelock.track-held-keys`, on by default). Switched off, nothing is noted and the
+//! logs are dropped at the next grant: `LOCK.TOP` then sees only the keys clients wait
+//! for, and a holding not noted counts from its fence and, if its lease ran out, to its
+//! key's deletion; switched on again, a lock held meanwhile is noted at its next grant.
 
-use std::borrow::Borrow;
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use fencelock_core::capacity::trim;
+use foldhash::fast::FixedState;
+
+use super::held_log::{Entry, Kept, Log, Name};
+
+use fencelock_core::shared::SharedHolders;
 use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
+use crate::durations;
 use crate::ffi::lock_key::LockKey;
-use crate::ffi::server::selected_db;
+use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
 
-/// Bytes of a name kept inline.
-const INLINE: usize = 22;
-
-/// A key name: inline up to `INLINE` bytes, else on the heap. 24 bytes either way.
-#[derive(Clone)]
-enum Name {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Box<[u8]>),
+/// Every database's log, by its number, and the starts of holdings whose fence was
+/// ahead of the clock (by fence).
+struct Held {
+    logs: Vec<Log>,
+    ahead: Ahead,
+    /// Starts in `ahead` of holdings that ended (flagged `ENDED_START`), kept until
+    /// they are half of it: a holding renamed, moved or restored over itself ends
+    /// under one name and comes back under another in the same command.
+    ahead_ended: usize,
 }
 
-impl Name {
-    fn new(name: &[u8]) -> Self {
-        match u8::try_from(name.len()) {
-            Ok(len) if name.len() <= INLINE => {
-                let mut bytes = [0u8; INLINE];
-                if let Some(room) = bytes.get_mut(..name.len()) {
-                    room.copy_from_slice(name);
-                }
-                Name::Inline { len, bytes }
-            }
-            _ => Name::Heap(name.into()),
-        }
-    }
+/// How far a fence may run ahead of the clock and still be its holding's start (µs):
+/// grants faster than one a µs (a pipeline, an `ACQUIREALL` of many keys) issue fences
+/// a few µs ahead, which are as good as a start and kept nowhere; after a jump ahead
+/// of the fence clock, fences are minutes or hours ahead.
+const AHEAD_SLACK_US: u64 = 1_000;
 
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            Name::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
-            Name::Heap(bytes) => bytes,
-        }
-    }
+/// Whether `fence`, issued at `now_us`, says nothing of its start.
+fn is_ahead(fence: u64, now_us: u64) -> bool {
+    fence > now_us.saturating_add(AHEAD_SLACK_US)
 }
 
-// Hashed and compared as its bytes, so that the table is searched with a `&[u8]`.
-impl Hash for Name {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_bytes().hash(state);
-    }
-}
+/// The flag of a start in `Held::ahead` whose holding ended.
+const ENDED_START: u64 = 1 << 63;
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
+/// Fences are not chosen by clients: a fixed seed is enough, and lets the table be
+/// made without a first-use check.
+type Ahead = HashMap<u64, u64, FixedState>;
 
-impl Eq for Name {}
-
-impl Borrow<[u8]> for Name {
-    fn borrow(&self) -> &[u8] {
-        self.as_bytes()
-    }
-}
-
-/// What is kept of a held key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Noted {
-    /// When its holding began, µs on this server's wall clock (a shared lock's: its
-    /// earliest holder still counted; `UNKNOWN_SINCE` for a key loaded from disk, whose
-    /// fences say it).
-    pub since_us: u64,
-    /// When an exclusive holding's lease ends (Unix ms; `i64::MAX` unknown or none).
-    pub lease_end_ms: i64,
-}
-
-/// `since_us` of a key whose holdings' fences are the only account of their start.
-pub const UNKNOWN_SINCE: u64 = 0;
-
-type Names = HashMap<Name, Noted, foldhash::fast::RandomState>;
-
-/// The names of each database, by its number (an empty table allocates nothing).
-struct Held(Vec<Names>);
+const NO_AHEAD: Ahead = HashMap::with_hasher(FixedState::with_seed(0x5eed_f3c3));
 
 impl Held {
-    fn db(&mut self, db: i32) -> Option<&mut Names> {
-        self.0.get_mut(usize::try_from(db).ok()?)
+    fn log(&mut self, db: i32) -> Option<&mut Log> {
+        self.logs.get_mut(usize::try_from(db).ok()?)
     }
 
-    fn db_or_new(&mut self, db: i32) -> Option<&mut Names> {
+    fn log_or_new(&mut self, db: i32) -> Option<&mut Log> {
         let at = usize::try_from(db).ok()?;
-        if self.0.len() <= at {
-            self.0.resize_with(at + 1, Names::default);
+        if self.logs.len() <= at {
+            self.logs.resize_with(at + 1, Log::default);
         }
-        self.0.get_mut(at)
+        self.logs.get_mut(at)
     }
 
-    fn take(&mut self, db: i32) -> Names {
-        self.db(db).map(std::mem::take).unwrap_or_default()
+    fn take(&mut self, db: i32) -> Log {
+        self.log(db).map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Notes a holding of `name` in `db`; a fence ahead of `now_us` keeps `now_us` as
+    /// its start (a start already kept stays: the holding moved, or was noted again).
+    fn note(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
+        self.note_entry(db, name, fence, lease_end_ms);
+        if is_ahead(fence, now_us) {
+            self.keep_start(fence, now_us);
+        }
+    }
+
+    /// Notes the entry of a holding (its start kept, if it needs one, apart).
+    fn note_entry(&mut self, db: i32, name: &[u8], fence: u64, lease_end_ms: i64) {
+        let Some(log) = self.log_or_new(db) else {
+            return;
+        };
+        if log.note(fence, name, lease_end_ms) {
+            self.compacted();
+        }
+    }
+
+    /// Keeps `now_us` as the start of the holding `fence`, unless one is kept already
+    /// (which holds again if its holding had ended: the holding moved).
+    fn keep_start(&mut self, fence: u64, now_us: u64) {
+        match self.ahead.get_mut(&fence) {
+            Some(since) if *since & ENDED_START != 0 => {
+                *since &= !ENDED_START;
+                self.ahead_ended = self.ahead_ended.saturating_sub(1);
+            }
+            Some(_) => {}
+            None => {
+                self.ahead.insert(fence, now_us);
+            }
+        }
+    }
+
+    /// The holding `fence` ended: its start, if kept, is flagged so, and the flagged
+    /// ones go once they are half of them.
+    fn start_ended(&mut self, fence: u64) {
+        if let Some(since) = self.ahead.get_mut(&fence) {
+            if *since & ENDED_START == 0 {
+                *since |= ENDED_START;
+                self.ahead_ended += 1;
+            }
+        }
+        if self.ahead_ended > 64 && self.ahead_ended * 2 > self.ahead.len() {
+            self.compacted();
+        }
+    }
+
+    /// Notes many holdings of `db` at once (see `note`).
+    fn note_all(&mut self, db: i32, batch: Vec<Entry>) {
+        if let Some(log) = self.log_or_new(db) {
+            log.note_all(batch);
+        }
+        self.compacted();
+    }
+
+    /// After a log dropped its ended entries: the starts kept of holdings that ended
+    /// go too.
+    fn compacted(&mut self) {
+        if self.ahead_ended == 0 {
+            return;
+        }
+        self.ahead.retain(|_, since| *since & ENDED_START == 0);
+        self.ahead_ended = 0;
+    }
+
+    fn since_of(&self, fence: u64) -> u64 {
+        if self.ahead.is_empty() {
+            return fence;
+        }
+        self.ahead
+            .get(&fence)
+            .map_or(fence, |since| since & !ENDED_START)
     }
 }
 
 thread_local! {
     // Made without a first-use check: every grant and unlink comes here.
-    static HELD: RefCell<Held> = const { RefCell::new(Held(Vec::new())) };
+    static HELD: RefCell<Held> = const {
+        RefCell::new(Held {
+            logs: Vec::new(),
+            ahead: NO_AHEAD,
+            ahead_ended: 0,
+        })
+    };
 }
 
 /// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
@@ -144,87 +207,217 @@ fn with<T>(f: impl FnOnce(&mut Held) -> T) -> T {
     HELD.with(|held| f(&mut held.borrow_mut()))
 }
 
-/// The start of a holding granted with `fence` and written at `now_us`.
-pub fn start_of(fence: u64, now_us: u64) -> u64 {
-    fence.min(now_us)
-}
-
-/// A holding was written under `name` in `db`: an exclusive one (which replaced
-/// whatever the key held: its start and lease end are the key's now), or a shared
-/// holder joining (`joined`: the key's start stays its earliest).
-pub fn note(db: i32, name: &[u8], noted: Noted, joined: bool) {
+/// A holding was granted (or applied, or a run claimed) under `name` in `db` with
+/// `fence` at `now_us`; an exclusive one's lease ends at `lease_end_ms` (`i64::MAX`
+/// for a shared holder, whose set keeps its lease).
+pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
     with(|held| {
         if !tracking() {
             // Switched off: what was noted before goes, once.
-            if !held.0.is_empty() {
-                held.0 = Vec::new();
+            if !held.logs.is_empty() || !held.ahead.is_empty() {
+                held.logs = Vec::new();
+                held.ahead = NO_AHEAD;
+                held.ahead_ended = 0;
             }
             return;
         }
-        let Some(names) = held.db_or_new(db) else {
-            return;
-        };
-        // One hash: a name already there (one more shared holder) is updated in place
-        // (a name made for it is dropped: only one over `INLINE` bytes allocated).
-        match names.entry(Name::new(name)) {
-            Entry::Occupied(mut kept) if joined => {
-                let kept = kept.get_mut();
-                kept.since_us = kept.since_us.min(noted.since_us);
-            }
-            Entry::Occupied(mut kept) => *kept.get_mut() = noted,
-            Entry::Vacant(room) => {
-                room.insert(noted);
-            }
-        }
+        held.note(db, name, fence, now_us, lease_end_ms);
     });
 }
 
-/// The exclusive lease of `name` now ends at `lease_end_ms` (a refresh, a `PEXPIRE`).
-pub fn extended(db: i32, name: &[u8], lease_end_ms: i64) {
+/// The exclusive holding `fence` of `name` now ends its lease at `lease_end_ms` (a
+/// refresh, a `PEXPIRE`).
+pub fn extended(db: i32, name: &[u8], fence: u64, lease_end_ms: i64) {
     with(|held| {
-        if let Some(kept) = held.db(db).and_then(|names| names.get_mut(name)) {
+        if let Some(kept) = held.log(db).and_then(|log| log.live_mut(fence, name)) {
             kept.lease_end_ms = lease_end_ms;
         }
     });
 }
 
-/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): noted if it is a
-/// lock, with the oldest fence it holds as its start and an exclusive lock's lease end
-/// (its key's expiry, without a lock-delay).
-pub fn note_if_lock(ctx: &Context, name: &[u8]) {
+/// What is known of a holding that ended: when it began (µs on this server's wall
+/// clock) and when its lease ended (Unix ms; `i64::MAX` not known here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    pub since_us: u64,
+    pub lease_end_ms: i64,
+}
+
+/// The holding `fence` of `name` in `db` ended: its entry is marked so.
+pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
+    with(|held| {
+        let lease_end_ms = held
+            .log(db)
+            .and_then(|log| log.end(fence, name))
+            .unwrap_or(i64::MAX);
+        let since_us = held.since_of(fence);
+        if !held.ahead.is_empty() {
+            held.start_ended(fence);
+        }
+        Ended {
+            since_us,
+            lease_end_ms,
+        }
+    })
+}
+
+/// The holding `fence` of `name` in `db` ended at `end_us` while its key stays (a
+/// shared holder left or ran out, a run became a done record): counted in the hold
+/// histogram from its start. A shared lock is noted once, at its oldest holder: when
+/// that one leaves, the key is noted again at `oldest_left`, the oldest still there.
+pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64, oldest_left: Option<u64>) {
+    let since_us = with(|held| {
+        let since_us = held.since_of(fence);
+        if !held.ahead.is_empty() {
+            held.start_ended(fence);
+        }
+        let was_noted = held.log(db).and_then(|log| log.end(fence, name)).is_some();
+        if let (true, Some(oldest)) = (was_noted, oldest_left) {
+            held.note_entry(db, name, oldest, i64::MAX);
+        }
+        since_us
+    });
+    durations::holding_ended_now(since_us, end_us);
+}
+
+/// A holder with `fence` joined the shared lock `name`, whose oldest holder has
+/// `oldest`: the key stays noted at that one (noted now if it was not, as when the
+/// index was switched on meanwhile); a fence ahead of `now_us` keeps its start.
+pub fn joined(db: i32, name: &[u8], fence: u64, oldest: Option<u64>, now_us: u64) {
+    with(|held| {
+        if !tracking() {
+            return;
+        }
+        if is_ahead(fence, now_us) {
+            held.keep_start(fence, now_us);
+        }
+        if let Some(oldest) = oldest {
+            held.note_entry(db, name, oldest, i64::MAX);
+        }
+    });
+}
+
+/// The fence of a shared lock's oldest holder (the one the index notes it at).
+pub fn oldest_fence(set: &SharedHolders) -> Option<u64> {
+    set.all().next().map(|holder| holder.holding().fence())
+}
+
+/// When the holding granted with `fence` began, µs on this server's wall clock: its
+/// fence, unless the fence was ahead of the clock at its grant or load.
+pub fn since_of(fence: u64) -> u64 {
+    with(|held| held.since_of(fence))
+}
+
+/// What the index notes of a lock that arrived or was loaded: its entry (an exclusive
+/// holding, or a shared lock's oldest holder) as (fence, lease end), and the fence of
+/// every holding (whose start is kept if it is ahead of the clock).
+#[derive(Default)]
+struct Found {
+    entry: Option<(u64, i64)>,
+    fences: Vec<u64>,
+}
+
+/// What the lock `name` holds now: an exclusive lease ends with its key, unless a
+/// lock-delay keeps the key longer; a shared holder's lease is its set's.
+fn holdings_of(ctx: &Context, name: &[u8]) -> Found {
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
-    let now_us = server_clock::now_micros();
-    let noted = match key.lock() {
-        Ok(Some(LockRef::Exclusive(holding))) => Noted {
-            since_us: start_of(holding.fence(), now_us),
-            lease_end_ms: holding.lease_end_ms().unwrap_or_else(|| {
+    match key.lock() {
+        Ok(Some(LockRef::Exclusive(holding) | LockRef::Quarantined(holding))) => {
+            let lease_end_ms = holding.lease_end_ms().unwrap_or_else(|| {
                 key.remaining_ms().map_or(i64::MAX, |remaining| {
                     server_clock::now_ms().saturating_add(remaining)
                 })
-            }),
+            });
+            Found {
+                entry: Some((holding.fence(), lease_end_ms)),
+                fences: vec![holding.fence()],
+            }
+        }
+        Ok(Some(LockRef::Shared(set))) => Found {
+            entry: oldest_fence(set).map(|fence| (fence, i64::MAX)),
+            fences: set.all().map(|holder| holder.holding().fence()).collect(),
         },
-        Ok(Some(LockRef::Shared(set))) => Noted {
-            since_us: set
-                .all()
-                .map(|holder| start_of(holder.holding().fence(), now_us))
-                .min()
-                .unwrap_or(now_us),
-            lease_end_ms: i64::MAX,
-        },
-        Ok(Some(LockRef::Quarantined(holding))) => Noted {
-            since_us: start_of(holding.fence(), now_us),
-            lease_end_ms: holding.lease_end_ms().unwrap_or(i64::MAX),
-        },
-        _ => return,
-    };
-    drop(key);
-    note(selected_db(ctx), name, noted, false);
+        _ => Found::default(),
+    }
+}
+
+impl Held {
+    /// Keeps `now_us` as the start of each of `fences` ahead of it (one kept already
+    /// stays: the holding moved, or was noted before).
+    fn starts_ahead(&mut self, fences: &[u64], now_us: u64) {
+        for &fence in fences {
+            if is_ahead(fence, now_us) || self.ahead.contains_key(&fence) {
+                self.keep_start(fence, now_us);
+            }
+        }
+    }
+}
+
+/// A key arrived under `name` (`RESTORE`, `RENAME`, `MOVE`, `COPY`): noted if it is a
+/// lock. A holding noted before keeps its start (kept by fence): a lock renamed or
+/// moved, or restored over itself, keeps its age.
+pub fn arrived(ctx: &Context, name: &[u8]) {
+    if !tracking() {
+        return;
+    }
+    let db = selected_db(ctx);
+    let now_us = server_clock::now_micros();
+    let found = holdings_of(ctx, name);
+    with(|held| {
+        held.starts_ahead(&found.fences, now_us);
+        if let Some((fence, lease_end_ms)) = found.entry {
+            held.note(db, name, fence, now_us, lease_end_ms);
+        }
+    });
+}
+
+/// Every lock key a load brought (`(db, name)`), noted at the load's end: a holding
+/// whose fence is ahead of the clock starts then (its real start is not known here).
+pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
+    if !tracking() || loaded.is_empty() {
+        return;
+    }
+    let now_us = server_clock::now_micros();
+    let mut by_db: Vec<(i32, Vec<Entry>)> = Vec::new();
+    let mut fences = Vec::new();
+    for (db, name) in loaded {
+        if !select_db(ctx, *db) {
+            continue;
+        }
+        let found = holdings_of(ctx, name);
+        fences.extend(found.fences);
+        let Some((fence, lease_end_ms)) = found.entry else {
+            continue;
+        };
+        let entry = Entry {
+            fence,
+            kept: Kept {
+                lease_end_ms,
+                name: Name::new(name),
+            },
+        };
+        match by_db.iter_mut().find(|(noted_db, _)| noted_db == db) {
+            Some((_, batch)) => batch.push(entry),
+            None => by_db.push((*db, vec![entry])),
+        }
+    }
+    with(|held| {
+        held.starts_ahead(&fences, now_us);
+        for (db, batch) in by_db {
+            held.note_all(db, batch);
+        }
+    });
 }
 
 /// The expiry of the lock key `name` was changed by hand (`PEXPIRE`, `PERSIST`): an
 /// exclusive lease without a lock-delay ends with the key now.
-pub fn note_expiry(ctx: &Context, name: &[u8]) {
+pub fn expiry_changed(ctx: &Context, name: &[u8]) {
+    let db = selected_db(ctx);
+    // Most such events are of other keys: looked at only while locks are held here.
+    if !with(|held| held.log(db).is_some_and(|log| log.live() > 0)) {
+        return;
+    }
     let key_name = RedisString::create_from_slice(ctx.ctx, name);
     let key = LockKey::open(ctx, &key_name, false);
     let Ok(Some(LockRef::Exclusive(holding))) = key.lock() else {
@@ -233,48 +426,23 @@ pub fn note_expiry(ctx: &Context, name: &[u8]) {
     if holding.lease_end_ms().is_some() {
         return;
     }
+    let fence = holding.fence();
     let lease_end_ms = key.remaining_ms().map_or(i64::MAX, |remaining| {
         server_clock::now_ms().saturating_add(remaining)
     });
     drop(key);
-    extended(selected_db(ctx), name, lease_end_ms);
-}
-
-/// Whether `name` is noted in `db` (what makes a `PEXPIRE` of it worth a look).
-pub fn is_noted(db: i32, name: &[u8]) -> bool {
-    with(|held| held.db(db).is_some_and(|names| names.contains_key(name)))
-}
-
-/// Every lock key a load brought (their fences say when their holdings began).
-pub fn note_loaded(loaded: &[(i32, Vec<u8>)]) {
-    let unknown = Noted {
-        since_us: UNKNOWN_SINCE,
-        lease_end_ms: i64::MAX,
-    };
-    for (db, name) in loaded {
-        note(*db, name, unknown, false);
-    }
-}
-
-/// Redis unlinked the lock key `name` of `db`: what was noted of it.
-pub fn forget(db: i32, name: &[u8]) -> Option<Noted> {
-    with(|held| {
-        let names = held.db(db)?;
-        let noted = names.remove(name);
-        // A table that emptied gives its room back, without a table made and freed on
-        // every cycle of one lock.
-        if noted.is_some() {
-            trim(names);
-        }
-        noted
-    })
+    extended(db, name, fence, lease_end_ms);
 }
 
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`).
 pub fn flushed(db: Option<i32>) {
     with(|held| match db {
         Some(db) => drop(held.take(db)),
-        None => held.0.clear(),
+        None => {
+            held.logs.clear();
+            held.ahead.clear();
+            held.ahead_ended = 0;
+        }
     });
 }
 
@@ -287,57 +455,63 @@ pub fn swapped(first: i32, second: i32) {
     with(|held| {
         let a = held.take(first);
         let b = held.take(second);
-        if let Some(names) = held.db_or_new(second) {
-            *names = a;
+        if let Some(log) = held.log_or_new(second) {
+            *log = a;
         }
-        if let Some(names) = held.db_or_new(first) {
-            *names = b;
+        if let Some(log) = held.log_or_new(first) {
+            *log = b;
         }
     });
 }
 
-/// What is noted of `name` in `db`.
-pub fn noted(db: i32, name: &[u8]) -> Option<Noted> {
+/// A noted holding: its fence and its key's name.
+pub type Noted = (u64, Vec<u8>);
+
+/// The first live entry of `db` after `after` (a fence and name) in grant order, the
+/// oldest first. Copied out: opening its key may unlink it, which writes the log.
+pub fn next_noted(db: i32, after: Option<(u64, &[u8])>) -> Option<Noted> {
     if !tracking() {
         return None;
     }
-    with(|held| held.db(db).and_then(|names| names.get(name).copied()))
+    with(|held| {
+        let (fence, kept) = held.log(db)?.next(after)?;
+        Some((fence, kept.name.as_bytes().to_vec()))
+    })
 }
 
-/// The first `want` names of `db` in the order of `LOCK.TOP BY held` if each were held
-/// as long as its note allows at `now_us` (its age in µs, longest first, then the name),
-/// each with that age: no holding of a name is older than its note (a shared lock's
-/// oldest holder may have left), so a listing taken from these is exact once the
-/// ages found are at least the last one's. Copies: opening a key may unlink it, which
-/// forgets it. The flag says whether these are all the names there are.
-pub fn oldest(db: i32, now_us: u64, want: usize) -> (Vec<(u64, Vec<u8>)>, bool) {
-    if !tracking() || want == 0 {
-        return (Vec::new(), true);
+/// The live entries of `db` whose holding began before its fence (the fence was ahead
+/// of the clock): few, and out of the log's order of starts.
+pub fn noted_ahead(db: i32) -> Vec<Noted> {
+    if !tracking() {
+        return Vec::new();
     }
     with(|held| {
-        let Some(names) = held.db(db) else {
-            return (Vec::new(), true);
-        };
-        // A max-heap of the best `want` so far: its top is the worst of them.
-        let mut best: BinaryHeap<(Reverse<u64>, &[u8])> = BinaryHeap::with_capacity(want + 1);
-        for (name, noted) in names.iter() {
-            let age_us = now_us.saturating_sub(noted.since_us);
-            let candidate = (Reverse(age_us), name.as_bytes());
-            if best.len() < want {
-                best.push(candidate);
-            } else if best.peek().is_some_and(|worst| candidate < *worst) {
-                best.pop();
-                best.push(candidate);
-            }
+        if held.ahead.is_empty() {
+            return Vec::new();
         }
-        let all = best.len() == names.len();
-        let listed = best
-            .into_sorted_vec()
-            .into_iter()
-            .map(|(Reverse(age_us), name)| (age_us, name.to_vec()))
-            .collect();
-        (listed, all)
+        let Held { logs, ahead, .. } = held;
+        let Some(log) = usize::try_from(db).ok().and_then(|db| logs.get(db)) else {
+            return Vec::new();
+        };
+        ahead
+            .iter()
+            .filter(|(_, since)| **since & ENDED_START == 0)
+            .flat_map(|(&fence, _)| {
+                log.names_with_fence(fence)
+                    .map(move |name| (fence, name.to_vec()))
+            })
+            .collect()
     })
+}
+
+/// `LOCK.TOP` found that the key of an entry no longer has its holding (a holding
+/// replaced where nothing said so): the entry goes, nothing is counted.
+pub fn gone(db: i32, name: &[u8], fence: u64) {
+    with(|held| {
+        if let Some(log) = held.log(db) {
+            log.end(fence, name);
+        }
+    });
 }
 
 #[cfg(test)]
@@ -345,21 +519,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_name_is_found_by_its_bytes_inline_or_not() {
-        let mut names = Names::default();
-        let short = b"lock:order:12345".as_slice();
-        let long = b"lock:a-name-longer-than-twenty-two-bytes".as_slice();
-        let noted = Noted {
-            since_us: 1,
-            lease_end_ms: 2,
+    fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_it_ends() {
+        let mut held = Held {
+            logs: Vec::new(),
+            ahead: NO_AHEAD,
+            ahead_ended: 0,
         };
-        names.insert(Name::new(short), noted);
-        names.insert(Name::new(long), noted);
-        assert!(matches!(Name::new(short), Name::Inline { .. }));
-        assert!(matches!(Name::new(long), Name::Heap(_)));
-        assert_eq!(names.get(short), Some(&noted));
-        assert_eq!(names.get(long), Some(&noted));
-        assert_eq!(names.get(b"lock:order:1234".as_slice()), None);
-        assert_eq!(std::mem::size_of::<Name>(), 24);
+        held.note(0, b"a", 5_000, 1_000, 0);
+        held.note(0, b"b", 900, 1_000, 0);
+        assert_eq!(held.since_of(5_000), 1_000);
+        assert_eq!(held.since_of(900), 900);
+        // Renamed: ended under one name, noted under another, later.
+        if let Some(log) = held.log(0) {
+            log.end(5_000, b"a");
+        }
+        held.start_ended(5_000);
+        held.starts_ahead(&[5_000], 3_000);
+        held.note(0, b"c", 5_000, 3_000, 0);
+        assert_eq!(held.since_of(5_000), 1_000, "the start stays");
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 1_000, "its holding goes on");
+        held.start_ended(5_000);
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 5_000, "gone with its holding");
     }
 }

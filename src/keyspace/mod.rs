@@ -10,6 +10,7 @@
 pub mod all_or_none;
 pub mod effects;
 pub mod held_keys;
+mod held_log;
 pub mod lock_events;
 pub mod once;
 pub mod propagation;

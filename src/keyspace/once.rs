@@ -13,7 +13,6 @@ use fencelock_core::value::LockValue;
 use redis_module::Context;
 
 use super::{held_keys, lock_events as events, propagation, sessions};
-use crate::durations;
 use crate::ffi::lock_key::LockKey;
 use crate::ffi::once_type::record_args;
 use crate::ffi::replicate;
@@ -54,11 +53,14 @@ pub fn run(ctx: &Context, key: &mut LockKey, new: &NewRun) -> Result<(), Command
         return Err(CommandError::WriteFailed);
     }
     let name = key.name();
-    let noted = held_keys::Noted {
-        since_us: held_keys::start_of(new.fence, server_clock::now_micros()),
-        lease_end_ms: new.deadline_ms,
-    };
-    held_keys::note(selected_db(ctx), name.as_slice(), noted, false);
+    let now_us = server_clock::now_micros();
+    held_keys::granted(
+        selected_db(ctx),
+        name.as_slice(),
+        new.fence,
+        now_us,
+        new.deadline_ms,
+    );
     if let Some(session) = new.session {
         sessions::note(selected_db(ctx), name.as_slice(), session);
     }
@@ -103,7 +105,8 @@ pub fn store_done(
         // The session no longer holds the key: its run is over.
         sessions::forget(&session, &(selected_db(ctx), name.as_slice().into()));
     }
-    durations::holding_ended_now(run_fence, server_clock::now_micros());
+    let now_us = server_clock::now_micros();
+    held_keys::holding_ended(selected_db(ctx), name.as_slice(), run_fence, now_us, None);
     propagate(ctx, &args);
     events::notify(ctx, events::DONE, name);
     stats::ONCE_DONE.bump();
@@ -146,14 +149,14 @@ pub fn apply_record(
         return Err(CommandError::WriteFailed);
     }
     let now_us = server_clock::now_micros();
+    let (db, name) = (selected_db(ctx), key.name().as_slice());
     if let Some(fence) = finished_run {
-        durations::holding_ended_now(fence, now_us);
+        held_keys::holding_ended(db, name, fence, now_us, None);
     }
-    let noted = held_keys::Noted {
-        since_us: held_keys::start_of(fence_of_record, now_us),
-        lease_end_ms: deadline_ms.filter(|_| running).unwrap_or(i64::MAX),
-    };
-    held_keys::note(selected_db(ctx), key.name().as_slice(), noted, false);
+    if running {
+        let lease_end_ms = deadline_ms.unwrap_or(i64::MAX);
+        held_keys::granted(db, name, fence_of_record, now_us, lease_end_ms);
+    }
     if let Some(session) = session {
         sessions::note(selected_db(ctx), key.name().as_slice(), &session);
     }

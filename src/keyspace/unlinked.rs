@@ -10,6 +10,7 @@
 //! follow) is never taken for a later expiry.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::durations;
 use crate::ffi::server_clock;
@@ -27,7 +28,6 @@ pub enum Gone {
 /// The key most recently unlinked, as (db, name), and what it was. The buffers are
 /// reused so that noting a deletion does not allocate on every release.
 struct Unlinked {
-    noted: bool,
     db: i32,
     name: Vec<u8>,
     gone: Gone,
@@ -41,7 +41,6 @@ struct Unlinked {
 thread_local! {
     static LAST_UNLINKED: RefCell<Unlinked> = const {
         RefCell::new(Unlinked {
-            noted: false,
             db: 0,
             name: Vec::new(),
             gone: Gone::Lock { holders: 0 },
@@ -50,13 +49,19 @@ thread_local! {
     };
 }
 
+/// Whether the note holds a key not matched or forgotten yet. Kept apart from the note,
+/// in a plain static: the command filter ends the note before every command, and a
+/// static spares that the thread-local lookup (`__tls_get_addr` in a shared object).
+/// Only Redis's main thread notes and reads it (a data type's unlink callback runs there).
+static NOTED: AtomicBool = AtomicBool::new(false);
+
 /// A lock key or mark is going away (a data type's unlink callback), with what `held`
 /// adds of its holdings, as (start µs, end µs or 0 for "when announced"): one visit of
 /// the note for both.
 pub fn note(db: i32, name: &[u8], gone: Gone, held: impl FnOnce(&mut Vec<(u64, u64)>)) {
     LAST_UNLINKED.with(|last| {
         let mut last = last.borrow_mut();
-        last.noted = true;
+        NOTED.store(true, Relaxed);
         last.db = db;
         last.gone = gone;
         last.name.clear();
@@ -76,8 +81,8 @@ pub fn deleted_by_us() {
             durations::holding_ended_now(start_us, ended_at(end_us, now_us));
         }
         last.held.clear();
-        last.noted = false;
     });
+    NOTED.store(false, Relaxed);
 }
 
 /// The holdings noted with the lock last taken (`take`) ended by `now_us` (those whose
@@ -101,16 +106,17 @@ fn ended_at(end_us: u64, now_us: u64) -> u64 {
 
 /// The command (or cycle) that unlinked it is over, or the deletion was our own.
 pub fn forget() {
-    LAST_UNLINKED.with(|last| last.borrow_mut().noted = false);
+    NOTED.store(false, Relaxed);
 }
 
 /// When the key Redis just announced is the one it just unlinked, what it was; the
 /// note is used up either way.
 pub fn take(db: i32, name: &[u8]) -> Option<Gone> {
+    if !NOTED.swap(false, Relaxed) {
+        return None;
+    }
     LAST_UNLINKED.with(|last| {
-        let mut last = last.borrow_mut();
-        let matched = last.noted && last.db == db && last.name == name;
-        last.noted = false;
-        matched.then_some(last.gone)
+        let last = last.borrow();
+        (last.db == db && last.name == name).then_some(last.gone)
     })
 }

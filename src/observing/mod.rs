@@ -30,6 +30,7 @@ pub use callbacks::observed_reply;
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use fencelock_core::capacity;
 use fencelock_core::lock;
@@ -42,6 +43,7 @@ use crate::ffi::lock_key::LockKey;
 use crate::ffi::server::{select_db, slot_served_elsewhere};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
+use crate::flagged::{Flagged, Occupied};
 use crate::stats;
 use callbacks::{Answer, ObserverWaiting};
 
@@ -81,8 +83,17 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
+/// Whether any key was observed when the registry was last changed (see `flagged`).
+static ANYONE_OBSERVING: AtomicBool = AtomicBool::new(false);
+
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    REGISTRY.with(|registry| f(&mut registry.borrow_mut()))
+    REGISTRY.with(|registry| f(&mut Flagged::new(registry.borrow_mut(), &ANYONE_OBSERVING)))
+}
+
+impl Occupied for Registry {
+    fn occupied(&self) -> bool {
+        !self.keys.is_empty()
+    }
 }
 
 /// Observers waiting for `name` in database `db`.
@@ -106,7 +117,7 @@ pub fn observed_keys() -> Vec<(i32, Vec<u8>)> {
 
 /// Whether any client observes any key.
 pub fn anyone_observing() -> bool {
-    with_registry(|r| !r.keys.is_empty())
+    ANYONE_OBSERVING.load(Relaxed)
 }
 
 /// Something may have changed what `name` in database `db` shows.

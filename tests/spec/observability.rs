@@ -397,9 +397,108 @@ fn after_the_fence_clock_jumps_ahead_a_holdings_age_and_length_still_count() {
         1
     );
     assert_eq!(count(&mut con, "holds"), 2);
-    // The exclusive holding counts its 300 ms and more; a shared holder's fence is all
-    // that tells its start, so it counts from the fence as before (0 here).
-    assert!(count(&mut con, "hold_usec_sum") >= 300_000);
+    // Each counts its 300 ms and more, the shared holder too (its start is kept by its
+    // fence, as an exclusive holding's).
+    assert!(count(&mut con, "hold_usec_sum") >= 600_000);
+}
+
+/// Sets the fence clock an hour ahead of the server's (as a fence loaded or replicated
+/// from a server whose clock runs ahead would).
+fn fence_clock_an_hour_ahead(con: &mut Connection) -> i64 {
+    let hour_ahead_us = (server_ms(con) + 3_600_000) * 1_000;
+    let _: () = cmd("LOCK.CLOCK")
+        .arg(hour_ahead_us)
+        .arg(0)
+        .query(con)
+        .unwrap();
+    hour_ahead_us
+}
+
+/// Each `(key, held ms)` of `LOCK.TOP BY held` of the selected database.
+fn held_ms(con: &mut Connection) -> Vec<(String, i64)> {
+    top(con, &["BY", "held", "COUNT", "100"])
+        .into_iter()
+        .map(|entry| (entry.0, entry.3))
+        .collect()
+}
+
+/// With the fence clock ahead, a held lock renamed, moved to another database or
+/// restored over itself (`RESTORE … REPLACE`) is the same holding: its age in
+/// `LOCK.TOP` and its length in the hold histogram count from its grant, not from the
+/// move.
+#[test]
+fn a_lock_renamed_moved_or_restored_over_itself_keeps_its_age_with_the_fence_clock_ahead() {
+    let server = Server::start();
+    let mut con = server.connect();
+    fence_clock_an_hour_ahead(&mut con);
+    let (renamed, _) = hold(&mut con, "to-rename", 60_000, &[]);
+    let (moved, _) = hold(&mut con, "moved", 60_000, &[]);
+    let (restored, _) = hold(&mut con, "restored", 60_000, &["SHARED"]);
+    // Read after the grants (a loaded machine may grant well after a time read before).
+    let granted_ms = server_ms(&mut con);
+    eventually(Duration::from_secs(30), "300 ms went by", || {
+        server_ms(&mut con) > granted_ms + 300
+    });
+    let _: () = cmd("RENAME")
+        .arg("to-rename")
+        .arg("renamed")
+        .query(&mut con)
+        .unwrap();
+    let moved_away: bool = cmd("MOVE").arg("moved").arg(1).query(&mut con).unwrap();
+    assert!(moved_away);
+    let payload: Vec<u8> = cmd("DUMP").arg("restored").query(&mut con).unwrap();
+    let pttl: i64 = cmd("PTTL").arg("restored").query(&mut con).unwrap();
+    let _: () = cmd("RESTORE")
+        .arg("restored")
+        .arg(pttl)
+        .arg(payload)
+        .arg("REPLACE")
+        .query(&mut con)
+        .unwrap();
+    let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    let mut listed = held_ms(&mut con);
+    let _: () = cmd("SELECT").arg(1).query(&mut con).unwrap();
+    listed.extend(held_ms(&mut con));
+    listed.sort();
+    let keys: Vec<&str> = listed.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, ["moved", "renamed", "restored"]);
+    for (key, held_ms) in &listed {
+        assert!(*held_ms >= 300, "{key} held {held_ms} ms");
+    }
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "moved", &moved]), 1);
+    let _: () = cmd("SELECT").arg(0).query(&mut con).unwrap();
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "renamed", &renamed]), 1);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "restored", &restored]), 1);
+    assert_eq!(count(&mut con, "holds"), 3);
+    assert!(count(&mut con, "hold_usec_sum") >= 900_000);
+}
+
+/// Locks loaded (here `DEBUG RELOAD`) while the fence clock is ahead of the wall clock
+/// have fences that say nothing of their start: they count from the load, so their
+/// age in `LOCK.TOP` and their length grow from there (not 0 until the clock catches
+/// up an hour later).
+#[test]
+fn locks_loaded_while_the_fence_clock_is_ahead_count_from_the_load() {
+    let server = Server::start();
+    let mut con = server.connect();
+    fence_clock_an_hour_ahead(&mut con);
+    let (solo, _) = hold(&mut con, "solo", 60_000, &[]);
+    let (shared, _) = hold(&mut con, "shared", 60_000, &["SHARED"]);
+    let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    let loaded_ms = server_ms(&mut con);
+    eventually(Duration::from_secs(30), "300 ms went by", || {
+        server_ms(&mut con) > loaded_ms + 300
+    });
+    let listed = held_ms(&mut con);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for (key, held_ms) in &listed {
+        assert!(*held_ms >= 300, "{key} held {held_ms} ms");
+    }
+    let _: () = cmd("CONFIG").arg("RESETSTAT").query(&mut con).unwrap();
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "solo", &solo]), 1);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "shared", &shared]), 1);
+    assert_eq!(count(&mut con, "holds"), 2);
+    assert!(count(&mut con, "hold_usec_sum") >= 600_000);
 }
 
 /// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
