@@ -84,9 +84,11 @@ pub fn running_expire() -> bool {
 
 /// `EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`: with a time already past they delete
 /// the key at once, which Redis 7.0 and 8.2 announce as `del`.
+const EXPIRY_SETTERS: [&str; 4] = ["expire", "pexpire", "expireat", "pexpireat"];
+
 fn sets_expiry(name: &[u8]) -> bool {
     matches!(name.first(), Some(b'e' | b'E' | b'p' | b'P'))
-        && ["expire", "pexpire", "expireat", "pexpireat"]
+        && EXPIRY_SETTERS
             .iter()
             .any(|expire| name.eq_ignore_ascii_case(expire.as_bytes()))
 }
@@ -134,22 +136,12 @@ fn spare_answered_waiter(command: &mut FilteredCommand) {
 
 #[cfg(test)]
 mod tests {
-    use super::LOOKED_FOR_LENGTHS;
+    use super::{EXPIRY_SETTERS, LOOKED_FOR_LENGTHS};
 
     #[test]
     fn every_name_looked_for_passes_the_length_check() {
-        let looked_for = [
-            "migrate",
-            "expire",
-            "pexpire",
-            "expireat",
-            "pexpireat",
-            "psync",
-            "sync",
-            "config",
-            "client",
-        ];
-        for name in looked_for {
+        let others = ["migrate", "psync", "sync", "config", "client"];
+        for name in EXPIRY_SETTERS.into_iter().chain(others) {
             assert!(LOOKED_FOR_LENGTHS.contains(&name.len()), "{name}");
         }
         for name in ["lock.acquire", "lock.release", "lock.refresh", "get", "set"] {
