@@ -47,6 +47,39 @@ def test_one_refresher_thread_for_every_lease_of_a_manager(r: redis.Redis) -> No
     wait_until(lambda: not refresher_threads(r), 5, "the refresher to end when idle")
 
 
+def test_the_refresher_thread_lingers_from_its_last_lease_not_its_first(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acquire-release cycles that go on for longer than the linger keep one
+    refresher thread, and its connection, for as long as they go on: the linger counts
+    from when the last lease left. The thread used to count from when it first saw no
+    lease, and ended at that deadline whenever no lease was held at that instant (the
+    next release then dialed a new connection). Each lease here is held for a round
+    trip and left for 50 ms, so the old thread found none held at one of its deadlines
+    almost always; the new one ends only after the linger without any lease."""
+    from fencelock._sync import _refresher
+
+    monkeypatch.setattr(_refresher, "LINGER", 0.5)
+    locks = Locks(r)
+    with locks.lock("linger", ttl=10):
+        pass
+    first = locks._refresher._thread
+    assert first is not None
+    connections = dict(locks._refresher._connections)
+    assert len(connections) == 1, "the release went over the refresher's own"
+    ended = time.monotonic() + 2.0
+    while time.monotonic() < ended:
+        with locks.lock("linger", ttl=10):
+            pass
+        time.sleep(0.05)
+    assert locks._refresher._thread is first, "one thread through the cycles"
+    assert first.is_alive()
+    assert locks._refresher._connections == connections, "and one connection"
+    wait_until(lambda: not first.is_alive(), 5, "the refresher to end after the linger")
+    assert not locks._refresher._connections, "its connection closed as it ended"
+    locks.close()
+
+
 def test_once_runs_the_job_on_one_caller_and_skips_the_others(
     r: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -72,6 +72,9 @@ class Refresher:
         self._busy: set[int] = set()
         # When the waiting thread will look next (monotonic), None: not waiting.
         self._planned: Optional[float] = None
+        # When the last lease left (monotonic): the linger counts from there, also
+        # when leases came and went while the thread slept.
+        self._emptied_at = 0.0
         # Per server: the refresher's own connection; ``_io`` is held while one is
         # used (by the thread's refreshes, or a caller's release).
         self._connections: dict[Any, Any] = {}
@@ -91,6 +94,7 @@ class Refresher:
         self._thread = None
         self._busy = set()
         self._planned = None
+        self._emptied_at = 0.0
         self._connections = {}
 
     @property
@@ -154,6 +158,7 @@ class Refresher:
             if lease.session is not None and self.sessions is not None:
                 self.sessions.leave(lease)
             if not len(self._schedule):
+                self._emptied_at = time.monotonic()
                 self._changed.notify_all()  # the linger starts now
 
     def stop_if_idle(self) -> None:
@@ -215,10 +220,14 @@ class Refresher:
             self._planned = None
 
     def _idle_for(self, seconds: float) -> bool:
-        """Waits up to ``seconds`` for a lease; whether one came."""
-        deadline = time.monotonic() + seconds
+        """Waits for a lease until none has been watched for ``seconds``; whether one
+        came. A lease that came and went meanwhile (without waking the thread: it
+        was due later than the linger's end) starts the count again from when it
+        left, so cycles that outlast the linger keep the thread and its connection."""
+        idle_since = time.monotonic()
         while not len(self._schedule):
-            left = deadline - time.monotonic()
+            idle_since = max(idle_since, self._emptied_at)
+            left = idle_since + seconds - time.monotonic()
             if left <= 0 or self._stop:
                 return False
             self._wait_until(time.monotonic() + left)
