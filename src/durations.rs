@@ -10,11 +10,13 @@
 //! lock made permanent) is counted as `HIGHEST_US`.
 //!
 //! Only Redis's main thread records (commands, timers, keyspace events), so the
-//! histograms are that thread's own: no lock on the hot path.
+//! histograms are that thread's (`ffi::main_thread`): no lock on the hot path.
 
 use std::cell::RefCell;
 
 use hdrhistogram::Histogram;
+
+use crate::ffi::main_thread::MainThread;
 
 /// 30 days in µs: the longest duration told apart from longer ones.
 const HIGHEST_US: u64 = 30 * 24 * 3600 * 1_000_000;
@@ -109,15 +111,13 @@ struct Recorder {
     loading: bool,
 }
 
-thread_local! {
-    static RECORDER: RefCell<Recorder> = const {
-        RefCell::new(Recorder {
-            waits: Distribution::new(),
-            holds: Distribution::new(),
-            loading: false,
-        })
-    };
-}
+static RECORDER: MainThread<RefCell<Recorder>> = MainThread::new(|| {
+    RefCell::new(Recorder {
+        waits: Distribution::new(),
+        holds: Distribution::new(),
+        loading: false,
+    })
+});
 
 fn with<T>(f: impl FnOnce(&mut Recorder) -> T) -> T {
     RECORDER.with(|recorder| f(&mut recorder.borrow_mut()))

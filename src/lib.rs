@@ -185,6 +185,8 @@ fn keyspace_classes(ctx: &Context) -> NotifyEvent {
 
 /// The load sequence. Any failure refuses the module, with a log line saying why.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    // First: the module's state is lent to this thread alone (`ffi::main_thread`).
+    ffi::main_thread::adopt_this_thread();
     durations::init();
     let loaded = ffi::api::check(ctx)
         && config::register(ctx, args, &CONFIGS, &SWITCHES)

@@ -15,6 +15,7 @@ use redis_module::{Context, RedisString};
 use super::timers::PAUSED_RETRY_MS;
 use super::{hand_off, KeyId};
 use crate::ffi::lock_key::LockKey;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server::{select_db, selected_db, writes, Writes};
 use crate::ffi::server_clock;
 use crate::ffi::timers::{self, Timer, TimerId};
@@ -27,14 +28,13 @@ const REPLICA_RETRY_MS: i64 = 1_000;
 /// id.
 type ArmedInDb = HashMap<Vec<u8>, (i64, TimerId)>;
 
-thread_local! {
-    /// Armed timers by database, then name (two levels, so that a grant looks its name
-    /// up without copying it).
-    static ARMED: RefCell<HashMap<i32, ArmedInDb>> = RefCell::new(HashMap::new());
-    /// Watched locks Redis unlinked since the event loop last slept: their timers are
-    /// stopped then, unless the name is a shared lock again.
-    static UNLINKED: RefCell<Vec<KeyId>> = const { RefCell::new(Vec::new()) };
-}
+/// Armed timers by database, then name (two levels, so that a grant looks its name up
+/// without copying it).
+static ARMED: MainThread<RefCell<HashMap<i32, ArmedInDb>>> =
+    MainThread::new(|| RefCell::new(HashMap::new()));
+/// Watched locks Redis unlinked since the event loop last slept: their timers are stopped
+/// then, unless the name is a shared lock again.
+static UNLINKED: MainThread<RefCell<Vec<KeyId>>> = MainThread::new(|| RefCell::new(Vec::new()));
 
 /// When the armed timer of `name` in `db` fires, if one is armed.
 fn armed_at(db: i32, name: &[u8]) -> Option<i64> {

@@ -51,6 +51,7 @@ use crate::config;
 use crate::durations;
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server::{client_id, in_multi_or_script, selected_db};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
@@ -106,9 +107,8 @@ impl wait_registry::Waiter for Waiter {
 
 type Registry = Waiters<KeyId, BlockedClient, Waiter, TimerId>;
 
-thread_local! {
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
-}
+static REGISTRY: MainThread<RefCell<Registry>> =
+    MainThread::new(|| RefCell::new(Registry::default()));
 
 /// Whether the registry had a waiter when it was last changed (see `flagged`).
 static ANYONE_WAITING: AtomicBool = AtomicBool::new(false);
@@ -158,10 +158,8 @@ pub fn counting_wait<T>(blocks: bool, acquire: impl FnOnce() -> T) -> T {
     answered
 }
 
-thread_local! {
-    /// When the running acquire with `BLOCK` began (server µs), 0 outside one.
-    static WAIT_BEGAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
+/// When the running acquire with `BLOCK` began (server µs), 0 outside one.
+static WAIT_BEGAN: MainThread<std::cell::Cell<u64>> = MainThread::new(|| std::cell::Cell::new(0));
 
 /// When a wait joining a queue now began: its command's start, if known.
 fn wait_began() -> u64 {

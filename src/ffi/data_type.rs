@@ -32,6 +32,7 @@ use fencelock_core::value::{LockRef, LockValue};
 use redis_module::{native_types::RedisType, raw};
 
 use super::apply_form::ApplyForm;
+use super::main_thread::MainThread;
 use super::once_type;
 use super::rdb_fields::{
     digest_holding, digest_number, load_holding, load_signed, load_unsigned, save_holding,
@@ -108,14 +109,13 @@ static UNLINK_OBSERVER: OnceLock<UnlinkObserver> = OnceLock::new();
 /// Lock keys as (db, name).
 pub type LockNames = Vec<(i32, Vec<u8>)>;
 
-thread_local! {
-    /// While the server loads a file or a full sync: the shared locks and the locks with
-    /// sessions loaded, whose holders' lease ends the module must start to follow and
-    /// whose sessions it must index.
-    static LOADED_SHARED: RefCell<Option<LockNames>> = const { RefCell::new(None) };
-    /// While the server loads: every lock key loaded (the keys `LOCK.TOP` follows).
-    static LOADED_ANY: RefCell<Option<LockNames>> = const { RefCell::new(None) };
-}
+/// While the server loads a file or a full sync: the shared locks and the locks with
+/// sessions loaded, whose holders' lease ends the module must start to follow and whose
+/// sessions it must index.
+static LOADED_SHARED: MainThread<RefCell<Option<LockNames>>> =
+    MainThread::new(|| RefCell::new(None));
+/// While the server loads: every lock key loaded (the keys `LOCK.TOP` follows).
+static LOADED_ANY: MainThread<RefCell<Option<LockNames>>> = MainThread::new(|| RefCell::new(None));
 
 /// A load begins: note the shared locks and session locks it brings (`RESTORE`,
 /// outside a load, is followed through its keyspace event instead).
@@ -136,7 +136,7 @@ pub fn take_loaded() -> LockNames {
 
 /// Notes the key being loaded in `list`, if a load is noting.
 fn note_loaded_in(
-    list: &'static std::thread::LocalKey<RefCell<Option<LockNames>>>,
+    list: &'static MainThread<RefCell<Option<LockNames>>>,
     rdb: *mut raw::RedisModuleIO,
 ) {
     let (Some(key_name), Some(db_id)) = (

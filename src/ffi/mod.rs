@@ -53,6 +53,7 @@ pub mod filter;
 pub mod getkeys;
 pub mod info_section;
 pub mod lock_key;
+pub mod main_thread;
 pub mod mark_key;
 pub mod mark_type;
 pub mod node_state_form;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use redis_module::{raw, Context};
 
+use super::main_thread::MainThread;
 use super::panic_guard;
 
 /// What a timer carries and does when it fires.
@@ -56,10 +57,8 @@ pub fn stop<T: Timer>(ctx: &Context, id: TimerId) -> Option<T> {
     (stopped && !data.is_null()).then(|| *unsafe { Box::from_raw(data.cast::<T>()) })
 }
 
-thread_local! {
-    /// What the timer whose callback runs now carried (null: none runs).
-    static FIRING: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
-}
+/// What the timer whose callback runs now carried (null: none runs).
+static FIRING: MainThread<Cell<*mut c_void>> = MainThread::new(|| Cell::new(std::ptr::null_mut()));
 
 /// Whether `id` is the timer whose callback is running.
 fn is_firing(ctx: &Context, id: TimerId) -> bool {

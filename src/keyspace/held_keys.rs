@@ -58,6 +58,7 @@ use redis_module::{Context, RedisString};
 
 use crate::durations;
 use crate::ffi::lock_key::LockKey;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
 
@@ -87,7 +88,7 @@ fn is_ahead(fence: u64, now_us: u64) -> bool {
 const ENDED_START: u64 = 1 << 63;
 
 /// Fences are not chosen by clients: a fixed seed is enough, and lets the table be
-/// made without a first-use check.
+/// made in a constant.
 type Ahead = HashMap<u64, u64, FixedState>;
 
 const NO_AHEAD: Ahead = HashMap::with_hasher(FixedState::with_seed(0x5eed_f3c3));
@@ -185,16 +186,14 @@ impl Held {
     }
 }
 
-thread_local! {
-    // Made without a first-use check: every grant and unlink comes here.
-    static HELD: RefCell<Held> = const {
-        RefCell::new(Held {
-            logs: Vec::new(),
-            ahead: NO_AHEAD,
-            ahead_ended: 0,
-        })
-    };
-}
+// Every grant and unlink comes here.
+static HELD: MainThread<RefCell<Held>> = MainThread::new(|| {
+    RefCell::new(Held {
+        logs: Vec::new(),
+        ahead: NO_AHEAD,
+        ahead_ended: 0,
+    })
+});
 
 /// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
 pub static TRACKING: AtomicBool = AtomicBool::new(true);

@@ -12,14 +12,14 @@ use fencelock_core::value::LockRef;
 use redis_module::{Context, RedisString};
 
 use crate::ffi::lock_key::LockKey;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server::{select_db, selected_db};
 
 /// A key within one logical database, as the index keeps it.
 pub type SessionKey = (i32, Box<[u8]>);
 
-thread_local! {
-    static INDEX: RefCell<SessionIndex<SessionKey>> = RefCell::new(SessionIndex::default());
-}
+static INDEX: MainThread<RefCell<SessionIndex<SessionKey>>> =
+    MainThread::new(|| RefCell::new(SessionIndex::default()));
 
 fn with_index<T>(f: impl FnOnce(&mut SessionIndex<SessionKey>) -> T) -> T {
     INDEX.with(|index| f(&mut index.borrow_mut()))

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use crate::durations;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server_clock;
 
 /// What the unlinked key was.
@@ -38,16 +39,14 @@ struct Unlinked {
     held: Vec<(u64, u64)>,
 }
 
-thread_local! {
-    static LAST_UNLINKED: RefCell<Unlinked> = const {
-        RefCell::new(Unlinked {
-            db: 0,
-            name: Vec::new(),
-            gone: Gone::Lock { holders: 0 },
-            held: Vec::new(),
-        })
-    };
-}
+static LAST_UNLINKED: MainThread<RefCell<Unlinked>> = MainThread::new(|| {
+    RefCell::new(Unlinked {
+        db: 0,
+        name: Vec::new(),
+        gone: Gone::Lock { holders: 0 },
+        held: Vec::new(),
+    })
+});
 
 /// Whether the note holds a key not matched or forgotten yet. Kept apart from the note,
 /// in a plain static: the command filter ends the note before every command, and a

@@ -40,6 +40,7 @@ use redis_module::{Context, RedisString};
 
 use crate::ffi::blocked::{self, BlockedClient};
 use crate::ffi::lock_key::LockKey;
+use crate::ffi::main_thread::MainThread;
 use crate::ffi::server::{select_db, slot_served_elsewhere};
 use crate::ffi::server_clock;
 use crate::ffi::timers::TimerId;
@@ -79,9 +80,8 @@ struct Registry {
     all_changed: bool,
 }
 
-thread_local! {
-    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
-}
+static REGISTRY: MainThread<RefCell<Registry>> =
+    MainThread::new(|| RefCell::new(Registry::default()));
 
 /// Whether any key was observed when the registry was last changed (see `flagged`).
 static ANYONE_OBSERVING: AtomicBool = AtomicBool::new(false);
@@ -122,6 +122,10 @@ pub fn anyone_observing() -> bool {
 
 /// Something may have changed what `name` in database `db` shows.
 pub fn note_changed(db: i32, name: &[u8]) {
+    // Every release and unlink comes here; nearly always nobody observes.
+    if !anyone_observing() {
+        return;
+    }
     with_registry(|r| {
         if r.keys.is_empty() {
             return;
