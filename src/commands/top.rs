@@ -53,10 +53,10 @@ pub const SPEC: CommandSpec = CommandSpec {
 };
 
 /// The listing of the selected database: every key clients wait for (the contended
-/// ones, few) is looked at, and every holding whose fence was ahead of the clock (few);
-/// then the held keys in the order their holdings were granted, the oldest first,
-/// only while a key not looked at yet could still come before the last one listed. So
-/// `COUNT 1` opens a key or two, not every held key, whatever holders left before.
+/// ones, few) is looked at; then the held keys, the oldest holding first, only while a
+/// key not looked at yet could still come before the last one listed. So `COUNT 1`
+/// opens a key or two, not every held key, whatever holders left before and wherever
+/// the fence clock is.
 fn listing(ctx: &Context, request: TopRequest) -> Vec<Entry> {
     let db = selected_db(ctx);
     let now_us = server_clock::now_micros();
@@ -73,29 +73,41 @@ fn listing(ctx: &Context, request: TopRequest) -> Vec<Entry> {
             .collect(),
         seen: waited.into_iter().map(|(name, ..)| name).collect(),
     };
-    for (fence, name) in held_keys::noted_ahead(db) {
-        listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
-    }
+    // Two streams, each oldest first: the log in grant order (an entry starts at its
+    // fence or later) and the starts kept apart, of holdings whose fence was ahead of
+    // the clock (every grant after a jump of the fence clock).
+    let mut next_log = held_keys::next_noted(db, None);
+    let mut next_ahead = held_keys::next_started_ahead(db, None);
     // Checked for the end once this many keys are listed, then twice as many, ...: a
     // ranking per key looked at would cost more than the keys.
     let mut check_at = listed.entries.len().saturating_add(request.count);
-    let mut after: Option<(u64, Vec<u8>)> = None;
     loop {
-        let next = held_keys::next_noted(db, after.as_ref().map(|(f, n)| (*f, n.as_slice())));
-        let Some((fence, name)) = next else {
-            return top::rank(listed.entries, request);
+        let log_start = next_log.as_ref().map(|(fence, _)| *fence);
+        let ahead_start = next_ahead.as_ref().map(|started| started.at.0);
+        let earliest = match (log_start, ahead_start) {
+            (None, None) => return top::rank(listed.entries, request),
+            (Some(at), None) | (None, Some(at)) => at,
+            (Some(log), Some(ahead)) => log.min(ahead),
         };
         if listed.entries.len() >= check_at {
-            // Every key not looked at yet began at this fence or later.
-            let boundary = (now_us.saturating_sub(fence), &[][..]);
+            // Every key not looked at yet began at `earliest` or later.
+            let boundary = (now_us.saturating_sub(earliest), &[][..]);
             let ranked = top::rank(listed.entries.clone(), request);
             if top::settled(&ranked, request, boundary) {
                 return ranked;
             }
             check_at = check_at.saturating_mul(2);
         }
-        listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
-        after = Some((fence, name));
+        if let Some(started) = next_ahead.take_if(|_| ahead_start == Some(earliest)) {
+            let fence = started.at.1;
+            for name in &started.names {
+                listed.look_at(ctx, db, name, fence, readable(name), now_us);
+            }
+            next_ahead = held_keys::next_started_ahead(db, Some(started.at));
+        } else if let Some((fence, name)) = next_log.take() {
+            listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
+            next_log = held_keys::next_noted(db, Some((fence, &name)));
+        }
     }
 }
 

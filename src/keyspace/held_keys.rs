@@ -30,9 +30,11 @@
 //! fence, not by name, the start follows the holding through `RENAME`, `MOVE` and
 //! `RESTORE … REPLACE`; it goes some time after its holding ended.
 //!
-//! Oldest first: in log order, a lock's start is its entry's fence (or later), so
-//! `LOCK.TOP BY held` reads from the front of the log (and the few holdings whose start
-//! is kept apart) and stops once no later entry could come before the last one listed.
+//! Oldest first: in log order, a lock's start is its entry's fence (or later), and the
+//! starts kept apart are ordered too (after a jump of the fence clock every grant's
+//! start is kept apart, so they may be all of them), so `LOCK.TOP BY held` reads from
+//! the front of both and stops once no later entry could come before the last one
+//! listed.
 //!
 //! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes (the
 //! fences apart from the rest, so that a search reads eight of them a cache line), no
@@ -45,7 +47,8 @@
 //! key's deletion; switched on again, a lock held meanwhile is noted at its next grant.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use foldhash::fast::FixedState;
@@ -63,10 +66,13 @@ use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
 
 /// Every database's log, by its number, and the starts of holdings whose fence was
-/// ahead of the clock (by fence).
+/// ahead of the clock (by fence, and the live ones in order of start).
 struct Held {
     logs: Vec<Log>,
     ahead: Ahead,
+    /// `(db, start, fence)` of every holding with a start in `ahead` that has not
+    /// ended: read by `LOCK.TOP` oldest first, a few at a time, in its database.
+    ahead_by_start: BTreeSet<(i32, u64, u64)>,
     /// Starts in `ahead` of holdings that ended (flagged `ENDED_START`), kept until
     /// they are half of it: a holding renamed, moved or restored over itself ends
     /// under one name and comes back under another in the same command.
@@ -94,6 +100,15 @@ type Ahead = HashMap<u64, u64, FixedState>;
 const NO_AHEAD: Ahead = HashMap::with_hasher(FixedState::with_seed(0x5eed_f3c3));
 
 impl Held {
+    const fn new() -> Self {
+        Self {
+            logs: Vec::new(),
+            ahead: NO_AHEAD,
+            ahead_by_start: BTreeSet::new(),
+            ahead_ended: 0,
+        }
+    }
+
     fn log(&mut self, db: i32) -> Option<&mut Log> {
         self.logs.get_mut(usize::try_from(db).ok()?)
     }
@@ -115,7 +130,7 @@ impl Held {
     fn note(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
         self.note_entry(db, name, fence, lease_end_ms);
         if is_ahead(fence, now_us) {
-            self.keep_start(fence, now_us);
+            self.keep_start(db, fence, now_us);
         }
     }
 
@@ -129,25 +144,30 @@ impl Held {
         }
     }
 
-    /// Keeps `now_us` as the start of the holding `fence`, unless one is kept already
-    /// (which holds again if its holding had ended: the holding moved).
-    fn keep_start(&mut self, fence: u64, now_us: u64) {
-        match self.ahead.get_mut(&fence) {
+    /// Keeps `now_us` as the start of the holding `fence` in `db`, unless one is kept
+    /// already (which holds again if its holding had ended: the holding moved).
+    fn keep_start(&mut self, db: i32, fence: u64, now_us: u64) {
+        let since = match self.ahead.get_mut(&fence) {
             Some(since) if *since & ENDED_START != 0 => {
                 *since &= !ENDED_START;
                 self.ahead_ended = self.ahead_ended.saturating_sub(1);
+                *since
             }
-            Some(_) => {}
+            Some(since) => *since,
             None => {
                 self.ahead.insert(fence, now_us);
+                now_us
             }
-        }
+        };
+        self.ahead_by_start.insert((db, since, fence));
     }
 
-    /// The holding `fence` ended: its start, if kept, is flagged so, and the flagged
-    /// ones go once they are half of them.
-    fn start_ended(&mut self, fence: u64) {
+    /// The holding `fence` ended in `db`: its start, if kept, is flagged so, and the
+    /// flagged ones go once they are half of them.
+    fn start_ended(&mut self, db: i32, fence: u64) {
         if let Some(since) = self.ahead.get_mut(&fence) {
+            self.ahead_by_start
+                .remove(&(db, *since & !ENDED_START, fence));
             if *since & ENDED_START == 0 {
                 *since |= ENDED_START;
                 self.ahead_ended += 1;
@@ -187,13 +207,7 @@ impl Held {
 }
 
 // Every grant and unlink comes here.
-static HELD: MainThread<RefCell<Held>> = MainThread::new(|| {
-    RefCell::new(Held {
-        logs: Vec::new(),
-        ahead: NO_AHEAD,
-        ahead_ended: 0,
-    })
-});
+static HELD: MainThread<RefCell<Held>> = MainThread::new(|| RefCell::new(Held::new()));
 
 /// `fencelock.track-held-keys`: whether held keys are noted for `LOCK.TOP`.
 pub static TRACKING: AtomicBool = AtomicBool::new(true);
@@ -214,9 +228,7 @@ pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64)
         if !tracking() {
             // Switched off: what was noted before goes, once.
             if !held.logs.is_empty() || !held.ahead.is_empty() {
-                held.logs = Vec::new();
-                held.ahead = NO_AHEAD;
-                held.ahead_ended = 0;
+                *held = Held::new();
             }
             return;
         }
@@ -251,7 +263,7 @@ pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
             .unwrap_or(i64::MAX);
         let since_us = held.since_of(fence);
         if !held.ahead.is_empty() {
-            held.start_ended(fence);
+            held.start_ended(db, fence);
         }
         Ended {
             since_us,
@@ -268,7 +280,7 @@ pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64, oldest_left:
     let since_us = with(|held| {
         let since_us = held.since_of(fence);
         if !held.ahead.is_empty() {
-            held.start_ended(fence);
+            held.start_ended(db, fence);
         }
         let was_noted = held.log(db).and_then(|log| log.end(fence, name)).is_some();
         if let (true, Some(oldest)) = (was_noted, oldest_left) {
@@ -288,7 +300,7 @@ pub fn joined(db: i32, name: &[u8], fence: u64, oldest: Option<u64>, now_us: u64
             return;
         }
         if is_ahead(fence, now_us) {
-            held.keep_start(fence, now_us);
+            held.keep_start(db, fence, now_us);
         }
         if let Some(oldest) = oldest {
             held.note_entry(db, name, oldest, i64::MAX);
@@ -344,10 +356,10 @@ fn holdings_of(ctx: &Context, name: &[u8]) -> Found {
 impl Held {
     /// Keeps `now_us` as the start of each of `fences` ahead of it (one kept already
     /// stays: the holding moved, or was noted before).
-    fn starts_ahead(&mut self, fences: &[u64], now_us: u64) {
+    fn starts_ahead(&mut self, db: i32, fences: &[u64], now_us: u64) {
         for &fence in fences {
             if is_ahead(fence, now_us) || self.ahead.contains_key(&fence) {
-                self.keep_start(fence, now_us);
+                self.keep_start(db, fence, now_us);
             }
         }
     }
@@ -364,7 +376,7 @@ pub fn arrived(ctx: &Context, name: &[u8]) {
     let now_us = server_clock::now_micros();
     let found = holdings_of(ctx, name);
     with(|held| {
-        held.starts_ahead(&found.fences, now_us);
+        held.starts_ahead(db, &found.fences, now_us);
         if let Some((fence, lease_end_ms)) = found.entry {
             held.note(db, name, fence, now_us, lease_end_ms);
         }
@@ -379,13 +391,13 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
     }
     let now_us = server_clock::now_micros();
     let mut by_db: Vec<(i32, Vec<Entry>)> = Vec::new();
-    let mut fences = Vec::new();
+    let mut fences: Vec<(i32, Vec<u64>)> = Vec::new();
     for (db, name) in loaded {
         if !select_db(ctx, *db) {
             continue;
         }
         let found = holdings_of(ctx, name);
-        fences.extend(found.fences);
+        fences.push((*db, found.fences));
         let Some((fence, lease_end_ms)) = found.entry else {
             continue;
         };
@@ -402,7 +414,9 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
         }
     }
     with(|held| {
-        held.starts_ahead(&fences, now_us);
+        for (db, fences) in fences {
+            held.starts_ahead(db, &fences, now_us);
+        }
         for (db, batch) in by_db {
             held.note_all(db, batch);
         }
@@ -436,12 +450,11 @@ pub fn expiry_changed(ctx: &Context, name: &[u8]) {
 /// `FLUSHDB` (`Some(db)`) or `FLUSHALL` (`None`).
 pub fn flushed(db: Option<i32>) {
     with(|held| match db {
-        Some(db) => drop(held.take(db)),
-        None => {
-            held.logs.clear();
-            held.ahead.clear();
-            held.ahead_ended = 0;
+        Some(db) => {
+            drop(held.take(db));
+            held.ahead_by_start.retain(|(noted_db, ..)| *noted_db != db);
         }
+        None => *held = Held::new(),
     });
 }
 
@@ -460,6 +473,16 @@ pub fn swapped(first: i32, second: i32) {
         if let Some(log) = held.log_or_new(first) {
             *log = b;
         }
+        // The starts kept apart go with their databases' logs.
+        let (moved, stay): (BTreeSet<_>, BTreeSet<_>) = std::mem::take(&mut held.ahead_by_start)
+            .into_iter()
+            .partition(|(db, ..)| *db == first || *db == second);
+        held.ahead_by_start = stay;
+        held.ahead_by_start.extend(
+            moved
+                .into_iter()
+                .map(|(db, since, fence)| (if db == first { second } else { first }, since, fence)),
+        );
     });
 }
 
@@ -478,28 +501,42 @@ pub fn next_noted(db: i32, after: Option<(u64, &[u8])>) -> Option<Noted> {
     })
 }
 
-/// The live entries of `db` whose holding began before its fence (the fence was ahead
-/// of the clock): few, and out of the log's order of starts.
-pub fn noted_ahead(db: i32) -> Vec<Noted> {
+/// Holdings of one database whose start is kept apart (their fence was ahead of the
+/// clock), from one start: `(start µs, fence)`, and the names noted with that fence.
+pub struct StartedAhead {
+    pub at: (u64, u64),
+    pub names: Vec<Vec<u8>>,
+}
+
+/// The first start kept apart in `db` after `after` (a `(start µs, fence)`), the
+/// oldest first: out of the log's order of starts. Copied out, as `next_noted`.
+pub fn next_started_ahead(db: i32, after: Option<(u64, u64)>) -> Option<StartedAhead> {
     if !tracking() {
-        return Vec::new();
+        return None;
     }
     with(|held| {
-        if held.ahead.is_empty() {
-            return Vec::new();
-        }
-        let Held { logs, ahead, .. } = held;
-        let Some(log) = usize::try_from(db).ok().and_then(|db| logs.get(db)) else {
-            return Vec::new();
+        let Held {
+            logs,
+            ahead_by_start,
+            ..
+        } = held;
+        let log = usize::try_from(db).ok().and_then(|db| logs.get(db))?;
+        let (since, fence) = after.unwrap_or((0, 0));
+        let from = match after {
+            Some(_) => Bound::Excluded((db, since, fence)),
+            None => Bound::Included((db, 0, 0)),
         };
-        ahead
-            .iter()
-            .filter(|(_, since)| **since & ENDED_START == 0)
-            .flat_map(|(&fence, _)| {
-                log.names_with_fence(fence)
-                    .map(move |name| (fence, name.to_vec()))
+        // A start whose holding the log no longer has (a holding replaced where nothing
+        // said so) is stepped over.
+        ahead_by_start
+            .range((from, Bound::Included((db, u64::MAX, u64::MAX))))
+            .find_map(|&(_, since, fence)| {
+                let names: Vec<Vec<u8>> = log.names_with_fence(fence).map(<[u8]>::to_vec).collect();
+                (!names.is_empty()).then_some(StartedAhead {
+                    at: (since, fence),
+                    names,
+                })
             })
-            .collect()
     })
 }
 
@@ -519,27 +556,42 @@ mod tests {
 
     #[test]
     fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_it_ends() {
-        let mut held = Held {
-            logs: Vec::new(),
-            ahead: NO_AHEAD,
-            ahead_ended: 0,
-        };
+        let mut held = Held::new();
+        let by_start = |held: &Held| held.ahead_by_start.iter().copied().collect::<Vec<_>>();
         held.note(0, b"a", 5_000, 1_000, 0);
         held.note(0, b"b", 900, 1_000, 0);
         assert_eq!(held.since_of(5_000), 1_000);
         assert_eq!(held.since_of(900), 900);
+        assert_eq!(by_start(&held), [(0, 1_000, 5_000)], "only the fence ahead");
         // Renamed: ended under one name, noted under another, later.
         if let Some(log) = held.log(0) {
             log.end(5_000, b"a");
         }
-        held.start_ended(5_000);
-        held.starts_ahead(&[5_000], 3_000);
+        held.start_ended(0, 5_000);
+        assert_eq!(by_start(&held), []);
+        held.starts_ahead(0, &[5_000], 3_000);
         held.note(0, b"c", 5_000, 3_000, 0);
         assert_eq!(held.since_of(5_000), 1_000, "the start stays");
+        assert_eq!(by_start(&held), [(0, 1_000, 5_000)], "read at its start");
         held.compacted();
         assert_eq!(held.since_of(5_000), 1_000, "its holding goes on");
-        held.start_ended(5_000);
+        held.start_ended(0, 5_000);
         held.compacted();
         assert_eq!(held.since_of(5_000), 5_000, "gone with its holding");
+        assert_eq!(by_start(&held), []);
+    }
+
+    #[test]
+    fn starts_kept_apart_are_read_oldest_first_in_their_database() {
+        let mut held = Held::new();
+        // Fences after a jump ahead, noted out of the order of their starts (a load
+        // brings old fences late): the order read is by start, per database.
+        held.note(0, b"late", 9_000, 2_000, 0);
+        held.note(1, b"other", 8_000, 500, 0);
+        held.note(0, b"early", 9_500, 1_000, 0);
+        assert_eq!(
+            held.ahead_by_start.iter().copied().collect::<Vec<_>>(),
+            [(0, 1_000, 9_500), (0, 2_000, 9_000), (1, 500, 8_000)]
+        );
     }
 }

@@ -501,6 +501,44 @@ fn locks_loaded_while_the_fence_clock_is_ahead_count_from_the_load() {
     assert!(count(&mut con, "hold_usec_sum") >= 600_000);
 }
 
+/// Oldest first across a jump of the fence clock: a lock granted before the jump (its
+/// fence its start), then two after (fences an hour ahead, their starts kept apart) are
+/// listed `BY held` in the order of their grants, and `COUNT 1` is the oldest live one
+/// whichever kind it is.
+#[test]
+fn lock_top_by_held_lists_the_oldest_first_across_a_jump_of_the_fence_clock() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let grant_apart = |con: &mut Connection, key: &str| {
+        let (token, _) = hold(con, key, 60_000, &[]);
+        let granted_ms = server_ms(con);
+        eventually(
+            Duration::from_secs(30),
+            "the server's clock moved on",
+            || server_ms(con) > granted_ms + 5,
+        );
+        token
+    };
+    let before = grant_apart(&mut con, "before");
+    fence_clock_an_hour_ahead(&mut con);
+    let first = grant_apart(&mut con, "after-1");
+    grant_apart(&mut con, "after-2");
+    let keys =
+        |listed: Vec<(String, i64)>| listed.into_iter().map(|(key, _)| key).collect::<Vec<_>>();
+    assert_eq!(keys(held_ms(&mut con)), ["before", "after-1", "after-2"]);
+    let oldest = |con: &mut Connection| -> Vec<String> {
+        top(con, &["BY", "held", "COUNT", "1"])
+            .into_iter()
+            .map(|entry| entry.0)
+            .collect()
+    };
+    assert_eq!(oldest(&mut con), ["before"]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "before", &before]), 1);
+    assert_eq!(oldest(&mut con), ["after-1"]);
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "after-1", &first]), 1);
+    assert_eq!(oldest(&mut con), ["after-2"]);
+}
+
 /// Five waiters on one key and one on another: `LOCK.TOP COUNT 3` lists the first key
 /// first with 5, then the other with 1, then a held key nobody waits for; no token in
 /// any reply (holders' and waiters' chosen ones included).
