@@ -73,37 +73,42 @@ fn listing(ctx: &Context, request: TopRequest) -> Vec<Entry> {
             .collect(),
         seen: waited.into_iter().map(|(name, ..)| name).collect(),
     };
-    // Two streams, each oldest first: the log in grant order (an entry starts at its
-    // fence or later) and the starts kept apart, of holdings whose fence was ahead of
-    // the clock (every grant after a jump of the fence clock).
+    // Two streams, each oldest first then by name: the log in grant order (an entry
+    // starts at its fence or later) and the starts kept apart, of holdings whose fence
+    // was ahead of the clock (every grant after a jump of the fence clock).
     let mut next_log = held_keys::next_noted(db, None);
     let mut next_ahead = held_keys::next_started_ahead(db, None);
     // Checked for the end once this many keys are listed, then twice as many, ...: a
     // ranking per key looked at would cost more than the keys.
     let mut check_at = listed.entries.len().saturating_add(request.count);
     loop {
-        let log_start = next_log.as_ref().map(|(fence, _)| *fence);
-        let ahead_start = next_ahead.as_ref().map(|started| started.at.0);
-        let earliest = match (log_start, ahead_start) {
+        let from_log = next_log
+            .as_ref()
+            .map(|(fence, name)| (*fence, name.as_slice()));
+        let from_ahead = next_ahead
+            .as_ref()
+            .map(|(_, since, name, _)| (*since, name.as_slice()));
+        let earliest = match (from_log, from_ahead) {
             (None, None) => return top::rank(listed.entries, request),
-            (Some(at), None) | (None, Some(at)) => at,
+            (Some(next), None) | (None, Some(next)) => next,
             (Some(log), Some(ahead)) => log.min(ahead),
         };
         if listed.entries.len() >= check_at {
-            // Every key not looked at yet began at `earliest` or later.
-            let boundary = (now_us.saturating_sub(earliest), &[][..]);
+            // Every key not looked at yet began at `earliest` or later (or then, with a
+            // later name).
+            let boundary = (now_us.saturating_sub(earliest.0), earliest.1);
             let ranked = top::rank(listed.entries.clone(), request);
             if top::settled(&ranked, request, boundary) {
                 return ranked;
             }
             check_at = check_at.saturating_mul(2);
         }
-        if let Some(started) = next_ahead.take_if(|_| ahead_start == Some(earliest)) {
-            let fence = started.at.1;
-            for name in &started.names {
-                listed.look_at(ctx, db, name, fence, readable(name), now_us);
+        if from_ahead == Some(earliest) {
+            if let Some(started) = next_ahead.take() {
+                let (_, _, name, fence) = &started;
+                listed.look_at(ctx, db, name, *fence, readable(name), now_us);
+                next_ahead = held_keys::next_started_ahead(db, Some(&started));
             }
-            next_ahead = held_keys::next_started_ahead(db, Some(started.at));
         } else if let Some((fence, name)) = next_log.take() {
             listed.look_at(ctx, db, &name, fence, readable(&name), now_us);
             next_log = held_keys::next_noted(db, Some((fence, &name)));

@@ -28,11 +28,13 @@
 //! length count from its grant; every other holding starts at its fence (one at most
 //! 1 ms ahead, issued in a burst of grants, too: within a millisecond). Kept by
 //! fence, not by name, the start follows the holding through `RENAME`, `MOVE` and
-//! `RESTORE … REPLACE`; it goes some time after its holding ended.
+//! `RESTORE … REPLACE`, and is shared by a lock's copies (`COPY`, `RESTORE` of a
+//! `DUMP`); it goes some time after the last holding carrying it ended.
 //!
 //! Oldest first: in log order, a lock's start is its entry's fence (or later), and the
-//! starts kept apart are ordered too (after a jump of the fence clock every grant's
-//! start is kept apart, so they may be all of them), so `LOCK.TOP BY held` reads from
+//! starts kept apart are ordered too, by start then name as `LOCK.TOP` lists (after a
+//! jump of the fence clock every grant's start is kept apart, and a load gives all its
+//! locks one start), so `LOCK.TOP BY held` reads from
 //! the front of both and stops once no later entry could come before the last one
 //! listed.
 //!
@@ -66,17 +68,31 @@ use crate::ffi::server::{select_db, selected_db};
 use crate::ffi::server_clock;
 
 /// Every database's log, by its number, and the starts of holdings whose fence was
-/// ahead of the clock (by fence, and the live ones in order of start).
+/// ahead of the clock (by fence, and each noted holding's in order of start).
 struct Held {
     logs: Vec<Log>,
     ahead: Ahead,
-    /// `(db, start, fence)` of every holding with a start in `ahead` that has not
-    /// ended: read by `LOCK.TOP` oldest first, a few at a time, in its database.
-    ahead_by_start: BTreeSet<(i32, u64, u64)>,
-    /// Starts in `ahead` of holdings that ended (flagged `ENDED_START`), kept until
-    /// they are half of it: a holding renamed, moved or restored over itself ends
-    /// under one name and comes back under another in the same command.
+    /// `(db, start, name, fence)` of every noted holding with a start in `ahead`: read
+    /// by `LOCK.TOP` oldest first (then by name, as it lists), a few at a time, in its
+    /// database. The name is kept twice only for these (after a jump of the fence
+    /// clock: every holding granted or loaded since).
+    ahead_by_start: BTreeSet<StartedAhead>,
+    /// Starts in `ahead` that no noted holding carries any more, kept until they are
+    /// half of it and a grant comes: a holding renamed, moved or restored over itself
+    /// ends under one name and comes back under another in the same command.
     ahead_ended: usize,
+}
+
+/// A holding whose start is kept apart: `(db, start µs, name, fence)`.
+pub type StartedAhead = (i32, u64, Vec<u8>, u64);
+
+/// A start kept apart: when its holding began (µs on this server's wall clock), and how
+/// many noted holdings (a name in a database) carry it: copies of a lock (`COPY`,
+/// `RESTORE`) share their fence; 0 once every one ended.
+#[derive(Clone, Copy)]
+struct Start {
+    since: u64,
+    holders: u32,
 }
 
 /// How far a fence may run ahead of the clock and still be its holding's start (µs):
@@ -90,12 +106,9 @@ fn is_ahead(fence: u64, now_us: u64) -> bool {
     fence > now_us.saturating_add(AHEAD_SLACK_US)
 }
 
-/// The flag of a start in `Held::ahead` whose holding ended.
-const ENDED_START: u64 = 1 << 63;
-
 /// Fences are not chosen by clients: a fixed seed is enough, and lets the table be
 /// made in a constant.
-type Ahead = HashMap<u64, u64, FixedState>;
+type Ahead = HashMap<u64, Start, FixedState>;
 
 const NO_AHEAD: Ahead = HashMap::with_hasher(FixedState::with_seed(0x5eed_f3c3));
 
@@ -128,10 +141,12 @@ impl Held {
     /// Notes a holding of `name` in `db`; a fence ahead of `now_us` keeps `now_us` as
     /// its start (a start already kept stays: the holding moved, or was noted again).
     fn note(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64) {
-        self.note_entry(db, name, fence, lease_end_ms);
+        // The start first: the entry may compact the log, and the starts no holding
+        // carries with it.
         if is_ahead(fence, now_us) {
-            self.keep_start(db, fence, now_us);
+            self.keep_start(db, name, fence, now_us);
         }
+        self.note_entry(db, name, fence, lease_end_ms);
     }
 
     /// Notes the entry of a holding (its start kept, if it needs one, apart).
@@ -144,35 +159,63 @@ impl Held {
         }
     }
 
-    /// Keeps `now_us` as the start of the holding `fence` in `db`, unless one is kept
-    /// already (which holds again if its holding had ended: the holding moved).
-    fn keep_start(&mut self, db: i32, fence: u64, now_us: u64) {
-        let since = match self.ahead.get_mut(&fence) {
-            Some(since) if *since & ENDED_START != 0 => {
-                *since &= !ENDED_START;
+    /// Keeps `now_us` as the start of the holding `fence` of `name` in `db`, unless one
+    /// is kept for `fence` already (which holds again if its holding had ended: the
+    /// holding moved, or is a copy).
+    fn keep_start(&mut self, db: i32, name: &[u8], fence: u64, now_us: u64) {
+        let ended_before = self
+            .ahead
+            .get(&fence)
+            .is_some_and(|start| start.holders == 0);
+        let start = self.ahead.entry(fence).or_insert(Start {
+            since: now_us,
+            holders: 0,
+        });
+        if self
+            .ahead_by_start
+            .insert((db, start.since, name.to_vec(), fence))
+        {
+            if ended_before {
                 self.ahead_ended = self.ahead_ended.saturating_sub(1);
-                *since
             }
-            Some(since) => *since,
-            None => {
-                self.ahead.insert(fence, now_us);
-                now_us
-            }
-        };
-        self.ahead_by_start.insert((db, since, fence));
+            start.holders = start.holders.saturating_add(1);
+        }
     }
 
-    /// The holding `fence` ended in `db`: its start, if kept, is flagged so, and the
-    /// flagged ones go once they are half of them.
-    fn start_ended(&mut self, db: i32, fence: u64) {
-        if let Some(since) = self.ahead.get_mut(&fence) {
-            self.ahead_by_start
-                .remove(&(db, *since & !ENDED_START, fence));
-            if *since & ENDED_START == 0 {
-                *since |= ENDED_START;
+    /// The holding `fence` of `name` in `db` ended: its start, if kept, is carried by
+    /// one holding fewer (and goes once none carries it, at a later grant).
+    fn start_ended(&mut self, db: i32, name: &[u8], fence: u64) {
+        let Some(start) = self.ahead.get_mut(&fence) else {
+            return;
+        };
+        if self
+            .ahead_by_start
+            .remove(&(db, start.since, name.to_vec(), fence))
+        {
+            start.holders = start.holders.saturating_sub(1);
+            if start.holders == 0 {
                 self.ahead_ended += 1;
             }
         }
+    }
+
+    /// `FLUSHDB`: the holdings of `db` carry their starts no more.
+    fn forget_starts_in(&mut self, db: i32) {
+        let mut rest = self.ahead_by_start.split_off(&(db, 0, Vec::new(), 0));
+        let after = rest.split_off(&(db.saturating_add(1), 0, Vec::new(), 0));
+        self.ahead_by_start.extend(after);
+        for (_, _, _, fence) in rest {
+            if let Some(start) = self.ahead.get_mut(&fence) {
+                start.holders = start.holders.saturating_sub(1);
+                if start.holders == 0 {
+                    self.ahead_ended += 1;
+                }
+            }
+        }
+    }
+
+    /// Before a grant: the starts no holding carries go once they are half of them.
+    fn drop_ended_starts_if_many(&mut self) {
         if self.ahead_ended > 64 && self.ahead_ended * 2 > self.ahead.len() {
             self.compacted();
         }
@@ -192,7 +235,7 @@ impl Held {
         if self.ahead_ended == 0 {
             return;
         }
-        self.ahead.retain(|_, since| *since & ENDED_START == 0);
+        self.ahead.retain(|_, start| start.holders > 0);
         self.ahead_ended = 0;
     }
 
@@ -200,9 +243,7 @@ impl Held {
         if self.ahead.is_empty() {
             return fence;
         }
-        self.ahead
-            .get(&fence)
-            .map_or(fence, |since| since & !ENDED_START)
+        self.ahead.get(&fence).map_or(fence, |start| start.since)
     }
 }
 
@@ -232,6 +273,7 @@ pub fn granted(db: i32, name: &[u8], fence: u64, now_us: u64, lease_end_ms: i64)
             }
             return;
         }
+        held.drop_ended_starts_if_many();
         held.note(db, name, fence, now_us, lease_end_ms);
     });
 }
@@ -263,7 +305,7 @@ pub fn ended(db: i32, name: &[u8], fence: u64) -> Ended {
             .unwrap_or(i64::MAX);
         let since_us = held.since_of(fence);
         if !held.ahead.is_empty() {
-            held.start_ended(db, fence);
+            held.start_ended(db, name, fence);
         }
         Ended {
             since_us,
@@ -280,7 +322,7 @@ pub fn holding_ended(db: i32, name: &[u8], fence: u64, end_us: u64, oldest_left:
     let since_us = with(|held| {
         let since_us = held.since_of(fence);
         if !held.ahead.is_empty() {
-            held.start_ended(db, fence);
+            held.start_ended(db, name, fence);
         }
         let was_noted = held.log(db).and_then(|log| log.end(fence, name)).is_some();
         if let (true, Some(oldest)) = (was_noted, oldest_left) {
@@ -300,7 +342,7 @@ pub fn joined(db: i32, name: &[u8], fence: u64, oldest: Option<u64>, now_us: u64
             return;
         }
         if is_ahead(fence, now_us) {
-            held.keep_start(db, fence, now_us);
+            held.keep_start(db, name, fence, now_us);
         }
         if let Some(oldest) = oldest {
             held.note_entry(db, name, oldest, i64::MAX);
@@ -356,10 +398,10 @@ fn holdings_of(ctx: &Context, name: &[u8]) -> Found {
 impl Held {
     /// Keeps `now_us` as the start of each of `fences` ahead of it (one kept already
     /// stays: the holding moved, or was noted before).
-    fn starts_ahead(&mut self, db: i32, fences: &[u64], now_us: u64) {
+    fn starts_ahead(&mut self, db: i32, name: &[u8], fences: &[u64], now_us: u64) {
         for &fence in fences {
             if is_ahead(fence, now_us) || self.ahead.contains_key(&fence) {
-                self.keep_start(db, fence, now_us);
+                self.keep_start(db, name, fence, now_us);
             }
         }
     }
@@ -376,7 +418,7 @@ pub fn arrived(ctx: &Context, name: &[u8]) {
     let now_us = server_clock::now_micros();
     let found = holdings_of(ctx, name);
     with(|held| {
-        held.starts_ahead(db, &found.fences, now_us);
+        held.starts_ahead(db, name, &found.fences, now_us);
         if let Some((fence, lease_end_ms)) = found.entry {
             held.note(db, name, fence, now_us, lease_end_ms);
         }
@@ -391,13 +433,13 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
     }
     let now_us = server_clock::now_micros();
     let mut by_db: Vec<(i32, Vec<Entry>)> = Vec::new();
-    let mut fences: Vec<(i32, Vec<u64>)> = Vec::new();
+    let mut fences: Vec<(i32, &[u8], Vec<u64>)> = Vec::new();
     for (db, name) in loaded {
         if !select_db(ctx, *db) {
             continue;
         }
         let found = holdings_of(ctx, name);
-        fences.push((*db, found.fences));
+        fences.push((*db, name, found.fences));
         let Some((fence, lease_end_ms)) = found.entry else {
             continue;
         };
@@ -414,8 +456,8 @@ pub fn loaded(ctx: &Context, loaded: &[(i32, Vec<u8>)]) {
         }
     }
     with(|held| {
-        for (db, fences) in fences {
-            held.starts_ahead(db, &fences, now_us);
+        for (db, name, fences) in fences {
+            held.starts_ahead(db, name, &fences, now_us);
         }
         for (db, batch) in by_db {
             held.note_all(db, batch);
@@ -452,7 +494,7 @@ pub fn flushed(db: Option<i32>) {
     with(|held| match db {
         Some(db) => {
             drop(held.take(db));
-            held.ahead_by_start.retain(|(noted_db, ..)| *noted_db != db);
+            held.forget_starts_in(db);
         }
         None => *held = Held::new(),
     });
@@ -478,11 +520,10 @@ pub fn swapped(first: i32, second: i32) {
             .into_iter()
             .partition(|(db, ..)| *db == first || *db == second);
         held.ahead_by_start = stay;
-        held.ahead_by_start.extend(
-            moved
-                .into_iter()
-                .map(|(db, since, fence)| (if db == first { second } else { first }, since, fence)),
-        );
+        held.ahead_by_start
+            .extend(moved.into_iter().map(|(db, since, name, fence)| {
+                (if db == first { second } else { first }, since, name, fence)
+            }));
     });
 }
 
@@ -501,16 +542,11 @@ pub fn next_noted(db: i32, after: Option<(u64, &[u8])>) -> Option<Noted> {
     })
 }
 
-/// Holdings of one database whose start is kept apart (their fence was ahead of the
-/// clock), from one start: `(start µs, fence)`, and the names noted with that fence.
-pub struct StartedAhead {
-    pub at: (u64, u64),
-    pub names: Vec<Vec<u8>>,
-}
-
-/// The first start kept apart in `db` after `after` (a `(start µs, fence)`), the
-/// oldest first: out of the log's order of starts. Copied out, as `next_noted`.
-pub fn next_started_ahead(db: i32, after: Option<(u64, u64)>) -> Option<StartedAhead> {
+/// The first holding of `db` whose start is kept apart (its fence was ahead of the
+/// clock) after `after`, the oldest first, then by name: out of the log's order of
+/// starts. A start of a holding not noted (a shared lock's younger holder: the lock is
+/// noted at its oldest) is stepped over. Copied out, as `next_noted`.
+pub fn next_started_ahead(db: i32, after: Option<&StartedAhead>) -> Option<StartedAhead> {
     if !tracking() {
         return None;
     }
@@ -521,22 +557,15 @@ pub fn next_started_ahead(db: i32, after: Option<(u64, u64)>) -> Option<StartedA
             ..
         } = held;
         let log = usize::try_from(db).ok().and_then(|db| logs.get(db))?;
-        let (since, fence) = after.unwrap_or((0, 0));
         let from = match after {
-            Some(_) => Bound::Excluded((db, since, fence)),
-            None => Bound::Included((db, 0, 0)),
+            Some(after) => Bound::Excluded(after.clone()),
+            None => Bound::Included((db, 0, Vec::new(), 0)),
         };
-        // A start whose holding the log no longer has (a holding replaced where nothing
-        // said so) is stepped over.
         ahead_by_start
-            .range((from, Bound::Included((db, u64::MAX, u64::MAX))))
-            .find_map(|&(_, since, fence)| {
-                let names: Vec<Vec<u8>> = log.names_with_fence(fence).map(<[u8]>::to_vec).collect();
-                (!names.is_empty()).then_some(StartedAhead {
-                    at: (since, fence),
-                    names,
-                })
-            })
+            .range((from, Bound::Unbounded))
+            .take_while(|(noted_db, ..)| *noted_db == db)
+            .find(|(_, _, name, fence)| log.has_live(*fence, name))
+            .cloned()
     })
 }
 
@@ -554,44 +583,95 @@ pub fn gone(db: i32, name: &[u8], fence: u64) {
 mod tests {
     use super::*;
 
+    fn by_start(held: &Held) -> Vec<(i32, u64, &str, u64)> {
+        held.ahead_by_start
+            .iter()
+            .map(|(db, since, name, fence)| {
+                (
+                    *db,
+                    *since,
+                    std::str::from_utf8(name).unwrap_or("?"),
+                    *fence,
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn a_start_kept_for_a_fence_ahead_follows_the_holding_until_it_ends() {
         let mut held = Held::new();
-        let by_start = |held: &Held| held.ahead_by_start.iter().copied().collect::<Vec<_>>();
         held.note(0, b"a", 5_000, 1_000, 0);
         held.note(0, b"b", 900, 1_000, 0);
         assert_eq!(held.since_of(5_000), 1_000);
         assert_eq!(held.since_of(900), 900);
-        assert_eq!(by_start(&held), [(0, 1_000, 5_000)], "only the fence ahead");
+        assert_eq!(
+            by_start(&held),
+            [(0, 1_000, "a", 5_000)],
+            "only the fence ahead"
+        );
         // Renamed: ended under one name, noted under another, later.
         if let Some(log) = held.log(0) {
             log.end(5_000, b"a");
         }
-        held.start_ended(0, 5_000);
+        held.start_ended(0, b"a", 5_000);
         assert_eq!(by_start(&held), []);
-        held.starts_ahead(0, &[5_000], 3_000);
+        held.starts_ahead(0, b"c", &[5_000], 3_000);
         held.note(0, b"c", 5_000, 3_000, 0);
         assert_eq!(held.since_of(5_000), 1_000, "the start stays");
-        assert_eq!(by_start(&held), [(0, 1_000, 5_000)], "read at its start");
+        assert_eq!(
+            by_start(&held),
+            [(0, 1_000, "c", 5_000)],
+            "read at its start"
+        );
         held.compacted();
         assert_eq!(held.since_of(5_000), 1_000, "its holding goes on");
-        held.start_ended(0, 5_000);
+        held.start_ended(0, b"c", 5_000);
         held.compacted();
         assert_eq!(held.since_of(5_000), 5_000, "gone with its holding");
         assert_eq!(by_start(&held), []);
     }
 
     #[test]
-    fn starts_kept_apart_are_read_oldest_first_in_their_database() {
+    fn starts_kept_apart_are_read_oldest_first_then_by_name_in_their_database() {
         let mut held = Held::new();
         // Fences after a jump ahead, noted out of the order of their starts (a load
-        // brings old fences late): the order read is by start, per database.
+        // brings old fences late, all with one start): the order read is by start,
+        // then name, per database.
         held.note(0, b"late", 9_000, 2_000, 0);
         held.note(1, b"other", 8_000, 500, 0);
         held.note(0, b"early", 9_500, 1_000, 0);
+        held.note(0, b"b-loaded", 9_700, 1_000, 0);
+        held.note(0, b"a-loaded", 9_800, 1_000, 0);
         assert_eq!(
-            held.ahead_by_start.iter().copied().collect::<Vec<_>>(),
-            [(0, 1_000, 9_500), (0, 2_000, 9_000), (1, 500, 8_000)]
+            by_start(&held),
+            [
+                (0, 1_000, "a-loaded", 9_800),
+                (0, 1_000, "b-loaded", 9_700),
+                (0, 1_000, "early", 9_500),
+                (0, 2_000, "late", 9_000),
+                (1, 500, "other", 8_000)
+            ]
         );
+    }
+
+    /// Copies of a lock (`COPY`, `RESTORE` of its `DUMP`) share its fence: one ending,
+    /// in its database or another, leaves the others their start, however the starts
+    /// are compacted meanwhile.
+    #[test]
+    fn a_copy_ending_leaves_the_original_its_start() {
+        let mut held = Held::new();
+        held.note(0, b"original", 5_000, 1_000, 0);
+        held.starts_ahead(0, b"copy", &[5_000], 2_000);
+        held.starts_ahead(1, b"copy", &[5_000], 2_000);
+        assert_eq!(by_start(&held).len(), 3);
+        held.start_ended(0, b"copy", 5_000);
+        held.start_ended(1, b"copy", 5_000);
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 1_000, "the original still carries it");
+        assert_eq!(by_start(&held), [(0, 1_000, "original", 5_000)]);
+        held.forget_starts_in(0);
+        assert_eq!(by_start(&held), []);
+        held.compacted();
+        assert_eq!(held.since_of(5_000), 5_000, "flushed with its database");
     }
 }

@@ -164,23 +164,6 @@ impl Run {
         Some((*self.fences.get(at)?, self.kept.get(at)?))
     }
 
-    /// The live entries with `fence`.
-    fn with_fence(&self, fence: u64) -> impl Iterator<Item = &Kept> {
-        let from = place_of(&self.fences, &self.skip, fence);
-        let same = self
-            .fences
-            .get(from..)
-            .unwrap_or(&[])
-            .iter()
-            .take_while(move |other| **other == fence)
-            .count();
-        self.kept
-            .get(from..from + same)
-            .unwrap_or(&[])
-            .iter()
-            .filter(|kept| kept.is_live())
-    }
-
     fn into_entries(self) -> impl Iterator<Item = Entry> {
         self.fences
             .into_iter()
@@ -346,12 +329,13 @@ impl Log {
         }
     }
 
-    /// The names of the live entries with `fence`.
-    pub(super) fn names_with_fence(&self, fence: u64) -> impl Iterator<Item = &[u8]> {
-        self.granted
-            .with_fence(fence)
-            .chain(self.arrived.with_fence(fence))
-            .map(|kept| kept.name.as_bytes())
+    /// Whether the holding `fence` of `name` is noted and has not ended.
+    pub(super) fn has_live(&self, fence: u64, name: &[u8]) -> bool {
+        match self.find(fence, name) {
+            Some(At::Granted(at)) => self.granted.kept.get(at).is_some_and(Kept::is_live),
+            Some(At::Arrived(at)) => self.arrived.kept.get(at).is_some_and(Kept::is_live),
+            None => false,
+        }
     }
 
     pub(super) fn live(&self) -> usize {
@@ -476,9 +460,9 @@ mod tests {
         assert_eq!(log.end(15, b"other"), None);
         assert_eq!(log.live(), 3);
         assert_eq!(fences(&walked(&log)), [10, 15, 20]);
-        assert_eq!(log.names_with_fence(15).count(), 1);
+        assert!(log.has_live(15, b"copy") && !log.has_live(15, b"moved"));
         log.end(15, b"copy");
-        assert_eq!(log.names_with_fence(15).count(), 0);
+        assert!(!log.has_live(15, b"copy"));
     }
 
     #[test]
