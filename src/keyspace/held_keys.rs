@@ -576,6 +576,7 @@ pub fn gone(db: i32, name: &[u8], fence: u64) {
         if let Some(log) = held.log(db) {
             log.end(fence, name);
         }
+        held.start_ended(db, name, fence);
     });
 }
 
