@@ -77,8 +77,9 @@ def _kernel_thread_gone(thread: threading.Thread) -> None:
     Python 3.13 ``join`` returns once the thread's Python part has ended, while the
     kernel's thread still unwinds for some microseconds; a fork then is counted as a
     multi-threaded process's (Python 3.12 reads that count to warn): about 2 forks
-    in 100 of a loop of lock, ``close()``, fork, without this wait. Where the kernel lists a process's threads (Linux). Not for a
-    thread running in this very OS thread (a gevent greenlet)."""
+    in 100 of a loop of lock, ``close()``, fork, without this wait. Where the kernel
+    lists a process's threads (Linux). Not for a thread running in this very OS
+    thread (a gevent greenlet)."""
     native = thread.native_id
     if native is None or native == threading.get_native_id():
         return
