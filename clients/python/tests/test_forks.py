@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import subprocess
 import sys
+import textwrap
 import time
 import traceback
 from typing import Callable, cast
@@ -175,6 +177,63 @@ def test_a_pool_runs_jobs_longer_than_the_ttl_one_at_a_time(
     assert sorted(number for number, _, _ in results) == list(range(6))
     assert [inside for _, inside, _ in results] == [1] * 6
     assert len({fence for _, _, fence in results}) == 6
+
+
+# A start-up step under a lock, ``close()``, then a fork, in a fresh interpreter (the
+# test process has other tests' refresher threads lingering): how many threads the
+# process had right after ``close()``, as Python and as the kernel count them (the
+# kernel's count is what Python 3.12 reads to warn "This process is multi-threaded,
+# use of fork() may lead to deadlocks", counted here too), and whether the child could
+# lock with the manager closed in the parent.
+FORK_AFTER_CLOSE = """
+    import os, sys, threading, traceback, warnings
+    import redis, fencelock
+
+    warnings.simplefilter("always", DeprecationWarning)
+    client = redis.Redis.from_url(sys.argv[1])
+    locks = fencelock.Locks(client, session=sys.argv[2] == "1")
+    with locks.lock("startup", ttl=5):
+        pass
+    locks.close()
+    threads = threading.active_count(), len(os.listdir("/proc/self/task"))
+    with warnings.catch_warnings(record=True) as warned:
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with locks.lock("in-the-child", ttl=5) as lease:
+                lease.ensure_held(check=True)
+            locks.close()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    forks_warned = [w for w in warned if "multi-threaded" in str(w.message)]
+    print(*threads, len(forks_warned), os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="the kernel's thread list is Linux's"
+)
+@pytest.mark.parametrize("session", [True, False])
+def test_a_fork_right_after_close_is_single_threaded(url: str, session: bool) -> None:
+    """``close()`` returns once the refresher thread has ended, which would linger
+    2 s after the last lease: the fork that follows is a single-threaded process's,
+    and the child locks with the manager closed in the parent. ``close()`` used to
+    return while the thread was still ending (without sessions, still lingering)."""
+    code = textwrap.dedent(FORK_AFTER_CLOSE)
+    result = subprocess.run(
+        [sys.executable, "-c", code, url, str(int(session))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "1", "0", "0"], result.stderr
 
 
 def test_a_dropin_lock_held_by_the_parent_is_not_the_childs(r: redis.Redis) -> None:

@@ -24,11 +24,10 @@ from servers import wait_until
 import fencelock
 import fencelock.asyncio
 from fencelock import Locks
-from fencelock._sync._refresher import thread_name
 
 
-def refresher_threads(client: redis.Redis) -> list[threading.Thread]:
-    name = thread_name(client)
+def refresher_threads(locks: Locks) -> list[threading.Thread]:
+    name = locks._refresher.name
     return [t for t in threading.enumerate() if t.name == name]
 
 
@@ -38,13 +37,53 @@ def test_one_refresher_thread_for_every_lease_of_a_manager(r: redis.Redis) -> No
         leases = [
             stack.enter_context(locks.lock(f"many:{i}", ttl=0.3)) for i in range(50)
         ]
-        assert len(refresher_threads(r)) == 1
+        assert len(refresher_threads(locks)) == 1
         time.sleep(0.7)  # more than twice the ttl: every lease refreshed
         fences = r.execute_command  # shorter lines below
         for lease in leases:
             assert fences("LOCK.FENCE", lease.key, lease.token) == lease.fence
             assert not lease.lost.is_set()
-    wait_until(lambda: not refresher_threads(r), 5, "the refresher to end when idle")
+    wait_until(
+        lambda: not refresher_threads(locks), 5, "the refresher to end when idle"
+    )
+
+
+def test_two_managers_on_one_client_have_threads_told_apart(r: redis.Redis) -> None:
+    """Each manager has its own refresher thread, named after the client and then
+    the manager's refresher: two on one client used to share one name, so a dump
+    could not tell whose thread was whose."""
+    first, second = Locks(r), Locks(r)
+    prefix = f"fencelock-refresher-{id(r):x}"
+    with first.lock("first", ttl=10), second.lock("second", ttl=10):
+        names = [t.name for t in threading.enumerate() if t.name.startswith(prefix)]
+    assert len(names) == 2
+    assert len(set(names)) == 2, names
+    first.close()
+    second.close()
+    assert not refresher_threads(first) and not refresher_threads(second)
+
+
+def test_close_from_on_lost_on_the_refresher_thread(r: redis.Redis) -> None:
+    """``on_lost`` runs on the refresher thread; a callback that closes the manager
+    there cannot wait for that thread to end (it would wait for itself): ``close()``
+    returns, and the thread ends after the callback."""
+    locks = Locks(r, session=False)
+    outcome: list[object] = []
+
+    def close_on_loss(lease: fencelock.Lease) -> None:
+        try:
+            locks.close()
+            outcome.append(threading.current_thread().name)
+        except BaseException as error:
+            outcome.append(error)
+
+    with locks.lock("lost", ttl=0.3, on_lost=close_on_loss, lost_ok=True) as lease:
+        r.delete(lease.key)
+        assert lease.lost.wait(5)
+        wait_until(lambda: bool(outcome), 5, "on_lost to run")
+    assert outcome == [locks._refresher.name]
+    locks.close()
+    assert not refresher_threads(locks)
 
 
 def test_the_refresher_thread_lingers_from_its_last_lease_not_its_first(

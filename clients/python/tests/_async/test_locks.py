@@ -174,6 +174,28 @@ async def test_an_exception_in_the_block_releases(r: redis.asyncio.Redis) -> Non
     await until(ended, 5, "the refresher to end a while after its last lease")
 
 
+@pytest.mark.parametrize("session", [True, False])
+async def test_close_returns_once_the_refresher_has_ended(
+    r: redis.asyncio.Redis, session: bool
+) -> None:
+    """The refresher lingers 2 s after the last lease; ``close()`` ends it and returns
+    only once it has ended, so that a fork right after it is a single-threaded
+    process's (Python 3.12 warns at a fork with threads). It used to only ask the
+    thread (task) to end, which ran on for a moment after ``close()`` returned, and
+    without sessions it did not even ask. The manager goes on afterwards."""
+    locks = Locks(r, session=session)
+    async with locks.lock("closing", ttl=10):
+        pass
+    assert refresher_running(locks), "it lingers after the last lease"
+    await locks.aclose()
+    assert not refresher_running(locks)
+    async with locks.lock("closing", ttl=10) as lease:
+        assert refresher_running(locks)
+        assert await holds(r, lease)
+    await locks.aclose()
+    assert not refresher_running(locks)
+
+
 async def test_min_hold_keeps_the_lock_for_the_rest_of_it(
     r: redis.asyncio.Redis,
 ) -> None:

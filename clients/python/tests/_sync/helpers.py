@@ -10,7 +10,6 @@ from collections.abc import Generator, Iterator
 from typing import Any, Callable, TypeVar, cast
 
 import fencelock
-from fencelock._sync._refresher import thread_name
 
 T = TypeVar("T")
 
@@ -87,9 +86,9 @@ def close_iterator(items: Iterator[Any]) -> None:
 
 
 def refresher_running(locks: Any) -> bool:
-    """Whether a refresher thread of the manager's client runs (it ends a while
-    after its last lease)."""
-    name = thread_name(locks._refresher.client)
+    """Whether the manager's refresher thread runs (it ends a while after its last
+    lease): a thread of its name (each manager's refresher has its own)."""
+    name = locks._refresher.name
     return any(thread.name == name for thread in threading.enumerate())
 
 

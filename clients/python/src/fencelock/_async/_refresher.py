@@ -57,8 +57,11 @@ log = logging.getLogger("fencelock")
 MAX_READ = 5.0
 MIN_READ = 0.05
 # How long the task waits for a new lease before it ends (a job that takes locks in a
-# loop keeps one task, not one per lock).
+# loop keeps one task, and its connections, not one per lock).
 LINGER = 2.0
+# How long ``stop_if_idle`` waits for the task to end: a keepalive in flight and the
+# ``LOCK.HELD`` that may follow it, each read bounded by ``MAX_READ``.
+STOP_WAIT = 2 * MAX_READ
 
 
 class Refresher:
@@ -128,12 +131,30 @@ class Refresher:
             if self._wake is not None:
                 self._wake.set()  # the linger starts now
 
-    def stop_if_idle(self) -> None:
+    async def stop_if_idle(self) -> None:
         """Ends the task now, rather than after the linger, if nothing is watched
-        (``Locks.aclose``); its connections are closed as it ends."""
-        if not len(self._schedule) and self._wake is not None:
-            self._stop = True
-            self._wake.set()
+        (``Locks.aclose``), and returns once it has ended, its connections closed
+        (as the threads' side waits for its thread), though no longer than
+        ``STOP_WAIT``; a lease that comes meanwhile keeps it. A task of another
+        event loop is left to that loop."""
+        task = self._task
+        if len(self._schedule) or task is None or self._wake is None:
+            return
+        self._stop = True
+        self._wake.set()
+        if task.get_loop() is not _running_loop():
+            return
+        until = time.monotonic() + STOP_WAIT
+        while not task.done():
+            left = until - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "fencelock: the refresher task did not end within %s s", STOP_WAIT
+                )
+                return
+            if task is self._task and len(self._schedule):
+                return  # a new lease came: the task serves it
+            await asyncio.wait({task}, timeout=min(left, 0.1))
 
     def _session_holds(self, lease: Lease) -> bool:
         return self.sessions is not None and self.sessions.holds(lease)

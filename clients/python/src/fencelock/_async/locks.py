@@ -221,14 +221,23 @@ class Locks:
         own (``session=False``, ``min_hold``, ...) are not touched. The manager can
         be used again afterwards, in a new session. ``ServerUnavailable`` if a
         server could not be told (after trying every other): its locks there end a
-        ttl after the last keepalive. Runs to its end even if the task is
-        cancelled."""
-        await shielded(self._close_sessions())
+        ttl after the last keepalive. The refresher, which would linger for 2 s
+        after the last lease, ends before this returns, unless a lease of its own is
+        still held. Runs to its end even if the task is cancelled."""
+        await shielded(self._close())
 
     close = aclose  # sync: # (asyncio also has close, an alias, as redis-py does)
 
-    async def _close_sessions(self) -> None:
+    async def _close(self) -> None:
         self._in_this_process()
+        try:
+            await self._close_sessions()
+        finally:
+            # Also without sessions, and after a server could not be told: nothing
+            # of the sessions is watched any more.
+            await self._refresher.stop_if_idle()
+
+    async def _close_sessions(self) -> None:
         if self._sessions is None:
             return
         failed: Optional[tuple[Key, Exception]] = None
@@ -253,7 +262,6 @@ class Locks:
                 for lease in leases:
                     if node_of(self.client, lease.key) == node:
                         lease.set_released(True)
-        self._refresher.stop_if_idle()
         if failed is not None:
             where, cause = failed
             raise ServerUnavailable(

@@ -4,7 +4,9 @@ of the manager alive and watches every deadline, on the schedule of
 server, each read bounded by the time left to the earliest deadline, so a server that
 hangs cannot keep the thread from reporting a lease lost at its deadline. The thread
 starts with the first lease and ends when none has been left for ``LINGER`` seconds
-(a job that takes locks in a loop keeps one thread, not one per lock). Refreshes go
+(a job that takes locks in a loop keeps one thread, and its connections, not one per
+lock), or at once at ``Locks.close()``, which returns once it has ended (a fork right
+after it is a single-threaded process's). Refreshes go
 over a connection of the thread's own per server, never a pooled one that waiters may
 have taken. Written by hand
 (``fencelock._async._refresher`` is the task twin): this is where a thread and a task
@@ -17,7 +19,9 @@ answer settles all of them there (see the asyncio side)."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import os
 import threading
 import time
 from collections import defaultdict
@@ -50,11 +54,39 @@ MAX_READ = 5.0
 MIN_READ = 0.05
 # How long the thread waits for a new lease before it ends.
 LINGER = 2.0
+# How long ``stop_if_idle`` waits for the thread to end: a keepalive in flight and the
+# ``LOCK.HELD`` that may follow it, each read bounded by ``MAX_READ``. A server that
+# hangs longer (or an ``on_lost`` callback that does) cannot hang ``close()``.
+STOP_WAIT = 2 * MAX_READ
+# How long ``stop_if_idle`` waits for the kernel to drop the ended thread: some
+# microseconds as a rule (see ``_kernel_thread_gone``).
+KERNEL_THREAD_WAIT = 0.5
+# Numbers the managers' refreshers of this process, for their threads' names.
+_numbers = itertools.count(1)
 
 
 def thread_name(client: Any) -> str:
-    """Names the thread after the client it refreshes for, as it shows in dumps."""
-    return f"fencelock-refresher-{id(client):x}"
+    """A name for a new refresher's thread, as it shows in dumps: the client it
+    refreshes for, then the refresher's number in this process (two managers on one
+    client each have a thread of their own)."""
+    return f"fencelock-refresher-{id(client):x}-{next(_numbers)}"
+
+
+def _kernel_thread_gone(thread: threading.Thread) -> None:
+    """Waits, briefly, until the kernel no longer lists the ended ``thread``. Before
+    Python 3.13 ``join`` returns once the thread's Python part has ended, while the
+    kernel's thread still unwinds for some microseconds; a fork then is counted as a
+    multi-threaded process's (Python 3.12 reads that count to warn): about 2 forks
+    in 100 of a loop of lock, ``close()``, fork, without this wait. Where the kernel
+    lists a process's threads (Linux). Not for a thread running in this very OS
+    thread (a gevent greenlet)."""
+    native = thread.native_id
+    if native is None or native == threading.get_native_id():
+        return
+    listed = f"/proc/self/task/{native}"
+    until = time.monotonic() + KERNEL_THREAD_WAIT
+    while os.path.exists(listed) and time.monotonic() < until:
+        time.sleep(0.0005)
 
 
 class Refresher:
@@ -67,7 +99,13 @@ class Refresher:
         # ``_changed`` (a condition) and ``_io`` (a lock), made at their first use:
         # see ``_primitive``.
         self._primitives: dict[str, Any] = {}
+        self.name = thread_name(client)
+        # The thread serving now; None once it is ending (a lease that comes then
+        # starts another).
         self._thread: Optional[threading.Thread] = None
+        # The last thread started, still to be waited for at ``stop_if_idle`` while
+        # it closes its connections after ``_thread`` was cleared.
+        self._started: Optional[threading.Thread] = None
         # Leases the thread is working on outside the lock (refresh, loss report).
         self._busy: set[int] = set()
         # When the waiting thread will look next (monotonic), None: not waiting.
@@ -92,6 +130,7 @@ class Refresher:
         self._stop = False
         self._primitives = {}
         self._thread = None
+        self._started = None
         self._busy = set()
         self._planned = None
         self._emptied_at = 0.0
@@ -133,8 +172,8 @@ class Refresher:
             self._schedule.add(lease, refresh, lease.acquired_at)
             self._stop = False
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name=thread_name(self.client), daemon=True
+                self._thread = self._started = threading.Thread(
+                    target=self._run, name=self.name, daemon=True
                 )
                 self._thread.start()
             # Woken only if the new lease is due before the thread would look anyway.
@@ -163,11 +202,34 @@ class Refresher:
 
     def stop_if_idle(self) -> None:
         """Ends the thread now, rather than after the linger, if nothing is watched
-        (``Locks.close``); its connections are closed as it ends."""
+        (``Locks.close``), and returns once it has ended, its connections closed: a
+        fork right after ``close()`` is then a single-threaded process's (Python
+        3.12 warns at a fork with threads). Not waited for from the thread itself (an
+        ``on_lost`` callback that closes the manager: the thread ends after it), nor
+        longer than ``STOP_WAIT``; a lease that comes meanwhile keeps it."""
         with self._changed:
-            if not len(self._schedule):
-                self._stop = True
-                self._changed.notify_all()
+            if len(self._schedule):
+                return
+            self._stop = True
+            self._changed.notify_all()
+            thread = self._started
+        if thread is None or thread is threading.current_thread():
+            return
+        until = time.monotonic() + STOP_WAIT
+        while thread.is_alive():
+            left = until - time.monotonic()
+            if left <= 0:
+                log.warning(
+                    "fencelock: the refresher thread %s did not end within %s s",
+                    thread.name,
+                    STOP_WAIT,
+                )
+                return
+            with self._changed:
+                if thread is self._thread and len(self._schedule):
+                    return  # a new lease came: the thread serves it
+            thread.join(min(left, 0.1))
+        _kernel_thread_gone(thread)
 
     def _session_holds(self, lease: Lease) -> bool:
         return self.sessions is not None and self.sessions.holds(lease)
