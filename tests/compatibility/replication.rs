@@ -2,6 +2,8 @@
 //! read-only LOCK.FENCE, refuse writes, and, once promoted, issue fences above every
 //! fence the old primary issued, including grants they never received.
 
+use std::time::Duration;
+
 use testkit::*;
 
 #[test]
@@ -204,4 +206,34 @@ fn the_fence_clock_in_info_shows_how_far_grants_reached_the_replica() {
     );
     let (_, next) = acquire(&mut p, "c", 60_000, &[]).unwrap();
     assert!(next > unseen);
+}
+
+/// Waiting for replication covers everything the primary propagated, whoever wrote it:
+/// `WAIT` counts only the writes of the connection it runs on, so on one that wrote
+/// nothing (or around an eviction, which runs before a client's next command, a read
+/// included) it returns at once, whatever the replica has applied.
+#[test]
+fn waiting_for_replication_covers_what_other_connections_wrote() {
+    let (primary, replica) = primary_and_replica();
+    let mut r = replica.connect();
+    // The replica stops applying its primary's stream (writes are paused) but answers reads.
+    let _: () = cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query(&mut r)
+        .unwrap();
+    let _: () = cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut primary.connect())
+        .unwrap();
+    assert!(
+        !replicated_within(&mut primary.connect(), Duration::from_secs(1)),
+        "the replica has not applied the write"
+    );
+    assert_eq!(int(&mut r, &["EXISTS", "k"]), 0);
+    let _: () = cmd("CLIENT").arg("UNPAUSE").query(&mut r).unwrap();
+    wait_replicated(&mut primary.connect());
+    assert_eq!(int(&mut r, &["EXISTS", "k"]), 1);
 }
