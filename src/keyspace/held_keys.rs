@@ -34,9 +34,8 @@
 //! Oldest first: in log order, a lock's start is its entry's fence (or later), and the
 //! starts kept apart are ordered too, by start then name as `LOCK.TOP` lists (after a
 //! jump of the fence clock every grant's start is kept apart, and a load gives all its
-//! locks one start), so `LOCK.TOP BY held` reads from
-//! the front of both and stops once no later entry could come before the last one
-//! listed.
+//! locks one start), so `LOCK.TOP BY held` reads from the front of both and stops once
+//! no later entry could come before the last one listed.
 //!
 //! Names of up to 22 bytes (most lock names) are kept inline: an entry is 40 bytes (the
 //! fences apart from the rest, so that a search reads eight of them a cache line), no
