@@ -163,6 +163,21 @@ fn replication_offsets(primary: &mut Connection) -> (i64, Vec<i64>) {
     (own, acked)
 }
 
+/// `DUMP key`: its value, serialized.
+pub fn dump(con: &mut Connection, key: &str) -> Vec<u8> {
+    cmd("DUMP").arg(key).query(con).unwrap()
+}
+
+/// `RESTORE key 0 payload`: a key made from a `DUMP`, with no expiry, not replacing.
+pub fn restore(con: &mut Connection, key: &str, payload: &[u8]) {
+    let _: () = cmd("RESTORE")
+        .arg(key)
+        .arg(0)
+        .arg(payload)
+        .query(con)
+        .unwrap();
+}
+
 /// `DEBUG DIGEST` of the whole dataset.
 pub fn digest(con: &mut Connection) -> String {
     cmd("DEBUG").arg("DIGEST").query(con).unwrap()

@@ -553,13 +553,8 @@ fn a_copy_going_leaves_the_original_first_with_the_fence_clock_ahead() {
     for i in 0..5 {
         hold(&mut con, &format!("later-{i}"), 60_000, &[]);
     }
-    let dump: Vec<u8> = cmd("DUMP").arg("original").query(&mut con).unwrap();
-    let _: () = cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
+    let dump = dump(&mut con, "original");
+    restore(&mut con, "copy", &dump);
     assert_eq!(int(&mut con, &["DEL", "copy"]), 1);
     assert_eq!(top_keys(&mut con, &["BY", "held"])[0], "original");
     assert_eq!(
@@ -579,15 +574,10 @@ fn a_copy_going_in_another_database_leaves_the_original_its_age() {
     fence_clock_an_hour_ahead(&mut con);
     let (token, _) = hold(&mut con, "original", 60_000, &[]);
     let granted_ms = server_ms(&mut con);
-    let dump: Vec<u8> = cmd("DUMP").arg("original").query(&mut con).unwrap();
+    let dump = dump(&mut con, "original");
     let mut other = server.connect();
     let _: () = cmd("SELECT").arg(1).query(&mut other).unwrap();
-    let _: () = cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut other)
-        .unwrap();
+    restore(&mut other, "copy", &dump);
     assert_eq!(int(&mut other, &["DEL", "copy"]), 1);
     for i in 0..200 {
         let key = format!("churn-{i}");

@@ -705,13 +705,8 @@ fn a_done_record_counts_as_a_stored_result_not_as_a_held_lock() {
     assert_eq!(held_and_done(&mut con), (1, 0), "running: a held lock");
     assert_eq!(done(&mut con, "order", &token, "paid"), 1);
     assert_eq!(held_and_done(&mut con), (0, 1), "done: a stored result");
-    let dump: Vec<u8> = cmd("DUMP").arg("order").query(&mut con).unwrap();
-    let _: () = cmd("RESTORE")
-        .arg("copy")
-        .arg(0)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
+    let dump = dump(&mut con, "order");
+    restore(&mut con, "copy", &dump);
     assert_eq!(held_and_done(&mut con), (0, 2));
     let _: () = cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
     assert_eq!(held_and_done(&mut con), (0, 2), "after a reload");

@@ -189,14 +189,9 @@ fn a_restored_shared_lock_whose_leases_ended_leaves_no_key() {
     let server = Server::start();
     let mut con = server.connect();
     hold(&mut con, "src", 200, &["SHARED"]);
-    let dump: Vec<u8> = cmd("DUMP").arg("src").query(&mut con).unwrap();
+    let dump = dump(&mut con, "src");
     std::thread::sleep(Duration::from_millis(300));
-    let _: () = cmd("RESTORE")
-        .arg("dst")
-        .arg(0)
-        .arg(dump)
-        .query(&mut con)
-        .unwrap();
+    restore(&mut con, "dst", &dump);
     eventually(
         Duration::from_secs(2),
         "the restored, emptied lock goes",
